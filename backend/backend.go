@@ -1,0 +1,99 @@
+package backend
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+)
+
+// Backend is the storage behind one namespace. Offsets and lengths are in
+// bytes and always multiples of BlockSize(). Buffers passed in are registered
+// (page-aligned, not Go heap) memory owned by the caller for the duration of
+// the call; implementations must not retain them.
+//
+// All methods must be safe for concurrent use: several queue pairs issue I/O
+// to one namespace at once.
+type Backend interface {
+	// ReadAt fills p entirely from offset off, or returns an error.
+	ReadAt(p []byte, off int64) error
+	// WriteAt writes p entirely at offset off, or returns an error.
+	WriteAt(p []byte, off int64) error
+	// Flush makes every completed write durable (fdatasync or device flush).
+	Flush() error
+	// Size is the capacity in bytes (a multiple of BlockSize).
+	Size() int64
+	// BlockSize is the logical block size in bytes (512 or 4096).
+	BlockSize() uint32
+	// Close releases the backing file or device.
+	Close() error
+}
+
+// Discarder is implemented by backends that can deallocate a range
+// (punch hole, BLKDISCARD). After Discard the range reads back as zeros.
+type Discarder interface {
+	Discard(off, length int64) error
+}
+
+// Zeroer is implemented by backends that can write zeros to a range
+// without a data buffer.
+type Zeroer interface {
+	WriteZeroes(off, length int64) error
+}
+
+// NonBlocking is implemented by backends whose calls never sleep (nullblk),
+// so the caller may run them on its polling thread instead of a worker.
+type NonBlocking interface {
+	NonBlocking() bool
+}
+
+// Options describe how to open a backend. They mirror the namespace section
+// of the configuration file.
+type Options struct {
+	Path      string // file or block device path ("" for nullblk)
+	Size      int64  // bytes; file: create or extend to this; nullblk: required; block: ignored (0)
+	BlockSize uint32 // 512 or 4096; block: 0 means take the device's
+	ReadOnly  bool
+	Buffered  bool // file: use the page cache instead of O_DIRECT
+}
+
+// OpenFunc opens one kind of backend.
+type OpenFunc func(Options) (Backend, error)
+
+var (
+	registryMu sync.RWMutex
+	registry   = map[string]OpenFunc{}
+)
+
+// ErrUnknown is returned by Open for a backend name nothing registered.
+var ErrUnknown = errors.New("unknown backend")
+
+// Register makes a backend kind available to Open under name.
+func Register(name string, open OpenFunc) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	registry[name] = open
+}
+
+// Names lists the registered backend kinds, sorted.
+func Names() []string {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	var names []string
+	for n := range registry {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Open opens a backend of the named kind.
+func Open(name string, opts Options) (Backend, error) {
+	registryMu.RLock()
+	open := registry[name]
+	registryMu.RUnlock()
+	if open == nil {
+		return nil, fmt.Errorf("%w %q", ErrUnknown, name)
+	}
+	return open(opts)
+}

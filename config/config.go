@@ -1,0 +1,56 @@
+package config
+
+// Config is the whole configuration file.
+type Config struct {
+	Log        Log         `yaml:"log"`
+	Metrics    Metrics     `yaml:"metrics"`
+	Ports      []Port      `yaml:"ports"`
+	Subsystems []Subsystem `yaml:"subsystems"`
+}
+
+// Log configures logrus.
+type Log struct {
+	Level  string `yaml:"level"`  // debug | info | warn | error (default info)
+	Format string `yaml:"format"` // text | json (default text)
+}
+
+// Metrics configures the Prometheus endpoint.
+type Metrics struct {
+	Address string `yaml:"address"` // "" disables
+}
+
+// Port is one listening transport address.
+type Port struct {
+	ID             uint16 `yaml:"id"`
+	Transport      string `yaml:"transport"` // rdma
+	Address        string `yaml:"address"`   // IPv4 or IPv6 literal
+	Port           uint16 `yaml:"port"`      // trsvcid (default 4420)
+	InlineDataSize uint32 `yaml:"inline_data_size"`
+	MaxQueueSize   uint16 `yaml:"max_queue_size"`
+}
+
+// Subsystem is one NVM subsystem.
+type Subsystem struct {
+	NQN          string      `yaml:"nqn"`
+	Serial       string      `yaml:"serial"`
+	Model        string      `yaml:"model"`
+	AllowAnyHost bool        `yaml:"allow_any_host"`
+	Hosts        []string    `yaml:"hosts"`
+	Ports        []uint16    `yaml:"ports"` // empty: every port
+	Namespaces   []Namespace `yaml:"namespaces"`
+}
+
+// Namespace is one namespace of a subsystem.
+type Namespace struct {
+	NSID      uint32 `yaml:"nsid"`
+	Backend   string `yaml:"backend"` // file | block | nullblk
+	Path      string `yaml:"path"`
+	Size      Size   `yaml:"size"`       // bytes; accepts 512, 1GiB, 100MB ...
+	BlockSize uint32 `yaml:"block_size"` // 512 | 4096 (default 512; block: the device's when 0)
+	ReadOnly  bool   `yaml:"read_only"`
+	Buffered  bool   `yaml:"buffered"` // file: page cache instead of O_DIRECT
+	UUID      string `yaml:"uuid"`     // "" derives one from nqn+nsid
+}
+
+// Size is a byte count that unmarshals from an integer or a human size.
+type Size int64

@@ -1,0 +1,380 @@
+package fabrics
+
+import (
+	"encoding/binary"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+)
+
+// Version is the firmware revision reported in Identify; set by main.
+var Version = "0.1.0"
+
+func (q *Queue) prepareAdmin(r *Request) nvme.Status {
+	cmd := r.Cmd
+	disc := q.ctrl.Subsystem.isDiscovery
+	switch cmd.Opcode() {
+	case nvme.AdminIdentify:
+		r.Dir, r.Len, r.handler = DirCtrlToHost, nvme.IdentifySize, execIdentify
+	case nvme.AdminGetLogPage:
+		n := cmd.LogLength()
+		if n > MaxDataTransfer {
+			return nvme.StatusInvalidField | nvme.DNR
+		}
+		r.Dir, r.Len, r.handler = DirCtrlToHost, uint32(n), execGetLogPage
+	case nvme.AdminSetFeatures:
+		r.handler = execSetFeatures
+	case nvme.AdminGetFeatures:
+		if cmd.FeatureID() == nvme.FeatHostID {
+			r.Dir, r.Len = DirCtrlToHost, 16
+		}
+		r.handler = execGetFeatures
+	case nvme.AdminKeepAlive:
+		r.handler = execKeepAlive
+	case nvme.AdminAsyncEvent:
+		r.handler = execAsyncEvent
+	case nvme.AdminAbort:
+		if disc {
+			return nvme.StatusInvalidOpcode | nvme.DNR
+		}
+		r.handler = execAbort
+	default:
+		return nvme.StatusInvalidOpcode | nvme.DNR
+	}
+	return 0
+}
+
+func execKeepAlive(q *Queue, r *Request) bool {
+	q.ctrl.keepAlive()
+	return true
+}
+
+func execAsyncEvent(q *Queue, r *Request) bool {
+	if !q.ctrl.submitAER(r) {
+		r.status = nvme.StatusAsyncLimit | nvme.DNR
+		return true
+	}
+	return false
+}
+
+// execAbort reports that the command was not aborted: commands run to
+// completion quickly, and the host then waits for them.
+func execAbort(q *Queue, r *Request) bool {
+	r.result = 1
+	return true
+}
+
+func execIdentify(q *Queue, r *Request) bool {
+	cmd := r.Cmd
+	c := q.ctrl
+	s := c.Subsystem
+	b := r.Data
+	clear(b)
+	if s.isDiscovery && cmd.CNS() != nvme.CNSController {
+		r.status = nvme.StatusInvalidField | nvme.DNR
+		return true
+	}
+	switch cmd.CNS() {
+	case nvme.CNSController:
+		q.identifyController(b)
+	case nvme.CNSNamespace:
+		nsid := cmd.NSID()
+		if nsid == 0 || nsid == 0xffffffff {
+			r.status = nvme.StatusInvalidNamespace | nvme.DNR
+			return true
+		}
+		// An inactive namespace ID reads as all zeros.
+		if ns := s.Namespace(nsid); ns != nil {
+			identifyNamespace(ns, b)
+		}
+	case nvme.CNSActiveNSList:
+		after := cmd.NSID()
+		if after >= 0xfffffffe {
+			r.status = nvme.StatusInvalidNamespace | nvme.DNR
+			return true
+		}
+		var ids [nvme.IdentifySize / 4]uint32
+		n := 0
+		for _, id := range s.NamespaceIDs() {
+			if id > after && n < len(ids) {
+				ids[n] = id
+				n++
+			}
+		}
+		nvme.PutNSIDList(b, ids[:n])
+	case nvme.CNSNSDescList:
+		ns := s.Namespace(cmd.NSID())
+		if ns == nil {
+			r.status = nvme.StatusInvalidNamespace | nvme.DNR
+			return true
+		}
+		off := nvme.PutNSDescriptor(b, 0, nvme.NIDTUUID, ns.UUID[:])
+		off = nvme.PutNSDescriptor(b, off, nvme.NIDTNGUID, ns.UUID[:])
+		nvme.PutNSDescriptor(b, off, nvme.NIDTCSI, []byte{nvme.CSINVM})
+	case nvme.CNSCSINamespace, nvme.CNSCSIController:
+		// The NVM command set's specific structures: nothing beyond the
+		// defaults, which read as zeros.
+		if cmd.IdentifyCSI() != nvme.CSINVM {
+			r.status = nvme.StatusInvalidField | nvme.DNR
+		}
+	case nvme.CNSCSIActiveNSList:
+		if cmd.IdentifyCSI() != nvme.CSINVM {
+			r.status = nvme.StatusInvalidField | nvme.DNR
+			return true
+		}
+		var ids []uint32
+		for _, id := range s.NamespaceIDs() {
+			if id > cmd.NSID() {
+				ids = append(ids, id)
+			}
+		}
+		nvme.PutNSIDList(b, ids)
+	case nvme.CNSCommandSetVector:
+		b[0] = 1 // NVM command set only
+	default:
+		r.status = nvme.StatusInvalidField | nvme.DNR
+	}
+	return true
+}
+
+func (q *Queue) identifyController(b []byte) {
+	c := q.ctrl
+	s := c.Subsystem
+	id := nvme.IdentifyController{
+		Serial:         s.Serial,
+		Model:          s.Model,
+		Firmware:       Version,
+		CNTLID:         c.ID,
+		Version:        nvme.Version(1, 3, 0),
+		MDTS:           mdtsShift,
+		KAS:            1, // 100 ms granularity
+		MaxCmd:         c.Port.MaxQueueSize,
+		SubNQN:         s.NQN,
+		ACL:            3,
+		AERL:           maxOutstandAER - 1,
+		LPA:            nvme.LPAExtendedData,
+		ELPE:           errorLogLen - 1,
+		IOCCSZ:         (nvme.CommandSize + q.port.InlineDataSize) / 16,
+		IORCSZ:         nvme.CompletionSize / 16,
+		MSDBD:          1,
+		SGLS:           nvme.SGLSSupported | nvme.SGLSKeyed,
+		PowerMaxCentiW: 0,
+	}
+	if q.port.InlineDataSize > 0 {
+		id.SGLS |= nvme.SGLSOffset
+	}
+	if s.isDiscovery {
+		id.ControllerType = nvme.ControllerDiscovery
+		id.OAES = nvme.OAESDiscoveryChange
+	} else {
+		id.ControllerType = nvme.ControllerIO
+		id.CMIC = nvme.CMICMultiController
+		id.OAES = nvme.OAESNSAttrChanged
+		id.LPA |= nvme.LPACmdEffects
+		id.FRMW = 1<<1 | 1 // one slot, slot 1 read-only
+		id.NN = 1024
+		id.MNAN = 1024
+		id.ONCS = nvme.ONCSDSM | nvme.ONCSWriteZeroes
+		id.VWC = 1
+		id.WCTEMP, id.CCTEMP = 0x157, 0x175
+	}
+	id.Encode(b)
+}
+
+func identifyNamespace(ns *Namespace, b []byte) {
+	id := nvme.IdentifyNamespace{
+		Blocks:       ns.Blocks,
+		BlockShift:   ns.BlockShift,
+		NMIC:         1,
+		WriteProtect: ns.ReadOnly,
+		NSFEAT:       nvme.NSFEATThinProvisioning,
+		DLFEAT:       0x1 | 0x8, // deallocated blocks read zeros; write zeroes may deallocate
+	}
+	copy(id.NGUID[:], ns.UUID[:])
+	id.Encode(b)
+}
+
+func execGetLogPage(q *Queue, r *Request) bool {
+	cmd := r.Cmd
+	c := q.ctrl
+	page := q.scratch[:0]
+	switch lid := cmd.LogID(); {
+	case lid == nvme.LogDiscovery && c.Subsystem.isDiscovery:
+		page = q.discoveryLog(page)
+	case c.Subsystem.isDiscovery:
+		r.status = nvme.StatusInvalidLogPage | nvme.DNR
+		return true
+	case lid == nvme.LogError:
+		page = grow(page, nvme.ErrorLogEntrySize*errorLogLen)
+		c.mu.Lock()
+		// Newest first.
+		for i := 0; i < errorLogLen && uint64(i) < c.errCount; i++ {
+			e := c.errLog[(c.errCount-uint64(i))%errorLogLen]
+			e.Encode(page[i*nvme.ErrorLogEntrySize:])
+		}
+		c.mu.Unlock()
+	case lid == nvme.LogSMART:
+		page = grow(page, nvme.SMARTLogSize)
+		smart := c.smart()
+		smart.Encode(page)
+	case lid == nvme.LogFirmwareSlot:
+		page = grow(page, nvme.FirmwareLogSize)
+		page[0] = 1 // active slot 1
+		nvme.PutString(page[8:16], Version)
+	case lid == nvme.LogChangedNS:
+		page = grow(page, nvme.ChangedNSLogSize)
+		c.mu.Lock()
+		for i, id := range c.changedNS {
+			binary.LittleEndian.PutUint32(page[4*i:], id)
+		}
+		if !cmd.LogRAE() {
+			c.changedNS = c.changedNS[:0]
+		}
+		c.mu.Unlock()
+	case lid == nvme.LogCmdEffects:
+		page = grow(page, nvme.EffectsLogSize)
+		for _, op := range []uint8{nvme.AdminGetLogPage, nvme.AdminIdentify, nvme.AdminAbort,
+			nvme.AdminSetFeatures, nvme.AdminGetFeatures, nvme.AdminAsyncEvent, nvme.AdminKeepAlive} {
+			nvme.PutEffects(page, false, op, nvme.EffectsSupported)
+		}
+		for _, op := range []uint8{nvme.IOFlush, nvme.IORead} {
+			nvme.PutEffects(page, true, op, nvme.EffectsSupported)
+		}
+		for _, op := range []uint8{nvme.IOWrite, nvme.IOWriteZeroes, nvme.IODatasetMgmt} {
+			nvme.PutEffects(page, true, op, nvme.EffectsSupported|nvme.EffectsLBC)
+		}
+	default:
+		r.status = nvme.StatusInvalidLogPage | nvme.DNR
+		return true
+	}
+	q.scratch = page
+	off := cmd.LogOffset()
+	if off&3 != 0 || off > uint64(len(page)) {
+		r.status = nvme.StatusInvalidField | nvme.DNR
+		return true
+	}
+	n := copy(r.Data, page[off:])
+	clear(r.Data[n:])
+	return true
+}
+
+// grow returns b resized to n zeroed bytes, reusing its storage.
+func grow(b []byte, n int) []byte {
+	if cap(b) < n {
+		b = make([]byte, n)
+	}
+	b = b[:n]
+	clear(b)
+	return b
+}
+
+// smart builds the health page from the counters of the controller's
+// queues. Data units are thousands of 512-byte units, rounded up.
+func (c *Controller) smart() nvme.SMARTLog {
+	var rd, wr, br, bw, busy uint64
+	c.mu.Lock()
+	for _, q := range c.queues {
+		if q == nil {
+			continue
+		}
+		rd += q.Stats.Reads.Load()
+		wr += q.Stats.Writes.Load()
+		br += q.Stats.BytesRead.Load()
+		bw += q.Stats.BytesWritten.Load()
+		busy += q.Stats.BusyNanos.Load()
+	}
+	errs := c.errCount
+	c.mu.Unlock()
+	units := func(bytes uint64) uint64 { return (bytes/512 + 999) / 1000 }
+	return nvme.SMARTLog{
+		TemperatureK:     293,
+		AvailableSpare:   100,
+		SpareThreshold:   10,
+		DataUnitsRead:    units(br),
+		DataUnitsWritten: units(bw),
+		HostReads:        rd,
+		HostWrites:       wr,
+		BusyMinutes:      busy / uint64(time.Minute),
+		PowerCycles:      1,
+		PowerOnHours:     uint64(time.Since(start) / time.Hour),
+		ErrorLogEntries:  errs,
+	}
+}
+
+func execSetFeatures(q *Queue, r *Request) bool {
+	cmd := r.Cmd
+	c := q.ctrl
+	if cmd.FeatureSave() {
+		r.status = nvme.StatusFeatureNotSaveable | nvme.DNR
+		return true
+	}
+	v := cmd.CDW(11)
+	switch fid := cmd.FeatureID(); {
+	case fid == nvme.FeatKeepAlive:
+		c.setKATO(v)
+	case fid == nvme.FeatAsyncEvent:
+		c.mu.Lock()
+		c.aenConfig = v
+		c.mu.Unlock()
+	case c.Subsystem.isDiscovery:
+		r.status = nvme.StatusInvalidField | nvme.DNR
+	case fid == nvme.FeatNumQueues:
+		nsq, ncq := v&0xffff, v>>16
+		if nsq == 0xffff || ncq == 0xffff {
+			r.status = nvme.StatusInvalidField | nvme.DNR
+			return true
+		}
+		n := min(nsq, ncq) + 1
+		n = min(n, maxIOQueues)
+		c.mu.Lock()
+		c.ioQueues = uint16(n)
+		c.mu.Unlock()
+		r.result = uint64(n-1) | uint64(n-1)<<16
+	case fid == nvme.FeatVolatileWC, fid == nvme.FeatArbitration, fid == nvme.FeatPowerMgmt,
+		fid == nvme.FeatTempThreshold, fid == nvme.FeatErrorRecovery, fid == nvme.FeatWriteAtomic:
+		// Accepted; the target's behaviour does not depend on them.
+	case fid == nvme.FeatHostID:
+		// The host identifier comes with Connect on fabrics.
+		r.status = nvme.StatusCommandSequence | nvme.DNR
+	default:
+		r.status = nvme.StatusInvalidField | nvme.DNR
+	}
+	return true
+}
+
+func execGetFeatures(q *Queue, r *Request) bool {
+	cmd := r.Cmd
+	c := q.ctrl
+	switch fid := cmd.FeatureID(); {
+	case fid == nvme.FeatKeepAlive:
+		r.result = uint64(c.kato.Load())
+	case fid == nvme.FeatAsyncEvent:
+		c.mu.Lock()
+		r.result = uint64(c.aenConfig)
+		c.mu.Unlock()
+	case c.Subsystem.isDiscovery:
+		r.status = nvme.StatusInvalidField | nvme.DNR
+	case fid == nvme.FeatNumQueues:
+		c.mu.Lock()
+		n := uint64(c.ioQueues - 1)
+		c.mu.Unlock()
+		r.result = n | n<<16
+	case fid == nvme.FeatVolatileWC:
+		r.result = 1
+	case fid == nvme.FeatTempThreshold:
+		r.result = 0x157
+	case fid == nvme.FeatArbitration, fid == nvme.FeatPowerMgmt,
+		fid == nvme.FeatErrorRecovery, fid == nvme.FeatWriteAtomic:
+		r.result = 0
+	case fid == nvme.FeatHostID:
+		if cmd.CDW(11)&1 == 0 {
+			// Only the 128-bit identifier exists on fabrics.
+			r.status = nvme.StatusInvalidField | nvme.DNR
+			return true
+		}
+		copy(r.Data, c.HostID[:])
+	default:
+		r.status = nvme.StatusInvalidField | nvme.DNR
+	}
+	return true
+}

@@ -1,0 +1,21 @@
+// Package fabrics is the NVMe over Fabrics target, independent of any
+// transport: subsystems, namespaces, ports and host access (Target), the
+// controllers hosts create with Connect (register state machine, keep
+// alive, asynchronous events, features), the discovery controller, and the
+// execution of admin and I/O commands against backends.
+//
+// A transport (package rdma, or the in-memory loop transport of this
+// package's tests) owns the wire and the memory. For every queue pair it
+// accepts it creates a Queue with NewQueue, and for every command capsule
+// that arrives it drives one Request through:
+//
+//	Prepare  decode and validate; learn the data direction and length
+//	MapInline / the transport's own SGL mapping, then any host-to-controller transfer
+//	Execute  run the command; the result comes back through QueueTransport.Complete
+//
+// Complete is always called on the queue's own poller goroutine: commands
+// that block (file and block device I/O) run on per-queue workers and are
+// handed back through Reap, which the poller calls after QueueTransport.Wake.
+// So a queue's state is touched by one goroutine and the I/O path takes no
+// lock that another queue contends.
+package fabrics

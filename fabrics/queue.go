@@ -1,0 +1,200 @@
+package fabrics
+
+import (
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+	"github.com/sirupsen/logrus"
+)
+
+// workersPerQueue is how many goroutines run blocking backend calls for one
+// I/O queue. Backends see up to this many concurrent requests per queue.
+const workersPerQueue = 8
+
+// Queue is the fabrics side of one queue pair: admin (QID 0) or I/O. All
+// methods but the ones documented otherwise run on the queue's poller.
+type Queue struct {
+	QID    uint16
+	target *Target
+	port   *Port
+	tr     QueueTransport
+	depth  int
+	log    *logrus.Entry
+
+	ctrl   *Controller
+	sqsize uint16 // 1-based, from Connect
+	sqhd   uint16
+
+	jobs        chan *Request // to the workers
+	done        chan *Request // from workers and event sources
+	outstanding atomic.Int32  // requests held outside the poller
+	workers     bool
+
+	Stats   QueueStats
+	scratch []byte // admin: log pages are built here, then sliced by offset
+}
+
+// QueueStats are counters of one queue, written by its poller only.
+type QueueStats struct {
+	Reads, Writes           atomic.Uint64
+	BytesRead, BytesWritten atomic.Uint64
+	Errors                  atomic.Uint64
+	BusyNanos               atomic.Uint64
+}
+
+// NewQueue creates the fabrics side of a queue pair the transport accepted
+// on port with the host's queue ID and a depth of outstanding commands.
+func NewQueue(t *Target, port *Port, qid uint16, depth int, tr QueueTransport) *Queue {
+	q := &Queue{
+		QID: qid, target: t, port: port, tr: tr, depth: depth,
+		done: make(chan *Request, depth+maxOutstandAER),
+	}
+	q.log = t.Log.WithFields(logrus.Fields{"qid": qid, "peer": tr.Peer(), "port": port.ID})
+	return q
+}
+
+// Controller is the controller the queue is bound to, nil before Connect.
+func (q *Queue) Controller() *Controller { return q.ctrl }
+
+// Prepare decodes r.Cmd and validates everything but the data pointer. It
+// returns false if r already completed (with an error status); otherwise
+// r.Dir and r.Len tell the transport what data to map before Execute.
+func (q *Queue) Prepare(r *Request) bool {
+	r.q, r.status, r.result = q, 0, 0
+	r.Data, r.Dir, r.Len, r.ns, r.handler = nil, DirNone, 0, nil, nil
+	r.started = nanotime()
+	q.sqhd++
+	if q.sqsize != 0 && q.sqhd >= q.sqsize {
+		q.sqhd = 0
+	}
+	cmd := r.Cmd
+	var st nvme.Status
+	switch {
+	case cmd.Flags()&nvme.FlagsPSDTMask != nvme.PSDTSGLContig:
+		// Fabrics carries SGLs only.
+		st = nvme.StatusInvalidField | nvme.DNR
+	case cmd.Fuse() != 0:
+		st = nvme.StatusInvalidField | nvme.DNR
+	case cmd.Opcode() == nvme.OpFabrics:
+		st = q.prepareFabrics(r)
+	case q.ctrl == nil:
+		st = nvme.StatusCommandSequence | nvme.DNR
+	case q.QID == 0:
+		st = q.prepareAdmin(r)
+	default:
+		st = q.prepareIO(r)
+	}
+	if st != 0 {
+		q.Fail(r, st)
+		return false
+	}
+	if r.Len > MaxDataTransfer {
+		q.Fail(r, nvme.StatusInvalidField|nvme.DNR)
+		return false
+	}
+	return true
+}
+
+// Fail completes r with status st, as when the transport cannot map its
+// data.
+func (q *Queue) Fail(r *Request, st nvme.Status) {
+	r.status = st
+	q.complete(r)
+}
+
+// Execute runs a prepared command whose data (for DirHostToCtrl) is in
+// r.Data. Blocking backend calls go to the queue's workers.
+func (q *Queue) Execute(r *Request) {
+	if r.ns != nil && !r.ns.nonBlocking() {
+		q.startWorkers()
+		q.outstanding.Add(1)
+		q.jobs <- r
+		return
+	}
+	if r.handler(q, r) {
+		q.complete(r)
+	}
+}
+
+func (ns *Namespace) nonBlocking() bool {
+	nb, ok := ns.Backend.(backend.NonBlocking)
+	return ok && nb.NonBlocking()
+}
+
+func (q *Queue) startWorkers() {
+	if q.workers {
+		return
+	}
+	q.workers = true
+	q.jobs = make(chan *Request, q.depth)
+	for range workersPerQueue {
+		go q.work()
+	}
+}
+
+func (q *Queue) work() {
+	for r := range q.jobs {
+		r.handler(q, r)
+		q.completeAsync(r)
+	}
+}
+
+// completeAsync hands r back to the poller from another goroutine.
+func (q *Queue) completeAsync(r *Request) {
+	q.done <- r
+	q.tr.Wake()
+	q.outstanding.Add(-1)
+}
+
+// Pending reports whether Reap has work, cheaply, for the poller's idle check.
+func (q *Queue) Pending() bool { return len(q.done) != 0 }
+
+// Reap completes the requests other goroutines finished.
+func (q *Queue) Reap() {
+	for {
+		select {
+		case r := <-q.done:
+			q.complete(r)
+		default:
+			return
+		}
+	}
+}
+
+// complete writes the completion entry and gives r back to the transport.
+func (q *Queue) complete(r *Request) {
+	r.Rsp.Set(r.result, q.sqhd, q.QID, r.Cmd.CID(), r.status)
+	if r.status != 0 {
+		q.Stats.Errors.Add(1)
+		if q.ctrl != nil {
+			q.ctrl.recordError(r, q.QID)
+		}
+	}
+	q.Stats.BusyNanos.Add(uint64(nanotime() - r.started))
+	q.tr.Complete(r)
+}
+
+// Close unbinds the queue from its controller (destroying the controller
+// if this is its admin queue) and waits until no other goroutine holds any
+// of its requests, so the transport may free their buffers.
+func (q *Queue) Close() {
+	if q.ctrl != nil {
+		q.ctrl.detach(q)
+		q.log.Debug("queue disconnected")
+	}
+	for q.outstanding.Load() > 0 {
+		runtime.Gosched()
+		time.Sleep(time.Millisecond)
+	}
+	if q.jobs != nil {
+		close(q.jobs)
+	}
+}
+
+var start = time.Now()
+
+// nanotime is a monotonic clock that does not allocate.
+func nanotime() int64 { return int64(time.Since(start)) }

@@ -1,0 +1,366 @@
+package fabrics
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+	"github.com/sirupsen/logrus"
+)
+
+// Target is the set of subsystems and ports one daemon serves, plus the
+// discovery subsystem. Its methods are safe for concurrent use: queues read
+// it while the operator changes it.
+type Target struct {
+	Log *logrus.Entry
+
+	mu         sync.Mutex
+	ports      map[uint16]*Port
+	subsystems map[string]*Subsystem
+	discovery  *Subsystem
+	genctr     atomic.Uint64 // discovery log generation counter
+}
+
+// NewTarget returns an empty target.
+func NewTarget(log *logrus.Entry) *Target {
+	if log == nil {
+		log = logrus.NewEntry(logrus.StandardLogger())
+	}
+	t := &Target{
+		Log:        log,
+		ports:      map[uint16]*Port{},
+		subsystems: map[string]*Subsystem{},
+	}
+	t.discovery = newSubsystem(t, nvme.DiscoveryNQN, "", "", true)
+	t.discovery.isDiscovery = true
+	return t
+}
+
+// Port is a transport address hosts connect through.
+type Port struct {
+	ID             uint16
+	Address        netip.Addr
+	ServiceID      uint16 // trsvcid
+	InlineDataSize uint32
+	MaxQueueSize   uint16
+}
+
+// AddPort registers a port.
+func (t *Target) AddPort(p *Port) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.ports[p.ID]; ok {
+		return fmt.Errorf("port %d already exists", p.ID)
+	}
+	t.ports[p.ID] = p
+	t.genctr.Add(1)
+	return nil
+}
+
+// Port returns the port with id, or nil.
+func (t *Target) Port(id uint16) *Port {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.ports[id]
+}
+
+// AddSubsystem registers a subsystem.
+func (t *Target) AddSubsystem(s *Subsystem) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.subsystems[s.NQN]; ok || s.NQN == nvme.DiscoveryNQN {
+		return fmt.Errorf("subsystem %s already exists", s.NQN)
+	}
+	s.target = t
+	t.subsystems[s.NQN] = s
+	t.discoveryChanged()
+	return nil
+}
+
+// Subsystem returns the subsystem with nqn, or nil.
+func (t *Target) Subsystem(nqn string) *Subsystem {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if nqn == nvme.DiscoveryNQN {
+		return t.discovery
+	}
+	return t.subsystems[nqn]
+}
+
+// Subsystems lists the subsystems sorted by NQN.
+func (t *Target) Subsystems() []*Subsystem {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]*Subsystem, 0, len(t.subsystems))
+	for _, s := range t.subsystems {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].NQN < out[j].NQN })
+	return out
+}
+
+// discoveryChanged bumps the discovery log generation and tells connected
+// discovery controllers. Called with t.mu held.
+func (t *Target) discoveryChanged() {
+	t.genctr.Add(1)
+	if t.discovery != nil {
+		go t.discovery.raiseEvent(nvme.AsyncTypeNotice, nvme.AsyncNoticeDiscoveryLog, nvme.LogDiscovery)
+	}
+}
+
+// Close disconnects every controller and closes every namespace backend.
+func (t *Target) Close() {
+	for _, s := range append(t.Subsystems(), t.discovery) {
+		s.disconnectAll()
+		s.closeNamespaces()
+	}
+}
+
+// Subsystem is an NVM subsystem: namespaces, the hosts allowed in, the
+// ports it is reachable through, and its live controllers.
+type Subsystem struct {
+	NQN          string
+	Serial       string
+	Model        string
+	AllowAnyHost bool
+
+	target      *Target
+	isDiscovery bool
+
+	mu          sync.Mutex
+	hosts       map[string]bool
+	ports       map[uint16]bool // nil: every port
+	controllers map[uint16]*Controller
+	nextCNTLID  uint16
+
+	namespaces atomic.Pointer[namespaceSet]
+}
+
+// namespaceSet is an immutable snapshot of a subsystem's namespaces, read
+// by queues without a lock and replaced whole on change.
+type namespaceSet struct {
+	byID map[uint32]*Namespace
+	ids  []uint32 // sorted
+}
+
+// NewSubsystem returns a subsystem with no namespaces. An empty serial is
+// derived from the NQN so it is stable across restarts.
+func NewSubsystem(nqn, serial, model string, allowAnyHost bool) *Subsystem {
+	return newSubsystem(nil, nqn, serial, model, allowAnyHost)
+}
+
+func newSubsystem(t *Target, nqn, serial, model string, allowAnyHost bool) *Subsystem {
+	if serial == "" {
+		sum := sha256.Sum256([]byte(nqn))
+		serial = hex.EncodeToString(sum[:10])
+	}
+	if model == "" {
+		model = "nvmeof-tgt"
+	}
+	s := &Subsystem{
+		NQN: nqn, Serial: serial, Model: model, AllowAnyHost: allowAnyHost,
+		target:      t,
+		hosts:       map[string]bool{},
+		controllers: map[uint16]*Controller{},
+		nextCNTLID:  1,
+	}
+	s.namespaces.Store(&namespaceSet{byID: map[uint32]*Namespace{}})
+	return s
+}
+
+// AllowHost adds a host NQN to the allow-list.
+func (s *Subsystem) AllowHost(hostNQN string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hosts[hostNQN] = true
+}
+
+// SetPorts limits the subsystem to the given port IDs; none means every port.
+func (s *Subsystem) SetPorts(ids []uint16) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(ids) == 0 {
+		s.ports = nil
+		return
+	}
+	s.ports = map[uint16]bool{}
+	for _, id := range ids {
+		s.ports[id] = true
+	}
+}
+
+// HostAllowed reports whether hostNQN may connect.
+func (s *Subsystem) HostAllowed(hostNQN string) bool {
+	if s.isDiscovery {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.AllowAnyHost || s.hosts[hostNQN]
+}
+
+// OnPort reports whether the subsystem is reachable through port id.
+func (s *Subsystem) OnPort(id uint16) bool {
+	if s.isDiscovery {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ports == nil || s.ports[id]
+}
+
+// Namespace is one namespace: a backend and its identity.
+type Namespace struct {
+	ID         uint32
+	Backend    backend.Backend
+	ReadOnly   bool
+	UUID       [16]byte
+	BlockShift uint8
+	Blocks     uint64
+}
+
+// NewNamespace wraps an opened backend.
+func NewNamespace(nsid uint32, b backend.Backend, readOnly bool, uuid [16]byte) (*Namespace, error) {
+	bs := b.BlockSize()
+	if bs < 512 || bs&(bs-1) != 0 {
+		return nil, fmt.Errorf("namespace %d: block size %d is not a power of two ≥ 512", nsid, bs)
+	}
+	if nsid == 0 || nsid >= 0xfffffffe {
+		return nil, fmt.Errorf("namespace id %d out of range", nsid)
+	}
+	shift := uint8(0)
+	for 1<<shift != bs {
+		shift++
+	}
+	blocks := uint64(b.Size()) >> shift
+	if blocks == 0 {
+		return nil, fmt.Errorf("namespace %d: backend is smaller than one block", nsid)
+	}
+	return &Namespace{ID: nsid, Backend: b, ReadOnly: readOnly, UUID: uuid, BlockShift: shift, Blocks: blocks}, nil
+}
+
+// ErrNamespaceExists is returned when adding a namespace ID twice.
+var ErrNamespaceExists = errors.New("namespace already exists")
+
+// AddNamespace publishes ns to connected hosts.
+func (s *Subsystem) AddNamespace(ns *Namespace) error {
+	s.mu.Lock()
+	old := s.namespaces.Load()
+	if old.byID[ns.ID] != nil {
+		s.mu.Unlock()
+		return fmt.Errorf("nsid %d: %w", ns.ID, ErrNamespaceExists)
+	}
+	next := &namespaceSet{byID: make(map[uint32]*Namespace, len(old.byID)+1)}
+	for id, n := range old.byID {
+		next.byID[id] = n
+	}
+	next.byID[ns.ID] = ns
+	next.ids = append(append([]uint32(nil), old.ids...), ns.ID)
+	sort.Slice(next.ids, func(i, j int) bool { return next.ids[i] < next.ids[j] })
+	s.namespaces.Store(next)
+	s.mu.Unlock()
+	s.namespacesChanged(ns.ID)
+	return nil
+}
+
+// Namespace returns the namespace nsid, or nil. Lock-free.
+func (s *Subsystem) Namespace(nsid uint32) *Namespace {
+	return s.namespaces.Load().byID[nsid]
+}
+
+// NamespaceIDs lists the active namespace IDs in ascending order.
+func (s *Subsystem) NamespaceIDs() []uint32 { return s.namespaces.Load().ids }
+
+func (s *Subsystem) namespacesChanged(nsid uint32) {
+	s.mu.Lock()
+	ctrls := make([]*Controller, 0, len(s.controllers))
+	for _, c := range s.controllers {
+		ctrls = append(ctrls, c)
+	}
+	s.mu.Unlock()
+	for _, c := range ctrls {
+		c.namespaceChanged(nsid)
+	}
+}
+
+func (s *Subsystem) closeNamespaces() {
+	for _, ns := range s.namespaces.Load().byID {
+		if err := ns.Backend.Close(); err != nil && s.target != nil {
+			s.target.Log.WithError(err).WithFields(logrus.Fields{"subsystem": s.NQN, "nsid": ns.ID}).Warn("closing namespace backend")
+		}
+	}
+}
+
+// Controllers returns the live controllers.
+func (s *Subsystem) Controllers() []*Controller {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*Controller, 0, len(s.controllers))
+	for _, c := range s.controllers {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// allocController picks a free controller ID, 1..0xffef.
+func (s *Subsystem) allocController(c *Controller) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for range 0xffef {
+		id := s.nextCNTLID
+		s.nextCNTLID++
+		if s.nextCNTLID > 0xffef {
+			s.nextCNTLID = 1
+		}
+		if s.controllers[id] == nil {
+			c.ID = id
+			s.controllers[id] = c
+			return nil
+		}
+	}
+	return errors.New("no free controller ID")
+}
+
+func (s *Subsystem) controller(id uint16) *Controller {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.controllers[id]
+}
+
+func (s *Subsystem) removeController(c *Controller) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.controllers[c.ID] == c {
+		delete(s.controllers, c.ID)
+	}
+}
+
+func (s *Subsystem) disconnectAll() {
+	for _, c := range s.Controllers() {
+		c.fatal("target shutting down")
+	}
+}
+
+func (s *Subsystem) raiseEvent(typ, info, logPage uint8) {
+	for _, c := range s.Controllers() {
+		c.raiseEvent(typ, info, logPage)
+	}
+}
+
+func portString(p *Port) string {
+	if p == nil {
+		return ""
+	}
+	return netip.AddrPortFrom(p.Address, p.ServiceID).String()
+}
+
+func itoa(v uint32) string { return strconv.FormatUint(uint64(v), 10) }

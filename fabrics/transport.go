@@ -1,0 +1,17 @@
+package fabrics
+
+// QueueTransport is what a transport provides for one queue pair.
+type QueueTransport interface {
+	// Complete sends r's response, after its data for DirCtrlToHost
+	// commands that succeeded. Called only on the queue's poller goroutine;
+	// the transport reuses r once the response is on its way.
+	Complete(r *Request)
+	// Wake makes the poller call Queue.Reap soon. Called from any
+	// goroutine; must not block.
+	Wake()
+	// Disconnect tears the queue pair down, as on a fatal controller
+	// error or keep-alive expiry. Called from any goroutine.
+	Disconnect()
+	// Peer is the host's address, for logs.
+	Peer() string
+}
