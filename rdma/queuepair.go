@@ -1,0 +1,538 @@
+package rdma
+
+/*
+#include <stdlib.h>
+#include "verbs.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+)
+
+// Request states. A request moves NEW → (NEED_BUFFER) → (READING) →
+// EXECUTING → SENDING → FREE; errors jump straight to SENDING with a
+// failure status.
+const (
+	stateFree = iota
+	stateNeedBuffer
+	stateReading
+	stateExecuting
+	stateSending
+)
+
+// Work request IDs carry their kind in the top byte and an index below.
+const (
+	kindRecv = 1 << 56
+	kindRead = 2 << 56
+	kindSend = 3 << 56
+	kindMask = 0xff << 56
+)
+
+const (
+	pollBatch = 32
+	// spinPolls is how many empty polls the poller makes before it arms
+	// the completion queue and sleeps: enough to catch the next command of
+	// a busy host without burning a core when it is idle.
+	spinPolls = 32
+	// adminDataBuffers is the number of data buffers of an admin queue:
+	// admin commands are few and mostly small.
+	adminDataBuffers = 4
+)
+
+// request is the transport's state of one command, wrapping the fabrics
+// request. It is preallocated and reused.
+type request struct {
+	fabrics.Request
+	state      uint8
+	recv       int32 // receive buffer holding the capsule, -1 once reposted
+	data       int32 // data buffer, -1 if none
+	inline     []byte
+	raddr      uint64
+	rkey       uint32
+	invalidate bool
+}
+
+// QueuePair is one accepted NVMe-oF queue: an RC queue pair, its completion
+// queue and channel, its registered memory and its poller.
+type QueuePair struct {
+	l    *Listener
+	id   *C.struct_rdma_cm_id
+	qp   *C.struct_ibv_qp
+	cq   *C.struct_ibv_cq
+	cc   *C.struct_ibv_comp_channel
+	mem  *memoryRegion
+	fq   *fabrics.Queue
+	log  *logrus.Entry
+	peer string
+	qid  uint16
+
+	recvSize  int
+	recvBufs  [][]byte
+	dataBufs  [][]byte
+	reqs      []request
+	freeReqs  []int32
+	freeData  []int32
+	waiting   []int32 // requests in stateNeedBuffer, oldest first
+	wrs       []C.struct_nt_wr
+	wrsPtr    unsafe.Pointer
+	nwr       int
+	wcs       []C.struct_nt_wc
+	wcsPtr    unsafe.Pointer
+	eventfd   int
+	sleeping  atomic.Bool
+	stopping  atomic.Bool
+	mu        sync.Mutex // guards id against use after teardown
+	destroyed bool
+	discDone  bool
+	done      chan struct{}
+}
+
+// newQueuePair creates the verbs resources for an incoming connection and
+// posts its receives. The caller accepts or rejects the connection.
+func newQueuePair(l *Listener, id *C.struct_rdma_cm_id, req nvme.CMRequest, peer string) (qp *QueuePair, err error) {
+	depth := req.RecvDepth()
+	nreq := 2 * depth // a response may still be in flight when the host's next command lands
+	ndata := depth
+	if req.QID == 0 {
+		ndata = adminDataBuffers
+	}
+	qp = &QueuePair{
+		l: l, id: id, peer: peer, qid: req.QID,
+		done:     make(chan struct{}),
+		eventfd:  -1,
+		recvSize: align(nvme.CommandSize+int(l.port.InlineDataSize), 64),
+	}
+	if req.QID == 0 {
+		// The admin queue carries no in-capsule data beyond Connect's.
+		qp.recvSize = align(nvme.CommandSize+nvme.ConnectDataSize, 64)
+	}
+	qp.log = l.log.WithFields(logrus.Fields{"qid": req.QID, "peer": peer})
+	defer func() {
+		if err != nil {
+			qp.free()
+		}
+	}()
+	ctx := C.nt_id_verbs(id)
+	pd, err := l.protectionDomain(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var maxWR, maxCQE, maxRdAtom C.int
+	if ret := C.nt_device_limits(ctx, &maxWR, &maxCQE, &maxRdAtom); ret != 0 {
+		return nil, errnoErr("query device", ret)
+	}
+	sendWR := min(2*nreq+1, int(maxWR))
+	recvWR := depth
+	cqe := min(sendWR+recvWR, int(maxCQE))
+
+	qp.cc, err = C.ibv_create_comp_channel(ctx)
+	if qp.cc == nil {
+		return nil, fmt.Errorf("create completion channel: %w", err)
+	}
+	if ret := C.nt_set_nonblock(qp.cc.fd); ret != 0 {
+		return nil, errnoErr("completion channel non-blocking", ret)
+	}
+	qp.cq, err = C.ibv_create_cq(ctx, C.int(cqe), nil, qp.cc, 0)
+	if qp.cq == nil {
+		return nil, fmt.Errorf("create completion queue of %d entries: %w", cqe, err)
+	}
+	if ret := C.nt_create_qp(id, pd, qp.cq, C.int(sendWR), C.int(recvWR)); ret != 0 {
+		return nil, errnoErr("create queue pair", ret)
+	}
+	qp.qp = C.nt_id_qp(id)
+
+	// One region: receive buffers, then response capsules, then data
+	// buffers on page boundaries so O_DIRECT backends can use them.
+	recvBytes := depth * qp.recvSize
+	rspOff := recvBytes
+	dataOff := align(rspOff+nreq*nvme.CompletionSize, 4096)
+	total := dataOff + ndata*fabrics.MaxDataTransfer
+	qp.mem, err = registerRegion(pd, total)
+	if err != nil {
+		return nil, err
+	}
+	buf := qp.mem.buf
+	qp.recvBufs = make([][]byte, depth)
+	for i := range qp.recvBufs {
+		qp.recvBufs[i] = buf[i*qp.recvSize : (i+1)*qp.recvSize : (i+1)*qp.recvSize]
+	}
+	qp.dataBufs = make([][]byte, ndata)
+	qp.freeData = make([]int32, 0, ndata)
+	for i := range qp.dataBufs {
+		off := dataOff + i*fabrics.MaxDataTransfer
+		qp.dataBufs[i] = buf[off : off+fabrics.MaxDataTransfer : off+fabrics.MaxDataTransfer]
+		qp.freeData = append(qp.freeData, int32(ndata-1-i))
+	}
+	qp.reqs = make([]request, nreq)
+	qp.freeReqs = make([]int32, 0, nreq)
+	qp.waiting = make([]int32, 0, nreq)
+	for i := range qp.reqs {
+		r := &qp.reqs[i]
+		off := rspOff + i*nvme.CompletionSize
+		r.Rsp = nvme.Completion(buf[off : off+nvme.CompletionSize])
+		r.Tag = i
+		r.recv, r.data = -1, -1
+		qp.freeReqs = append(qp.freeReqs, int32(nreq-1-i))
+	}
+	// Every completion of a pass may produce a receive, a write and a send.
+	qp.wrs, qp.wrsPtr = cArray[C.struct_nt_wr](3*nreq + 3*pollBatch)
+	qp.wcs, qp.wcsPtr = cArray[C.struct_nt_wc](pollBatch)
+
+	fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("eventfd: %w", err)
+	}
+	qp.eventfd = fd
+	qp.fq = fabrics.NewQueue(l.target, l.port, req.QID, depth, qp)
+
+	for i := range qp.recvBufs {
+		qp.postRecv(int32(i))
+	}
+	if err := qp.flushPosts(); err != nil {
+		return nil, err
+	}
+	return qp, nil
+}
+
+func align(n, a int) int { return (n + a - 1) / a * a }
+
+// start runs the poller.
+func (qp *QueuePair) start() { go qp.poll() }
+
+// poll is the queue pair's poller goroutine.
+func (qp *QueuePair) poll() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	idle := 0
+	for !qp.stopping.Load() {
+		n := qp.pollOnce()
+		if n > 0 {
+			idle = 0
+			continue
+		}
+		if idle++; idle >= spinPolls {
+			qp.sleep()
+			idle = 0
+		}
+	}
+	qp.teardown()
+}
+
+// pollOnce handles one batch of completions and of finished backend work,
+// then posts every work request they produced. It returns how much it did.
+func (qp *QueuePair) pollOnce() int {
+	n := int(C.nt_poll(qp.cq, (*C.struct_nt_wc)(qp.wcsPtr), pollBatch))
+	for i := 0; i < n; i++ {
+		qp.handle(&qp.wcs[i])
+	}
+	if qp.fq.Pending() {
+		qp.fq.Reap()
+		n++
+	}
+	if err := qp.flushPosts(); err != nil {
+		qp.log.WithError(err).Error("posting work requests failed; disconnecting the queue")
+		qp.Disconnect()
+	}
+	return n
+}
+
+// sleep arms the completion queue and blocks until a completion event, a
+// wake from a backend worker, or a stop.
+func (qp *QueuePair) sleep() {
+	C.nt_arm(qp.cq)
+	qp.sleeping.Store(true)
+	defer qp.sleeping.Store(false)
+	// Completions that arrived before arming raise no event: look again.
+	if qp.pollOnce() > 0 || qp.fq.Pending() || qp.stopping.Load() {
+		return
+	}
+	fds := [2]unix.PollFd{{Fd: int32(qp.cc.fd), Events: unix.POLLIN}, {Fd: int32(qp.eventfd), Events: unix.POLLIN}}
+	if _, err := unix.Poll(fds[:], -1); err != nil && err != unix.EINTR {
+		qp.log.WithError(err).Error("poll on completion channel failed")
+		qp.Disconnect()
+		return
+	}
+	if fds[0].Revents != 0 {
+		C.nt_consume_event(qp.cc, qp.cq)
+	}
+	if fds[1].Revents != 0 {
+		var b [8]byte
+		unix.Read(qp.eventfd, b[:])
+	}
+}
+
+// Wake implements fabrics.QueueTransport.
+func (qp *QueuePair) Wake() {
+	if qp.sleeping.Load() {
+		qp.kick()
+	}
+}
+
+func (qp *QueuePair) kick() {
+	one := [8]byte{1}
+	unix.Write(qp.eventfd, one[:])
+}
+
+// Peer implements fabrics.QueueTransport.
+func (qp *QueuePair) Peer() string { return qp.peer }
+
+// Disconnect implements fabrics.QueueTransport: it starts an orderly
+// teardown from any goroutine.
+func (qp *QueuePair) Disconnect() {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.destroyed {
+		return
+	}
+	if !qp.discDone {
+		qp.discDone = true
+		C.rdma_disconnect(qp.id)
+	}
+	qp.stopping.Store(true)
+	qp.kick()
+}
+
+func (qp *QueuePair) handle(wc *C.struct_nt_wc) {
+	id := uint64(wc.wr_id)
+	idx := int32(id &^ kindMask)
+	if wc.status != C.IBV_WC_SUCCESS {
+		if !qp.stopping.Load() {
+			qp.log.WithFields(logrus.Fields{
+				"status": C.GoString(C.ibv_wc_status_str(C.enum_ibv_wc_status(wc.status))), "vendor_err": uint32(wc.vendor_err),
+			}).Warn("work request failed; disconnecting the queue (the host reconnects)")
+			qp.Disconnect()
+		}
+		return
+	}
+	switch id & kindMask {
+	case kindRecv:
+		qp.onRecv(idx, int(wc.byte_len))
+	case kindRead:
+		qp.onReadDone(&qp.reqs[idx])
+	case kindSend:
+		qp.onSendDone(&qp.reqs[idx])
+	}
+}
+
+func (qp *QueuePair) onRecv(ri int32, n int) {
+	if n < nvme.CommandSize {
+		qp.log.WithField("bytes", n).Warn("capsule shorter than a command; disconnecting the queue")
+		qp.Disconnect()
+		return
+	}
+	if len(qp.freeReqs) == 0 {
+		qp.log.Warn("host exceeded its queue depth; disconnecting the queue")
+		qp.Disconnect()
+		return
+	}
+	r := &qp.reqs[qp.freeReqs[len(qp.freeReqs)-1]]
+	qp.freeReqs = qp.freeReqs[:len(qp.freeReqs)-1]
+	buf := qp.recvBufs[ri]
+	r.recv, r.data, r.invalidate = ri, -1, false
+	r.Cmd = nvme.Command(buf[:nvme.CommandSize])
+	r.inline = buf[nvme.CommandSize:n]
+	r.state = stateExecuting
+	if !qp.fq.Prepare(&r.Request) {
+		return // completed with an error already
+	}
+	qp.mapData(r)
+}
+
+// mapData resolves the command's SGL: in-capsule data, or a keyed host
+// buffer that needs a data buffer and, for writes, an RDMA READ.
+func (qp *QueuePair) mapData(r *request) {
+	sgl := r.Cmd.SGL()
+	switch sgl.ID() {
+	case nvme.SGLDataBlockOffset:
+		if r.Len > 0 {
+			if st := r.MapInline(r.inline); st != 0 {
+				qp.fq.Fail(&r.Request, st)
+				return
+			}
+		}
+		qp.fq.Execute(&r.Request)
+	case nvme.SGLKeyed, nvme.SGLKeyedInvalidate:
+		r.raddr, r.rkey = sgl.Address(), sgl.Key()
+		r.invalidate = sgl.ID() == nvme.SGLKeyedInvalidate
+		if r.Len == 0 {
+			qp.fq.Execute(&r.Request)
+			return
+		}
+		if st := r.CheckKeyedLength(sgl.KeyedLength()); st != 0 {
+			qp.fq.Fail(&r.Request, st)
+			return
+		}
+		if len(qp.freeData) == 0 {
+			r.state = stateNeedBuffer
+			qp.waiting = append(qp.waiting, int32(r.Tag))
+			return
+		}
+		r.data = qp.freeData[len(qp.freeData)-1]
+		qp.freeData = qp.freeData[:len(qp.freeData)-1]
+		qp.startTransfer(r)
+	default:
+		qp.fq.Fail(&r.Request, nvme.StatusSGLInvalidType|nvme.DNR)
+	}
+}
+
+// startTransfer runs a request that holds a data buffer: it reads the
+// host's data first for writes, or executes at once.
+func (qp *QueuePair) startTransfer(r *request) {
+	r.Data = qp.dataBufs[r.data][:r.Len]
+	if r.Dir == fabrics.DirHostToCtrl {
+		r.state = stateReading
+		w := qp.nextWR()
+		*w = C.struct_nt_wr{wr_id: C.uint64_t(kindRead | uint64(r.Tag)), laddr: C.uint64_t(addr(r.Data)),
+			raddr: C.uint64_t(r.raddr), len: C.uint32_t(r.Len), lkey: C.uint32_t(qp.mem.lkey),
+			rkey: C.uint32_t(r.rkey), op: C.NT_READ, signaled: 1}
+		return
+	}
+	r.state = stateExecuting
+	qp.fq.Execute(&r.Request)
+}
+
+func (qp *QueuePair) onReadDone(r *request) {
+	r.state = stateExecuting
+	qp.fq.Execute(&r.Request)
+}
+
+// Complete implements fabrics.QueueTransport: the capsule's receive buffer
+// goes back to the host, then the data (for reads) and the response go out
+// in one chain.
+func (qp *QueuePair) Complete(fr *fabrics.Request) {
+	r := &qp.reqs[fr.Tag]
+	if r.recv >= 0 {
+		qp.postRecv(r.recv)
+		r.recv = -1
+	}
+	if r.Dir == fabrics.DirCtrlToHost && r.Status().Success() && r.data >= 0 {
+		w := qp.nextWR()
+		*w = C.struct_nt_wr{wr_id: C.uint64_t(kindSend | uint64(r.Tag)), laddr: C.uint64_t(addr(r.Data)),
+			raddr: C.uint64_t(r.raddr), len: C.uint32_t(r.Len), lkey: C.uint32_t(qp.mem.lkey),
+			rkey: C.uint32_t(r.rkey), op: C.NT_WRITE}
+	}
+	w := qp.nextWR()
+	*w = C.struct_nt_wr{wr_id: C.uint64_t(kindSend | uint64(r.Tag)), laddr: C.uint64_t(addr(r.Rsp)),
+		len: nvme.CompletionSize, lkey: C.uint32_t(qp.mem.lkey), op: C.NT_SEND, signaled: 1}
+	if r.invalidate {
+		w.op, w.inv_rkey = C.NT_SEND_INV, C.uint32_t(r.rkey)
+	}
+	r.state = stateSending
+}
+
+func (qp *QueuePair) onSendDone(r *request) {
+	if r.data >= 0 {
+		d := r.data
+		r.data = -1
+		if len(qp.waiting) > 0 {
+			next := &qp.reqs[qp.waiting[0]]
+			copy(qp.waiting, qp.waiting[1:])
+			qp.waiting = qp.waiting[:len(qp.waiting)-1]
+			next.data = d
+			qp.startTransfer(next)
+		} else {
+			qp.freeData = append(qp.freeData, d)
+		}
+	}
+	r.Data, r.inline = nil, nil
+	r.state = stateFree
+	qp.freeReqs = append(qp.freeReqs, int32(r.Tag))
+}
+
+func (qp *QueuePair) postRecv(i int32) {
+	b := qp.recvBufs[i]
+	w := qp.nextWR()
+	*w = C.struct_nt_wr{wr_id: C.uint64_t(kindRecv | uint64(i)), laddr: C.uint64_t(addr(b)),
+		len: C.uint32_t(len(b)), lkey: C.uint32_t(qp.mem.lkey), op: C.NT_RECV}
+}
+
+// nextWR returns the next free slot of the pending batch, posting the
+// batch first if it is full.
+func (qp *QueuePair) nextWR() *C.struct_nt_wr {
+	if qp.nwr == len(qp.wrs) {
+		if err := qp.flushPosts(); err != nil {
+			qp.log.WithError(err).Error("posting work requests failed; disconnecting the queue")
+			qp.Disconnect()
+		}
+	}
+	w := &qp.wrs[qp.nwr]
+	qp.nwr++
+	return w
+}
+
+// flushPosts posts the pending batch in one call.
+func (qp *QueuePair) flushPosts() error {
+	n := qp.nwr
+	if n == 0 {
+		return nil
+	}
+	qp.nwr = 0
+	if qp.stopping.Load() {
+		return nil
+	}
+	var failed C.int
+	if ret := C.nt_post(qp.qp, (*C.struct_nt_wr)(qp.wrsPtr), C.int(n), &failed); ret != 0 {
+		return fmt.Errorf("ibv_post (op %d): %w", int(failed), unix.Errno(ret))
+	}
+	return nil
+}
+
+// teardown runs on the poller once it stops: fabrics lets go of the
+// queue, then the verbs resources and memory are freed.
+func (qp *QueuePair) teardown() {
+	qp.mu.Lock()
+	if !qp.discDone {
+		qp.discDone = true
+		C.rdma_disconnect(qp.id)
+	}
+	qp.mu.Unlock()
+	qp.fq.Close()
+	qp.l.forget(qp)
+	qp.mu.Lock()
+	qp.destroyed = true
+	qp.mu.Unlock()
+	qp.free()
+	C.rdma_destroy_id(qp.id)
+	qp.log.Debug("queue pair freed")
+	close(qp.done)
+}
+
+// free releases everything but the CM id.
+func (qp *QueuePair) free() {
+	if qp.qp != nil {
+		C.rdma_destroy_qp(qp.id)
+		qp.qp = nil
+	}
+	if qp.cq != nil {
+		C.ibv_destroy_cq(qp.cq)
+		qp.cq = nil
+	}
+	if qp.cc != nil {
+		C.ibv_destroy_comp_channel(qp.cc)
+		qp.cc = nil
+	}
+	qp.mem.free()
+	qp.mem = nil
+	if qp.wrsPtr != nil {
+		C.free(qp.wrsPtr)
+		qp.wrsPtr, qp.wrs = nil, nil
+	}
+	if qp.wcsPtr != nil {
+		C.free(qp.wcsPtr)
+		qp.wcsPtr, qp.wcs = nil, nil
+	}
+	if qp.eventfd >= 0 {
+		unix.Close(qp.eventfd)
+		qp.eventfd = -1
+	}
+}

@@ -1,0 +1,67 @@
+// Thin C helpers over libibverbs and librdmacm for the hot path: one call
+// posts a whole batch of work requests, one call polls a batch of
+// completions, so the cost of crossing from Go to C is spread over many I/Os.
+#ifndef NVMEOF_TGT_VERBS_H
+#define NVMEOF_TGT_VERBS_H
+
+#include <stdint.h>
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+enum nt_op {
+	NT_SEND = 0,
+	NT_SEND_INV = 1,
+	NT_WRITE = 2,
+	NT_READ = 3,
+	NT_RECV = 4,
+};
+
+// One work request in the batch Go builds.
+struct nt_wr {
+	uint64_t wr_id;
+	uint64_t laddr;
+	uint64_t raddr;
+	uint32_t len;
+	uint32_t lkey;
+	uint32_t rkey;
+	uint32_t inv_rkey;
+	uint8_t op;
+	uint8_t signaled;
+	uint8_t pad[6];
+};
+
+// One completion, reduced to what the transport uses.
+struct nt_wc {
+	uint64_t wr_id;
+	uint32_t status;
+	uint32_t opcode;
+	uint32_t byte_len;
+	uint32_t vendor_err;
+};
+
+// Connection request details copied out of an rdma_cm event.
+struct nt_conn_req {
+	uint8_t private_data[64];
+	uint8_t private_data_len;
+	uint8_t responder_resources;
+	uint8_t initiator_depth;
+	char peer[64];
+};
+
+int nt_post(struct ibv_qp *qp, struct nt_wr *wrs, int n, int *failed_op);
+int nt_poll(struct ibv_cq *cq, struct nt_wc *wcs, int n);
+int nt_arm(struct ibv_cq *cq);
+int nt_consume_event(struct ibv_comp_channel *ch, struct ibv_cq *cq);
+
+int nt_listen(struct rdma_event_channel *ch, struct rdma_cm_id **out, const char *addr, const char *port, int backlog);
+int nt_get_event(struct rdma_event_channel *ch, struct rdma_cm_event **ev, int *type, struct rdma_cm_id **id, int *status);
+void nt_conn_req(struct rdma_cm_event *ev, struct nt_conn_req *out);
+int nt_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *cq, int send_wr, int recv_wr);
+int nt_accept(struct rdma_cm_id *id, const void *priv, int len, uint8_t initiator_depth, uint8_t responder_resources);
+int nt_reject(struct rdma_cm_id *id, const void *priv, int len);
+int nt_device_limits(struct ibv_context *ctx, int *max_qp_wr, int *max_cqe, int *max_rd_atom);
+struct ibv_context *nt_id_verbs(struct rdma_cm_id *id);
+struct ibv_qp *nt_id_qp(struct rdma_cm_id *id);
+int nt_set_nonblock(int fd);
+
+#endif
