@@ -1,0 +1,76 @@
+package nvme
+
+import "testing"
+
+func FuzzParseConnectData(f *testing.F) {
+	b := make([]byte, ConnectDataSize)
+	ConnectData{CNTLID: 0xffff, SubNQN: "nqn.a", HostNQN: "nqn.b"}.Encode(b)
+	f.Add(b)
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d, err := ParseConnectData(data)
+		if err != nil {
+			return
+		}
+		if len(d.SubNQN) == 0 || len(d.HostNQN) == 0 || len(d.SubNQN) > 256 || len(d.HostNQN) > 256 {
+			t.Fatalf("accepted NQNs of length %d and %d", len(d.SubNQN), len(d.HostNQN))
+		}
+	})
+}
+
+func FuzzParseCMRequest(f *testing.F) {
+	b := make([]byte, 56)
+	CMRequest{QID: 1, HRQSize: 128, HSQSize: 127}.Encode(b)
+	f.Add(b, uint16(128))
+	f.Add([]byte{1, 2, 3}, uint16(32))
+	f.Fuzz(func(t *testing.T, data []byte, max uint16) {
+		r, err := ParseCMRequest(data, max)
+		if err != nil {
+			return
+		}
+		if r.RecvDepth() > int(max) || r.HRQSize == 0 || r.HRQSize > max || r.RecFmt != 0 {
+			t.Fatalf("accepted %+v with max %d", r, max)
+		}
+	})
+}
+
+// FuzzCommand reads every field of arbitrary submission entries and SGL
+// descriptors: views must never read outside the 64 bytes.
+func FuzzCommand(f *testing.F) {
+	c := make(Command, CommandSize)
+	c.SetOpcode(IOWrite)
+	c.SGL().SetKeyed(1, 2, 3, true)
+	f.Add([]byte(c))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) < CommandSize {
+			return
+		}
+		c := Command(data[:CommandSize])
+		_ = c.Opcode() + c.Flags() + c.Fuse() + c.FabricsType() + c.CNS() + c.LogID() + c.LogSpecific() +
+			c.FeatureID() + c.FeatureSelect() + c.IdentifyCSI() + c.ConnectCAttr()
+		_ = uint64(c.CID()) + uint64(c.NSID()) + c.SLBA() + uint64(c.NLB()) + c.LogLength() + c.LogOffset() +
+			uint64(c.ConnectQID()) + uint64(c.ConnectSQSize()) + uint64(c.ConnectKATO()) + uint64(c.ConnectRecFmt()) +
+			uint64(c.PropertyOffset()) + c.PropertyValue() + uint64(c.IdentifyCNTID())
+		_, _, _ = c.LogRAE(), c.FeatureSave(), c.PropertySize8()
+		for n := 10; n <= 15; n++ {
+			_ = c.CDW(n)
+		}
+		s := c.SGL()
+		_ = uint64(s.ID()+s.Type()+s.Subtype()) + s.Address() + uint64(s.Length()) + uint64(s.KeyedLength()) + uint64(s.Key())
+		if c.LogLength() == 0 || c.LogLength()%4 != 0 {
+			t.Fatalf("log length %d", c.LogLength())
+		}
+	})
+}
+
+func FuzzCompletion(f *testing.F) {
+	f.Add(uint64(1), uint16(2), uint16(3), uint16(4), uint16(0x4281))
+	f.Fuzz(func(t *testing.T, result uint64, sqhd, sqid, cid, st uint16) {
+		c := make(Completion, CompletionSize)
+		status := Status(st & 0x7fff)
+		c.Set(result, sqhd, sqid, cid, status)
+		if c.Result() != result || c.SQHD() != sqhd || c.SQID() != sqid || c.CID() != cid || c.Status() != status {
+			t.Fatalf("round trip mismatch")
+		}
+	})
+}
