@@ -190,8 +190,10 @@ func (l *Listener) connectRequest(ev *C.struct_rdma_cm_event, id *C.struct_rdma_
 	var maxWR, maxCQE, maxRdAtom C.int
 	C.nt_device_limits(C.nt_id_verbs(id), &maxWR, &maxCQE, &maxRdAtom)
 	// We issue the RDMA READs: our initiator depth is bounded by what the
-	// host can answer and what our device can issue.
-	initiator := min(int(creq.responder_resources), int(maxRdAtom))
+	// host can answer (rdma_cm reports the host's responder resources as
+	// the event's initiator depth, from our point of view) and what our
+	// device can issue.
+	initiator := min(int(creq.initiator_depth), int(maxRdAtom))
 	if ret := C.nt_accept(id, unsafe.Pointer(&acc[0]), C.int(len(acc)), C.uint8_t(initiator), 0); ret != 0 {
 		log.WithError(errnoErr("rdma_accept", ret)).Warn("accept failed")
 		qp.Disconnect()

@@ -8,6 +8,7 @@ import "C"
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -37,6 +38,8 @@ const (
 	kindSend = 3 << 56
 	kindMask = 0xff << 56
 )
+
+var debugWC = os.Getenv("NVMEOF_TGT_DEBUG_WC") != ""
 
 const (
 	pollBatch = 32
@@ -305,6 +308,9 @@ func (qp *QueuePair) Disconnect() {
 func (qp *QueuePair) handle(wc *C.struct_nt_wc) {
 	id := uint64(wc.wr_id)
 	idx := int32(id &^ kindMask)
+	if debugWC {
+		qp.log.Debugf("wc id=%#x status=%d opcode=%d len=%d", id, wc.status, wc.opcode, wc.byte_len)
+	}
 	if wc.status != C.IBV_WC_SUCCESS {
 		if !qp.stopping.Load() {
 			qp.log.WithFields(logrus.Fields{
