@@ -40,8 +40,9 @@ type Listener struct {
 	stopfd int
 	done   chan struct{}
 
-	mu  sync.Mutex
-	qps map[*C.struct_rdma_cm_id]*QueuePair
+	mu      sync.Mutex
+	closing bool // refuse new connections while shutting down
+	qps     map[*C.struct_rdma_cm_id]*QueuePair
 	pds map[*C.struct_ibv_context]*C.struct_ibv_pd
 }
 
@@ -167,6 +168,13 @@ func (l *Listener) connectRequest(ev *C.struct_rdma_cm_event, id *C.struct_rdma_
 	peer := C.GoString(&creq.peer[0])
 	priv := C.GoBytes(unsafe.Pointer(&creq.private_data[0]), C.int(creq.private_data_len))
 	log := l.log.WithField("peer", peer)
+	l.mu.Lock()
+	closing := l.closing
+	l.mu.Unlock()
+	if closing {
+		l.reject(id, nvme.CMRejectNoResources)
+		return true
+	}
 	req, err := nvme.ParseCMRequest(priv, l.maxQueueSize(priv))
 	if err != nil {
 		var cmErr *nvme.CMRequestError
@@ -257,6 +265,7 @@ func (l *Listener) QueuePairs() int {
 // timeout) until they are freed.
 func (l *Listener) Close(timeout time.Duration) {
 	l.mu.Lock()
+	l.closing = true
 	qps := make([]*QueuePair, 0, len(l.qps))
 	for _, qp := range l.qps {
 		qps = append(qps, qp)

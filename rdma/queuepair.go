@@ -234,7 +234,12 @@ func (qp *QueuePair) poll() {
 // pollOnce handles one batch of completions and of finished backend work,
 // then posts every work request they produced. It returns how much it did.
 func (qp *QueuePair) pollOnce() int {
-	n := int(C.nt_poll(qp.cq, (*C.struct_nt_wc)(qp.wcsPtr), pollBatch))
+	return qp.process(int(C.nt_poll(qp.cq, (*C.struct_nt_wc)(qp.wcsPtr), pollBatch)))
+}
+
+// process handles n polled completions and the backend work that finished,
+// then posts the batch of work requests they produced.
+func (qp *QueuePair) process(n int) int {
 	for i := 0; i < n; i++ {
 		qp.handle(&qp.wcs[i])
 	}
@@ -250,27 +255,36 @@ func (qp *QueuePair) pollOnce() int {
 }
 
 // sleep arms the completion queue and blocks until a completion event, a
-// wake from a backend worker, or a stop.
+// wake from a backend worker, or a stop. Arming and the poll that must
+// follow it are one C call, as are taking the event and the next poll.
 func (qp *QueuePair) sleep() {
-	C.nt_arm(qp.cq)
 	qp.sleeping.Store(true)
-	defer qp.sleeping.Store(false)
-	// Completions that arrived before arming raise no event: look again.
-	if qp.pollOnce() > 0 || qp.fq.Pending() || qp.stopping.Load() {
-		return
-	}
-	fds := [2]unix.PollFd{{Fd: int32(qp.cc.fd), Events: unix.POLLIN}, {Fd: int32(qp.eventfd), Events: unix.POLLIN}}
-	if _, err := unix.Poll(fds[:], -1); err != nil && err != unix.EINTR {
-		qp.log.WithError(err).Error("poll on completion channel failed")
+	n := int(C.nt_arm_poll(qp.cq, (*C.struct_nt_wc)(qp.wcsPtr), pollBatch))
+	if n < 0 {
+		qp.sleeping.Store(false)
+		qp.log.WithError(unix.Errno(-n)).Error("arming the completion queue failed; disconnecting the queue")
 		qp.Disconnect()
 		return
 	}
-	if fds[0].Revents != 0 {
-		C.nt_consume_event(qp.cc, qp.cq)
+	if n > 0 || qp.fq.Pending() || qp.stopping.Load() {
+		qp.sleeping.Store(false)
+		qp.process(n)
+		return
+	}
+	fds := [2]unix.PollFd{{Fd: int32(qp.cc.fd), Events: unix.POLLIN}, {Fd: int32(qp.eventfd), Events: unix.POLLIN}}
+	_, err := unix.Poll(fds[:], -1)
+	qp.sleeping.Store(false)
+	if err != nil && err != unix.EINTR {
+		qp.log.WithError(err).Error("poll on completion channel failed; disconnecting the queue")
+		qp.Disconnect()
+		return
 	}
 	if fds[1].Revents != 0 {
 		var b [8]byte
 		unix.Read(qp.eventfd, b[:])
+	}
+	if fds[0].Revents != 0 {
+		qp.process(int(C.nt_event_poll(qp.cc, qp.cq, (*C.struct_nt_wc)(qp.wcsPtr), pollBatch)))
 	}
 }
 

@@ -103,19 +103,22 @@ int nt_poll(struct ibv_cq *cq, struct nt_wc *wcs, int n)
 	return got;
 }
 
-int nt_arm(struct ibv_cq *cq)
+int nt_arm_poll(struct ibv_cq *cq, struct nt_wc *wcs, int n)
 {
-	return ibv_req_notify_cq(cq, 0);
+	int ret = ibv_req_notify_cq(cq, 0);
+	if (ret)
+		return -ret;
+	// Completions that arrived before arming raise no event.
+	return nt_poll(cq, wcs, n);
 }
 
-int nt_consume_event(struct ibv_comp_channel *ch, struct ibv_cq *cq)
+int nt_event_poll(struct ibv_comp_channel *ch, struct ibv_cq *cq, struct nt_wc *wcs, int n)
 {
 	struct ibv_cq *ev_cq;
 	void *ctx;
-	if (ibv_get_cq_event(ch, &ev_cq, &ctx))
-		return -errno;
-	ibv_ack_cq_events(ev_cq, 1);
-	return 0;
+	if (ibv_get_cq_event(ch, &ev_cq, &ctx) == 0)
+		ibv_ack_cq_events(ev_cq, 1);
+	return nt_poll(cq, wcs, n);
 }
 
 int nt_set_nonblock(int fd)

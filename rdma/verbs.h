@@ -50,8 +50,8 @@ struct nt_conn_req {
 
 int nt_post(struct ibv_qp *qp, struct nt_wr *wrs, int n, int *failed_op);
 int nt_poll(struct ibv_cq *cq, struct nt_wc *wcs, int n);
-int nt_arm(struct ibv_cq *cq);
-int nt_consume_event(struct ibv_comp_channel *ch, struct ibv_cq *cq);
+int nt_arm_poll(struct ibv_cq *cq, struct nt_wc *wcs, int n);
+int nt_event_poll(struct ibv_comp_channel *ch, struct ibv_cq *cq, struct nt_wc *wcs, int n);
 
 int nt_listen(struct rdma_event_channel *ch, struct rdma_cm_id **out, const char *addr, const char *port, int backlog);
 int nt_get_event(struct rdma_event_channel *ch, struct rdma_cm_event **ev, int *type, struct rdma_cm_id **id, int *status);
