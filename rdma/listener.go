@@ -43,7 +43,7 @@ type Listener struct {
 	mu      sync.Mutex
 	closing bool // refuse new connections while shutting down
 	qps     map[*C.struct_rdma_cm_id]*QueuePair
-	pds map[*C.struct_ibv_context]*C.struct_ibv_pd
+	pds     map[*C.struct_ibv_context]*C.struct_ibv_pd
 }
 
 // ErrNoDevice reports that no RDMA device owns the port's address.
