@@ -52,7 +52,7 @@ const (
 )
 
 // testTarget has one port and one subsystem with a 1 MiB namespace.
-func testTarget(t *testing.T) (*Target, *Port, *memBackend) {
+func testTarget(t testing.TB) (*Target, *Port, *memBackend) {
 	t.Helper()
 	tg := NewTarget(nil)
 	p := &Port{ID: 1, Address: netip.MustParseAddr("10.0.0.1"), ServiceID: 4420, InlineDataSize: 8192, MaxQueueSize: 128}
