@@ -1,0 +1,193 @@
+package backend
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+func init() { Register("file", openFile) }
+
+// fileBackend serves a namespace from a regular file.
+type fileBackend struct {
+	f         *os.File
+	fd        int
+	size      int64
+	blockSize uint32
+	readOnly  bool
+}
+
+// openFile opens (or creates sparse) the file at opts.Path. With Size set
+// the file is extended to Size if smaller, and the namespace is Size bytes;
+// without it the namespace is the file's size.
+func openFile(opts Options) (Backend, error) {
+	if opts.Path == "" {
+		return nil, errors.New("file backend: path is required")
+	}
+	bs := opts.BlockSize
+	if bs == 0 {
+		bs = 512
+	}
+	flags := os.O_RDWR
+	if opts.ReadOnly {
+		flags = os.O_RDONLY
+	}
+	st, statErr := os.Stat(opts.Path)
+	switch {
+	case statErr == nil && !st.Mode().IsRegular():
+		return nil, fmt.Errorf("%s: not a regular file (use backend: block for devices)", opts.Path)
+	case errors.Is(statErr, os.ErrNotExist):
+		if opts.ReadOnly {
+			return nil, fmt.Errorf("%s: read-only namespace, but the file does not exist", opts.Path)
+		}
+		if opts.Size <= 0 {
+			return nil, fmt.Errorf("%s: file does not exist and no size is set to create it", opts.Path)
+		}
+		if err := os.MkdirAll(filepath.Dir(opts.Path), 0o755); err != nil {
+			return nil, fmt.Errorf("create directory for %s: %w", opts.Path, err)
+		}
+		flags |= os.O_CREATE
+	case statErr != nil:
+		return nil, fmt.Errorf("%s: %w", opts.Path, statErr)
+	}
+	direct := 0
+	if !opts.Buffered {
+		direct = unix.O_DIRECT
+	}
+	f, err := os.OpenFile(opts.Path, flags|direct, 0o644)
+	if err != nil {
+		if direct != 0 && errors.Is(err, unix.EINVAL) {
+			return nil, fmt.Errorf("%s: the file system does not support O_DIRECT; set buffered: true for this namespace", opts.Path)
+		}
+		return nil, fmt.Errorf("open %s: %w", opts.Path, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("stat %s: %w", opts.Path, err)
+	}
+	size := opts.Size
+	if size <= 0 {
+		size = fi.Size()
+	}
+	if fi.Size() < size {
+		if opts.ReadOnly {
+			f.Close()
+			return nil, fmt.Errorf("%s: read-only namespace, but the file (%d bytes) is smaller than size %d", opts.Path, fi.Size(), size)
+		}
+		// Extending with ftruncate keeps the file sparse.
+		if err := f.Truncate(size); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("extend %s to %d bytes: %w", opts.Path, size, err)
+		}
+	}
+	// Export whole blocks only.
+	size -= size % int64(bs)
+	if size == 0 {
+		f.Close()
+		return nil, fmt.Errorf("%s: smaller than one %d-byte block", opts.Path, bs)
+	}
+	return &fileBackend{f: f, fd: int(f.Fd()), size: size, blockSize: bs, readOnly: opts.ReadOnly}, nil
+}
+
+func (b *fileBackend) ReadAt(p []byte, off int64) error {
+	for len(p) > 0 {
+		n, err := unix.Pread(b.fd, p, off)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return &os.PathError{Op: "pread", Path: b.f.Name(), Err: err}
+		}
+		if n == 0 {
+			// Past the end of a file shorter than the namespace: zeros.
+			clear(p)
+			return nil
+		}
+		p, off = p[n:], off+int64(n)
+	}
+	return nil
+}
+
+func (b *fileBackend) WriteAt(p []byte, off int64) error {
+	if b.readOnly {
+		return errReadOnly
+	}
+	for len(p) > 0 {
+		n, err := unix.Pwrite(b.fd, p, off)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return &os.PathError{Op: "pwrite", Path: b.f.Name(), Err: err}
+		}
+		p, off = p[n:], off+int64(n)
+	}
+	return nil
+}
+
+func (b *fileBackend) Flush() error {
+	if err := unix.Fdatasync(b.fd); err != nil {
+		return &os.PathError{Op: "fdatasync", Path: b.f.Name(), Err: err}
+	}
+	return nil
+}
+
+func (b *fileBackend) Discard(off, length int64) error {
+	if b.readOnly {
+		return errReadOnly
+	}
+	err := unix.Fallocate(b.fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, length)
+	if err == unix.EOPNOTSUPP {
+		return b.writeZeroesSlow(off, length)
+	}
+	if err != nil {
+		return &os.PathError{Op: "punch hole", Path: b.f.Name(), Err: err}
+	}
+	return nil
+}
+
+func (b *fileBackend) WriteZeroes(off, length int64) error {
+	if b.readOnly {
+		return errReadOnly
+	}
+	err := unix.Fallocate(b.fd, unix.FALLOC_FL_ZERO_RANGE|unix.FALLOC_FL_KEEP_SIZE, off, length)
+	if err == nil {
+		return nil
+	}
+	if err != unix.EOPNOTSUPP {
+		return &os.PathError{Op: "zero range", Path: b.f.Name(), Err: err}
+	}
+	return b.Discard(off, length)
+}
+
+// writeZeroesSlow writes zeros where the file system can neither punch
+// holes nor zero ranges.
+func (b *fileBackend) writeZeroesSlow(off, length int64) error {
+	for length > 0 {
+		n := min(length, int64(len(zeroPage)))
+		if err := b.WriteAt(zeroPage[:n], off); err != nil {
+			return err
+		}
+		off, length = off+n, length-n
+	}
+	return nil
+}
+
+func (b *fileBackend) Size() int64       { return b.size }
+func (b *fileBackend) BlockSize() uint32 { return b.blockSize }
+func (b *fileBackend) Close() error      { return b.f.Close() }
+
+var errReadOnly = errors.New("backend is read-only")
+
+// zeroPage is an aligned source of zeros for O_DIRECT writes.
+var zeroPage = func() []byte {
+	b, err := unix.Mmap(-1, 0, 1<<20, unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}()

@@ -1,0 +1,35 @@
+package backend
+
+import "errors"
+
+func init() { Register("nullblk", openNull) }
+
+// nullBackend discards writes and reads zeros, for benchmarks of everything
+// but storage.
+type nullBackend struct {
+	size      int64
+	blockSize uint32
+}
+
+func openNull(opts Options) (Backend, error) {
+	if opts.Size <= 0 {
+		return nil, errors.New("nullblk backend: size is required")
+	}
+	bs := opts.BlockSize
+	if bs == 0 {
+		bs = 512
+	}
+	return &nullBackend{size: opts.Size - opts.Size%int64(bs), blockSize: bs}, nil
+}
+
+func (b *nullBackend) ReadAt(p []byte, off int64) error    { clear(p); return nil }
+func (b *nullBackend) WriteAt(p []byte, off int64) error   { return nil }
+func (b *nullBackend) Flush() error                        { return nil }
+func (b *nullBackend) Discard(off, length int64) error     { return nil }
+func (b *nullBackend) WriteZeroes(off, length int64) error { return nil }
+func (b *nullBackend) Size() int64                         { return b.size }
+func (b *nullBackend) BlockSize() uint32                   { return b.blockSize }
+func (b *nullBackend) Close() error                        { return nil }
+
+// NonBlocking lets the caller run it on its polling thread.
+func (b *nullBackend) NonBlocking() bool { return true }

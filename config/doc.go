@@ -1,0 +1,7 @@
+// Package config is the daemon's YAML configuration: the schema, human
+// sizes ("1GiB"), defaults, validation whose errors name the field path
+// (subsystems[1].namespaces[0].backend), stable namespace UUIDs, and
+// marshalling back to a file that Load accepts.
+//
+// It knows nothing of the running target.
+package config

@@ -1,0 +1,92 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Load reads, defaults and validates the file at path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(data)
+}
+
+// Parse decodes YAML strictly (unknown keys are errors), applies defaults
+// and validates.
+func Parse(data []byte) (*Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("configuration is empty")
+		}
+		return nil, fmt.Errorf("parse: %w", err)
+	}
+	c.ApplyDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Defaults for optional keys.
+const (
+	DefaultServiceID      = 4420
+	DefaultInlineDataSize = 8192
+	DefaultMaxQueueSize   = 128
+	DefaultBlockSize      = 512
+)
+
+// ApplyDefaults fills in every optional key left out.
+func (c *Config) ApplyDefaults() {
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
+	if c.Log.Format == "" {
+		c.Log.Format = "text"
+	}
+	for i := range c.Ports {
+		p := &c.Ports[i]
+		if p.Transport == "" {
+			p.Transport = "rdma"
+		}
+		if p.Port == 0 {
+			p.Port = DefaultServiceID
+		}
+		if p.InlineDataSize == 0 {
+			p.InlineDataSize = DefaultInlineDataSize
+		}
+		if p.MaxQueueSize == 0 {
+			p.MaxQueueSize = DefaultMaxQueueSize
+		}
+	}
+	for i := range c.Subsystems {
+		for j := range c.Subsystems[i].Namespaces {
+			ns := &c.Subsystems[i].Namespaces[j]
+			if ns.BlockSize == 0 && ns.Backend != "block" {
+				ns.BlockSize = DefaultBlockSize
+			}
+		}
+	}
+}
+
+// Marshal writes c as YAML that Parse accepts.
+func Marshal(c *Config) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(c); err != nil {
+		return nil, err
+	}
+	enc.Close()
+	return buf.Bytes(), nil
+}
