@@ -59,10 +59,7 @@ func openFile(opts Options) (Backend, error) {
 	}
 	f, err := os.OpenFile(opts.Path, flags|direct, 0o644)
 	if err != nil {
-		if direct != 0 && errors.Is(err, unix.EINVAL) {
-			return nil, fmt.Errorf("%s: the file system does not support O_DIRECT; set buffered: true for this namespace", opts.Path)
-		}
-		return nil, fmt.Errorf("open %s: %w", opts.Path, err)
+		return nil, openError(opts.Path, direct != 0, err)
 	}
 	fi, err := f.Stat()
 	if err != nil {
@@ -180,6 +177,15 @@ func (b *fileBackend) writeZeroesSlow(off, length int64) error {
 func (b *fileBackend) Size() int64       { return b.size }
 func (b *fileBackend) BlockSize() uint32 { return b.blockSize }
 func (b *fileBackend) Close() error      { return b.f.Close() }
+
+// openError explains a failed open: file systems without O_DIRECT support
+// (tmpfs before Linux 6.6, some FUSE file systems) answer EINVAL.
+func openError(path string, direct bool, err error) error {
+	if direct && errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("%s: the file system does not support O_DIRECT; set buffered: true for this namespace", path)
+	}
+	return fmt.Errorf("open %s: %w", path, err)
+}
 
 var errReadOnly = errors.New("backend is read-only")
 
