@@ -79,8 +79,8 @@ type QueuePair struct {
 	peer string
 	qid  uint16
 
-	recvSize  int
-	recvBufs  [][]byte
+	cmdBufs    [][]byte // 64-byte command capsules, one per receive
+	inlineBufs [][]byte // page-aligned in-capsule data, one per receive
 	dataBufs  [][]byte
 	reqs      []request
 	freeReqs  []int32
@@ -111,14 +111,17 @@ func newQueuePair(l *Listener, id *C.struct_rdma_cm_id, req nvme.CMRequest, peer
 	}
 	qp = &QueuePair{
 		l: l, id: id, peer: peer, qid: req.QID,
-		done:     make(chan struct{}),
-		eventfd:  -1,
-		recvSize: align(nvme.CommandSize+int(l.port.InlineDataSize), 64),
+		done:    make(chan struct{}),
+		eventfd: -1,
 	}
+	inline := int(l.port.InlineDataSize)
 	if req.QID == 0 {
 		// The admin queue carries no in-capsule data beyond Connect's.
-		qp.recvSize = align(nvme.CommandSize+nvme.ConnectDataSize, 64)
+		inline = nvme.ConnectDataSize
 	}
+	// In-capsule data gets its own page-aligned segment so that O_DIRECT
+	// backends can write it where it landed.
+	inlineStride := align(inline, 4096)
 	qp.log = l.log.WithFields(logrus.Fields{"qid": req.QID, "peer": peer})
 	defer func() {
 		if err != nil {
@@ -149,25 +152,34 @@ func newQueuePair(l *Listener, id *C.struct_rdma_cm_id, req nvme.CMRequest, peer
 	if qp.cq == nil {
 		return nil, fmt.Errorf("create completion queue of %d entries: %w", cqe, err)
 	}
-	if ret := C.nt_create_qp(id, pd, qp.cq, C.int(sendWR), C.int(recvWR)); ret != 0 {
+	recvSGE := 1
+	if inline > 0 {
+		recvSGE = 2
+	}
+	if ret := C.nt_create_qp(id, pd, qp.cq, C.int(sendWR), C.int(recvWR), C.int(recvSGE)); ret != 0 {
 		return nil, errnoErr("create queue pair", ret)
 	}
 	qp.qp = C.nt_id_qp(id)
 
-	// One region: receive buffers, then response capsules, then data
-	// buffers on page boundaries so O_DIRECT backends can use them.
-	recvBytes := depth * qp.recvSize
-	rspOff := recvBytes
-	dataOff := align(rspOff+nreq*nvme.CompletionSize, 4096)
-	total := dataOff + ndata*fabrics.MaxDataTransfer
+	// One region: in-capsule data and data buffers first, on page
+	// boundaries for O_DIRECT backends, then commands and responses.
+	inlineOff := 0
+	dataOff := inlineOff + depth*inlineStride
+	cmdOff := dataOff + ndata*fabrics.MaxDataTransfer
+	rspOff := cmdOff + depth*nvme.CommandSize
+	total := align(rspOff+nreq*nvme.CompletionSize, 4096)
 	qp.mem, err = registerRegion(pd, total)
 	if err != nil {
 		return nil, err
 	}
 	buf := qp.mem.buf
-	qp.recvBufs = make([][]byte, depth)
-	for i := range qp.recvBufs {
-		qp.recvBufs[i] = buf[i*qp.recvSize : (i+1)*qp.recvSize : (i+1)*qp.recvSize]
+	qp.cmdBufs = make([][]byte, depth)
+	qp.inlineBufs = make([][]byte, depth)
+	for i := range qp.cmdBufs {
+		c := cmdOff + i*nvme.CommandSize
+		qp.cmdBufs[i] = buf[c : c+nvme.CommandSize : c+nvme.CommandSize]
+		d := inlineOff + i*inlineStride
+		qp.inlineBufs[i] = buf[d : d+inline : d+inline]
 	}
 	qp.dataBufs = make([][]byte, ndata)
 	qp.freeData = make([]int32, 0, ndata)
@@ -198,7 +210,7 @@ func newQueuePair(l *Listener, id *C.struct_rdma_cm_id, req nvme.CMRequest, peer
 	qp.eventfd = fd
 	qp.fq = fabrics.NewQueue(l.target, l.port, req.QID, depth, qp)
 
-	for i := range qp.recvBufs {
+	for i := range qp.cmdBufs {
 		qp.postRecv(int32(i))
 	}
 	if err := qp.flushPosts(); err != nil {
@@ -357,10 +369,9 @@ func (qp *QueuePair) onRecv(ri int32, n int) {
 	}
 	r := &qp.reqs[qp.freeReqs[len(qp.freeReqs)-1]]
 	qp.freeReqs = qp.freeReqs[:len(qp.freeReqs)-1]
-	buf := qp.recvBufs[ri]
 	r.recv, r.data, r.invalidate = ri, -1, false
-	r.Cmd = nvme.Command(buf[:nvme.CommandSize])
-	r.inline = buf[nvme.CommandSize:n]
+	r.Cmd = nvme.Command(qp.cmdBufs[ri])
+	r.inline = qp.inlineBufs[ri][:n-nvme.CommandSize]
 	r.state = stateExecuting
 	if !qp.fq.Prepare(&r.Request) {
 		return // completed with an error already
@@ -470,10 +481,13 @@ func (qp *QueuePair) onSendDone(r *request) {
 }
 
 func (qp *QueuePair) postRecv(i int32) {
-	b := qp.recvBufs[i]
+	cmd, inline := qp.cmdBufs[i], qp.inlineBufs[i]
 	w := qp.nextWR()
-	*w = C.struct_nt_wr{wr_id: C.uint64_t(kindRecv | uint64(i)), laddr: C.uint64_t(addr(b)),
-		len: C.uint32_t(len(b)), lkey: C.uint32_t(qp.mem.lkey), op: C.NT_RECV}
+	*w = C.struct_nt_wr{wr_id: C.uint64_t(kindRecv | uint64(i)), laddr: C.uint64_t(addr(cmd)),
+		len: C.uint32_t(len(cmd)), lkey: C.uint32_t(qp.mem.lkey), op: C.NT_RECV}
+	if len(inline) > 0 {
+		w.laddr2, w.len2 = C.uint64_t(addr(inline)), C.uint32_t(len(inline))
+	}
 }
 
 // nextWR returns the next free slot of the pending batch, posting the

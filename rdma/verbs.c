@@ -14,7 +14,7 @@ int nt_post(struct ibv_qp *qp, struct nt_wr *wrs, int n, int *failed_op)
 {
 	struct ibv_send_wr swr[NT_CHAIN], *bad_s = NULL;
 	struct ibv_recv_wr rwr[NT_CHAIN], *bad_r = NULL;
-	struct ibv_sge ssge[NT_CHAIN], rsge[NT_CHAIN];
+	struct ibv_sge ssge[NT_CHAIN], rsge[2 * NT_CHAIN];
 	int i = 0;
 
 	while (i < n) {
@@ -23,13 +23,17 @@ int nt_post(struct ibv_qp *qp, struct nt_wr *wrs, int n, int *failed_op)
 			struct nt_wr *w = &wrs[i];
 			if (w->op == NT_RECV) {
 				struct ibv_recv_wr *r = &rwr[nr];
-				rsge[nr].addr = w->laddr;
-				rsge[nr].length = w->len;
-				rsge[nr].lkey = w->lkey;
+				struct ibv_sge *sg = &rsge[2 * nr];
+				sg[0].addr = w->laddr;
+				sg[0].length = w->len;
+				sg[0].lkey = w->lkey;
+				sg[1].addr = w->laddr2;
+				sg[1].length = w->len2;
+				sg[1].lkey = w->lkey;
 				memset(r, 0, sizeof(*r));
 				r->wr_id = w->wr_id;
-				r->sg_list = &rsge[nr];
-				r->num_sge = 1;
+				r->sg_list = sg;
+				r->num_sge = w->len2 ? 2 : 1;
 				if (nr > 0)
 					rwr[nr - 1].next = r;
 				nr++;
@@ -203,7 +207,7 @@ void nt_conn_req(struct rdma_cm_event *ev, struct nt_conn_req *out)
 	}
 }
 
-int nt_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *cq, int send_wr, int recv_wr)
+int nt_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *cq, int send_wr, int recv_wr, int recv_sge)
 {
 	struct ibv_qp_init_attr attr;
 	memset(&attr, 0, sizeof(attr));
@@ -213,7 +217,7 @@ int nt_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *cq, in
 	attr.cap.max_send_wr = send_wr;
 	attr.cap.max_recv_wr = recv_wr;
 	attr.cap.max_send_sge = 1;
-	attr.cap.max_recv_sge = 1;
+	attr.cap.max_recv_sge = recv_sge;
 	attr.sq_sig_all = 0;
 	if (rdma_create_qp(id, pd, &attr))
 		return -errno;

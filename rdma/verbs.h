@@ -27,7 +27,11 @@ struct nt_wr {
 	uint32_t inv_rkey;
 	uint8_t op;
 	uint8_t signaled;
-	uint8_t pad[6];
+	uint8_t pad[2];
+	// A receive's second segment: in-capsule data lands here, page
+	// aligned, apart from the 64-byte command.
+	uint32_t len2;
+	uint64_t laddr2;
 };
 
 // One completion, reduced to what the transport uses.
@@ -56,7 +60,7 @@ int nt_event_poll(struct ibv_comp_channel *ch, struct ibv_cq *cq, struct nt_wc *
 int nt_listen(struct rdma_event_channel *ch, struct rdma_cm_id **out, const char *addr, const char *port, int backlog);
 int nt_get_event(struct rdma_event_channel *ch, struct rdma_cm_event **ev, int *type, struct rdma_cm_id **id, int *status);
 void nt_conn_req(struct rdma_cm_event *ev, struct nt_conn_req *out);
-int nt_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *cq, int send_wr, int recv_wr);
+int nt_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *cq, int send_wr, int recv_wr, int recv_sge);
 int nt_accept(struct rdma_cm_id *id, const void *priv, int len, uint8_t initiator_depth, uint8_t responder_resources);
 int nt_reject(struct rdma_cm_id *id, const void *priv, int len);
 int nt_device_limits(struct ibv_context *ctx, int *max_qp_wr, int *max_cqe, int *max_rd_atom);

@@ -1,0 +1,13 @@
+// Package e2e is the end-to-end suite: it boots a QEMU guest with
+// soft-RoCE (test/vm), runs nvmeof-tgt inside it and drives it with the
+// guest's Linux NVMe host, nvme-cli and fio. Each scenario is a shell
+// script in scenarios/; the guest runs them all in one boot and each
+// becomes a subtest here.
+//
+// Run it as root with the e2e build tag:
+//
+//	go test -tags e2e -v -timeout 30m ./test/e2e/
+//
+// E2E_ONLY=regexp limits the scenarios; E2E_KEEP=1 keeps the results
+// directory.
+package e2e

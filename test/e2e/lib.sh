@@ -1,0 +1,134 @@
+# Shared helpers of the end-to-end scenarios. Sourced inside the guest,
+# where NVMEOF_TGT is the daemon under test and RESULTS the results share.
+set -euo pipefail
+
+ADDR=10.99.0.1
+PORT=4420
+TARGET_PID=""
+
+fail() {
+	echo "FAIL: $*" >&2
+	echo "--- kernel log (last 25 lines)" >&2
+	dmesg | tail -25 >&2
+	exit 1
+}
+
+assert_eq() { # what got want
+	[ "$2" = "$3" ] || fail "$1: got '$2', want '$3'"
+	echo "ok: $1 = $3"
+}
+
+# start_target CONFIG [LOG]: run the daemon in the background and wait until
+# it answers discovery.
+start_target() {
+	local config=$1 log=${2:-$RESULTS/$SCENARIO-target.log}
+	"$NVMEOF_TGT" -config "$config" >>"$log" 2>&1 &
+	TARGET_PID=$!
+	for _ in $(seq 60); do
+		if nvme discover -t rdma -a "$ADDR" -s "$PORT" >/dev/null 2>&1; then
+			echo "target up (pid $TARGET_PID)"
+			return 0
+		fi
+		kill -0 "$TARGET_PID" 2>/dev/null || fail "target exited at start: $(tail -5 "$log")"
+		sleep 0.5
+	done
+	fail "target did not answer discovery within 30 s"
+}
+
+# stop_target: SIGTERM, which must end the daemon with status 0 within 10 s.
+stop_target() {
+	local pid=$TARGET_PID
+	[ -n "$pid" ] || return 0
+	TARGET_PID=""
+	kill -TERM "$pid"
+	local start=$SECONDS
+	for _ in $(seq 100); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		kill -9 "$pid"
+		fail "target still running 10 s after SIGTERM"
+	fi
+	local rc=0
+	wait "$pid" || rc=$?
+	assert_eq "target exit status after SIGTERM" "$rc" 0
+	echo "target stopped in $((SECONDS - start)) s"
+}
+
+# connect NQN [extra nvme-cli args]: connect and print the namespace's
+# block device once it appears.
+connect() {
+	local nqn=$1
+	shift
+	nvme connect -t rdma -a "$ADDR" -s "$PORT" -n "$nqn" "$@" >&2 || fail "nvme connect $nqn"
+	wait_dev "$nqn"
+}
+
+# ctrl_of NQN: the controller device (nvmeN) connected to NQN.
+ctrl_of() {
+	local c
+	for c in /sys/class/nvme/nvme*; do
+		[ -e "$c/subsysnqn" ] || continue
+		if [ "$(cat "$c/subsysnqn")" = "$1" ] && [ "$(cat "$c/state")" = live ]; then
+			basename "$c"
+			return 0
+		fi
+	done
+	return 1
+}
+
+# wait_dev NQN [NSID]: print /dev/nvmeXnY of the namespace, waiting for it.
+# With native multipath (the Debian default) the block device hangs off the
+# NVMe subsystem, not the controller; without it, off the controller.
+wait_dev() {
+	local nqn=$1 nsid=${2:-1} s d
+	for _ in $(seq 100); do
+		for s in /sys/class/nvme-subsystem/nvme-subsys* /sys/class/nvme/nvme*; do
+			[ -e "$s/subsysnqn" ] && [ "$(cat "$s/subsysnqn")" = "$nqn" ] || continue
+			for d in "$s"/nvme*n*; do
+				[ -e "$d/nsid" ] && [ "$(cat "$d/nsid")" = "$nsid" ] || continue
+				if [ -b "/dev/$(basename "$d")" ]; then
+					echo "/dev/$(basename "$d")"
+					return 0
+				fi
+			done
+		done
+		sleep 0.1
+	done
+	fail "no block device for $nqn namespace $nsid"
+}
+
+disconnect() {
+	nvme disconnect -n "$1" >&2 || fail "nvme disconnect $1"
+}
+
+# cleanup: leave nothing connected or running for the next scenario.
+cleanup() {
+	nvme disconnect-all >/dev/null 2>&1 || true
+	if [ -n "$TARGET_PID" ]; then
+		kill -9 "$TARGET_PID" 2>/dev/null || true
+		wait "$TARGET_PID" 2>/dev/null || true
+	fi
+}
+trap cleanup EXIT
+
+# fio_ok NAME ARGS...: run fio with JSON output; fail on any error, print
+# the bytes moved.
+fio_ok() {
+	local name=$1
+	shift
+	local out=$RESULTS/$SCENARIO-$name.json
+	fio --name="$name" --output-format=json --output="$out" "$@" || fail "fio $name exited with $?: $(tail -20 "$out")"
+	local errs rd wr
+	errs=$(jq '[.jobs[].error] | add' "$out")
+	rd=$(jq '[.jobs[].read.io_bytes] | add' "$out")
+	wr=$(jq '[.jobs[].write.io_bytes] | add' "$out")
+	assert_eq "fio $name errors" "$errs" 0
+	echo "fio $name: read $rd bytes, wrote $wr bytes"
+	FIO_READ=$rd
+	FIO_WRITTEN=$wr
+}
+
+# config FILE: write a daemon configuration from stdin.
+config() { cat >"$1"; }

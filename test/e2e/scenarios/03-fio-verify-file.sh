@@ -1,0 +1,21 @@
+# fio random writes of 4 KiB to 1 MiB at queue depth 16 with crc32c
+# verification, then a verify-only read pass: no errors on a file
+# namespace (O_DIRECT on ext4).
+nqn=nqn.2026-11.io.example:vol1
+config /tmp/tgt.yaml <<CFG
+ports: [{id: 1, address: $ADDR, port: $PORT}]
+subsystems:
+  - nqn: $nqn
+    allow_any_host: true
+    namespaces: [{nsid: 1, backend: file, path: /data/fio.img, size: 256MiB}]
+CFG
+start_target /tmp/tgt.yaml
+dev=$(connect "$nqn")
+common=(--filename="$dev" --ioengine=libaio --direct=1 --iodepth=16 --bsrange=4k-1m --size=96m
+	--verify=crc32c --verify_state_save=0 --randrepeat=1 --randseed=42)
+fio_ok write --rw=randwrite --do_verify=0 "${common[@]}"
+[ "$FIO_WRITTEN" -ge $((96 << 20)) ] || fail "fio wrote only $FIO_WRITTEN bytes"
+fio_ok verify --rw=randwrite --verify_only=1 "${common[@]}"
+[ "$FIO_READ" -gt 0 ] || fail "verify pass read nothing"
+disconnect "$nqn"
+stop_target

@@ -1,0 +1,49 @@
+#!/bin/bash
+# Installs everything the demo and the tests need on Debian 12, as root:
+# Debian packages, a Go toolchain new enough for go.mod, and the guest
+# kernel the end-to-end suite boots. Safe to run again.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+
+if [ "$(id -u)" != 0 ]; then
+	echo "install-deps: run as root" >&2
+	exit 1
+fi
+
+packages=(qemu-system-x86 busybox-static cpio kmod rdma-core ibverbs-providers ibverbs-utils
+	rdmacm-utils perftest nvme-cli fio iproute2 e2fsprogs util-linux libibverbs-dev librdmacm-dev
+	gcc libc6-dev git curl unzip ca-certificates xz-utils jq)
+missing=()
+for p in "${packages[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "install-deps: installing ${missing[*]}"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# Go: the version go.mod asks for, from the Go module proxy if the machine
+# has none or an older one.
+want=$(awk '/^go /{print $2}' "$repo/go.mod")
+have=""
+export PATH=/usr/local/go/bin:$PATH
+if command -v go >/dev/null; then
+	have=$(go env GOVERSION | sed 's/^go//')
+fi
+if [ -z "$have" ] || [ "$(printf '%s\n%s\n' "$want" "$have" | sort -V | head -1)" != "$want" ]; then
+	toolchain=${NVMEOF_GO_TOOLCHAIN:-1.26.8}
+	echo "install-deps: installing Go $toolchain (found '${have:-none}', need $want)"
+	tmp=$(mktemp -d)
+	curl -fsSL -o "$tmp/go.zip" "https://proxy.golang.org/golang.org/toolchain/@v/v0.0.1-go$toolchain.linux-amd64.zip"
+	unzip -q "$tmp/go.zip" -d "$tmp"
+	rm -rf /usr/local/go
+	mv "$tmp/golang.org/toolchain@v0.0.1-go$toolchain.linux-amd64" /usr/local/go
+	chmod +x /usr/local/go/bin/* /usr/local/go/pkg/tool/*/* 2>/dev/null || true
+	rm -rf "$tmp"
+fi
+(cd "$repo" && go mod download)
+
+# The guest kernel and its initramfs.
+"$repo/test/vm/prepare.sh" >/dev/null
+echo "install-deps: ready"

@@ -1,0 +1,16 @@
+#!/bin/bash
+# Runs every test, on a fresh Debian 12 machine as root: installs what is
+# missing, then go vet, the unit and fuzz-seed tests, and the end-to-end
+# suite in a QEMU guest with soft-RoCE.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+"$repo/test/install-deps.sh"
+export PATH=/usr/local/go/bin:$PATH
+echo "== go vet"
+go vet ./...
+go vet -tags e2e ./test/...
+echo "== unit tests"
+go test -count=1 ./...
+echo "== end-to-end suite"
+go test -count=1 -tags e2e -v -timeout 30m ./test/e2e/

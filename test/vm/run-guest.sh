@@ -1,0 +1,59 @@
+#!/bin/bash
+# Boots the test guest (QEMU, software emulation) and runs one script in it
+# as root, with soft-RoCE up on 10.99.0.1. The guest sees this machine's
+# file system read-only at the same paths, so binaries built here run
+# there unchanged.
+#
+#   run-guest.sh --script FILE --results DIR [--env K=V]... [--disk IMG]... [--timeout SECONDS]
+#
+# DIR receives main.log, main.rc, console.log and whatever the script
+# writes under /results. The exit status is the script's.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+script="" results="" timeout=900
+envs=() disks=()
+while [ $# -gt 0 ]; do
+	case $1 in
+	--script) script=$2; shift 2 ;;
+	--results) results=$2; shift 2 ;;
+	--env) envs+=("$2"); shift 2 ;;
+	--disk) disks+=("$2"); shift 2 ;;
+	--timeout) timeout=$2; shift 2 ;;
+	*) echo "run-guest: unknown argument $1" >&2; exit 2 ;;
+	esac
+done
+if [ -z "$script" ] || [ -z "$results" ]; then
+	echo "usage: run-guest.sh --script FILE --results DIR [--env K=V]... [--disk IMG]... [--timeout S]" >&2
+	exit 2
+fi
+eval "$("$here/prepare.sh")"
+mkdir -p "$results"
+results=$(cd "$results" && pwd)
+rm -f "$results/main.rc"
+cp "$script" "$results/main.sh"
+cp "$here/wrapper.sh" "$results/wrapper.sh"
+: >"$results/env.sh"
+for e in "${envs[@]}"; do
+	printf '%s=%q\n' "${e%%=*}" "${e#*=}" >>"$results/env.sh"
+done
+drives=()
+for d in "${disks[@]}"; do
+	drives+=(-drive "file=$d,if=virtio,format=raw,cache=unsafe")
+done
+# KVM guests hang before their first console line on these machines: TCG.
+timeout --foreground -k 10 "$timeout" qemu-system-x86_64 \
+	-accel tcg,thread=multi -cpu max -m 4096 -smp 2 \
+	-kernel "$KERNEL" -initrd "$INITRD" \
+	-append "console=ttyS0 quiet panic=-1" \
+	-nographic -no-reboot \
+	-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
+	-virtfs "local,path=$MODULES,mount_tag=modules,security_model=none,readonly=on" \
+	-virtfs "local,path=$results,mount_tag=results,security_model=none" \
+	-netdev user,id=n0,restrict=on -device virtio-net-pci,netdev=n0 \
+	"${drives[@]}" >"$results/console.log" 2>&1 || true
+if [ ! -f "$results/main.rc" ]; then
+	echo "run-guest: the guest did not finish (timeout ${timeout}s or crash); see $results/console.log" >&2
+	tail -20 "$results/console.log" >&2
+	exit 125
+fi
+exit "$(cat "$results/main.rc")"
