@@ -1,0 +1,67 @@
+#!/bin/bash
+# Inside the guest: the same fio jobs against nvmeof-tgt and against the
+# Linux kernel target (nvmet-rdma), both over soft-RoCE on 10.99.0.1 and
+# both backed by a null device, so the figures compare the targets alone.
+set -euo pipefail
+runtime=${BENCH_RUNTIME:-8}
+jobs=("randread 4k 32" "randwrite 4k 32" "read 128k 16" "write 128k 16" "randread 4k 1")
+
+bench() { # label device
+	local label=$1 dev=$2 j rw bs qd
+	for j in "${jobs[@]}"; do
+		read -r rw bs qd <<<"$j"
+		fio --name=b --filename="$dev" --rw="$rw" --bs="$bs" --iodepth="$qd" --ioengine=libaio --direct=1 \
+			--runtime="$runtime" --time_based --output-format=json |
+			jq -r --arg l "$label" --arg j "$rw $bs qd$qd" \
+				'.jobs[0] | [$l, $j, ((.read.iops + .write.iops) | floor), (((.read.bw + .write.bw) / 1024) | floor), ((.read.clat_ns.mean + .write.clat_ns.mean) / 1000 | floor)] | @tsv'
+	done
+}
+
+wait_dev() {
+	for _ in $(seq 100); do
+		for d in /dev/nvme*n1; do [ -b "$d" ] && { echo "$d"; return; }; done
+		sleep 0.1
+	done
+	echo "no namespace appeared" >&2
+	exit 1
+}
+
+printf 'target\tjob\tIOPS\tMiB/s\tmean_clat_us\n' >/results/bench.tsv
+
+cat >/tmp/bench.yaml <<CFG
+log: {level: warn}
+ports: [{id: 1, address: 10.99.0.1, port: 4420}]
+subsystems:
+  - nqn: nqn.2026-11.io.example:bench
+    allow_any_host: true
+    namespaces: [{nsid: 1, backend: nullblk, size: 1GiB}]
+CFG
+"$NVMEOF_TGT" -config /tmp/bench.yaml 2>/results/target.log &
+pid=$!
+sleep 1
+nvme connect -t rdma -a 10.99.0.1 -s 4420 -n nqn.2026-11.io.example:bench >/dev/null
+bench nvmeof-tgt "$(wait_dev)" >>/results/bench.tsv
+nvme disconnect-all >/dev/null
+kill -TERM $pid
+wait $pid
+
+modprobe nvmet
+modprobe nvmet-rdma
+modprobe null_blk nr_devices=1 gb=1
+mount -t configfs none /sys/kernel/config 2>/dev/null || true
+cfs=/sys/kernel/config/nvmet
+mkdir $cfs/subsystems/kbench
+echo 1 >$cfs/subsystems/kbench/attr_allow_any_host
+mkdir $cfs/subsystems/kbench/namespaces/1
+echo /dev/nullb0 >$cfs/subsystems/kbench/namespaces/1/device_path
+echo 1 >$cfs/subsystems/kbench/namespaces/1/enable
+mkdir $cfs/ports/1
+echo rdma >$cfs/ports/1/addr_trtype
+echo ipv4 >$cfs/ports/1/addr_adrfam
+echo 10.99.0.1 >$cfs/ports/1/addr_traddr
+echo 4420 >$cfs/ports/1/addr_trsvcid
+ln -s $cfs/subsystems/kbench $cfs/ports/1/subsystems/kbench
+nvme connect -t rdma -a 10.99.0.1 -s 4420 -n kbench >/dev/null
+bench nvmet "$(wait_dev)" >>/results/bench.tsv
+nvme disconnect-all >/dev/null
+column -t -s $'\t' /results/bench.tsv

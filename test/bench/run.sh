@@ -1,0 +1,18 @@
+#!/bin/bash
+# Side-by-side fio benchmark: nvmeof-tgt against the Linux kernel target,
+# each serving a null device over soft-RoCE inside one QEMU guest. Prints a
+# table; BENCH_RUNTIME sets seconds per job (default 8).
+#
+# Everything is emulated (TCG, 2 vCPUs), so only ratios taken in one run
+# mean anything.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$repo"
+export PATH=/usr/local/go/bin:$PATH
+bin=$repo/.build/bench/nvmeof-tgt
+CGO_ENABLED=1 go build -o "$bin" ./cmd/nvmeof-tgt
+results=$(mktemp -d /var/tmp/nvmeof-tgt-bench-XXXXXX)
+"$repo/test/vm/run-guest.sh" --script "$repo/test/bench/guest-bench.sh" --results "$results" \
+	--env "NVMEOF_TGT=$bin" --env "BENCH_RUNTIME=${BENCH_RUNTIME:-8}" --timeout 900
+cat "$results/main.log"
+echo "(raw results in $results)"
