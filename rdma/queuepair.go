@@ -9,9 +9,11 @@ import "C"
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
@@ -41,12 +43,19 @@ const (
 
 var debugWC = os.Getenv("NVMEOF_TGT_DEBUG_WC") != ""
 
+// spinWindow is how long the poller keeps polling an idle completion queue
+// before it arms it and sleeps: long enough to catch a host's next command
+// at queue depth 1 without a wake-up, short enough that an idle target
+// burns no CPU. NVMEOF_TGT_SPIN_US overrides it for tuning.
+var spinWindow = func() time.Duration {
+	if n, err := strconv.Atoi(os.Getenv("NVMEOF_TGT_SPIN_US")); err == nil && n >= 0 {
+		return time.Duration(n) * time.Microsecond
+	}
+	return 200 * time.Microsecond
+}()
+
 const (
 	pollBatch = 32
-	// spinPolls is how many empty polls the poller makes before it arms
-	// the completion queue and sleeps: enough to catch the next command of
-	// a busy host without burning a core when it is idle.
-	spinPolls = 32
 	// adminDataBuffers is the number of data buffers of an admin queue:
 	// admin commands are few and mostly small.
 	adminDataBuffers = 4
@@ -228,16 +237,18 @@ func (qp *QueuePair) start() { go qp.poll() }
 func (qp *QueuePair) poll() {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	idle := 0
+	var idleSince time.Time
 	for !qp.stopping.Load() {
-		n := qp.pollOnce()
-		if n > 0 {
-			idle = 0
+		if qp.pollOnce() > 0 {
+			idleSince = time.Time{}
 			continue
 		}
-		if idle++; idle >= spinPolls {
+		now := time.Now()
+		if idleSince.IsZero() {
+			idleSince = now
+		} else if now.Sub(idleSince) >= spinWindow {
 			qp.sleep()
-			idle = 0
+			idleSince = time.Time{}
 		}
 	}
 	qp.teardown()

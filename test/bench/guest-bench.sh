@@ -45,6 +45,7 @@ nvme disconnect-all >/dev/null
 kill -TERM $pid
 wait $pid
 
+[[ ${BENCH_TARGETS:-nvmeof-tgt nvmet} == *nvmet* ]] || { column -t -s $'\t' /results/bench.tsv; exit 0; }
 modprobe nvmet
 modprobe nvmet-rdma
 modprobe null_blk nr_devices=1 gb=1

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Side-by-side fio benchmark: nvmeof-tgt against the Linux kernel target,
 # each serving a null device over soft-RoCE inside one QEMU guest. Prints a
-# table; BENCH_RUNTIME sets seconds per job (default 8).
+# table; BENCH_RUNTIME sets seconds per job (default 8), BENCH_TARGETS which
+# targets to run (default "nvmeof-tgt nvmet").
 #
 # Everything is emulated (TCG, 2 vCPUs), so only ratios taken in one run
 # mean anything.
@@ -13,6 +14,7 @@ bin=$repo/.build/bench/nvmeof-tgt
 CGO_ENABLED=1 go build -o "$bin" ./cmd/nvmeof-tgt
 results=$(mktemp -d /var/tmp/nvmeof-tgt-bench-XXXXXX)
 "$repo/test/vm/run-guest.sh" --script "$repo/test/bench/guest-bench.sh" --results "$results" \
-	--env "NVMEOF_TGT=$bin" --env "BENCH_RUNTIME=${BENCH_RUNTIME:-8}" --timeout 900
+	--env "NVMEOF_TGT=$bin" --env "BENCH_RUNTIME=${BENCH_RUNTIME:-8}" \
+	--env "BENCH_TARGETS=${BENCH_TARGETS:-nvmeof-tgt nvmet}" --env "NVMEOF_TGT_SPIN_US=${NVMEOF_TGT_SPIN_US:-}" --timeout 900
 cat "$results/main.log"
 echo "(raw results in $results)"
