@@ -1,0 +1,48 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestCLI(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	os.WriteFile(good, []byte(`
+ports: [{id: 1, address: 10.0.0.1}]
+subsystems:
+  - {nqn: nqn.2026-11.io.example:a, allow_any_host: true, namespaces: [{nsid: 1, backend: nullblk, size: 1GiB}]}
+`), 0o644)
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte(`
+ports: [{id: 1, address: 10.0.0.1}]
+subsystems:
+  - {nqn: nqn.2026-11.io.example:a, allow_any_host: true, namespaces: [{nsid: 1, backend: flie, path: /x, size: 1GiB}]}
+`), 0o644)
+	cases := []struct {
+		name   string
+		args   []string
+		code   int
+		output string
+	}{
+		{"version", []string{"-version"}, 0, "nvmeof-tgt " + version},
+		{"check good", []string{"-check", "-config", good}, 0, "configuration is valid"},
+		{"check bad", []string{"-check", "-config", bad}, 1, `subsystems[0].namespaces[0].backend: unknown backend "flie"`},
+		{"missing file", []string{"-check", "-config", filepath.Join(dir, "none.yaml")}, 1, "no such file"},
+		{"bad flag", []string{"-bogus"}, 2, "flag provided but not defined"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			if code := run(tc.args, &out, &out); code != tc.code {
+				t.Fatalf("exit %d, want %d; output:\n%s", code, tc.code, out.String())
+			}
+			if !strings.Contains(out.String(), tc.output) {
+				t.Fatalf("output lacks %q:\n%s", tc.output, out.String())
+			}
+		})
+	}
+}
