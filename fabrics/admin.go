@@ -110,6 +110,8 @@ func execIdentify(q *Queue, r *Request) bool {
 		}
 		off := nvme.PutNSDescriptor(b, 0, nvme.NIDTUUID, ns.UUID[:])
 		off = nvme.PutNSDescriptor(b, off, nvme.NIDTNGUID, ns.UUID[:])
+		eui := ns.EUI64()
+		off = nvme.PutNSDescriptor(b, off, nvme.NIDTEUI64, eui[:])
 		nvme.PutNSDescriptor(b, off, nvme.NIDTCSI, []byte{nvme.CSINVM})
 	case nvme.CNSCSINamespace, nvme.CNSCSIController:
 		// The NVM command set's specific structures: nothing beyond the
@@ -174,8 +176,9 @@ func (q *Queue) identifyController(b []byte) {
 		id.FRMW = 1<<1 | 1 // one slot, slot 1 read-only
 		id.NN = 1024
 		id.MNAN = 1024
-		id.ONCS = nvme.ONCSDSM | nvme.ONCSWriteZeroes
+		id.ONCS = nvme.ONCSDSM | nvme.ONCSWriteZeroes | nvme.ONCSCompare
 		id.VWC = 1
+		id.FUSES = 1 // Compare and Write
 		id.WCTEMP, id.CCTEMP = 0x157, 0x175
 	}
 	id.Encode(b)
@@ -191,6 +194,7 @@ func identifyNamespace(ns *Namespace, b []byte) {
 		DLFEAT:       0x1 | 0x8, // deallocated blocks read zeros; write zeroes may deallocate
 	}
 	copy(id.NGUID[:], ns.UUID[:])
+	id.EUI64 = ns.EUI64()
 	id.Encode(b)
 }
 
@@ -237,7 +241,7 @@ func execGetLogPage(q *Queue, r *Request) bool {
 			nvme.AdminSetFeatures, nvme.AdminGetFeatures, nvme.AdminAsyncEvent, nvme.AdminKeepAlive} {
 			nvme.PutEffects(page, false, op, nvme.EffectsSupported)
 		}
-		for _, op := range []uint8{nvme.IOFlush, nvme.IORead} {
+		for _, op := range []uint8{nvme.IOFlush, nvme.IORead, nvme.IOCompare} {
 			nvme.PutEffects(page, true, op, nvme.EffectsSupported)
 		}
 		for _, op := range []uint8{nvme.IOWrite, nvme.IOWriteZeroes, nvme.IODatasetMgmt} {
@@ -271,8 +275,8 @@ func grow(b []byte, n int) []byte {
 // smart builds the health page from the counters of the controller's
 // queues. Data units are thousands of 512-byte units, rounded up.
 func (c *Controller) smart() nvme.SMARTLog {
-	var rd, wr, br, bw, busy uint64
 	c.mu.Lock()
+	rd, wr, br, bw, busy := c.retired.reads, c.retired.writes, c.retired.bytesRead, c.retired.bytesWritten, c.retired.busyNanos
 	for _, q := range c.queues {
 		if q == nil {
 			continue

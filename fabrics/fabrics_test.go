@@ -206,7 +206,7 @@ func TestAsyncEventNamespaceAdded(t *testing.T) {
 	}
 	aer := newCmd(nvme.AdminAsyncEvent)
 	aer.SetCID(900)
-	ch := h.admin.SubmitAsync(aer)
+	ch := h.admin.SubmitAsync(aer, nil)
 	ns, err := NewNamespace(2, newMem(1<<20, 4096), false, [16]byte{2})
 	if err != nil {
 		t.Fatal(err)

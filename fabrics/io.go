@@ -1,7 +1,9 @@
 package fabrics
 
 import (
+	"bytes"
 	"encoding/binary"
+	"sync"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
@@ -23,14 +25,14 @@ func (q *Queue) prepareIO(r *Request) nvme.Status {
 	}
 	r.ns = ns
 	switch op {
-	case nvme.IORead, nvme.IOWrite, nvme.IOWriteZeroes:
+	case nvme.IORead, nvme.IOWrite, nvme.IOWriteZeroes, nvme.IOCompare:
 		slba, nlb := cmd.SLBA(), uint64(cmd.NLB())+1
 		if slba >= ns.Blocks || nlb > ns.Blocks-slba {
 			return nvme.StatusLBARange | nvme.DNR
 		}
 		r.off = int64(slba << ns.BlockShift)
 		r.length = int64(nlb << ns.BlockShift)
-		if op != nvme.IORead && ns.ReadOnly {
+		if op != nvme.IORead && op != nvme.IOCompare && ns.ReadOnly {
 			return nvme.StatusNamespaceWriteProt | nvme.DNR
 		}
 		switch op {
@@ -39,11 +41,14 @@ func (q *Queue) prepareIO(r *Request) nvme.Status {
 				return nvme.StatusInvalidField | nvme.DNR
 			}
 			r.Dir, r.Len, r.handler = DirCtrlToHost, uint32(r.length), execRead
-		case nvme.IOWrite:
+		case nvme.IOWrite, nvme.IOCompare:
 			if r.length > MaxDataTransfer {
 				return nvme.StatusInvalidField | nvme.DNR
 			}
 			r.Dir, r.Len, r.handler = DirHostToCtrl, uint32(r.length), execWrite
+			if op == nvme.IOCompare {
+				r.handler = execCompare
+			}
 		default:
 			r.handler = execWriteZeroes
 		}
@@ -86,6 +91,25 @@ func execWrite(q *Queue, r *Request) bool {
 	if r.status == 0 {
 		q.Stats.Writes.Add(1)
 		q.Stats.BytesWritten.Add(uint64(r.length))
+	}
+	return true
+}
+
+// compareBufs holds scratch buffers for Compare; Go allocates buffers this
+// large on page boundaries, as O_DIRECT backends need.
+var compareBufs = sync.Pool{New: func() any { b := make([]byte, MaxDataTransfer); return &b }}
+
+// execCompare reads the range and compares it with the host's data.
+func execCompare(q *Queue, r *Request) bool {
+	bp := compareBufs.Get().(*[]byte)
+	defer compareBufs.Put(bp)
+	cur := (*bp)[:len(r.Data)]
+	if err := r.ns.Backend.ReadAt(cur, r.off); err != nil {
+		r.status = nvme.StatusReadError
+		return true
+	}
+	if !bytes.Equal(cur, r.Data) {
+		r.status = nvme.StatusCompareFailed
 	}
 	return true
 }

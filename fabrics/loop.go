@@ -93,10 +93,10 @@ func (lq *LoopQueue) Submit(cmd nvme.Command, data []byte) (nvme.Completion, err
 
 // SubmitAsync is Submit for commands the target may hold (Async Event
 // Request): it returns a channel that yields the response.
-func (lq *LoopQueue) SubmitAsync(cmd nvme.Command) <-chan nvme.Completion {
+func (lq *LoopQueue) SubmitAsync(cmd nvme.Command, data []byte) <-chan nvme.Completion {
 	out := make(chan nvme.Completion, 1)
 	go func() {
-		c, err := lq.submit(cmd, nil)
+		c, err := lq.submit(cmd, data)
 		if err == nil {
 			out <- c
 		}

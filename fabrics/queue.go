@@ -33,8 +33,9 @@ type Queue struct {
 	outstanding atomic.Int32  // requests held outside the poller
 	workers     bool
 
-	Stats   QueueStats
-	scratch []byte // admin: log pages are built here, then sliced by offset
+	Stats     QueueStats
+	scratch   []byte   // admin: log pages are built here, then sliced by offset
+	fuseFirst *Request // a fused first command waiting for its second
 }
 
 // QueueStats are counters of one queue, written by its poller only.
@@ -65,6 +66,7 @@ func (q *Queue) Controller() *Controller { return q.ctrl }
 func (q *Queue) Prepare(r *Request) bool {
 	r.q, r.status, r.result = q, 0, 0
 	r.Data, r.Dir, r.Len, r.ns, r.handler = nil, DirNone, 0, nil, nil
+	r.pair, r.also, r.fuseReady, r.fuseAbort = nil, nil, false, false
 	r.started = nanotime()
 	q.sqhd++
 	if q.sqsize != 0 && q.sqhd >= q.sqsize {
@@ -76,8 +78,8 @@ func (q *Queue) Prepare(r *Request) bool {
 	case cmd.Flags()&nvme.FlagsPSDTMask != nvme.PSDTSGLContig:
 		// Fabrics carries SGLs only.
 		st = nvme.StatusInvalidField | nvme.DNR
-	case cmd.Fuse() != 0:
-		st = nvme.StatusInvalidField | nvme.DNR
+	case cmd.Fuse() != 0 || q.fuseFirst != nil:
+		st = q.prepareFused(r)
 	case cmd.Opcode() == nvme.OpFabrics:
 		st = q.prepareFabrics(r)
 	case q.ctrl == nil:
@@ -108,14 +110,20 @@ func (q *Queue) Fail(r *Request, st nvme.Status) {
 // Execute runs a prepared command whose data (for DirHostToCtrl) is in
 // r.Data. Blocking backend calls go to the queue's workers.
 func (q *Queue) Execute(r *Request) {
-	if r.ns != nil && !r.ns.nonBlocking() {
+	// A fused first command only waits for its second: it stays here.
+	if r.ns != nil && !r.ns.nonBlocking() && r.Cmd.Fuse() != nvme.FuseFirst {
 		q.startWorkers()
 		q.outstanding.Add(1)
 		q.jobs <- r
 		return
 	}
 	if r.handler(q, r) {
+		also := r.also
 		q.complete(r)
+		if also != nil {
+			q.outstanding.Add(-1)
+			q.complete(also)
+		}
 	}
 }
 
@@ -138,7 +146,11 @@ func (q *Queue) startWorkers() {
 func (q *Queue) work() {
 	for r := range q.jobs {
 		r.handler(q, r)
+		also := r.also
 		q.completeAsync(r)
+		if also != nil {
+			q.completeAsync(also)
+		}
 	}
 }
 
@@ -173,7 +185,9 @@ func (q *Queue) complete(r *Request) {
 			q.ctrl.recordError(r, q.QID)
 		}
 	}
-	q.Stats.BusyNanos.Add(uint64(nanotime() - r.started))
+	if q.QID != 0 {
+		q.Stats.BusyNanos.Add(uint64(nanotime() - r.started))
+	}
 	q.tr.Complete(r)
 }
 

@@ -40,6 +40,13 @@ type Request struct {
 	off     int64 // byte offset of I/O commands
 	length  int64 // byte length of I/O commands without data (write zeroes)
 	started int64 // monotonic nanoseconds at Prepare, for latency
+
+	// Fused Compare and Write: the first command waits, held, for its
+	// second; the second carries the first and completes it too.
+	pair      *Request
+	also      *Request
+	fuseReady bool
+	fuseAbort bool
 }
 
 // Status is the status the command completed with.

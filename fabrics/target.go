@@ -225,6 +225,8 @@ type Namespace struct {
 	UUID       [16]byte
 	BlockShift uint8
 	Blocks     uint64
+
+	fuseMu sync.Mutex // serializes fused Compare and Write pairs
 }
 
 // NewNamespace wraps an opened backend.
@@ -245,6 +247,17 @@ func NewNamespace(nsid uint32, b backend.Backend, readOnly bool, uuid [16]byte) 
 		return nil, fmt.Errorf("namespace %d: backend is smaller than one block", nsid)
 	}
 	return &Namespace{ID: nsid, Backend: b, ReadOnly: readOnly, UUID: uuid, BlockShift: shift, Blocks: blocks}, nil
+}
+
+// EUI64 is the namespace's IEEE extended unique identifier, derived from
+// its UUID so that it is as stable: an OUI-less, locally administered value.
+func (ns *Namespace) EUI64() [8]byte {
+	var e [8]byte
+	for i := range 8 {
+		e[i] = ns.UUID[i] ^ ns.UUID[i+8]
+	}
+	e[0] = e[0]&^0x01 | 0x02
+	return e
 }
 
 // ErrNamespaceExists is returned when adding a namespace ID twice.
