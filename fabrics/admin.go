@@ -25,8 +25,8 @@ func (q *Queue) prepareAdmin(r *Request) nvme.Status {
 	case nvme.AdminSetFeatures:
 		r.handler = execSetFeatures
 	case nvme.AdminGetFeatures:
-		if cmd.FeatureID() == nvme.FeatHostID {
-			r.Dir, r.Len = DirCtrlToHost, 16
+		if cmd.FeatureID() == nvme.FeatHostID && cmd.CDW(11)&1 != 0 {
+			r.Dir, r.Len = DirCtrlToHost, 16 // the extended, 128-bit identifier
 		}
 		r.handler = execGetFeatures
 	case nvme.AdminKeepAlive:
@@ -357,7 +357,7 @@ func execGetFeatures(q *Queue, r *Request) bool {
 		r.result = uint64(c.aenConfig)
 		c.mu.Unlock()
 	case c.Subsystem.isDiscovery:
-		r.status = nvme.StatusInvalidField | nvme.DNR
+		r.status = nvme.StatusInvalidField
 	case fid == nvme.FeatNumQueues:
 		c.mu.Lock()
 		n := uint64(c.ioQueues - 1)
@@ -373,12 +373,14 @@ func execGetFeatures(q *Queue, r *Request) bool {
 	case fid == nvme.FeatHostID:
 		if cmd.CDW(11)&1 == 0 {
 			// Only the 128-bit identifier exists on fabrics.
-			r.status = nvme.StatusInvalidField | nvme.DNR
+			r.status = nvme.StatusInvalidField
 			return true
 		}
 		copy(r.Data, c.HostID[:])
 	default:
-		r.status = nvme.StatusInvalidField | nvme.DNR
+		// Without DNR: nvme-cli's get-feature walks every ID and stops at
+		// any status but a plain Invalid Field.
+		r.status = nvme.StatusInvalidField
 	}
 	return true
 }

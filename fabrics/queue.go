@@ -195,6 +195,11 @@ func (q *Queue) complete(r *Request) {
 // if this is its admin queue) and waits until no other goroutine holds any
 // of its requests, so the transport may free their buffers.
 func (q *Queue) Close() {
+	if q.fuseFirst != nil {
+		// A fused first command whose second never came.
+		q.fuseFirst = nil
+		q.outstanding.Add(-1)
+	}
 	if q.ctrl != nil {
 		q.ctrl.detach(q)
 		q.log.Debug("queue disconnected")

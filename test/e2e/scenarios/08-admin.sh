@@ -1,0 +1,82 @@
+# Admin and I/O commands through nvme-cli: identify, SMART counters that
+# move with I/O, the error log, every feature, flush, write zeroes,
+# deallocate (nvme dsm --ad and blkdiscard), compare.
+nqn=nqn.2026-11.io.example:vol1
+config /tmp/tgt.yaml <<CFG
+ports: [{id: 1, address: $ADDR, port: $PORT}]
+subsystems:
+  - nqn: $nqn
+    allow_any_host: true
+    namespaces: [{nsid: 1, backend: file, path: /data/admin.img, size: 64MiB}]
+CFG
+start_target /tmp/tgt.yaml
+dev=$(connect "$nqn")
+ctrl=/dev/$(ctrl_of "$nqn")
+
+idctrl=$(nvme id-ctrl "$ctrl" -o json)
+assert_eq "CMIC multi-controller" "$(echo "$idctrl" | jq '.cmic')" 2
+assert_eq "ONCS compare, DSM, write zeroes" "$(echo "$idctrl" | jq '.oncs')" 13
+assert_eq "FUSES compare and write" "$(echo "$idctrl" | jq '.fuses')" 1
+assert_eq "VWC" "$(echo "$idctrl" | jq '.vwc')" 1
+descs=$(nvme ns-descs "$dev" -o json)
+assert_eq "ns-descs types" "$(echo "$descs" | jq -c '[.["ns-descs"][].type] | sort')" '["csi","eui64","nguid","uuid"]'
+
+# SMART counters move after I/O.
+before=$(nvme smart-log "$ctrl" -o json)
+dd if=/dev/urandom of="$dev" bs=1M count=8 oflag=direct status=none
+dd if="$dev" of=/dev/null bs=1M count=4 iflag=direct status=none
+after=$(nvme smart-log "$ctrl" -o json)
+for k in data_units_written host_write_commands data_units_read host_read_commands; do
+	# 128-bit counters come as strings.
+	b=$(echo "$before" | jq -r ".$k | tonumber") a=$(echo "$after" | jq -r ".$k | tonumber")
+	[ "$a" -gt "$b" ] || fail "smart-log $k did not move: $b -> $a"
+	echo "ok: smart-log $k $b -> $a"
+done
+written=$(($(echo "$after" | jq -r '.data_units_written | tonumber') - $(echo "$before" | jq -r '.data_units_written | tonumber')))
+[ "$written" -ge 16 ] || fail "8 MiB written should be at least 16 data units, got $written"
+
+# An error lands in the error log.
+errs_before=$(nvme error-log "$ctrl" -e 1 -o json | jq '.errors[0].error_count')
+if nvme read "$dev" -s $((64 << 20 >> 9)) -c 0 -z 512 -d /dev/null >/dev/null 2>&1; then
+	fail "read past the end succeeded"
+fi
+errs_after=$(nvme error-log "$ctrl" -e 1 -o json | jq '.errors[0].error_count')
+[ "$errs_after" -gt "$errs_before" ] || fail "error log count did not move: $errs_before -> $errs_after"
+echo "ok: error-log count $errs_before -> $errs_after"
+
+# Every feature ID: nvme-cli walks them all and must not stop early.
+features=$(nvme get-feature "$ctrl" 2>&1) || fail "nvme get-feature: $features"
+echo "$features"
+for f in "Arbitration" "Power Management" "Temperature Threshold" "Volatile Write Cache" "Number of Queues" "Keep Alive Timer"; do
+	echo "$features" | grep -q "$f" || fail "get-feature lacks $f"
+done
+assert_eq "get-feature number of queues" "$(nvme get-feature "$ctrl" -f 7 -H | grep -c 'Number of IO')" 2
+
+nvme flush "$dev" -n 1 || fail "nvme flush"
+
+# Write zeroes reads back zeros.
+dd if=/dev/urandom of="$dev" bs=4096 count=4 oflag=direct status=none
+nvme write-zeroes "$dev" -n 1 -s 0 -c 31 || fail "nvme write-zeroes"
+cmp -n 16384 "$dev" /dev/zero || fail "write-zeroes range is not zero"
+echo "ok: write-zeroes reads back zeros"
+
+# Deallocate with nvme dsm --ad and with blkdiscard.
+dd if=/dev/urandom of="$dev" bs=1M count=2 oflag=direct status=none
+nvme dsm "$dev" -n 1 --ad -s 0 -b 2048 || fail "nvme dsm --ad"
+cmp -n $((1 << 20)) "$dev" /dev/zero || fail "dsm range is not zero"
+blkdiscard -o $((1 << 20)) -l $((1 << 20)) "$dev" || fail "blkdiscard"
+cmp -n $((1 << 20)) <(dd if="$dev" bs=1M skip=1 count=1 iflag=direct status=none) /dev/zero || fail "discarded range is not zero"
+echo "ok: dsm --ad and blkdiscard read back zeros"
+
+# Compare: equal data succeeds, different data fails with compare failure.
+head -c 4096 /dev/urandom >/tmp/blk
+dd if=/tmp/blk of="$dev" bs=4096 seek=100 oflag=direct status=none
+nvme compare "$dev" -n 1 -s 800 -c 7 -z 4096 -d /tmp/blk || fail "nvme compare of equal data failed"
+head -c 4096 /dev/urandom >/tmp/other
+if out=$(nvme compare "$dev" -n 1 -s 800 -c 7 -z 4096 -d /tmp/other 2>&1); then
+	fail "compare of different data succeeded"
+fi
+echo "$out" | grep -qi "compare" || fail "compare failure not reported as such: $out"
+echo "ok: compare ($out)"
+disconnect "$nqn"
+stop_target
