@@ -44,18 +44,23 @@ func TestScenarios(t *testing.T) {
 	if os.Getenv("E2E_KEEP") == "" {
 		defer os.RemoveAll(results)
 	}
+	// vda: ext4 for file namespaces; vdb: a raw disk for the block backend.
 	disk := filepath.Join(results, "disk.img")
-	if err := os.WriteFile(disk, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(disk, 2<<30); err != nil {
-		t.Fatal(err)
+	blockDisk := filepath.Join(results, "block.img")
+	for path, size := range map[string]int64{disk: 2 << 30, blockDisk: 256 << 20} {
+		if err := os.WriteFile(path, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(path, size); err != nil {
+			t.Fatal(err)
+		}
 	}
 	start := time.Now()
 	run := exec.Command(filepath.Join(root, "test/vm/run-guest.sh"),
 		"--script", filepath.Join(root, "test/e2e/guest-run.sh"),
 		"--results", results,
 		"--disk", disk,
+		"--disk", blockDisk,
 		"--env", "E2E_DIR="+filepath.Join(root, "test/e2e"),
 		"--env", "NVMEOF_TGT="+bin,
 		"--env", "E2E_ONLY="+os.Getenv("E2E_ONLY"),
