@@ -158,7 +158,7 @@ func (q *Queue) identifyController(b []byte) {
 		ELPE:           errorLogLen - 1,
 		IOCCSZ:         (nvme.CommandSize + q.port.InlineDataSize) / 16,
 		IORCSZ:         nvme.CompletionSize / 16,
-		MSDBD:          1,
+		MSDBD:          MaxKeyedDescriptors,
 		SGLS:           nvme.SGLSSupported | nvme.SGLSKeyed,
 		PowerMaxCentiW: 0,
 	}

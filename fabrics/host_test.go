@@ -94,7 +94,7 @@ func newCmd(op uint8) nvme.Command {
 
 // keyed points the command's SGL at a host buffer of n bytes.
 func keyed(c nvme.Command, n int) nvme.Command {
-	c.SGL().SetKeyed(0x1000, uint32(n), 0x1234, false)
+	c.SGL().SetKeyed(0, uint32(n), 0x1234, false)
 	return c
 }
 
@@ -118,7 +118,7 @@ func connectCmd(qid, sqsize uint16, kato uint32, inline bool) nvme.Command {
 	if inline {
 		c.SGL().SetOffset(nvme.SGLDataBlockOffset, 0, nvme.ConnectDataSize)
 	} else {
-		c.SGL().SetKeyed(0x1000, nvme.ConnectDataSize, 1, true)
+		c.SGL().SetKeyed(0, nvme.ConnectDataSize, 1, true)
 	}
 	return c
 }

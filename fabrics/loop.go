@@ -88,7 +88,17 @@ func (lq *LoopQueue) Disconnected() bool {
 // host-to-controller commands data is the payload; for controller-to-host
 // commands the response data is copied into it. cmd must be 64 bytes.
 func (lq *LoopQueue) Submit(cmd nvme.Command, data []byte) (nvme.Completion, error) {
-	return lq.submit(cmd, data)
+	if cmd.SGL().ID() == nvme.SGLDataBlockOffset {
+		return lq.submit(cmd, data, nil)
+	}
+	return lq.submit(cmd, nil, data)
+}
+
+// SubmitSGL sends a command whose capsule carries inline bytes (in-capsule
+// data or a descriptor list) and whose keyed descriptors address host at
+// their Addr as an offset.
+func (lq *LoopQueue) SubmitSGL(cmd nvme.Command, inline, host []byte) (nvme.Completion, error) {
+	return lq.submit(cmd, inline, host)
 }
 
 // SubmitAsync is Submit for commands the target may hold (Async Event
@@ -96,7 +106,7 @@ func (lq *LoopQueue) Submit(cmd nvme.Command, data []byte) (nvme.Completion, err
 func (lq *LoopQueue) SubmitAsync(cmd nvme.Command, data []byte) <-chan nvme.Completion {
 	out := make(chan nvme.Completion, 1)
 	go func() {
-		c, err := lq.submit(cmd, data)
+		c, err := lq.Submit(cmd, data)
 		if err == nil {
 			out <- c
 		}
@@ -105,7 +115,7 @@ func (lq *LoopQueue) SubmitAsync(cmd nvme.Command, data []byte) <-chan nvme.Comp
 	return out
 }
 
-func (lq *LoopQueue) submit(cmd nvme.Command, data []byte) (nvme.Completion, error) {
+func (lq *LoopQueue) submit(cmd nvme.Command, inline, host []byte) (nvme.Completion, error) {
 	if lq.Disconnected() {
 		return nil, ErrDisconnected
 	}
@@ -114,10 +124,12 @@ func (lq *LoopQueue) submit(cmd nvme.Command, data []byte) (nvme.Completion, err
 		Rsp: make(nvme.Completion, nvme.CompletionSize),
 	}
 	done := make(chan struct{}, 1)
+	var descs [MaxKeyedDescriptors]Keyed
+	n := 0
 	lq.mu.Lock()
 	lq.waiters[r] = done
 	if lq.Queue.Prepare(r) {
-		lq.mapData(r, data)
+		n = lq.mapData(r, inline, host, &descs)
 	}
 	lq.mu.Unlock()
 	select {
@@ -126,37 +138,68 @@ func (lq *LoopQueue) submit(cmd nvme.Command, data []byte) (nvme.Completion, err
 		return nil, ErrDisconnected
 	}
 	if r.Dir == DirCtrlToHost && r.status == 0 {
-		copy(data, r.Data)
+		scatter(r.Data, host, descs[:n])
 	}
 	return r.Rsp, nil
 }
 
-func (lq *LoopQueue) mapData(r *Request, data []byte) {
-	sgl := r.Cmd.SGL()
-	switch sgl.ID() {
-	case nvme.SGLDataBlockOffset:
-		if r.Len > 0 {
-			if st := r.MapInline(data); st != 0 {
-				lq.Queue.Fail(r, st)
-				return
-			}
+func (lq *LoopQueue) mapData(r *Request, inline, host []byte, descs *[MaxKeyedDescriptors]Keyed) int {
+	if r.Len == 0 {
+		if id := r.Cmd.SGL().ID(); id != nvme.SGLDataBlockOffset && id != nvme.SGLKeyed && id != nvme.SGLKeyedInvalidate {
+			lq.Queue.Fail(r, nvme.StatusSGLInvalidType|nvme.DNR)
+			return 0
 		}
-	case nvme.SGLKeyed, nvme.SGLKeyedInvalidate:
-		if r.Len > 0 {
-			if st := r.CheckKeyedLength(sgl.KeyedLength()); st != 0 {
-				lq.Queue.Fail(r, st)
-				return
-			}
-			r.Data = make([]byte, r.Len)
-			if r.Dir == DirHostToCtrl {
-				copy(r.Data, data)
-			}
+		lq.Queue.Execute(r)
+		return 0
+	}
+	if r.Cmd.SGL().ID() == nvme.SGLDataBlockOffset {
+		if st := r.MapInline(inline); st != 0 {
+			lq.Queue.Fail(r, st)
+			return 0
 		}
-	default:
-		lq.Queue.Fail(r, nvme.StatusSGLInvalidType|nvme.DNR)
-		return
+		lq.Queue.Execute(r)
+		return 0
+	}
+	n, st := r.KeyedDescriptors(inline, descs)
+	if st != 0 {
+		lq.Queue.Fail(r, st)
+		return 0
+	}
+	r.Data = make([]byte, r.Len)
+	if r.Dir == DirHostToCtrl {
+		gather(r.Data, host, descs[:n])
 	}
 	lq.Queue.Execute(r)
+	return n
+}
+
+// gather fills data from the host buffers the descriptors address, in
+// order, as RDMA READs would.
+func gather(data, host []byte, descs []Keyed) {
+	pos := 0
+	for _, d := range descs {
+		if pos >= len(data) {
+			return
+		}
+		if d.Addr < uint64(len(host)) {
+			pos += copy(data[pos:min(pos+int(d.Len), len(data))], host[d.Addr:])
+		}
+	}
+}
+
+// scatter copies data out to the host buffers, as RDMA WRITEs would.
+func scatter(data, host []byte, descs []Keyed) {
+	pos := 0
+	for _, d := range descs {
+		if pos >= len(data) {
+			return
+		}
+		n := min(int(d.Len), len(data)-pos)
+		if d.Addr < uint64(len(host)) {
+			copy(host[d.Addr:min(d.Addr+uint64(n), uint64(len(host)))], data[pos:pos+n])
+		}
+		pos += n
+	}
 }
 
 // Close tears the queue down as the transport would.

@@ -80,3 +80,56 @@ func (r *Request) CheckKeyedLength(sglLen uint32) nvme.Status {
 	}
 	return nvme.StatusSuccess
 }
+
+// MaxKeyedDescriptors is how many keyed data blocks one command may carry in
+// a Last Segment descriptor list (Identify MSDBD).
+const MaxKeyedDescriptors = 16
+
+// Keyed is one keyed SGL data block: a host buffer the transport reads
+// from or writes to.
+type Keyed struct {
+	Addr       uint64
+	Len        uint32
+	Key        uint32
+	Invalidate bool
+}
+
+// KeyedDescriptors resolves the command's data pointer into keyed data
+// blocks: the descriptor itself, or the list a Last Segment descriptor
+// points at in the in-capsule data. The blocks must cover the transfer.
+func (r *Request) KeyedDescriptors(inline []byte, dst *[MaxKeyedDescriptors]Keyed) (int, nvme.Status) {
+	sgl := r.Cmd.SGL()
+	switch sgl.ID() {
+	case nvme.SGLKeyed, nvme.SGLKeyedInvalidate:
+		dst[0] = Keyed{sgl.Address(), sgl.KeyedLength(), sgl.Key(), sgl.ID() == nvme.SGLKeyedInvalidate}
+		if st := r.CheckKeyedLength(dst[0].Len); st != 0 {
+			return 0, st
+		}
+		return 1, 0
+	case nvme.SGLLastSegmentOffset:
+	default:
+		return 0, nvme.StatusSGLInvalidType | nvme.DNR
+	}
+	off, n := sgl.Address(), sgl.Length()
+	if n == 0 || n%nvme.SGLSize != 0 || n/nvme.SGLSize > MaxKeyedDescriptors {
+		return 0, nvme.StatusSGLInvalidCount | nvme.DNR
+	}
+	if off > uint64(len(inline)) || uint64(n) > uint64(len(inline))-off {
+		return 0, nvme.StatusSGLInvalidOffset | nvme.DNR
+	}
+	count := int(n / nvme.SGLSize)
+	var total uint64
+	for i := range count {
+		d := nvme.SGLDescriptor(inline[off+uint64(i*nvme.SGLSize):][:nvme.SGLSize])
+		if d.ID() != nvme.SGLKeyed {
+			// Several keys cannot all be invalidated by one response.
+			return 0, nvme.StatusSGLInvalidType | nvme.DNR
+		}
+		dst[i] = Keyed{d.Address(), d.KeyedLength(), d.Key(), false}
+		total += uint64(dst[i].Len)
+	}
+	if total < uint64(r.Len) {
+		return 0, nvme.StatusSGLInvalidData | nvme.DNR
+	}
+	return count, 0
+}

@@ -9,8 +9,8 @@ import "C"
 import (
 	"fmt"
 	"os"
-	"strconv"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,8 +69,8 @@ type request struct {
 	recv       int32 // receive buffer holding the capsule, -1 once reposted
 	data       int32 // data buffer, -1 if none
 	inline     []byte
-	raddr      uint64
-	rkey       uint32
+	descs      [fabrics.MaxKeyedDescriptors]fabrics.Keyed
+	ndesc      int
 	invalidate bool
 }
 
@@ -90,23 +90,23 @@ type QueuePair struct {
 
 	cmdBufs    [][]byte // 64-byte command capsules, one per receive
 	inlineBufs [][]byte // page-aligned in-capsule data, one per receive
-	dataBufs  [][]byte
-	reqs      []request
-	freeReqs  []int32
-	freeData  []int32
-	waiting   []int32 // requests in stateNeedBuffer, oldest first
-	wrs       []C.struct_nt_wr
-	wrsPtr    unsafe.Pointer
-	nwr       int
-	wcs       []C.struct_nt_wc
-	wcsPtr    unsafe.Pointer
-	eventfd   int
-	sleeping  atomic.Bool
-	stopping  atomic.Bool
-	mu        sync.Mutex // guards id against use after teardown
-	destroyed bool
-	discDone  bool
-	done      chan struct{}
+	dataBufs   [][]byte
+	reqs       []request
+	freeReqs   []int32
+	freeData   []int32
+	waiting    []int32 // requests in stateNeedBuffer, oldest first
+	wrs        []C.struct_nt_wr
+	wrsPtr     unsafe.Pointer
+	nwr        int
+	wcs        []C.struct_nt_wc
+	wcsPtr     unsafe.Pointer
+	eventfd    int
+	sleeping   atomic.Bool
+	stopping   atomic.Bool
+	mu         sync.Mutex // guards id against use after teardown
+	destroyed  bool
+	discDone   bool
+	done       chan struct{}
 }
 
 // newQueuePair creates the verbs resources for an incoming connection and
@@ -380,7 +380,7 @@ func (qp *QueuePair) onRecv(ri int32, n int) {
 	}
 	r := &qp.reqs[qp.freeReqs[len(qp.freeReqs)-1]]
 	qp.freeReqs = qp.freeReqs[:len(qp.freeReqs)-1]
-	r.recv, r.data, r.invalidate = ri, -1, false
+	r.recv, r.data, r.invalidate, r.ndesc = ri, -1, false, 0
 	r.Cmd = nvme.Command(qp.cmdBufs[ri])
 	r.inline = qp.inlineBufs[ri][:n-nvme.CommandSize]
 	r.state = stateExecuting
@@ -403,17 +403,24 @@ func (qp *QueuePair) mapData(r *request) {
 			}
 		}
 		qp.fq.Execute(&r.Request)
-	case nvme.SGLKeyed, nvme.SGLKeyedInvalidate:
-		r.raddr, r.rkey = sgl.Address(), sgl.Key()
-		r.invalidate = sgl.ID() == nvme.SGLKeyedInvalidate
+	default:
 		if r.Len == 0 {
+			// No data: the Linux host sends a null keyed descriptor.
+			if id := sgl.ID(); id != nvme.SGLKeyed && id != nvme.SGLKeyedInvalidate {
+				qp.fq.Fail(&r.Request, nvme.StatusSGLInvalidType|nvme.DNR)
+				return
+			}
 			qp.fq.Execute(&r.Request)
 			return
 		}
-		if st := r.CheckKeyedLength(sgl.KeyedLength()); st != 0 {
+		n, st := r.KeyedDescriptors(r.inline, &r.descs)
+		if st != 0 {
 			qp.fq.Fail(&r.Request, st)
 			return
 		}
+		r.ndesc = n
+		// One response can invalidate one key only.
+		r.invalidate = n == 1 && r.descs[0].Invalidate
 		if len(qp.freeData) == 0 {
 			r.state = stateNeedBuffer
 			qp.waiting = append(qp.waiting, int32(r.Tag))
@@ -422,8 +429,6 @@ func (qp *QueuePair) mapData(r *request) {
 		r.data = qp.freeData[len(qp.freeData)-1]
 		qp.freeData = qp.freeData[:len(qp.freeData)-1]
 		qp.startTransfer(r)
-	default:
-		qp.fq.Fail(&r.Request, nvme.StatusSGLInvalidType|nvme.DNR)
 	}
 }
 
@@ -433,14 +438,35 @@ func (qp *QueuePair) startTransfer(r *request) {
 	r.Data = qp.dataBufs[r.data][:r.Len]
 	if r.Dir == fabrics.DirHostToCtrl {
 		r.state = stateReading
-		w := qp.nextWR()
-		*w = C.struct_nt_wr{wr_id: C.uint64_t(kindRead | uint64(r.Tag)), laddr: C.uint64_t(addr(r.Data)),
-			raddr: C.uint64_t(r.raddr), len: C.uint32_t(r.Len), lkey: C.uint32_t(qp.mem.lkey),
-			rkey: C.uint32_t(r.rkey), op: C.NT_READ, signaled: 1}
+		// One READ per host buffer; RC completes them in order, so only
+		// the last is signaled.
+		qp.postTransfers(r, C.NT_READ, true)
 		return
 	}
 	r.state = stateExecuting
 	qp.fq.Execute(&r.Request)
+}
+
+// postTransfers queues the RDMA READs or WRITEs that move r.Data to or from
+// the host buffers of its keyed descriptors, in order.
+func (qp *QueuePair) postTransfers(r *request, op C.uint8_t, signalLast bool) {
+	kind := uint64(kindSend)
+	if op == C.NT_READ {
+		kind = kindRead
+	}
+	pos := uint32(0)
+	for i := 0; i < r.ndesc && pos < r.Len; i++ {
+		d := &r.descs[i]
+		n := min(d.Len, r.Len-pos)
+		w := qp.nextWR()
+		*w = C.struct_nt_wr{wr_id: C.uint64_t(kind | uint64(r.Tag)), laddr: C.uint64_t(addr(r.Data[pos:])),
+			raddr: C.uint64_t(d.Addr), len: C.uint32_t(n), lkey: C.uint32_t(qp.mem.lkey),
+			rkey: C.uint32_t(d.Key), op: op}
+		pos += n
+		if signalLast && pos == r.Len {
+			w.signaled = 1
+		}
+	}
 }
 
 func (qp *QueuePair) onReadDone(r *request) {
@@ -458,16 +484,13 @@ func (qp *QueuePair) Complete(fr *fabrics.Request) {
 		r.recv = -1
 	}
 	if r.Dir == fabrics.DirCtrlToHost && r.Status().Success() && r.data >= 0 {
-		w := qp.nextWR()
-		*w = C.struct_nt_wr{wr_id: C.uint64_t(kindSend | uint64(r.Tag)), laddr: C.uint64_t(addr(r.Data)),
-			raddr: C.uint64_t(r.raddr), len: C.uint32_t(r.Len), lkey: C.uint32_t(qp.mem.lkey),
-			rkey: C.uint32_t(r.rkey), op: C.NT_WRITE}
+		qp.postTransfers(r, C.NT_WRITE, false)
 	}
 	w := qp.nextWR()
 	*w = C.struct_nt_wr{wr_id: C.uint64_t(kindSend | uint64(r.Tag)), laddr: C.uint64_t(addr(r.Rsp)),
 		len: nvme.CompletionSize, lkey: C.uint32_t(qp.mem.lkey), op: C.NT_SEND, signaled: 1}
 	if r.invalidate {
-		w.op, w.inv_rkey = C.NT_SEND_INV, C.uint32_t(r.rkey)
+		w.op, w.inv_rkey = C.NT_SEND_INV, C.uint32_t(r.descs[0].Key)
 	}
 	r.state = stateSending
 }
