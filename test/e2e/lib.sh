@@ -132,3 +132,16 @@ fio_ok() {
 
 # config FILE: write a daemon configuration from stdin.
 config() { cat >"$1"; }
+
+# serve_file NQN PATH SIZE: start the target with one subsystem whose
+# namespace 1 is a file.
+serve_file() {
+	config /tmp/tgt.yaml <<CFG
+ports: [{id: 1, address: $ADDR, port: $PORT}]
+subsystems:
+  - nqn: $1
+    allow_any_host: true
+    namespaces: [{nsid: 1, backend: file, path: $2, size: $3}]
+CFG
+	start_target /tmp/tgt.yaml
+}

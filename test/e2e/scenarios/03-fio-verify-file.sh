@@ -2,14 +2,7 @@
 # verification, then a verify-only read pass: no errors on a file
 # namespace (O_DIRECT on ext4).
 nqn=nqn.2026-11.io.example:vol1
-config /tmp/tgt.yaml <<CFG
-ports: [{id: 1, address: $ADDR, port: $PORT}]
-subsystems:
-  - nqn: $nqn
-    allow_any_host: true
-    namespaces: [{nsid: 1, backend: file, path: /data/fio.img, size: 256MiB}]
-CFG
-start_target /tmp/tgt.yaml
+serve_file "$nqn" /data/fio.img 256MiB
 dev=$(connect "$nqn")
 common=(--filename="$dev" --ioengine=libaio --direct=1 --iodepth=16 --bsrange=4k-1m --size=96m
 	--verify=crc32c --verify_state_save=0 --randrepeat=1 --randseed=42)

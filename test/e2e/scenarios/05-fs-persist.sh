@@ -1,14 +1,7 @@
 # mkfs.ext4, mount, write 20 MB, unmount, disconnect, reconnect, mount
 # again: the checksum is the same.
 nqn=nqn.2026-11.io.example:vol1
-config /tmp/tgt.yaml <<CFG
-ports: [{id: 1, address: $ADDR, port: $PORT}]
-subsystems:
-  - nqn: $nqn
-    allow_any_host: true
-    namespaces: [{nsid: 1, backend: file, path: /data/fs.img, size: 256MiB}]
-CFG
-start_target /tmp/tgt.yaml
+serve_file "$nqn" /data/fs.img 256MiB
 dev=$(connect "$nqn")
 mkfs.ext4 -q -F "$dev"
 mkdir -p /mnt/e2e

@@ -1,14 +1,7 @@
 # SIGTERM stops the daemon cleanly (exit 0) even with a host connected;
 # started again, it serves the same data.
 nqn=nqn.2026-11.io.example:vol1
-config /tmp/tgt.yaml <<CFG
-ports: [{id: 1, address: $ADDR, port: $PORT}]
-subsystems:
-  - nqn: $nqn
-    allow_any_host: true
-    namespaces: [{nsid: 1, backend: file, path: /data/restart.img, size: 128MiB}]
-CFG
-start_target /tmp/tgt.yaml
+serve_file "$nqn" /data/restart.img 128MiB
 dev=$(connect "$nqn")
 head -c $((8 << 20)) /dev/urandom >/tmp/pattern
 dd if=/tmp/pattern of="$dev" bs=1M oflag=direct status=none

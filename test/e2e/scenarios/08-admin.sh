@@ -2,14 +2,7 @@
 # move with I/O, the error log, every feature, flush, write zeroes,
 # deallocate (nvme dsm --ad and blkdiscard), compare.
 nqn=nqn.2026-11.io.example:vol1
-config /tmp/tgt.yaml <<CFG
-ports: [{id: 1, address: $ADDR, port: $PORT}]
-subsystems:
-  - nqn: $nqn
-    allow_any_host: true
-    namespaces: [{nsid: 1, backend: file, path: /data/admin.img, size: 64MiB}]
-CFG
-start_target /tmp/tgt.yaml
+serve_file "$nqn" /data/admin.img 64MiB
 dev=$(connect "$nqn")
 ctrl=/dev/$(ctrl_of "$nqn")
 

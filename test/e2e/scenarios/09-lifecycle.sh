@@ -3,14 +3,7 @@
 # restart under a connected host that reconnects by itself with its data
 # intact.
 nqn=nqn.2026-11.io.example:vol1
-config /tmp/tgt.yaml <<CFG
-ports: [{id: 1, address: $ADDR, port: $PORT}]
-subsystems:
-  - nqn: $nqn
-    allow_any_host: true
-    namespaces: [{nsid: 1, backend: file, path: /data/life.img, size: 128MiB}]
-CFG
-start_target /tmp/tgt.yaml
+serve_file "$nqn" /data/life.img 128MiB
 dev=$(connect "$nqn" --ctrl-loss-tmo=120 --reconnect-delay=1)
 c=$(ctrl_of "$nqn")
 
