@@ -31,7 +31,12 @@ func openBlock(opts Options) (Backend, error) {
 	if opts.ReadOnly {
 		flags = os.O_RDONLY
 	}
+	// O_EXCL on a block device fails while it is mounted or exported
+	// elsewhere, which would otherwise corrupt it silently.
 	f, err := os.OpenFile(opts.Path, flags|unix.O_DIRECT|unix.O_EXCL, 0)
+	if errors.Is(err, unix.EBUSY) {
+		return nil, fmt.Errorf("open %s: in use (mounted, or opened exclusively by another program): %w", opts.Path, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", opts.Path, err)
 	}
@@ -56,7 +61,7 @@ func openBlock(opts Options) (Backend, error) {
 
 func (b *blockBackend) Discard(off, length int64) error {
 	if b.readOnly {
-		return errReadOnly
+		return b.readOnlyError("discard")
 	}
 	r := [2]uint64{uint64(off), uint64(length)}
 	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(b.fd), unix.BLKDISCARD, uintptr(unsafe.Pointer(&r))); e != 0 {
@@ -67,7 +72,7 @@ func (b *blockBackend) Discard(off, length int64) error {
 
 func (b *blockBackend) WriteZeroes(off, length int64) error {
 	if b.readOnly {
-		return errReadOnly
+		return b.readOnlyError("write zeroes")
 	}
 	r := [2]uint64{uint64(off), uint64(length)}
 	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(b.fd), unix.BLKZEROOUT, uintptr(unsafe.Pointer(&r))); e != 0 {

@@ -3,6 +3,7 @@ package backend
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -20,9 +21,11 @@ type fileBackend struct {
 	readOnly  bool
 }
 
-// openFile opens (or creates sparse) the file at opts.Path. With Size set
-// the file is extended to Size if smaller, and the namespace is Size bytes;
-// without it the namespace is the file's size.
+// openFile opens the file at opts.Path, creating it sparse if missing.
+// With Size set, a smaller file is extended (sparse) and the namespace is
+// Size bytes even when the file is larger; with Size 0 the namespace is the
+// file's current size. Either way the size is rounded down to whole blocks,
+// so an odd-sized image exports what it can rather than failing.
 func openFile(opts Options) (Backend, error) {
 	if opts.Path == "" {
 		return nil, errors.New("file backend: path is required")
@@ -68,6 +71,10 @@ func openFile(opts Options) (Backend, error) {
 	}
 	size := opts.Size
 	if size <= 0 {
+		if fi.Size() == 0 {
+			f.Close()
+			return nil, fmt.Errorf("%s: file is empty and no size is set", opts.Path)
+		}
 		size = fi.Size()
 	}
 	if fi.Size() < size {
@@ -111,7 +118,7 @@ func (b *fileBackend) ReadAt(p []byte, off int64) error {
 
 func (b *fileBackend) WriteAt(p []byte, off int64) error {
 	if b.readOnly {
-		return errReadOnly
+		return b.readOnlyError("write")
 	}
 	for len(p) > 0 {
 		n, err := unix.Pwrite(b.fd, p, off)
@@ -120,6 +127,10 @@ func (b *fileBackend) WriteAt(p []byte, off int64) error {
 		}
 		if err != nil {
 			return &os.PathError{Op: "pwrite", Path: b.f.Name(), Err: err}
+		}
+		if n == 0 {
+			// Never expected, but looping on it would spin forever.
+			return &os.PathError{Op: "pwrite", Path: b.f.Name(), Err: io.ErrShortWrite}
 		}
 		p, off = p[n:], off+int64(n)
 	}
@@ -135,7 +146,7 @@ func (b *fileBackend) Flush() error {
 
 func (b *fileBackend) Discard(off, length int64) error {
 	if b.readOnly {
-		return errReadOnly
+		return b.readOnlyError("discard")
 	}
 	err := unix.Fallocate(b.fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, length)
 	if err == unix.EOPNOTSUPP {
@@ -149,7 +160,7 @@ func (b *fileBackend) Discard(off, length int64) error {
 
 func (b *fileBackend) WriteZeroes(off, length int64) error {
 	if b.readOnly {
-		return errReadOnly
+		return b.readOnlyError("write zeroes")
 	}
 	err := unix.Fallocate(b.fd, unix.FALLOC_FL_ZERO_RANGE|unix.FALLOC_FL_KEEP_SIZE, off, length)
 	if err == nil {
@@ -187,7 +198,12 @@ func openError(path string, direct bool, err error) error {
 	return fmt.Errorf("open %s: %w", path, err)
 }
 
-var errReadOnly = errors.New("backend is read-only")
+// ErrReadOnly is the cause of every write to a read-only backend.
+var ErrReadOnly = errors.New("backend is read-only")
+
+func (b *fileBackend) readOnlyError(op string) error {
+	return &os.PathError{Op: op, Path: b.f.Name(), Err: ErrReadOnly}
+}
 
 // zeroPage is an aligned source of zeros for O_DIRECT writes.
 var zeroPage = func() []byte {

@@ -1,6 +1,9 @@
 package backend
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 func init() { Register("nullblk", openNull) }
 
@@ -19,7 +22,12 @@ func openNull(opts Options) (Backend, error) {
 	if bs == 0 {
 		bs = 512
 	}
-	return &nullBackend{size: opts.Size - opts.Size%int64(bs), blockSize: bs}, nil
+	// Whole blocks only, as for files.
+	size := opts.Size - opts.Size%int64(bs)
+	if size == 0 {
+		return nil, fmt.Errorf("nullblk backend: size %d is smaller than one %d-byte block", opts.Size, bs)
+	}
+	return &nullBackend{size: size, blockSize: bs}, nil
 }
 
 func (b *nullBackend) ReadAt(p []byte, off int64) error    { clear(p); return nil }

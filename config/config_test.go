@@ -13,9 +13,17 @@ func TestExampleParses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := c.Subsystems[0].Namespaces[0]
-	if ns.Size != 1<<30 || ns.Backend != "file" || c.Ports[0].Port != 4420 || c.Ports[0].InlineDataSize != 8192 {
-		t.Fatalf("decoded %+v / %+v", ns, c.Ports[0])
+	want := &Config{
+		Log:     Log{Level: "info", Format: "text"},
+		Metrics: Metrics{Address: "127.0.0.1:9750"},
+		Ports:   []Port{{ID: 1, Transport: "rdma", Address: "10.0.0.1", Port: 4420, InlineDataSize: 8192, MaxQueueSize: 128}},
+		Subsystems: []Subsystem{{
+			NQN: "nqn.2026-11.io.example:vol1", AllowAnyHost: true, Hosts: []string{}, Ports: []uint16{1},
+			Namespaces: []Namespace{{NSID: 1, Backend: "file", Path: "/var/lib/nvmeof-tgt/vol1.img", Size: 1 << 30, BlockSize: 512}},
+		}},
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("decoded\n%+v\nwant\n%+v", c, want)
 	}
 }
 
@@ -25,144 +33,133 @@ ports: [{id: 1, address: 10.0.0.1}]
 subsystems:
   - nqn: nqn.2026-11.io.example:a
     allow_any_host: true
-    namespaces: [{nsid: 1, backend: nullblk, size: 1GiB}]
+    namespaces:
+      - {nsid: 1, backend: nullblk, size: 1GiB}
+      - {nsid: 2, backend: block, path: /dev/sdb}
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := c.Ports[0]
-	if c.Log.Level != "info" || c.Log.Format != "text" || p.Transport != "rdma" || p.Port != 4420 ||
-		p.InlineDataSize != 8192 || p.MaxQueueSize != 128 || c.Subsystems[0].Namespaces[0].BlockSize != 512 {
-		t.Fatalf("defaults not applied: %+v", c)
+	p, s := c.Ports[0], c.Subsystems[0]
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"log.level", c.Log.Level, "info"},
+		{"log.format", c.Log.Format, "text"},
+		{"metrics.address", c.Metrics.Address, ""},
+		{"port.transport", p.Transport, "rdma"},
+		{"port.port", p.Port, uint16(4420)},
+		{"port.inline_data_size", p.InlineDataSize, uint32(8192)},
+		{"port.max_queue_size", p.MaxQueueSize, uint16(128)},
+		{"subsystem.ports", len(s.Ports), 0},
+		{"nullblk block_size", s.Namespaces[0].BlockSize, uint32(512)},
+		{"block block_size", s.Namespaces[1].BlockSize, uint32(0)},
 	}
-}
-
-func TestValidationNamesPaths(t *testing.T) {
-	base := `
-log: {level: loud}
-ports: [{id: 1, address: 10.0.0.1}, {id: 1, address: not-an-ip}]
-subsystems:
-  - nqn: nqn.2026-11.io.example:a
-    allow_any_host: true
-    ports: [9]
-    namespaces:
-      - {nsid: 1, backend: nullblk, size: 1GiB}
-      - {nsid: 1, backend: flie, path: /x, size: 1MiB}
-      - {nsid: 2, backend: nullblk, size: 1000, block_size: 4096}
-      - {nsid: 3, backend: file, path: relative.img, size: 1MiB, uuid: nope}
-  - nqn: bad
-    namespaces: []
-`
-	_, err := Parse([]byte(base))
-	var es Errors
-	if !errors.As(err, &es) {
-		t.Fatalf("want Errors, got %v", err)
-	}
-	want := []string{
-		"log.level: unknown level \"loud\"",
-		"ports[1].id: port 1 is defined twice",
-		"ports[1].address: \"not-an-ip\"",
-		"subsystems[0].ports[0]: no port has id 9",
-		"subsystems[0].namespaces[1].nsid: nsid 1 is defined twice",
-		"subsystems[0].namespaces[1].backend: unknown backend \"flie\"",
-		"subsystems[0].namespaces[2].size: 1000 is not a multiple of block_size 4096",
-		"subsystems[0].namespaces[3].path: \"relative.img\" must be an absolute path",
-		"subsystems[0].namespaces[3].uuid:",
-		"subsystems[1].nqn: \"bad\" must start with \"nqn.\"",
-		"subsystems[1].hosts: no host may connect",
-	}
-	for _, w := range want {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("errors lack %q:\n%v", w, err)
-		}
-	}
-	if len(es) != len(want) {
-		t.Errorf("%d errors, want %d:\n%v", len(es), len(want), err)
-	}
-}
-
-func TestUnknownKeyRejected(t *testing.T) {
-	_, err := Parse([]byte("ports: [{id: 1, address: 10.0.0.1, prot: 4420}]\n"))
-	if err == nil || !strings.Contains(err.Error(), "prot") {
-		t.Fatalf("misspelled key accepted: %v", err)
-	}
-}
-
-func TestNullHint(t *testing.T) {
-	_, err := Parse([]byte(`
-ports: [{id: 1, address: 10.0.0.1}]
-subsystems:
-  - {nqn: nqn.2026-11.io.example:a, allow_any_host: true, namespaces: [{nsid: 1, backend: null, size: 1GiB}]}
-`))
-	if err == nil || !strings.Contains(err.Error(), "subsystems[0].namespaces[0].backend") || !strings.Contains(err.Error(), "nullblk") {
-		t.Fatalf("null backend: %v", err)
-	}
-}
-
-func TestSizes(t *testing.T) {
-	cases := map[string]int64{
-		"4096": 4096, "512B": 512, "64KiB": 64 << 10, "1GiB": 1 << 30, "2G": 2 << 30,
-		"100MB": 100e6, "1TiB": 1 << 40, " 8 MiB ": 8 << 20,
-	}
-	for in, want := range cases {
-		t.Run(in, func(t *testing.T) {
-			got, err := ParseSize(in)
-			if err != nil || int64(got) != want {
-				t.Fatalf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+	for _, ck := range checks {
+		t.Run(ck.name, func(t *testing.T) {
+			if ck.got != ck.want {
+				t.Fatalf("%v, want %v", ck.got, ck.want)
 			}
 		})
 	}
-	for _, bad := range []string{"", "-1", "1XB", "GiB", "1.5GiB", "99999999999TiB"} {
-		if _, err := ParseSize(bad); err == nil {
-			t.Errorf("ParseSize(%q) accepted", bad)
-		}
-	}
-	if Size(1<<30).String() != "1GiB" || Size(3072).String() != "3KiB" || Size(1000).String() != "1000" {
-		t.Errorf("String: %s %s %s", Size(1<<30), Size(3072), Size(1000))
-	}
 }
 
-func TestMarshalRoundTrip(t *testing.T) {
-	c, err := Load("testdata/example.yaml")
-	if err != nil {
-		t.Fatal(err)
+func TestParseErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		yaml string
+		want []string
+	}{
+		{"misspelled key", "ports:\n  - id: 1\n    prot: 4420\n", []string{"line 3", "prot"}},
+		{"unknown top-level key", "log: {level: info}\nsubsytems: []\n", []string{"line 2", "subsytems"}},
+		{"bad size", "subsystems: [{namespaces: [{size: 1.5GiB}]}]", []string{"line 1", `invalid size "1.5GiB"`}},
+		{"size list", "subsystems: [{namespaces: [{size: [1]}]}]", []string{"line 1", "size must be a number"}},
+		{"port out of range", "ports: [{id: 70000}]", []string{"70000"}},
+		{"empty", "", []string{"configuration is empty"}},
+		{"comment only", "# nothing\n", []string{"configuration is empty"}},
+		{"not a map", "- 1\n", []string{"line 1"}},
 	}
-	out, err := Marshal(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	back, err := Parse(out)
-	if err != nil {
-		t.Fatalf("re-parse: %v\n%s", err, out)
-	}
-	if !reflect.DeepEqual(c, back) {
-		t.Fatalf("round trip differs:\n%+v\n%+v", c, back)
-	}
-}
-
-func TestNamespaceUUID(t *testing.T) {
-	a, _ := NamespaceUUID("nqn.2026-11.io.example:a", 1, "")
-	b, _ := NamespaceUUID("nqn.2026-11.io.example:a", 1, "")
-	c, _ := NamespaceUUID("nqn.2026-11.io.example:a", 2, "")
-	if a != b || a == c {
-		t.Fatal("derived UUIDs are not stable per nqn+nsid")
-	}
-	if a[6]>>4 != 5 || a[8]>>6 != 2 {
-		t.Fatalf("version/variant bits wrong: %x", a)
-	}
-	s := FormatUUID(a)
-	back, err := ParseUUID(s)
-	if err != nil || back != a {
-		t.Fatalf("round trip %s: %v", s, err)
-	}
-	got, err := NamespaceUUID("x", 1, "01234567-89ab-cdef-0123-456789abcdef")
-	if err != nil || FormatUUID(got) != "01234567-89ab-cdef-0123-456789abcdef" {
-		t.Fatalf("configured UUID: %s %v", FormatUUID(got), err)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
 	}
 }
 
 func TestLoadMissingFile(t *testing.T) {
 	if _, err := Load("/nonexistent/config.yaml"); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("missing file: %v", err)
+	}
+}
+
+func TestMarshalRoundTrip(t *testing.T) {
+	example, err := Load("testdata/example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rich := &Config{
+		Log:     Log{Level: "debug", Format: "json"},
+		Metrics: Metrics{Address: "[::1]:9750"},
+		Ports: []Port{
+			{ID: 1, Transport: "rdma", Address: "10.0.0.1", Port: 4420, InlineDataSize: 16384, MaxQueueSize: 1024},
+			{ID: 7, Transport: "rdma", Address: "fd00::1", Port: 4421, InlineDataSize: 8192, MaxQueueSize: 2},
+		},
+		Subsystems: []Subsystem{
+			{NQN: "nqn.2026-11.io.example:a", Serial: "0123", Model: "yes", Hosts: []string{"nqn.2014-08.org.nvmexpress:uuid:01234567-89ab-cdef-0123-456789abcdef"},
+				Ports: []uint16{7}, Namespaces: []Namespace{
+					{NSID: 1, Backend: "nullblk", Size: 1000 * 4096, BlockSize: 4096, UUID: "01234567-89ab-cdef-0123-456789abcdef"},
+					{NSID: 9, Backend: "file", Path: "/srv/a b.img", Size: 3 << 40, BlockSize: 512, ReadOnly: true, Buffered: true},
+					{NSID: 10, Backend: "block", Path: "/dev/nvme0n1", BlockSize: 0},
+				}},
+			{NQN: "nqn.2026-11.io.example:b", AllowAnyHost: true, Hosts: []string{}, Ports: []uint16{}, Namespaces: []Namespace{}},
+		},
+	}
+	for name, c := range map[string]*Config{"example": example, "rich": rich} {
+		t.Run(name, func(t *testing.T) {
+			if err := c.Validate(); err != nil {
+				t.Fatalf("test configuration is invalid: %v", err)
+			}
+			out, err := Marshal(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := Parse(out)
+			if err != nil {
+				t.Fatalf("re-parse: %v\n%s", err, out)
+			}
+			if !reflect.DeepEqual(c, back) {
+				t.Fatalf("round trip differs:\n%+v\n%+v\n%s", c, back, out)
+			}
+		})
+	}
+}
+
+func TestMarshalSizes(t *testing.T) {
+	c := &Config{Subsystems: []Subsystem{{Namespaces: []Namespace{{Size: 1 << 30}, {Size: 1000}, {Size: 0}}}}}
+	out, err := Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"size: 1GiB\n", "size: 1000\n", "size: 0\n"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// writeFile creates a small file at path.
+func writeFile(t *testing.T, path string) {
+	t.Helper()
+	if err := os.WriteFile(path, make([]byte, 4096), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,26 +1,48 @@
 package config
 
 import (
+	"bytes"
 	"os"
 	"testing"
 )
 
+// FuzzParse feeds arbitrary files to Parse: it must never panic, and what
+// it accepts must survive Marshal and Parse again unchanged.
 func FuzzParse(f *testing.F) {
 	if b, err := os.ReadFile("testdata/example.yaml"); err == nil {
 		f.Add(b)
 	}
 	f.Add([]byte("ports: [{id: 1}]"))
 	f.Add([]byte("subsystems: [{namespaces: [{size: 1GiB}]}]"))
+	f.Add([]byte("ports: [{id: 1, address: 10.0.0.1}]\nsubsystems: [{nqn: nqn.a, allow_any_host: true, namespaces: [{nsid: 1, backend: nullblk, size: 1000KB}]}]"))
+	f.Add([]byte("ports: &p [{id: 1, address: '::1'}]\nsubsystems: *p"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse(data)
-		if err == nil && (len(c.Ports) == 0 || len(c.Subsystems) == 0) {
+		if err != nil {
+			return
+		}
+		if len(c.Ports) == 0 || len(c.Subsystems) == 0 {
 			t.Fatalf("accepted a configuration without ports or subsystems")
+		}
+		out, err := Marshal(c)
+		if err != nil {
+			t.Fatalf("marshal: %v", err)
+		}
+		back, err := Parse(out)
+		if err != nil {
+			t.Fatalf("re-parse: %v\n%s", err, out)
+		}
+		again, err := Marshal(back)
+		if err != nil || !bytes.Equal(out, again) {
+			t.Fatalf("marshal is not stable (%v):\n%s\n%s", err, out, again)
 		}
 	})
 }
 
+// FuzzSize checks that ParseSize never yields a negative size and that
+// String gives back a form ParseSize reads to the same value.
 func FuzzSize(f *testing.F) {
-	for _, s := range []string{"1GiB", "4096", "100MB", "7T"} {
+	for _, s := range []string{"1GiB", "4096", "100MB", "7T", "4194304TiB", " 1 K", "-0", "+5"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

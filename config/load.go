@@ -87,6 +87,8 @@ func Marshal(c *Config) ([]byte, error) {
 	if err := enc.Encode(c); err != nil {
 		return nil, err
 	}
-	enc.Close()
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
 	return buf.Bytes(), nil
 }

@@ -8,8 +8,10 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// sizeUnits maps suffixes to multipliers: KiB/MiB/GiB/TiB and the bare
-// K/M/G/T are powers of 1024, KB/MB/GB/TB powers of 1000.
+// sizeUnits maps suffixes (case-sensitive) to multipliers: KiB/MiB/GiB/TiB
+// and the bare K/M/G/T are powers of 1024, as storage tools use them;
+// KB/MB/GB/TB are powers of 1000. Longer suffixes come first so that "MiB"
+// is not read as "B".
 var sizeUnits = []struct {
 	suffix string
 	mult   int64
@@ -20,7 +22,11 @@ var sizeUnits = []struct {
 	{"B", 1},
 }
 
-// ParseSize reads a byte count such as 4096, "512MiB" or "100GB".
+// maxSize (4 EiB, inclusive) keeps sizes and their arithmetic well inside
+// int64.
+const maxSize = 1 << 62
+
+// ParseSize reads a byte count such as 4096, "4096B", "512MiB" or "100GB".
 func ParseSize(s string) (Size, error) {
 	t := strings.TrimSpace(s)
 	mult := int64(1)
@@ -34,7 +40,7 @@ func ParseSize(s string) (Size, error) {
 	if err != nil || n < 0 {
 		return 0, fmt.Errorf("invalid size %q (want a byte count such as 4096, 512MiB or 1GiB)", s)
 	}
-	if n > 0 && mult > (1<<62)/n {
+	if n > 0 && mult > maxSize/n {
 		return 0, fmt.Errorf("size %q is too large", s)
 	}
 	return Size(n * mult), nil
@@ -53,9 +59,16 @@ func (s *Size) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// MarshalYAML writes the most compact exact form.
-func (s Size) MarshalYAML() (any, error) { return s.String(), nil }
+// MarshalYAML writes the most compact exact form: "1GiB", or a plain
+// integer when no binary unit divides the size.
+func (s Size) MarshalYAML() (any, error) {
+	if str := s.String(); strings.HasSuffix(str, "B") {
+		return str, nil
+	}
+	return int64(s), nil
+}
 
+// String is the most compact exact form: "1GiB", "3KiB" or "1000".
 func (s Size) String() string {
 	for _, u := range []struct {
 		suffix string

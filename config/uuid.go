@@ -2,25 +2,30 @@ package config
 
 import (
 	"crypto/sha1"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"strings"
+	"strconv"
 )
 
-// namespaceUUIDSpace is the name space of derived namespace UUIDs
-// (RFC 4122 version 5).
+// namespaceUUIDSpace is the RFC 4122 name space of derived namespace
+// UUIDs. Changing it would change every derived UUID, and hosts identify
+// namespaces (and group multipath paths) by UUID.
 var namespaceUUIDSpace = [16]byte{0x6e, 0x76, 0x6d, 0x65, 0x6f, 0x66, 0x2d, 0x74, 0x67, 0x74, 0x2d, 0x6e, 0x73, 0x2d, 0x76, 0x35}
 
-// NamespaceUUID returns the configured UUID, or one derived from the
-// subsystem NQN and NSID, stable across restarts.
+// NamespaceUUID returns the configured UUID, or a version 5 (SHA-1,
+// name-based) UUID derived from nqn+"/"+nsid, stable across restarts.
 func NamespaceUUID(nqn string, nsid uint32, configured string) ([16]byte, error) {
 	if configured != "" {
-		return ParseUUID(configured)
+		u, err := ParseUUID(configured)
+		if err == nil && u == ([16]byte{}) {
+			// NVMe reads an all-zero UUID as "no UUID".
+			err = fmt.Errorf("the nil UUID is reserved; leave uuid empty to derive one")
+		}
+		return u, err
 	}
 	h := sha1.New()
 	h.Write(namespaceUUIDSpace[:])
-	fmt.Fprintf(h, "%s/%d", nqn, nsid)
+	h.Write([]byte(nqn + "/" + strconv.FormatUint(uint64(nsid), 10)))
 	var u [16]byte
 	copy(u[:], h.Sum(nil))
 	u[6] = u[6]&0x0f | 0x50 // version 5
@@ -28,22 +33,34 @@ func NamespaceUUID(nqn string, nsid uint32, configured string) ([16]byte, error)
 	return u, nil
 }
 
-// ParseUUID reads the 8-4-4-4-12 hex form.
+// ParseUUID reads the textual form xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx
+// (hex digits in either case).
 func ParseUUID(s string) ([16]byte, error) {
 	var u [16]byte
-	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
-		return u, fmt.Errorf("%q is not a UUID (want xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)", s)
+	bad := func() ([16]byte, error) {
+		return [16]byte{}, fmt.Errorf("%q is not a UUID (want xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)", s)
 	}
-	b, err := hex.DecodeString(strings.ReplaceAll(s, "-", ""))
-	if err != nil {
-		return u, fmt.Errorf("%q is not a UUID: %w", s, err)
+	if len(s) != 36 {
+		return bad()
 	}
-	copy(u[:], b)
+	i := 0
+	for k := range u {
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			if s[i] != '-' {
+				return bad()
+			}
+			i++
+		}
+		if _, err := hex.Decode(u[k:k+1], []byte(s[i:i+2])); err != nil {
+			return bad()
+		}
+		i += 2
+	}
 	return u, nil
 }
 
-// FormatUUID writes the 8-4-4-4-12 hex form.
+// FormatUUID writes the lower-case textual form.
 func FormatUUID(u [16]byte) string {
-	return fmt.Sprintf("%08x-%04x-%04x-%04x-%012x", binary.BigEndian.Uint32(u[0:]), binary.BigEndian.Uint16(u[4:]),
-		binary.BigEndian.Uint16(u[6:]), binary.BigEndian.Uint16(u[8:]), u[10:])
+	h := hex.EncodeToString(u[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }

@@ -6,12 +6,13 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
 // ValidationError is one problem, at a YAML field path.
 type ValidationError struct {
-	Path string
+	Path string // e.g. subsystems[1].namespaces[0].backend
 	Msg  string
 }
 
@@ -31,141 +32,180 @@ func (es Errors) Error() string {
 // DiscoveryNQN is reserved for the discovery subsystem.
 const DiscoveryNQN = "nqn.2014-08.org.nvmexpress.discovery"
 
-// Validate checks c (with defaults applied) and returns Errors, or nil.
+// Limits the validation enforces.
+const (
+	MaxInlineDataSize = 128 << 10
+	MaxNSID           = 0xfffffffd // 0xffffffff is broadcast; the target also reserves 0xfffffffe
+	maxNQNLength      = 223
+)
+
+// validator collects problems, and what must be unique across the file.
+type validator struct {
+	es      Errors
+	portIDs map[uint16]bool
+	nqns    map[string]bool
+	uuids   map[[16]byte]string // configured UUID → path of its first use
+}
+
+func (v *validator) add(path, format string, args ...any) {
+	v.es = append(v.es, ValidationError{path, fmt.Sprintf(format, args...)})
+}
+
+// Validate checks c (with defaults applied) and returns Errors listing
+// every problem, or nil.
 func (c *Config) Validate() error {
-	var es Errors
-	add := func(path, format string, args ...any) {
-		es = append(es, ValidationError{path, fmt.Sprintf(format, args...)})
-	}
+	v := &validator{portIDs: map[uint16]bool{}, nqns: map[string]bool{}, uuids: map[[16]byte]string{}}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
-		add("log.level", "unknown level %q (want debug, info, warn or error)", c.Log.Level)
+		v.add("log.level", "unknown level %q (want debug, info, warn or error)", c.Log.Level)
 	}
 	switch c.Log.Format {
 	case "text", "json":
 	default:
-		add("log.format", "unknown format %q (want text or json)", c.Log.Format)
+		v.add("log.format", "unknown format %q (want text or json)", c.Log.Format)
 	}
 	if a := c.Metrics.Address; a != "" {
-		if _, _, err := net.SplitHostPort(a); err != nil {
-			add("metrics.address", "%q is not host:port", a)
+		if _, port, err := net.SplitHostPort(a); err != nil {
+			v.add("metrics.address", "%q is not host:port", a)
+		} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			v.add("metrics.address", "%q: port %q is not a number from 0 to 65535", a, port)
 		}
 	}
 	if len(c.Ports) == 0 {
-		add("ports", "at least one port is required")
+		v.add("ports", "at least one port is required")
 	}
-	portIDs := map[uint16]bool{}
 	for i, p := range c.Ports {
-		path := fmt.Sprintf("ports[%d]", i)
-		switch {
-		case p.ID == 0:
-			add(path+".id", "must be 1 or more")
-		case portIDs[p.ID]:
-			add(path+".id", "port %d is defined twice", p.ID)
-		}
-		portIDs[p.ID] = true
-		if p.Transport != "rdma" {
-			add(path+".transport", "unknown transport %q (want rdma)", p.Transport)
-		}
-		if _, err := netip.ParseAddr(p.Address); err != nil {
-			add(path+".address", "%q is not an IPv4 or IPv6 address", p.Address)
-		}
-		if p.InlineDataSize > 128<<10 || p.InlineDataSize%16 != 0 {
-			add(path+".inline_data_size", "%d must be a multiple of 16 and at most 131072", p.InlineDataSize)
-		}
-		if p.MaxQueueSize < 2 || p.MaxQueueSize > 1024 {
-			add(path+".max_queue_size", "%d is out of range 2..1024", p.MaxQueueSize)
-		}
+		v.port(fmt.Sprintf("ports[%d]", i), p)
 	}
 	if len(c.Subsystems) == 0 {
-		add("subsystems", "at least one subsystem is required")
+		v.add("subsystems", "at least one subsystem is required")
 	}
-	nqns := map[string]bool{}
 	for i, s := range c.Subsystems {
-		path := fmt.Sprintf("subsystems[%d]", i)
-		if msg := checkNQN(s.NQN); msg != "" {
-			add(path+".nqn", "%s", msg)
-		} else if s.NQN == DiscoveryNQN {
-			add(path+".nqn", "%q is reserved for the discovery subsystem", s.NQN)
-		} else if nqns[s.NQN] {
-			add(path+".nqn", "%q is defined twice", s.NQN)
-		}
-		nqns[s.NQN] = true
-		if len(s.Serial) > 20 || !printable(s.Serial) {
-			add(path+".serial", "must be at most 20 printable ASCII characters")
-		}
-		if len(s.Model) > 40 || !printable(s.Model) {
-			add(path+".model", "must be at most 40 printable ASCII characters")
-		}
-		if !s.AllowAnyHost && len(s.Hosts) == 0 {
-			add(path+".hosts", "no host may connect: set allow_any_host: true or list hosts")
-		}
-		hosts := map[string]bool{}
-		for j, h := range s.Hosts {
-			hp := fmt.Sprintf("%s.hosts[%d]", path, j)
-			if msg := checkNQN(h); msg != "" {
-				add(hp, "%s", msg)
-			} else if hosts[h] {
-				add(hp, "%q is listed twice", h)
-			}
-			hosts[h] = true
-		}
-		for j, id := range s.Ports {
-			if !portIDs[id] {
-				add(fmt.Sprintf("%s.ports[%d]", path, j), "no port has id %d", id)
-			}
-		}
-		nsids := map[uint32]bool{}
-		for j, ns := range s.Namespaces {
-			validateNamespace(fmt.Sprintf("%s.namespaces[%d]", path, j), ns, nsids, add)
-		}
+		v.subsystem(fmt.Sprintf("subsystems[%d]", i), s)
 	}
-	if len(es) > 0 {
-		return es
+	if len(v.es) > 0 {
+		return v.es
 	}
 	return nil
 }
 
-func validateNamespace(path string, ns Namespace, nsids map[uint32]bool, add func(string, string, ...any)) {
+func (v *validator) port(path string, p Port) {
 	switch {
-	case ns.NSID == 0 || ns.NSID >= 0xfffffffe:
-		add(path+".nsid", "%d is out of range 1..4294967293", ns.NSID)
+	case p.ID == 0:
+		v.add(path+".id", "must be 1 or more")
+	case v.portIDs[p.ID]:
+		v.add(path+".id", "port %d is defined twice", p.ID)
+	}
+	v.portIDs[p.ID] = true
+	if p.Transport != "rdma" {
+		v.add(path+".transport", "unknown transport %q (want rdma)", p.Transport)
+	}
+	if _, err := netip.ParseAddr(p.Address); err != nil {
+		v.add(path+".address", "%q is not an IPv4 or IPv6 address", p.Address)
+	}
+	if p.Port == 0 {
+		v.add(path+".port", "must be 1 or more")
+	}
+	if p.InlineDataSize > MaxInlineDataSize || p.InlineDataSize%16 != 0 {
+		v.add(path+".inline_data_size", "%d must be a multiple of 16 and at most %d", p.InlineDataSize, MaxInlineDataSize)
+	}
+	if p.MaxQueueSize < 2 || p.MaxQueueSize > 1024 {
+		v.add(path+".max_queue_size", "%d is out of range 2..1024", p.MaxQueueSize)
+	}
+}
+
+func (v *validator) subsystem(path string, s Subsystem) {
+	if msg := checkNQN(s.NQN); msg != "" {
+		v.add(path+".nqn", "%s", msg)
+	} else if s.NQN == DiscoveryNQN {
+		v.add(path+".nqn", "%q is reserved for the discovery subsystem", s.NQN)
+	} else if v.nqns[s.NQN] {
+		v.add(path+".nqn", "%q is defined twice", s.NQN)
+	}
+	v.nqns[s.NQN] = true
+	if len(s.Serial) > 20 || !printable(s.Serial) {
+		v.add(path+".serial", "must be at most 20 printable ASCII characters")
+	}
+	if len(s.Model) > 40 || !printable(s.Model) {
+		v.add(path+".model", "must be at most 40 printable ASCII characters")
+	}
+	if !s.AllowAnyHost && len(s.Hosts) == 0 {
+		v.add(path+".hosts", "no host may connect: set allow_any_host: true or list hosts")
+	}
+	hosts := map[string]bool{}
+	for j, h := range s.Hosts {
+		hp := fmt.Sprintf("%s.hosts[%d]", path, j)
+		if msg := checkNQN(h); msg != "" {
+			v.add(hp, "%s", msg)
+		} else if hosts[h] {
+			v.add(hp, "%q is listed twice", h)
+		}
+		hosts[h] = true
+	}
+	ports := map[uint16]bool{}
+	for j, id := range s.Ports {
+		pp := fmt.Sprintf("%s.ports[%d]", path, j)
+		if !v.portIDs[id] {
+			v.add(pp, "no port has id %d", id)
+		} else if ports[id] {
+			v.add(pp, "port %d is listed twice", id)
+		}
+		ports[id] = true
+	}
+	nsids := map[uint32]bool{}
+	for j, ns := range s.Namespaces {
+		v.namespace(fmt.Sprintf("%s.namespaces[%d]", path, j), ns, nsids)
+	}
+}
+
+func (v *validator) namespace(path string, ns Namespace, nsids map[uint32]bool) {
+	switch {
+	case ns.NSID == 0 || ns.NSID > MaxNSID:
+		v.add(path+".nsid", "%d is out of range 1..%d", ns.NSID, uint32(MaxNSID))
 	case nsids[ns.NSID]:
-		add(path+".nsid", "nsid %d is defined twice", ns.NSID)
+		v.add(path+".nsid", "nsid %d is defined twice", ns.NSID)
 	}
 	nsids[ns.NSID] = true
 	switch ns.Backend {
 	case "file", "block":
 		if ns.Path == "" {
-			add(path+".path", "required for the %s backend", ns.Backend)
+			v.add(path+".path", "required for the %s backend", ns.Backend)
 		} else if !filepath.IsAbs(ns.Path) {
-			add(path+".path", "%q must be an absolute path", ns.Path)
+			v.add(path+".path", "%q must be an absolute path", ns.Path)
 		}
 		if ns.Backend == "file" && ns.Size == 0 {
 			if _, err := os.Stat(ns.Path); err != nil {
-				add(path+".size", "required: the file does not exist yet")
+				v.add(path+".size", "required: the file does not exist yet")
 			}
 		}
 	case "nullblk":
 		if ns.Size == 0 {
-			add(path+".size", "required for the nullblk backend")
+			v.add(path+".size", "required for the nullblk backend")
 		}
 	case "null", "":
-		add(path+".backend", "unknown backend %q (want file, block or nullblk; write nullblk, since YAML reads null as no value)", ns.Backend)
+		// YAML reads an unquoted null (and nothing at all) as no value.
+		v.add(path+".backend", "unknown backend %q (want file, block or nullblk; write nullblk, since YAML reads null as no value)", ns.Backend)
 	default:
-		add(path+".backend", "unknown backend %q (want file, block or nullblk)", ns.Backend)
+		v.add(path+".backend", "unknown backend %q (want file, block or nullblk)", ns.Backend)
 	}
 	switch {
 	case ns.BlockSize == 0 && ns.Backend == "block":
 	case ns.BlockSize != 512 && ns.BlockSize != 4096:
-		add(path+".block_size", "%d is not 512 or 4096", ns.BlockSize)
+		v.add(path+".block_size", "%d is not 512 or 4096", ns.BlockSize)
 	case ns.Size%Size(ns.BlockSize) != 0:
-		add(path+".size", "%s is not a multiple of block_size %d", ns.Size, ns.BlockSize)
+		v.add(path+".size", "%s is not a multiple of block_size %d", ns.Size, ns.BlockSize)
 	}
 	if ns.UUID != "" {
-		if _, err := ParseUUID(ns.UUID); err != nil {
-			add(path+".uuid", "%v", err)
+		u, err := NamespaceUUID("", 0, ns.UUID)
+		switch first, dup := v.uuids[u]; {
+		case err != nil:
+			v.add(path+".uuid", "%v", err)
+		case dup:
+			// Hosts take namespaces with one UUID for paths to one namespace.
+			v.add(path+".uuid", "%s is already used by %s", ns.UUID, first)
+		default:
+			v.uuids[u] = path
 		}
 	}
 }
@@ -177,8 +217,8 @@ func checkNQN(nqn string) string {
 		return "required"
 	case !strings.HasPrefix(nqn, "nqn."):
 		return fmt.Sprintf("%q must start with \"nqn.\"", nqn)
-	case len(nqn) > 223:
-		return fmt.Sprintf("%d bytes is longer than 223", len(nqn))
+	case len(nqn) > maxNQNLength:
+		return fmt.Sprintf("%d bytes is longer than %d", len(nqn), maxNQNLength)
 	case !printable(nqn) || strings.ContainsRune(nqn, ' '):
 		return fmt.Sprintf("%q must be printable ASCII without spaces", nqn)
 	}

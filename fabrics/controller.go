@@ -247,6 +247,7 @@ func (c *Controller) startKeepAlive() {
 	// Allow the host's transport some slack, as the Linux target does.
 	d := time.Duration(kato)*time.Millisecond + time.Second
 	c.kaTimer = time.AfterFunc(d, func() {
+		c.Subsystem.Stats.KeepAliveExpired.Add(1)
 		c.log.WithField("kato_ms", kato).Warn("keep alive timeout: the host stopped sending Keep Alive; tearing the controller down (the host reconnects if it is still alive)")
 		c.fatal("keep alive timeout")
 	})

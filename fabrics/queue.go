@@ -34,8 +34,9 @@ type Queue struct {
 	workers     bool
 
 	Stats     QueueStats
-	scratch   []byte   // admin: log pages are built here, then sliced by offset
-	fuseFirst *Request // a fused first command waiting for its second
+	nsStats   atomic.Pointer[[]nsStat] // per-namespace I/O counters
+	scratch   []byte                   // admin: log pages are built here, then sliced by offset
+	fuseFirst *Request                 // a fused first command waiting for its second
 }
 
 // QueueStats are counters of one queue, written by its poller only.
@@ -43,6 +44,7 @@ type QueueStats struct {
 	Reads, Writes           atomic.Uint64
 	BytesRead, BytesWritten atomic.Uint64
 	Errors                  atomic.Uint64
+	ErrorsByType            [8]atomic.Uint64 // by status code type
 	BusyNanos               atomic.Uint64
 }
 
@@ -179,14 +181,19 @@ func (q *Queue) Reap() {
 // complete writes the completion entry and gives r back to the transport.
 func (q *Queue) complete(r *Request) {
 	r.Rsp.Set(r.result, q.sqhd, q.QID, r.Cmd.CID(), r.status)
+	now := nanotime()
+	if r.ns != nil && r.status == 0 {
+		q.account(r, now)
+	}
 	if r.status != 0 {
 		q.Stats.Errors.Add(1)
+		q.Stats.ErrorsByType[r.status.Type()].Add(1)
 		if q.ctrl != nil {
 			q.ctrl.recordError(r, q.QID)
 		}
 	}
 	if q.QID != 0 {
-		q.Stats.BusyNanos.Add(uint64(nanotime() - r.started))
+		q.Stats.BusyNanos.Add(uint64(now - r.started))
 	}
 	q.tr.Complete(r)
 }
@@ -201,6 +208,13 @@ func (q *Queue) Close() {
 		q.outstanding.Add(-1)
 	}
 	if q.ctrl != nil {
+		q.retireStats()
+		st := &q.ctrl.Subsystem.Stats
+		st.mu.Lock()
+		for i := range st.errorsRetired {
+			st.errorsRetired[i] += q.Stats.ErrorsByType[i].Load()
+		}
+		st.mu.Unlock()
 		q.ctrl.detach(q)
 		q.log.Debug("queue disconnected")
 	}

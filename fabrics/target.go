@@ -142,6 +142,8 @@ type Subsystem struct {
 	nextCNTLID  uint16
 
 	namespaces atomic.Pointer[namespaceSet]
+
+	Stats SubsystemStats
 }
 
 // namespaceSet is an immutable snapshot of a subsystem's namespaces, read
@@ -227,6 +229,9 @@ type Namespace struct {
 	Blocks     uint64
 
 	fuseMu sync.Mutex // serializes fused Compare and Write pairs
+
+	statsMu sync.Mutex
+	retired IOSnapshot // counters of queues that closed
 }
 
 // NewNamespace wraps an opened backend.

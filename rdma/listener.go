@@ -22,7 +22,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-var registeredBytes atomic.Int64
+var (
+	registeredBytes atomic.Int64
+	// Poller time, summed over queue pairs and updated when a poller goes
+	// to sleep or wakes, never per I/O.
+	pollerBusy, pollerIdle atomic.Int64
+)
+
+// PollerSeconds is the time pollers spent working (busy, including
+// spinning on an idle queue) and asleep on their completion channel.
+func PollerSeconds() (busy, idle float64) {
+	return time.Duration(pollerBusy.Load()).Seconds(), time.Duration(pollerIdle.Load()).Seconds()
+}
 
 // RegisteredBytes is the memory currently registered with RDMA devices.
 func RegisteredBytes() int64 { return registeredBytes.Load() }

@@ -102,6 +102,7 @@ type QueuePair struct {
 	wcsPtr     unsafe.Pointer
 	eventfd    int
 	sleeping   atomic.Bool
+	awake      time.Time // when the poller last woke, for busy time
 	stopping   atomic.Bool
 	mu         sync.Mutex // guards id against use after teardown
 	destroyed  bool
@@ -237,6 +238,8 @@ func (qp *QueuePair) start() { go qp.poll() }
 func (qp *QueuePair) poll() {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	qp.awake = time.Now()
+	defer func() { pollerBusy.Add(int64(time.Since(qp.awake))) }()
 	var idleSince time.Time
 	for !qp.stopping.Load() {
 		if qp.pollOnce() > 0 {
@@ -295,7 +298,11 @@ func (qp *QueuePair) sleep() {
 		return
 	}
 	fds := [2]unix.PollFd{{Fd: int32(qp.cc.fd), Events: unix.POLLIN}, {Fd: int32(qp.eventfd), Events: unix.POLLIN}}
+	slept := time.Now()
+	pollerBusy.Add(int64(slept.Sub(qp.awake)))
 	_, err := unix.Poll(fds[:], -1)
+	qp.awake = time.Now()
+	pollerIdle.Add(int64(qp.awake.Sub(slept)))
 	qp.sleeping.Store(false)
 	if err != nil && err != unix.EINTR {
 		qp.log.WithError(err).Error("poll on completion channel failed; disconnecting the queue")

@@ -12,7 +12,7 @@ fi
 
 packages=(qemu-system-x86 busybox-static cpio kmod rdma-core ibverbs-providers ibverbs-utils
 	rdmacm-utils perftest nvme-cli fio iproute2 e2fsprogs util-linux libibverbs-dev librdmacm-dev
-	gcc libc6-dev git curl unzip ca-certificates xz-utils jq)
+	gcc libc6-dev git curl unzip ca-certificates xz-utils jq yq)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -29,7 +29,8 @@ want=$(awk '/^go /{print $2}' "$repo/go.mod")
 have=""
 export PATH=/usr/local/go/bin:$PATH
 if command -v go >/dev/null; then
-	have=$(go env GOVERSION | sed 's/^go//')
+	# GOTOOLCHAIN=local: report the installed Go, not one it would fetch for go.mod.
+	have=$(GOTOOLCHAIN=local go env GOVERSION | sed 's/^go//')
 fi
 if [ -z "$have" ] || [ "$(printf '%s\n%s\n' "$want" "$have" | sort -V | head -1)" != "$want" ]; then
 	toolchain=${NVMEOF_GO_TOOLCHAIN:-1.26.8}

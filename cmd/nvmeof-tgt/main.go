@@ -5,14 +5,18 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sirupsen/logrus"
 )
@@ -77,7 +81,13 @@ func serve(cfg *config.Config, log *logrus.Logger) error {
 		return err
 	}
 	if cfg.Metrics.Address != "" {
-		go serveMetrics(cfg.Metrics.Address, entry)
+		started := time.Now()
+		c := &collector{target: d.target, started: started,
+			gen: func() (uint64, bool, time.Time) { return 1, true, started }}
+		if err := serveMetrics(cfg.Metrics.Address, c, entry); err != nil {
+			d.stop(time.Second)
+			return err
+		}
 	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
@@ -89,12 +99,24 @@ func serve(cfg *config.Config, log *logrus.Logger) error {
 	return nil
 }
 
-func serveMetrics(addr string, log *logrus.Entry) {
+// serveMetrics listens on addr and serves /metrics in the background.
+func serveMetrics(addr string, c prometheus.Collector, log *logrus.Entry) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.Handler())
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	log.WithField("address", addr).Info("serving metrics")
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.WithError(err).Error("metrics endpoint failed; check metrics.address")
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("metrics.address %s: %w (another process listens there, or the address is not local)", addr, err)
 	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	log.WithField("address", addr).Info("serving metrics")
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.WithError(err).Error("metrics endpoint failed")
+		}
+	}()
+	return nil
 }
+
+func goVersion() string { return runtime.Version() }

@@ -46,22 +46,14 @@ kill -TERM $pid
 wait $pid
 
 [[ ${BENCH_TARGETS:-nvmeof-tgt nvmet} == *nvmet* ]] || { column -t -s $'\t' /results/bench.tsv; exit 0; }
-modprobe nvmet
-modprobe nvmet-rdma
-modprobe null_blk nr_devices=1 gb=1
-mount -t configfs none /sys/kernel/config 2>/dev/null || true
-cfs=/sys/kernel/config/nvmet
-mkdir $cfs/subsystems/kbench
-echo 1 >$cfs/subsystems/kbench/attr_allow_any_host
-mkdir $cfs/subsystems/kbench/namespaces/1
-echo /dev/nullb0 >$cfs/subsystems/kbench/namespaces/1/device_path
-echo 1 >$cfs/subsystems/kbench/namespaces/1/enable
-mkdir $cfs/ports/1
-echo rdma >$cfs/ports/1/addr_trtype
-echo ipv4 >$cfs/ports/1/addr_adrfam
-echo 10.99.0.1 >$cfs/ports/1/addr_traddr
-echo 4420 >$cfs/ports/1/addr_trsvcid
-ln -s $cfs/subsystems/kbench $cfs/ports/1/subsystems/kbench
+# The kernel target over a 1 GiB null_blk device, as nvmeof-tgt's nullblk
+# namespace above.
+source "$VM_DIR/kernel-target.sh"
+kt_load
+kt_port 1 10.99.0.1 4420
+kt_subsystem kbench
+kt_namespace kbench 1 "$(kt_nullb $((1 << 30)) 512)"
+kt_link 1 kbench
 nvme connect -t rdma -a 10.99.0.1 -s 4420 -n kbench >/dev/null
 bench nvmet "$(wait_dev)" >>/results/bench.tsv
 nvme disconnect-all >/dev/null

@@ -9,5 +9,8 @@
 //	go test -tags e2e -v -timeout 30m ./test/e2e/
 //
 // E2E_ONLY=regexp limits the scenarios; E2E_KEEP=1 keeps the results
-// directory.
+// directory. NVMEOF_E2E_TARGET=kernel runs the scenarios against the Linux
+// kernel target (nvmet-rdma, configured from the same YAML files by
+// test/vm/kernel-target.sh) instead of nvmeof-tgt, to check the suite
+// itself; scenarios about nvmeof-tgt's own features are skipped there.
 package e2e

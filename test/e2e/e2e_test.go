@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,86 +12,161 @@ import (
 	"time"
 )
 
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return root
+// guest is what the one boot of the test guest left behind.
+type guest struct {
+	results string // host directory the guest wrote to
+	err     error  // the guest did not run the scenarios to the end
+	output  string // run-guest.sh output and main.log when err != nil
 }
 
-func TestScenarios(t *testing.T) {
+var booted guest
+
+// TestMain boots the guest once and runs every scenario in it; the
+// subtests of TestScenarios then read what each scenario left.
+func TestMain(m *testing.M) {
+	booted = boot()
+	code := m.Run()
+	if os.Getenv("E2E_KEEP") == "" && booted.results != "" {
+		os.RemoveAll(booted.results)
+	}
+	os.Exit(code)
+}
+
+// target is the daemon the scenarios run against: nvmeof-tgt (ours, the
+// default) or kernel (Linux nvmet-rdma, to check the suite itself).
+func target() (string, error) {
+	switch t := os.Getenv("NVMEOF_E2E_TARGET"); t {
+	case "", "nvmeof-tgt":
+		return "nvmeof-tgt", nil
+	case "kernel":
+		return t, nil
+	default:
+		return "", fmt.Errorf("NVMEOF_E2E_TARGET=%q: want nvmeof-tgt or kernel", t)
+	}
+}
+
+func boot() guest {
+	fail := func(format string, a ...any) guest { return guest{err: fmt.Errorf(format, a...)} }
+	// Missing prerequisites fail the suite; they never skip it.
 	if os.Geteuid() != 0 {
-		t.Fatal("the end-to-end suite boots a VM with 9p root sharing and must run as root (see test/run-tests.sh)")
+		return fail("the end-to-end suite boots a QEMU guest that shares / over 9p and must run as root (see test/run-tests.sh)")
 	}
 	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
-		t.Fatal("qemu-system-x86_64 is missing: run test/install-deps.sh")
+		return fail("qemu-system-x86_64 is missing: run test/install-deps.sh as root")
 	}
-	root := repoRoot(t)
-	// The guest sees this machine's root read-only, but not its /tmp:
-	// build where the guest can run it.
-	bin := filepath.Join(root, ".build", "e2e", "nvmeof-tgt")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/nvmeof-tgt")
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=1")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+	tgt, err := target()
+	if err != nil {
+		return fail("%v", err)
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		return fail("%v", err)
 	}
 	results, err := os.MkdirTemp("", "nvmeof-tgt-e2e-")
 	if err != nil {
-		t.Fatal(err)
+		return fail("%v", err)
 	}
-	if os.Getenv("E2E_KEEP") == "" {
-		defer os.RemoveAll(results)
+	g := guest{results: results}
+
+	// The kernel (and its initramfs) first, so a machine without them
+	// fails with prepare.sh's message rather than later.
+	prep := exec.Command(filepath.Join(root, "test/vm/prepare.sh"))
+	if out, err := prep.CombinedOutput(); err != nil {
+		g.err = fmt.Errorf("guest kernel not ready (run test/install-deps.sh as root): %v\n%s", err, out)
+		return g
 	}
+
+	env := []string{"TARGET=" + tgt, "E2E_DIR=" + filepath.Join(root, "test/e2e"),
+		"E2E_ONLY=" + os.Getenv("E2E_ONLY"), "E2E_SCENARIO_TIMEOUT=" + os.Getenv("E2E_SCENARIO_TIMEOUT")}
+	if tgt == "nvmeof-tgt" {
+		// The guest sees this machine's file system at the same paths.
+		bin := filepath.Join(results, "nvmeof-tgt")
+		build := exec.Command("go", "build", "-o", bin, "./cmd/nvmeof-tgt")
+		build.Dir = root
+		build.Env = append(os.Environ(), "CGO_ENABLED=1")
+		if out, err := build.CombinedOutput(); err != nil {
+			g.err = fmt.Errorf("building nvmeof-tgt: %v\n%s", err, out)
+			return g
+		}
+		env = append(env, "NVMEOF_TGT="+bin)
+	}
+
 	// vda: ext4 for file namespaces; vdb: a raw disk for the block backend.
 	disk := filepath.Join(results, "disk.img")
 	blockDisk := filepath.Join(results, "block.img")
 	for path, size := range map[string]int64{disk: 2 << 30, blockDisk: 256 << 20} {
 		if err := os.WriteFile(path, nil, 0o644); err != nil {
-			t.Fatal(err)
+			g.err = err
+			return g
 		}
 		if err := os.Truncate(path, size); err != nil {
-			t.Fatal(err)
+			g.err = err
+			return g
 		}
 	}
-	start := time.Now()
-	run := exec.Command(filepath.Join(root, "test/vm/run-guest.sh"),
+	args := []string{
 		"--script", filepath.Join(root, "test/e2e/guest-run.sh"),
-		"--results", results,
-		"--disk", disk,
-		"--disk", blockDisk,
-		"--env", "E2E_DIR="+filepath.Join(root, "test/e2e"),
-		"--env", "NVMEOF_TGT="+bin,
-		"--env", "E2E_ONLY="+os.Getenv("E2E_ONLY"),
-		"--timeout", "1500")
-	out, err := run.CombinedOutput()
-	t.Logf("guest ran for %s (results in %s)", time.Since(start).Round(time.Second), results)
-	if err != nil {
-		t.Fatalf("guest: %v\n%s", err, out)
+		"--results", filepath.Join(results, "guest"),
+		"--disk", disk, "--disk", blockDisk,
+		"--timeout", "1500",
 	}
+	for _, e := range env {
+		args = append(args, "--env", e)
+	}
+	start := time.Now()
+	run := exec.Command(filepath.Join(root, "test/vm/run-guest.sh"), args...)
+	out, err := run.CombinedOutput()
+	g.results = results
+	fmt.Printf("e2e: target %s; guest ran for %s (boot %s s); results in %s\n",
+		tgt, time.Since(start).Round(time.Second), read(results, "guest/boot.secs"), results)
+	if err != nil {
+		g.err = fmt.Errorf("the guest did not run the scenarios to the end: %v", err)
+		g.output = string(out) + "\n--- main.log\n" + read(results, "guest/main.log") +
+			"\n--- setup.log\n" + read(results, "guest/setup.log")
+	}
+	return g
+}
 
-	// Every scenario on disk must have run and passed.
-	scripts, _ := filepath.Glob(filepath.Join(root, "test/e2e/scenarios/*.sh"))
+// read returns a file under dir, or "" if it cannot be read.
+func read(dir, name string) string {
+	b, _ := os.ReadFile(filepath.Join(dir, name))
+	return strings.TrimSpace(string(b))
+}
+
+func TestScenarios(t *testing.T) {
+	if booted.err != nil {
+		if booted.results == "" {
+			t.Fatalf("%v\n%s", booted.err, booted.output)
+		}
+		// Still report each scenario the guest got through.
+		t.Errorf("%v\n%s", booted.err, booted.output)
+	}
+	res := filepath.Join(booted.results, "guest")
+	scripts, err := filepath.Glob("scenarios/*.sh")
+	if err != nil || len(scripts) == 0 {
+		t.Fatalf("no scenario scripts found (%v)", err)
+	}
 	ran := 0
 	for _, s := range scripts {
 		name := strings.TrimSuffix(filepath.Base(s), ".sh")
 		t.Run(name, func(t *testing.T) {
-			logText, _ := os.ReadFile(filepath.Join(results, name+".log"))
-			rc, err := os.ReadFile(filepath.Join(results, name+".rc"))
-			if err != nil {
+			logText := read(res, name+".log")
+			rc := read(res, name+".rc")
+			if rc == "" {
 				if only := os.Getenv("E2E_ONLY"); only != "" {
 					t.Skipf("not selected by E2E_ONLY=%s", only)
 				}
 				t.Fatalf("scenario produced no result\n%s", logText)
 			}
-			ran++
-			if strings.TrimSpace(string(rc)) != "0" {
-				target, _ := os.ReadFile(filepath.Join(results, name+"-target.log"))
-				t.Fatalf("exit status %s\n--- scenario log\n%s\n--- target log\n%s", strings.TrimSpace(string(rc)), logText, target)
+			if rc != "0" {
+				t.Fatalf("exit status %s after %s s\n--- scenario log\n%s\n--- target log\n%s",
+					rc, read(res, name+".secs"), logText, read(res, name+"-target.log"))
 			}
-			t.Logf("%s", logText)
+			if reason := read(res, name+".skip"); reason != "" {
+				t.Skipf("not for this target: %s", reason)
+			}
+			ran++
+			t.Logf("passed in %s s\n%s", read(res, name+".secs"), logText)
 		})
 	}
 	if ran == 0 {

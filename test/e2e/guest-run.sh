@@ -1,12 +1,19 @@
 #!/bin/bash
 # Runs every scenario inside the guest, one after the other, each in its
 # own shell: RESULTS/<name>.log holds its output, RESULTS/<name>.rc its exit
-# status. E2E_DIR and NVMEOF_TGT come from the host.
-export RESULTS=/results
+# status, RESULTS/<name>.secs its duration, and RESULTS/<name>.skip the
+# reason when it does not apply to TARGET. E2E_DIR, TARGET, E2E_ONLY,
+# E2E_SCENARIO_TIMEOUT and (for our daemon) NVMEOF_TGT come from the host.
+set -euo pipefail
+export RESULTS=/results TARGET=${TARGET:-nvmeof-tgt}
 mkdir -p /data
 # A virtio disk with ext4, so file namespaces use O_DIRECT as in production.
 if [ -b /dev/vda ]; then
-	mkfs.ext4 -q -F /dev/vda && mount /dev/vda /data
+	mkfs.ext4 -q -F /dev/vda
+	mount /dev/vda /data
+fi
+if [ "$TARGET" = kernel ]; then
+	source "$E2E_DIR/../vm/kernel-target.sh"
 fi
 for s in "$E2E_DIR"/scenarios/*.sh; do
 	name=$(basename "$s" .sh)
@@ -14,10 +21,25 @@ for s in "$E2E_DIR"/scenarios/*.sh; do
 		continue
 	fi
 	echo "$name" >>"$RESULTS/scenarios.list"
-	start=$SECONDS
-	SCENARIO=$name bash -c 'source "$E2E_DIR/lib.sh"; source "$1"' _ "$s" >"$RESULTS/$name.log" 2>&1 </dev/null
-	echo $? >"$RESULTS/$name.rc"
-	echo "$name: rc $(cat "$RESULTS/$name.rc") in $((SECONDS - start)) s" | tee /dev/console
+	start=$(date +%s.%N)
+	rc=0
+	# A scenario that hangs must not take the others' time: each gets
+	# E2E_SCENARIO_TIMEOUT seconds (the slowest takes about 30).
+	SCENARIO=$name timeout -k 10 "${E2E_SCENARIO_TIMEOUT:-300}" \
+		bash -c 'source "$E2E_DIR/lib.sh"; source "$1"' _ "$s" >"$RESULTS/$name.log" 2>&1 </dev/null || rc=$?
+	if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+		echo "FAIL: timed out after ${E2E_SCENARIO_TIMEOUT:-300} s" >>"$RESULTS/$name.log"
+		dmesg | tail -25 >>"$RESULTS/$name.log"
+	fi
+	secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b - a}')
+	echo "$rc" >"$RESULTS/$name.rc"
+	echo "$secs" >"$RESULTS/$name.secs"
+	echo "$name: rc $rc in $secs s" | tee /dev/console
+	# Whatever the scenario left behind must not leak into the next one.
 	nvme disconnect-all >/dev/null 2>&1 || true
-	pkill -9 -f "$NVMEOF_TGT" 2>/dev/null || true
+	pkill -9 -x nvmeof-tgt 2>/dev/null || true
+	if [ "$TARGET" = kernel ]; then
+		kt_clear >/dev/null 2>&1 || true
+	fi
+	umount /mnt/e2e 2>/dev/null || true
 done

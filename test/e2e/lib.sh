@@ -1,10 +1,34 @@
 # Shared helpers of the end-to-end scenarios. Sourced inside the guest,
 # where NVMEOF_TGT is the daemon under test and RESULTS the results share.
+#
+# TARGET picks what serves the scenarios: nvmeof-tgt (the default, our
+# daemon) or kernel (Linux nvmet-rdma set up from the same YAML file, to
+# check the suite itself against a known-good target).
 set -euo pipefail
 
 ADDR=10.99.0.1
 PORT=4420
+TARGET=${TARGET:-nvmeof-tgt}
 TARGET_PID=""
+KERNEL_TARGET_UP=""
+case $TARGET in
+nvmeof-tgt) ;;
+kernel) source "$E2E_DIR/../vm/kernel-target.sh" ;;
+*) echo "unknown TARGET '$TARGET' (nvmeof-tgt or kernel)" >&2; exit 1 ;;
+esac
+
+# ours: true when the daemon under test is nvmeof-tgt, for checks of
+# behaviour the kernel target does not share.
+ours() { [ "$TARGET" = nvmeof-tgt ]; }
+
+# daemon_only REASON: end a scenario that only makes sense against
+# nvmeof-tgt; under TARGET=kernel it is reported as skipped, not passed.
+daemon_only() {
+	ours && return 0
+	echo "skipped against the kernel target: $*"
+	echo "$*" >"$RESULTS/$SCENARIO.skip"
+	exit 0
+}
 
 fail() {
 	echo "FAIL: $*" >&2
@@ -22,14 +46,22 @@ assert_eq() { # what got want
 # it answers discovery.
 start_target() {
 	local config=$1 log=${2:-$RESULTS/$SCENARIO-target.log}
-	"$NVMEOF_TGT" -config "$config" >>"$log" 2>&1 &
-	TARGET_PID=$!
+	if ours; then
+		"$NVMEOF_TGT" -config "$config" >>"$log" 2>&1 &
+		TARGET_PID=$!
+	else
+		kt_load >>"$log" 2>&1 || fail "loading the kernel target modules: $(tail -5 "$log")"
+		KERNEL_TARGET_UP=1
+		kt_from_config "$config" >>"$log" 2>&1 || fail "configuring the kernel target: $(tail -5 "$log")"
+	fi
 	for _ in $(seq 60); do
 		if nvme discover -t rdma -a "$ADDR" -s "$PORT" >/dev/null 2>&1; then
-			echo "target up (pid $TARGET_PID)"
+			echo "target up (${TARGET_PID:+pid $TARGET_PID}${KERNEL_TARGET_UP:+kernel nvmet})"
 			return 0
 		fi
-		kill -0 "$TARGET_PID" 2>/dev/null || fail "target exited at start: $(tail -5 "$log")"
+		if ours && ! kill -0 "$TARGET_PID" 2>/dev/null; then
+			fail "target exited at start: $(tail -5 "$log")"
+		fi
 		sleep 0.5
 	done
 	fail "target did not answer discovery within 30 s"
@@ -37,6 +69,14 @@ start_target() {
 
 # stop_target: SIGTERM, which must end the daemon with status 0 within 10 s.
 stop_target() {
+	if ! ours; then
+		# The kernel target's counterpart: tear the configuration down.
+		[ -n "$KERNEL_TARGET_UP" ] || return 0
+		KERNEL_TARGET_UP=""
+		kt_clear || fail "tearing the kernel target down"
+		echo "kernel target removed"
+		return 0
+	fi
 	local pid=$TARGET_PID
 	[ -n "$pid" ] || return 0
 	TARGET_PID=""
@@ -109,6 +149,9 @@ cleanup() {
 	if [ -n "$TARGET_PID" ]; then
 		kill -9 "$TARGET_PID" 2>/dev/null || true
 		wait "$TARGET_PID" 2>/dev/null || true
+	fi
+	if [ -n "$KERNEL_TARGET_UP" ]; then
+		kt_clear >/dev/null 2>&1 || true
 	fi
 }
 trap cleanup EXIT

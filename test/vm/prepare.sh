@@ -9,18 +9,36 @@ cache=${NVMEOF_TEST_CACHE:-/var/cache/nvmeof-tgt-test}
 
 # Resolve the ABI from the meta package rather than pinning it: security
 # updates move it.
-pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+resolve() {
+	apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}'
+}
+# download PKG DIR: apt-get download, refreshing stale package lists once
+# (a security update removes the old ABI's package from the mirror).
+download() {
+	(cd "$2" && apt-get download "$1" >&2) && return 0
+	echo "prepare: download failed; refreshing the package lists" >&2
+	apt-get update -qq >&2
+	(cd "$2" && apt-get download "$1" >&2)
+}
+pkg=$(resolve)
 if [ -z "$pkg" ]; then
-	echo "prepare: cannot resolve linux-image-amd64 (run apt-get update)" >&2
+	# Fresh machines and images often come without package lists.
+	echo "prepare: linux-image-amd64 unknown; running apt-get update" >&2
+	apt-get update -qq >&2 || true
+	pkg=$(resolve)
+fi
+if [ -z "$pkg" ]; then
+	echo "prepare: cannot resolve the guest kernel package: 'apt-cache depends linux-image-amd64' names no linux-image-*; check the Debian apt sources" >&2
 	exit 1
 fi
 kver=${pkg#linux-image-}
 kdir=$cache/$kver
 if [ ! -f "$kdir/.unpacked" ]; then
-	echo "prepare: fetching $pkg" >&2
+	echo "prepare: fetching $pkg into $kdir" >&2
+	rm -rf "$kdir"
 	mkdir -p "$kdir"
 	tmp=$(mktemp -d)
-	(cd "$tmp" && apt-get download "$pkg" >/dev/null 2>&1)
+	download "$pkg" "$tmp"
 	dpkg-deb -x "$tmp"/*.deb "$kdir/root"
 	rm -rf "$tmp"
 	depmod -b "$kdir/root" "$kver"
@@ -28,8 +46,8 @@ if [ ! -f "$kdir/.unpacked" ]; then
 fi
 modroot=$kdir/root/lib/modules/$kver
 
-# Rebuild the initramfs when its init script changes.
-sum=$(sha256sum "$here/init" | cut -c1-16)
+# Rebuild the initramfs when its init script or this script changes.
+sum=$(cat "$here/init" "$0" | sha256sum | cut -c1-16)
 initrd=$kdir/initrd-$sum.gz
 if [ ! -f "$initrd" ]; then
 	echo "prepare: building initramfs" >&2
@@ -43,10 +61,16 @@ if [ ! -f "$initrd" ]; then
 		modprobe -d "$kdir/root" -S "$kver" --show-depends "$m"
 	done | awk '$1 == "insmod" && !seen[$2]++ {print $2}' | while read -r ko; do
 		i=$((i + 1))
-		cp "$ko" "$tmp/mods/$(printf %02d "$i")-$(basename "$ko")"
+		# busybox insmod wants plain .ko files; newer kernels compress them.
+		dst=$tmp/mods/$(printf %02d "$i")-$(basename "$ko")
+		case $ko in
+		*.ko.xz) xz -dc "$ko" >"${dst%.xz}" ;;
+		*.ko.zst) zstd -qdc "$ko" >"${dst%.zst}" ;;
+		*) cp "$ko" "$dst" ;;
+		esac
 	done
-	(cd "$tmp" && find . | cpio -o -H newc 2>/dev/null | gzip -1) >"$initrd.tmp"
-	mv "$initrd.tmp" "$initrd"
+	(cd "$tmp" && find . | cpio -o -H newc 2>/dev/null | gzip -1) >"$initrd.$$"
+	mv "$initrd.$$" "$initrd"
 	rm -rf "$tmp"
 fi
 echo "KVER=$kver"

@@ -7,7 +7,10 @@
 #   run-guest.sh --script FILE --results DIR [--env K=V]... [--disk IMG]... [--timeout SECONDS]
 #
 # DIR receives main.log, main.rc, console.log and whatever the script
-# writes under /results. The exit status is the script's.
+# writes under /results. The exit status is the script's; 125 when the
+# guest failed to set up, hung past the timeout or crashed. In the guest,
+# VM_DIR is this directory (for kernel-target.sh) and the --env variables
+# are exported.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 script="" results="" timeout=900
@@ -29,10 +32,11 @@ fi
 eval "$("$here/prepare.sh")"
 mkdir -p "$results"
 results=$(cd "$results" && pwd)
-rm -f "$results/main.rc"
+rm -f "$results/main.rc" "$results/main.log" "$results/setup.log" "$results/boot.secs"
 cp "$script" "$results/main.sh"
 cp "$here/wrapper.sh" "$results/wrapper.sh"
-: >"$results/env.sh"
+# VM_DIR: this directory, so guest scripts can source kernel-target.sh.
+printf 'VM_DIR=%q\n' "$here" >"$results/env.sh"
 for e in "${envs[@]}"; do
 	printf '%s=%q\n' "${e%%=*}" "${e#*=}" >>"$results/env.sh"
 done

@@ -1,5 +1,6 @@
 # -check accepts a good file and rejects a bad one naming the field path;
 # -version prints the version.
+daemon_only "nvmeof-tgt command-line flags"
 cat >/tmp/good.yaml <<CFG
 ports: [{id: 1, address: $ADDR}]
 subsystems:

@@ -1,6 +1,7 @@
 # Admin and I/O commands through nvme-cli: identify, SMART counters that
 # move with I/O, the error log, every feature, flush, write zeroes,
 # deallocate (nvme dsm --ad and blkdiscard), compare.
+daemon_only "identify values, logs and features are nvmeof-tgt's own"
 nqn=nqn.2026-11.io.example:vol1
 serve_file "$nqn" /data/admin.img 64MiB
 dev=$(connect "$nqn")

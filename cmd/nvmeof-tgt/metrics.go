@@ -1,0 +1,135 @@
+package main
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/nvmeof-tgt/nvmeof-tgt/rdma"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// collector turns the target's own counters into metrics at scrape time:
+// the I/O path only bumps per-queue atomics, and nothing here runs per I/O.
+type collector struct {
+	target  *fabrics.Target
+	started time.Time
+	gen     func() (generation uint64, ok bool, when time.Time)
+}
+
+const prefix = "nvmeof_tgt_"
+
+var (
+	nsLabels = []string{"subsystem", "nsid"}
+
+	dReads        = prometheus.NewDesc(prefix+"reads_completed_total", "Read commands completed successfully.", nsLabels, nil)
+	dWrites       = prometheus.NewDesc(prefix+"writes_completed_total", "Write commands completed successfully.", nsLabels, nil)
+	dReadBytes    = prometheus.NewDesc(prefix+"read_bytes_total", "Bytes read by hosts.", nsLabels, nil)
+	dWriteBytes   = prometheus.NewDesc(prefix+"written_bytes_total", "Bytes written by hosts.", nsLabels, nil)
+	dReadTime     = prometheus.NewDesc(prefix+"read_time_seconds_total", "Time spent on reads, from command arrival to completion.", nsLabels, nil)
+	dWriteTime    = prometheus.NewDesc(prefix+"write_time_seconds_total", "Time spent on writes, from command arrival to completion.", nsLabels, nil)
+	dFlushes      = prometheus.NewDesc(prefix+"flushes_completed_total", "Flush commands completed.", nsLabels, nil)
+	dDiscards     = prometheus.NewDesc(prefix+"discards_completed_total", "Dataset Management (deallocate) commands completed.", nsLabels, nil)
+	dZeroes       = prometheus.NewDesc(prefix+"write_zeroes_completed_total", "Write Zeroes commands completed.", nsLabels, nil)
+	dReadLatency  = prometheus.NewDesc(prefix+"read_latency_seconds", "Read latency.", nsLabels, nil)
+	dWriteLatency = prometheus.NewDesc(prefix+"write_latency_seconds", "Write latency.", nsLabels, nil)
+	dNamespaceSz  = prometheus.NewDesc(prefix+"namespace_size_bytes", "Namespace capacity.", nsLabels, nil)
+
+	dControllers = prometheus.NewDesc(prefix+"controllers", "Connected controllers.", []string{"subsystem", "port"}, nil)
+	dQueuePairs  = prometheus.NewDesc(prefix+"queue_pairs", "Connected queue pairs (admin and I/O).", []string{"subsystem", "port"}, nil)
+	dRefused     = prometheus.NewDesc(prefix+"connects_refused_total", "Connect commands refused, by reason.", []string{"subsystem", "reason"}, nil)
+	dKAExpired   = prometheus.NewDesc(prefix+"keep_alive_expiries_total", "Controllers torn down because the host stopped sending Keep Alive.", []string{"subsystem"}, nil)
+	dCmdErrors   = prometheus.NewDesc(prefix+"command_errors_total", "Commands completed with an error status, by status code type.", []string{"subsystem", "type"}, nil)
+
+	dBuildInfo  = prometheus.NewDesc(prefix+"build_info", "Build information.", []string{"version", "goversion"}, nil)
+	dConfigGen  = prometheus.NewDesc(prefix+"config_generation", "Configuration generation: 1 at start.", nil, nil)
+	dReloadOK   = prometheus.NewDesc(prefix+"config_last_reload_successful", "Whether the last configuration load succeeded.", nil, nil)
+	dReloadTime = prometheus.NewDesc(prefix+"config_last_reload_timestamp_seconds", "When the configuration was last loaded.", nil, nil)
+	dRegistered = prometheus.NewDesc(prefix+"registered_memory_bytes", "Memory registered with RDMA devices.", nil, nil)
+	dPoller     = prometheus.NewDesc(prefix+"poller_seconds_total", "Time queue pair pollers spent busy (polling, including spinning) and asleep.", []string{"state"}, nil)
+)
+
+var statusTypes = []string{"generic", "command_specific", "media", "path", "4", "5", "6", "vendor"}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{dReads, dWrites, dReadBytes, dWriteBytes, dReadTime, dWriteTime, dFlushes,
+		dDiscards, dZeroes, dReadLatency, dWriteLatency, dNamespaceSz, dControllers, dQueuePairs, dRefused, dKAExpired,
+		dCmdErrors, dBuildInfo, dConfigGen, dReloadOK, dReloadTime, dRegistered, dPoller} {
+		ch <- d
+	}
+}
+
+// histogram builds a cumulative Prometheus histogram from bucket counts.
+func histogram(d *prometheus.Desc, counts [14]uint64, sumNanos uint64, labels ...string) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(fabrics.LatencyBuckets))
+	var cum uint64
+	for i, b := range fabrics.LatencyBuckets {
+		cum += counts[i]
+		buckets[b.Seconds()] = cum
+	}
+	total := cum + counts[len(fabrics.LatencyBuckets)]
+	return prometheus.MustNewConstHistogram(d, total, time.Duration(sumNanos).Seconds(), buckets, labels...)
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	for _, s := range c.target.Subsystems() {
+		for _, id := range s.NamespaceIDs() {
+			n := s.Namespace(id)
+			if n == nil {
+				continue
+			}
+			st := s.NamespaceStats(n)
+			l := []string{s.NQN, strconv.FormatUint(uint64(id), 10)}
+			counter(dReads, float64(st.Reads), l...)
+			counter(dWrites, float64(st.Writes), l...)
+			counter(dReadBytes, float64(st.BytesRead), l...)
+			counter(dWriteBytes, float64(st.BytesWritten), l...)
+			counter(dReadTime, time.Duration(st.ReadNanos).Seconds(), l...)
+			counter(dWriteTime, time.Duration(st.WriteNanos).Seconds(), l...)
+			counter(dFlushes, float64(st.Flushes), l...)
+			counter(dDiscards, float64(st.Discards), l...)
+			counter(dZeroes, float64(st.Zeroes), l...)
+			ch <- histogram(dReadLatency, st.ReadHist, st.ReadNanos, l...)
+			ch <- histogram(dWriteLatency, st.WriteHist, st.WriteNanos, l...)
+			gauge(dNamespaceSz, float64(n.Blocks<<n.BlockShift), l...)
+		}
+		ctrls, qps := map[uint16]int{}, map[uint16]int{}
+		for _, ctl := range s.Controllers() {
+			ctrls[ctl.Port.ID]++
+			qps[ctl.Port.ID] += ctl.Queues()
+		}
+		for port, n := range ctrls {
+			p := strconv.Itoa(int(port))
+			gauge(dControllers, float64(n), s.NQN, p)
+			gauge(dQueuePairs, float64(qps[port]), s.NQN, p)
+		}
+		for reason, n := range s.Refused() {
+			counter(dRefused, float64(n), s.NQN, reason)
+		}
+		counter(dKAExpired, float64(s.Stats.KeepAliveExpired.Load()), s.NQN)
+		for t, n := range s.ErrorsByType() {
+			if n > 0 {
+				counter(dCmdErrors, float64(n), s.NQN, statusTypes[t])
+			}
+		}
+	}
+	gauge(dBuildInfo, 1, version, goVersion())
+	gen, ok, when := c.gen()
+	gauge(dConfigGen, float64(gen))
+	okv := 0.0
+	if ok {
+		okv = 1
+	}
+	gauge(dReloadOK, okv)
+	gauge(dReloadTime, float64(when.Unix()))
+	gauge(dRegistered, float64(rdma.RegisteredBytes()))
+	busy, idle := rdma.PollerSeconds()
+	counter(dPoller, busy, "busy")
+	counter(dPoller, idle, "idle")
+}

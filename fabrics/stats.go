@@ -1,0 +1,220 @@
+package fabrics
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+)
+
+// LatencyBuckets are the upper bounds of the I/O latency histograms.
+var LatencyBuckets = []time.Duration{
+	100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond,
+	time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond, 10 * time.Millisecond,
+	25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond,
+	time.Second, 5 * time.Second,
+}
+
+// IOStats are the I/O counters of one namespace as seen by one queue (or,
+// summed, by all). Each queue writes its own from its poller, so counting
+// costs the I/O path no allocation and no shared cache line; readers sum
+// them with atomic loads.
+type IOStats struct {
+	Reads, Writes             atomic.Uint64
+	BytesRead, BytesWritten   atomic.Uint64
+	ReadNanos, WriteNanos     atomic.Uint64
+	Flushes, Discards, Zeroes atomic.Uint64
+	ReadHist, WriteHist       [14]atomic.Uint64 // len(LatencyBuckets)+1, the last is +Inf
+}
+
+// IOSnapshot is a plain copy of IOStats.
+type IOSnapshot struct {
+	Reads, Writes             uint64
+	BytesRead, BytesWritten   uint64
+	ReadNanos, WriteNanos     uint64
+	Flushes, Discards, Zeroes uint64
+	ReadHist, WriteHist       [14]uint64
+}
+
+func (s *IOStats) addTo(out *IOSnapshot) {
+	out.Reads += s.Reads.Load()
+	out.Writes += s.Writes.Load()
+	out.BytesRead += s.BytesRead.Load()
+	out.BytesWritten += s.BytesWritten.Load()
+	out.ReadNanos += s.ReadNanos.Load()
+	out.WriteNanos += s.WriteNanos.Load()
+	out.Flushes += s.Flushes.Load()
+	out.Discards += s.Discards.Load()
+	out.Zeroes += s.Zeroes.Load()
+	for i := range s.ReadHist {
+		out.ReadHist[i] += s.ReadHist[i].Load()
+		out.WriteHist[i] += s.WriteHist[i].Load()
+	}
+}
+
+func (o *IOSnapshot) add(p *IOSnapshot) {
+	o.Reads += p.Reads
+	o.Writes += p.Writes
+	o.BytesRead += p.BytesRead
+	o.BytesWritten += p.BytesWritten
+	o.ReadNanos += p.ReadNanos
+	o.WriteNanos += p.WriteNanos
+	o.Flushes += p.Flushes
+	o.Discards += p.Discards
+	o.Zeroes += p.Zeroes
+	for i := range o.ReadHist {
+		o.ReadHist[i] += p.ReadHist[i]
+		o.WriteHist[i] += p.WriteHist[i]
+	}
+}
+
+func bucket(d time.Duration) int {
+	for i, b := range LatencyBuckets {
+		if d <= b {
+			return i
+		}
+	}
+	return len(LatencyBuckets)
+}
+
+// nsStat pairs a namespace with one queue's counters for it.
+type nsStat struct {
+	ns    *Namespace
+	stats *IOStats
+}
+
+// statsFor returns the queue's counters for ns, creating them on the
+// namespace's first command (the only allocation, once per queue and
+// namespace). Poller only; the list is replaced, never changed in place,
+// so scrapes read it without a lock.
+func (q *Queue) statsFor(ns *Namespace) *IOStats {
+	list := q.nsStats.Load()
+	if list != nil {
+		for i := range *list {
+			if (*list)[i].ns == ns {
+				return (*list)[i].stats
+			}
+		}
+	}
+	var next []nsStat
+	if list != nil {
+		next = append(next, *list...)
+	}
+	s := &IOStats{}
+	next = append(next, nsStat{ns, s})
+	q.nsStats.Store(&next)
+	return s
+}
+
+// account records a completed I/O command in the namespace's counters.
+func (q *Queue) account(r *Request, now int64) {
+	s := q.statsFor(r.ns)
+	lat := time.Duration(now - r.started)
+	switch r.Cmd.Opcode() {
+	case nvme.IORead:
+		s.Reads.Add(1)
+		s.BytesRead.Add(uint64(r.length))
+		s.ReadNanos.Add(uint64(lat))
+		s.ReadHist[bucket(lat)].Add(1)
+	case nvme.IOWrite:
+		s.Writes.Add(1)
+		s.BytesWritten.Add(uint64(r.length))
+		s.WriteNanos.Add(uint64(lat))
+		s.WriteHist[bucket(lat)].Add(1)
+	case nvme.IOFlush:
+		s.Flushes.Add(1)
+	case nvme.IODatasetMgmt:
+		s.Discards.Add(1)
+	case nvme.IOWriteZeroes:
+		s.Zeroes.Add(1)
+	}
+}
+
+// retireStats folds a closing queue's counters into its namespaces, so
+// totals survive disconnects.
+func (q *Queue) retireStats() {
+	list := q.nsStats.Load()
+	if list == nil {
+		return
+	}
+	for _, e := range *list {
+		var snap IOSnapshot
+		e.stats.addTo(&snap)
+		e.ns.statsMu.Lock()
+		e.ns.retired.add(&snap)
+		e.ns.statsMu.Unlock()
+	}
+	q.nsStats.Store(nil)
+}
+
+// NamespaceStats sums the namespace's counters over live and past queues.
+func (s *Subsystem) NamespaceStats(ns *Namespace) IOSnapshot {
+	ns.statsMu.Lock()
+	out := ns.retired
+	ns.statsMu.Unlock()
+	for _, c := range s.Controllers() {
+		c.mu.Lock()
+		for _, q := range c.queues {
+			if q == nil {
+				continue
+			}
+			if list := q.nsStats.Load(); list != nil {
+				for _, e := range *list {
+					if e.ns == ns {
+						e.stats.addTo(&out)
+					}
+				}
+			}
+		}
+		c.mu.Unlock()
+	}
+	return out
+}
+
+// SubsystemStats are the counters of a subsystem that are not per namespace.
+type SubsystemStats struct {
+	mu               sync.Mutex
+	refused          map[string]uint64 // by reason
+	KeepAliveExpired atomic.Uint64
+	errorsRetired    [8]uint64 // by status code type, of closed queues
+}
+
+func (st *SubsystemStats) refuse(reason string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.refused == nil {
+		st.refused = map[string]uint64{}
+	}
+	st.refused[reason]++
+}
+
+// Refused returns connect attempts refused, by reason.
+func (s *Subsystem) Refused() map[string]uint64 {
+	s.Stats.mu.Lock()
+	defer s.Stats.mu.Unlock()
+	out := make(map[string]uint64, len(s.Stats.refused))
+	for k, v := range s.Stats.refused {
+		out[k] = v
+	}
+	return out
+}
+
+// ErrorsByType sums commands completed with an error, by status code type.
+func (s *Subsystem) ErrorsByType() [8]uint64 {
+	s.Stats.mu.Lock()
+	out := s.Stats.errorsRetired
+	s.Stats.mu.Unlock()
+	for _, c := range s.Controllers() {
+		c.mu.Lock()
+		for _, q := range c.queues {
+			if q != nil {
+				for i := range out {
+					out[i] += q.Stats.ErrorsByType[i].Load()
+				}
+			}
+		}
+		c.mu.Unlock()
+	}
+	return out
+}

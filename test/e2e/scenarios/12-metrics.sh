@@ -1,0 +1,48 @@
+# /metrics during and after fio: the per-namespace counters match the I/O
+# fio reports, the latency histograms fill, and the subsystem gauges see
+# the connected controller.
+daemon_only "the Prometheus endpoint is nvmeof-tgt's"
+nqn=nqn.2026-11.io.example:metrics
+config /tmp/tgt.yaml <<CFG
+metrics: {address: 127.0.0.1:9750}
+ports: [{id: 1, address: $ADDR, port: $PORT}]
+subsystems:
+  - nqn: $nqn
+    allow_any_host: true
+    namespaces: [{nsid: 1, backend: nullblk, size: 1GiB}]
+CFG
+start_target /tmp/tgt.yaml
+dev=$(connect "$nqn")
+metric() { # name [extra label filter]
+	curl -fsS http://127.0.0.1:9750/metrics | awk -v m="$1" -v f="${2:-}" '$1 ~ "^"m"[{ ]" || $1 == m { if (f == "" || index($1, f)) { print $2; exit } }'
+}
+base_r=$(metric nvmeof_tgt_read_bytes_total)
+base_w=$(metric nvmeof_tgt_written_bytes_total)
+# Scrape while fio runs: the endpoint answers under load.
+fio --name=load --filename="$dev" --rw=randrw --bs=64k --iodepth=8 --ioengine=libaio --direct=1 --runtime=4 --time_based >/dev/null &
+sleep 2
+mid=$(metric nvmeof_tgt_written_bytes_total)
+wait
+[ "$(printf '%.0f' "$mid")" -gt "$(printf '%.0f' "$base_w")" ] || fail "written bytes did not move during fio"
+base_r=$(metric nvmeof_tgt_read_bytes_total)
+base_w=$(metric nvmeof_tgt_written_bytes_total)
+fio_ok w --filename="$dev" --rw=randwrite --bs=16k --iodepth=16 --ioengine=libaio --direct=1 --size=32m
+w=$FIO_WRITTEN
+fio_ok r --filename="$dev" --rw=randread --bs=16k --iodepth=16 --ioengine=libaio --direct=1 --size=16m
+r=$FIO_READ
+got_w=$(awk -v a="$(metric nvmeof_tgt_written_bytes_total)" -v b="$base_w" 'BEGIN{printf "%.0f", a-b}')
+got_r=$(awk -v a="$(metric nvmeof_tgt_read_bytes_total)" -v b="$base_r" 'BEGIN{printf "%.0f", a-b}')
+echo "fio wrote $w, target counted $got_w; fio read $r, target counted $got_r"
+awk -v a="$got_w" -v b="$w" 'BEGIN{exit !(a >= b && a <= b * 1.03)}' || fail "written bytes $got_w vs fio $w"
+awk -v a="$got_r" -v b="$r" 'BEGIN{exit !(a >= b && a <= b * 1.03)}' || fail "read bytes $got_r vs fio $r"
+reads=$(metric nvmeof_tgt_reads_completed_total)
+hist=$(metric nvmeof_tgt_read_latency_seconds_count)
+assert_eq "read latency histogram count" "$hist" "$reads"
+[ "$(printf '%.0f' "$(metric nvmeof_tgt_write_latency_seconds_bucket 'le="+Inf"')")" -gt 0 ] || fail "write histogram empty"
+assert_eq "controllers gauge" "$(metric nvmeof_tgt_controllers)" 1
+assert_eq "queue pairs gauge (admin + 2 I/O)" "$(metric nvmeof_tgt_queue_pairs)" 3
+[ "$(metric nvmeof_tgt_build_info)" = 1 ] || fail "no build info"
+[ "$(printf '%.0f' "$(metric nvmeof_tgt_registered_memory_bytes)")" -gt 0 ] || fail "no registered memory"
+curl -fsS http://127.0.0.1:9750/metrics | grep -E '^nvmeof_tgt_(poller|config)' 
+disconnect "$nqn"
+stop_target
