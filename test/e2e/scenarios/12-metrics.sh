@@ -14,15 +14,19 @@ CFG
 start_target /tmp/tgt.yaml
 dev=$(connect "$nqn")
 metric() { # name [extra label filter]
-	curl -fsS http://127.0.0.1:9750/metrics | awk -v m="$1" -v f="${2:-}" '$1 ~ "^"m"[{ ]" || $1 == m { if (f == "" || index($1, f)) { print $2; exit } }'
+	# Whole scrape first: awk stopping early must not break curl's pipe.
+	curl -fsS -o /tmp/metrics.txt http://127.0.0.1:9750/metrics || fail "scraping /metrics"
+	awk -v m="$1" -v f="${2:-}" '$1 ~ "^"m"[{ ]" || $1 == m { if (f == "" || index($1, f)) { print $2; exit } }' /tmp/metrics.txt
 }
 base_r=$(metric nvmeof_tgt_read_bytes_total)
 base_w=$(metric nvmeof_tgt_written_bytes_total)
 # Scrape while fio runs: the endpoint answers under load.
 fio --name=load --filename="$dev" --rw=randrw --bs=64k --iodepth=8 --ioengine=libaio --direct=1 --runtime=4 --time_based >/dev/null &
+fio_pid=$!
 sleep 2
 mid=$(metric nvmeof_tgt_written_bytes_total)
-wait
+# Not a bare wait: that would wait for the daemon too.
+wait "$fio_pid" || fail "fio under scrape failed"
 [ "$(printf '%.0f' "$mid")" -gt "$(printf '%.0f' "$base_w")" ] || fail "written bytes did not move during fio"
 base_r=$(metric nvmeof_tgt_read_bytes_total)
 base_w=$(metric nvmeof_tgt_written_bytes_total)
