@@ -4,8 +4,15 @@ package config
 type Config struct {
 	Log        Log         `yaml:"log"`
 	Metrics    Metrics     `yaml:"metrics"`
+	Control    Control     `yaml:"control"`
+	RXE        []string    `yaml:"rxe,omitempty"` // netdevs to give a soft-RoCE link at start
 	Ports      []Port      `yaml:"ports"`
 	Subsystems []Subsystem `yaml:"subsystems"`
+}
+
+// Control configures the local admin socket `nvmeof-tgt ctl` talks to.
+type Control struct {
+	Socket string `yaml:"socket"` // Unix socket path (default DefaultControlSocket)
 }
 
 // Log configures logrus.
@@ -54,3 +61,18 @@ type Namespace struct {
 
 // Size is a byte count that unmarshals from an integer or a human size.
 type Size int64
+
+// Clone returns a deep copy of c.
+func (c *Config) Clone() *Config {
+	out := *c
+	out.RXE = append([]string(nil), c.RXE...)
+	out.Ports = append([]Port(nil), c.Ports...)
+	out.Subsystems = make([]Subsystem, len(c.Subsystems))
+	for i, s := range c.Subsystems {
+		s.Hosts = append([]string(nil), s.Hosts...)
+		s.Ports = append([]uint16(nil), s.Ports...)
+		s.Namespaces = append([]Namespace(nil), s.Namespaces...)
+		out.Subsystems[i] = s
+	}
+	return &out
+}

@@ -16,6 +16,7 @@ func TestExampleParses(t *testing.T) {
 	want := &Config{
 		Log:     Log{Level: "info", Format: "text"},
 		Metrics: Metrics{Address: "127.0.0.1:9750"},
+		Control: Control{Socket: DefaultControlSocket},
 		Ports:   []Port{{ID: 1, Transport: "rdma", Address: "10.0.0.1", Port: 4420, InlineDataSize: 8192, MaxQueueSize: 128}},
 		Subsystems: []Subsystem{{
 			NQN: "nqn.2026-11.io.example:vol1", AllowAnyHost: true, Hosts: []string{}, Ports: []uint16{1},
@@ -109,6 +110,8 @@ func TestMarshalRoundTrip(t *testing.T) {
 	rich := &Config{
 		Log:     Log{Level: "debug", Format: "json"},
 		Metrics: Metrics{Address: "[::1]:9750"},
+		Control: Control{Socket: "/run/t/ctl.sock"},
+		RXE:     []string{"eth1", "ens3"},
 		Ports: []Port{
 			{ID: 1, Transport: "rdma", Address: "10.0.0.1", Port: 4420, InlineDataSize: 16384, MaxQueueSize: 1024},
 			{ID: 7, Transport: "rdma", Address: "fd00::1", Port: 4421, InlineDataSize: 8192, MaxQueueSize: 2},

@@ -44,6 +44,7 @@ const (
 	DefaultInlineDataSize = 8192
 	DefaultMaxQueueSize   = 128
 	DefaultBlockSize      = 512
+	DefaultControlSocket  = "/run/nvmeof-tgt/ctl.sock"
 )
 
 // ApplyDefaults fills in every optional key left out.
@@ -53,6 +54,9 @@ func (c *Config) ApplyDefaults() {
 	}
 	if c.Log.Format == "" {
 		c.Log.Format = "text"
+	}
+	if c.Control.Socket == "" {
+		c.Control.Socket = DefaultControlSocket
 	}
 	for i := range c.Ports {
 		p := &c.Ports[i]

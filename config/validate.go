@@ -78,9 +78,16 @@ func (c *Config) Validate() error {
 	for i, p := range c.Ports {
 		v.port(fmt.Sprintf("ports[%d]", i), p)
 	}
-	if len(c.Subsystems) == 0 {
-		v.add("subsystems", "at least one subsystem is required")
+	if !filepath.IsAbs(c.Control.Socket) {
+		v.add("control.socket", "%q is not an absolute path", c.Control.Socket)
 	}
+	for i, dev := range c.RXE {
+		if dev == "" || len(dev) > 15 || strings.ContainsAny(dev, "/ \t") {
+			v.add(fmt.Sprintf("rxe[%d]", i), "%q is not a network interface name", dev)
+		}
+	}
+	// No subsystems is valid: the daemon serves discovery and subsystems
+	// arrive through reload or the admin socket.
 	for i, s := range c.Subsystems {
 		v.subsystem(fmt.Sprintf("subsystems[%d]", i), s)
 	}

@@ -23,7 +23,9 @@ func (q *Queue) prepareIO(r *Request) nvme.Status {
 	if ns == nil {
 		return nvme.StatusInvalidNamespace | nvme.DNR
 	}
-	r.ns = ns
+	if st := q.claim(r, ns); st != 0 {
+		return st
+	}
 	switch op {
 	case nvme.IORead, nvme.IOWrite, nvme.IOWriteZeroes, nvme.IOCompare:
 		slba, nlb := cmd.SLBA(), uint64(cmd.NLB())+1

@@ -67,7 +67,7 @@ func (q *Queue) Controller() *Controller { return q.ctrl }
 // r.Dir and r.Len tell the transport what data to map before Execute.
 func (q *Queue) Prepare(r *Request) bool {
 	r.q, r.status, r.result = q, 0, 0
-	r.Data, r.Dir, r.Len, r.ns, r.handler = nil, DirNone, 0, nil, nil
+	r.Data, r.Dir, r.Len, r.ns, r.nsStats, r.handler = nil, DirNone, 0, nil, nil, nil
 	r.pair, r.also, r.fuseReady, r.fuseAbort = nil, nil, false, false
 	r.started = nanotime()
 	q.sqhd++
@@ -182,8 +182,11 @@ func (q *Queue) Reap() {
 func (q *Queue) complete(r *Request) {
 	r.Rsp.Set(r.result, q.sqhd, q.QID, r.Cmd.CID(), r.status)
 	now := nanotime()
-	if r.ns != nil && r.status == 0 {
-		q.account(r, now)
+	if r.nsStats != nil {
+		if r.status == 0 {
+			q.account(r, now)
+		}
+		r.nsStats.Inflight.Add(-1)
 	}
 	if r.status != 0 {
 		q.Stats.Errors.Add(1)

@@ -35,6 +35,7 @@ type Request struct {
 	q       *Queue
 	handler func(*Queue, *Request) bool // false: completes later (AER)
 	ns      *Namespace
+	nsStats *IOStats // the queue's counters for ns; holds ns in flight
 	status  nvme.Status
 	result  uint64
 	off     int64 // byte offset of I/O commands

@@ -26,6 +26,7 @@ type IOStats struct {
 	ReadNanos, WriteNanos     atomic.Uint64
 	Flushes, Discards, Zeroes atomic.Uint64
 	ReadHist, WriteHist       [14]atomic.Uint64 // len(LatencyBuckets)+1, the last is +Inf
+	Inflight                  atomic.Int64      // commands dispatched, not completed
 }
 
 // IOSnapshot is a plain copy of IOStats.
@@ -109,7 +110,7 @@ func (q *Queue) statsFor(ns *Namespace) *IOStats {
 
 // account records a completed I/O command in the namespace's counters.
 func (q *Queue) account(r *Request, now int64) {
-	s := q.statsFor(r.ns)
+	s := r.nsStats
 	lat := time.Duration(now - r.started)
 	switch r.Cmd.Opcode() {
 	case nvme.IORead:

@@ -228,7 +228,8 @@ type Namespace struct {
 	BlockShift uint8
 	Blocks     uint64
 
-	fuseMu sync.Mutex // serializes fused Compare and Write pairs
+	fuseMu  sync.Mutex  // serializes fused Compare and Write pairs
+	removed atomic.Bool // set once RemoveNamespace unpublished it
 
 	statsMu sync.Mutex
 	retired IOSnapshot // counters of queues that closed

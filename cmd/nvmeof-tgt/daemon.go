@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"net/netip"
+	"os"
+	"sync"
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
@@ -12,72 +14,56 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// daemon is the running target: the fabrics state and one listener per
-// port.
+// daemon is the running target: the fabrics state, one listener per port
+// and the configuration they were built from. Reconfiguration (reload or
+// the admin socket) goes through apply, one at a time.
 type daemon struct {
-	target    *fabrics.Target
-	listeners []*rdma.Listener
-	log       *logrus.Entry
+	logger *logrus.Logger
+	log    *logrus.Entry
+	target *fabrics.Target
+
+	mu        sync.Mutex // serializes apply; guards the fields below
+	cfg       *config.Config
+	listeners map[uint16]portListener
+	metrics   *metricsServer
+	gen       uint64
+	lastOK    bool
+	lastTime  time.Time
 }
 
-// start builds the target from cfg, opens every backend and listens on
+// portListener accepts a port's connections until closed.
+type portListener interface{ Close(timeout time.Duration) }
+
+// listen opens a port's listener; a variable so tests run without RDMA.
+var listen = func(t *fabrics.Target, p *fabrics.Port, log *logrus.Entry) (portListener, error) {
+	return rdma.Listen(t, p, log)
+}
+
+// start builds the target from cfg: it opens every backend and listens on
 // every port. On error everything opened so far is closed again.
-func start(cfg *config.Config, log *logrus.Entry) (d *daemon, err error) {
-	d = &daemon{target: fabrics.NewTarget(log), log: log}
-	defer func() {
-		if err != nil {
-			d.stop(time.Second)
-		}
-	}()
-	ports := map[uint16]*fabrics.Port{}
-	for i, pc := range cfg.Ports {
-		addr, err := netip.ParseAddr(pc.Address)
-		if err != nil {
-			return nil, fmt.Errorf("ports[%d].address: %w", i, err)
-		}
-		p := &fabrics.Port{ID: pc.ID, Address: addr, ServiceID: pc.Port,
-			InlineDataSize: pc.InlineDataSize, MaxQueueSize: pc.MaxQueueSize}
-		if err := d.target.AddPort(p); err != nil {
-			return nil, fmt.Errorf("ports[%d]: %w", i, err)
-		}
-		ports[p.ID] = p
+func start(cfg *config.Config, logger *logrus.Logger) (*daemon, error) {
+	log := logrus.NewEntry(logger)
+	d := &daemon{
+		logger: logger, log: log, target: fabrics.NewTarget(log),
+		// Everything but logging and the socket counts as a change.
+		cfg:       &config.Config{Log: cfg.Log, Control: cfg.Control},
+		listeners: map[uint16]portListener{},
 	}
-	for i, sc := range cfg.Subsystems {
-		s, err := buildSubsystem(sc)
-		if err != nil {
-			return nil, fmt.Errorf("subsystems[%d]: %w", i, err)
-		}
-		if err := d.target.AddSubsystem(s); err != nil {
-			return nil, fmt.Errorf("subsystems[%d]: %w", i, err)
-		}
+	if err := d.apply(cfg); err != nil {
+		d.stop(time.Second)
+		return nil, err
 	}
-	for _, pc := range cfg.Ports {
-		l, err := rdma.Listen(d.target, ports[pc.ID], log)
-		if err != nil {
-			return nil, fmt.Errorf("port %d: %w", pc.ID, err)
-		}
-		d.listeners = append(d.listeners, l)
-	}
+	d.gen, d.lastOK, d.lastTime = 1, true, time.Now()
 	return d, nil
 }
 
-func buildSubsystem(sc config.Subsystem) (*fabrics.Subsystem, error) {
-	s := fabrics.NewSubsystem(sc.NQN, sc.Serial, sc.Model, sc.AllowAnyHost)
-	for _, h := range sc.Hosts {
-		s.AllowHost(h)
+func newPort(pc config.Port) (*fabrics.Port, error) {
+	addr, err := netip.ParseAddr(pc.Address)
+	if err != nil {
+		return nil, err
 	}
-	s.SetPorts(sc.Ports)
-	for j, nc := range sc.Namespaces {
-		ns, err := openNamespace(sc.NQN, nc)
-		if err != nil {
-			return nil, fmt.Errorf("namespaces[%d]: %w", j, err)
-		}
-		if err := s.AddNamespace(ns); err != nil {
-			ns.Backend.Close()
-			return nil, fmt.Errorf("namespaces[%d]: %w", j, err)
-		}
-	}
-	return s, nil
+	return &fabrics.Port{ID: pc.ID, Address: addr, ServiceID: pc.Port,
+		InlineDataSize: pc.InlineDataSize, MaxQueueSize: pc.MaxQueueSize}, nil
 }
 
 func openNamespace(nqn string, nc config.Namespace) (*fabrics.Namespace, error) {
@@ -90,6 +76,9 @@ func openNamespace(nqn string, nc config.Namespace) (*fabrics.Namespace, error) 
 		ReadOnly: nc.ReadOnly, Buffered: nc.Buffered,
 	})
 	if err != nil {
+		if os.IsNotExist(err) && nc.Backend == "block" {
+			return nil, fmt.Errorf("%w (the block device is missing: check the path, or use backend: file to create an image file)", err)
+		}
 		return nil, err
 	}
 	ns, err := fabrics.NewNamespace(nc.NSID, b, nc.ReadOnly, uuid)
@@ -103,8 +92,15 @@ func openNamespace(nqn string, nc config.Namespace) (*fabrics.Namespace, error) 
 // stop disconnects every host, waits for the queue pairs to go, then
 // closes the backends so every completed write is on stable storage.
 func (d *daemon) stop(timeout time.Duration) {
-	for _, l := range d.listeners {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.metrics != nil {
+		d.metrics.close()
+		d.metrics = nil
+	}
+	for id, l := range d.listeners {
 		l.Close(timeout)
+		delete(d.listeners, id)
 	}
 	for _, s := range d.target.Subsystems() {
 		for _, id := range s.NamespaceIDs() {
@@ -116,4 +112,18 @@ func (d *daemon) stop(timeout time.Duration) {
 		}
 	}
 	d.target.Close()
+}
+
+// generation reports the configuration generation for the metrics.
+func (d *daemon) generation() (uint64, bool, time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.gen, d.lastOK, d.lastTime
+}
+
+// running returns a copy of the running configuration.
+func (d *daemon) running() *config.Config {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cfg.Clone()
 }

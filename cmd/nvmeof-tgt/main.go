@@ -24,11 +24,17 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "0.1.0"
 
+// started is when the process started, for the uptime metric.
+var started = time.Now()
+
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "ctl" {
+		return runCtl(args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("nvmeof-tgt", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "/etc/nvmeof-tgt/config.yaml", "configuration file")
@@ -50,18 +56,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s: configuration is valid\n", *path)
 		return 0
 	}
-	log := newLogger(cfg.Log, stderr)
+	log := logrus.New()
+	log.SetOutput(stderr)
+	configureLogger(log, cfg.Log)
 	fabrics.Version = version
-	if err := serve(cfg, log); err != nil {
+	if err := serve(*path, cfg, log); err != nil {
 		log.WithError(err).Error("nvmeof-tgt stopped")
 		return 1
 	}
 	return 0
 }
 
-func newLogger(c config.Log, out io.Writer) *logrus.Logger {
-	log := logrus.New()
-	log.SetOutput(out)
+func configureLogger(log *logrus.Logger, c config.Log) {
 	if c.Format == "json" {
 		log.SetFormatter(&logrus.JSONFormatter{})
 	} else {
@@ -70,44 +76,58 @@ func newLogger(c config.Log, out io.Writer) *logrus.Logger {
 	if lvl, err := logrus.ParseLevel(c.Level); err == nil {
 		log.SetLevel(lvl)
 	}
-	return log
 }
 
-// serve runs the target until a terminating signal.
-func serve(cfg *config.Config, log *logrus.Logger) error {
-	entry := logrus.NewEntry(log)
-	d, err := start(cfg, entry)
+// serve runs the target until a terminating signal. SIGHUP reloads path.
+func serve(path string, cfg *config.Config, log *logrus.Logger) error {
+	if err := checkMemlock(); err != nil {
+		return err
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	d, err := start(cfg, log)
 	if err != nil {
 		return err
 	}
-	if cfg.Metrics.Address != "" {
-		started := time.Now()
-		c := &collector{target: d.target, started: started,
-			gen: func() (uint64, bool, time.Time) { return 1, true, started }}
-		if err := serveMetrics(cfg.Metrics.Address, c, entry); err != nil {
-			d.stop(time.Second)
-			return err
-		}
+	ctl, err := serveControl(cfg.Control.Socket, d, path)
+	if err != nil {
+		d.stop(time.Second)
+		return err
 	}
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer ctl.close()
+	entry := d.log
 	entry.WithField("version", version).Info("nvmeof-tgt serving")
-	sig := <-sigs
-	entry.WithField("signal", sig.String()).Info("shutting down: disconnecting hosts")
+	for sig := range sigs {
+		if sig == syscall.SIGHUP {
+			entry.WithField("file", path).Info("reloading configuration")
+			if err := d.reload(path); err == nil {
+				gen, _, _ := d.generation()
+				entry.WithField("generation", gen).Info("configuration reloaded")
+			}
+			continue
+		}
+		entry.WithField("signal", sig.String()).Info("shutting down: disconnecting hosts")
+		break
+	}
 	d.stop(5 * time.Second)
 	entry.Info("stopped")
 	return nil
 }
 
+// metricsServer serves /metrics until closed.
+type metricsServer struct{ srv *http.Server }
+
+func (m *metricsServer) close() { m.srv.Close() }
+
 // serveMetrics listens on addr and serves /metrics in the background.
-func serveMetrics(addr string, c prometheus.Collector, log *logrus.Entry) error {
+func serveMetrics(addr string, c prometheus.Collector, log *logrus.Entry) (*metricsServer, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(c, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("metrics.address %s: %w (another process listens there, or the address is not local)", addr, err)
+		return nil, fmt.Errorf("metrics.address %s: %w (another process listens there, or the address is not local)", addr, err)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	log.WithField("address", addr).Info("serving metrics")
@@ -116,7 +136,7 @@ func serveMetrics(addr string, c prometheus.Collector, log *logrus.Entry) error 
 			log.WithError(err).Error("metrics endpoint failed")
 		}
 	}()
-	return nil
+	return &metricsServer{srv}, nil
 }
 
 func goVersion() string { return runtime.Version() }

@@ -1,0 +1,369 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/sirupsen/logrus"
+)
+
+// reload re-reads path and applies it; an invalid file changes nothing.
+func (d *daemon) reload(path string) error {
+	next, err := config.Load(path)
+	if err == nil {
+		err = d.apply(next)
+	}
+	d.mu.Lock()
+	d.lastOK, d.lastTime = err == nil, time.Now()
+	d.mu.Unlock()
+	if err != nil {
+		d.log.WithError(err).WithField("file", path).Error("reload rejected: the running configuration stays; fix the fields named and reload again")
+		return err
+	}
+	return nil
+}
+
+// plan is the difference between the running configuration and the next.
+type plan struct {
+	delPorts, addPorts []config.Port
+	delSubs, addSubs   []config.Subsystem
+	delNS, addNS       []nsRef // in subsystems kept
+	access             []config.Subsystem
+	links              []config.Subsystem
+}
+
+type nsRef struct {
+	nqn string
+	ns  config.Namespace
+}
+
+func diff(cur, next *config.Config) plan {
+	var p plan
+	curPorts := map[uint16]config.Port{}
+	for _, pc := range cur.Ports {
+		curPorts[pc.ID] = pc
+	}
+	nextPorts := map[uint16]bool{}
+	for _, pc := range next.Ports {
+		nextPorts[pc.ID] = true
+		old, ok := curPorts[pc.ID]
+		if ok && old == pc {
+			continue
+		}
+		if ok {
+			p.delPorts = append(p.delPorts, old)
+		}
+		p.addPorts = append(p.addPorts, pc)
+	}
+	for _, pc := range cur.Ports {
+		if !nextPorts[pc.ID] {
+			p.delPorts = append(p.delPorts, pc)
+		}
+	}
+
+	curSubs := map[string]config.Subsystem{}
+	for _, s := range cur.Subsystems {
+		curSubs[s.NQN] = s
+	}
+	nextSubs := map[string]bool{}
+	for _, s := range next.Subsystems {
+		nextSubs[s.NQN] = true
+		old, ok := curSubs[s.NQN]
+		if !ok || old.Serial != s.Serial || old.Model != s.Model {
+			// Identify data changes only with a new controller.
+			if ok {
+				p.delSubs = append(p.delSubs, old)
+			}
+			p.addSubs = append(p.addSubs, s)
+			continue
+		}
+		if old.AllowAnyHost != s.AllowAnyHost || !sameSet(old.Hosts, s.Hosts) {
+			p.access = append(p.access, s)
+		}
+		if !sameSet(old.Ports, s.Ports) {
+			p.links = append(p.links, s)
+		}
+		oldNS := map[uint32]config.Namespace{}
+		for _, n := range old.Namespaces {
+			oldNS[n.NSID] = n
+		}
+		keep := map[uint32]bool{}
+		for _, n := range s.Namespaces {
+			if o, ok := oldNS[n.NSID]; ok && o == n {
+				keep[n.NSID] = true
+				continue
+			}
+			p.addNS = append(p.addNS, nsRef{s.NQN, n})
+		}
+		for _, n := range old.Namespaces {
+			if !keep[n.NSID] {
+				p.delNS = append(p.delNS, nsRef{s.NQN, n})
+			}
+		}
+	}
+	for _, s := range cur.Subsystems {
+		if !nextSubs[s.NQN] {
+			p.delSubs = append(p.delSubs, s)
+		}
+	}
+	return p
+}
+
+func sameSet[T comparable](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
+}
+
+// apply moves the target from the running configuration to next, touching
+// only what differs: hosts of unchanged subsystems keep their connections.
+// Everything that can fail (opening backends, listening on new ports)
+// happens before anything running changes, so a failure leaves the
+// target as it was.
+func (d *daemon) apply(next *config.Config) error {
+	if err := next.Validate(); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	cur := d.cfg
+	p := diff(cur, next)
+
+	if err := ensureRXE(next.RXE, d.log); err != nil {
+		return err
+	}
+
+	// Backends that replace one being removed (same path) open after the
+	// old one closes: a block device is opened exclusively.
+	closing := map[string]bool{}
+	for _, r := range p.delNS {
+		closing[r.ns.Path] = true
+	}
+	for _, s := range p.delSubs {
+		for _, n := range s.Namespaces {
+			closing[n.Path] = true
+		}
+	}
+	type opened struct {
+		nqn string
+		ns  *fabrics.Namespace
+	}
+	var ready []opened
+	var later []nsRef
+	committed := false
+	defer func() {
+		if !committed {
+			for _, o := range ready {
+				o.ns.Backend.Close()
+			}
+		}
+	}()
+	open := func(nqn string, n config.Namespace, path string) error {
+		if n.Path != "" && closing[n.Path] {
+			later = append(later, nsRef{nqn, n})
+			return nil
+		}
+		ns, err := openNamespace(nqn, n)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		ready = append(ready, opened{nqn, ns})
+		return nil
+	}
+	for _, r := range p.addNS {
+		if err := open(r.nqn, r.ns, nsPath(next, r.nqn, r.ns.NSID)); err != nil {
+			return err
+		}
+	}
+	for _, s := range p.addSubs {
+		for _, n := range s.Namespaces {
+			if err := open(s.NQN, n, nsPath(next, s.NQN, n.NSID)); err != nil {
+				return err
+			}
+		}
+	}
+
+	// New listeners, unless they take over the address of one going away.
+	inUse := map[string]bool{}
+	for _, pc := range p.delPorts {
+		inUse[fmt.Sprintf("%s:%d", pc.Address, pc.Port)] = true
+	}
+	newListeners := map[uint16]portListener{}
+	newPorts := map[uint16]*fabrics.Port{}
+	defer func() {
+		if !committed {
+			for _, l := range newListeners {
+				l.Close(time.Second)
+			}
+		}
+	}()
+	for _, pc := range p.addPorts {
+		fp, err := newPort(pc)
+		if err != nil {
+			return fmt.Errorf("%s.address: %w", portPath(next, pc.ID), err)
+		}
+		newPorts[pc.ID] = fp
+		if inUse[fmt.Sprintf("%s:%d", pc.Address, pc.Port)] {
+			continue
+		}
+		l, err := listen(d.target, fp, d.log)
+		if err != nil {
+			return fmt.Errorf("%s: %w", portPath(next, pc.ID), err)
+		}
+		newListeners[pc.ID] = l
+	}
+
+	// Nothing below fails the whole change; what cannot be applied is
+	// logged and left out of the running configuration.
+	committed = true
+	var problems []error
+	applied := next.Clone()
+	log := d.log
+	for _, r := range p.delNS {
+		if s := d.target.Subsystem(r.nqn); s != nil {
+			if _, err := s.RemoveNamespace(r.ns.NSID); err == nil {
+				log.WithFields(logrus.Fields{"subsystem": r.nqn, "nsid": r.ns.NSID}).Info("namespace removed")
+			}
+		}
+	}
+	for _, s := range p.delSubs {
+		if err := d.target.RemoveSubsystem(s.NQN); err == nil {
+			log.WithField("subsystem", s.NQN).Info("subsystem removed")
+		}
+	}
+	for _, pc := range p.delPorts {
+		if l := d.listeners[pc.ID]; l != nil {
+			l.Close(5 * time.Second)
+			delete(d.listeners, pc.ID)
+		}
+		if err := d.target.RemovePort(pc.ID); err == nil {
+			log.WithFields(logrus.Fields{"port": pc.ID, "address": fmt.Sprintf("%s:%d", pc.Address, pc.Port)}).Info("port removed")
+		}
+	}
+	for _, pc := range p.addPorts {
+		fp := newPorts[pc.ID]
+		l := newListeners[pc.ID]
+		if l == nil {
+			var err error
+			if l, err = listen(d.target, fp, d.log); err != nil {
+				problems = append(problems, fmt.Errorf("%s: %w", portPath(next, pc.ID), err))
+				applied.Ports = slices.DeleteFunc(applied.Ports, func(x config.Port) bool { return x.ID == pc.ID })
+				continue
+			}
+		}
+		d.target.AddPort(fp)
+		d.listeners[pc.ID] = l
+	}
+	for _, s := range p.addSubs {
+		fs := fabrics.NewSubsystem(s.NQN, s.Serial, s.Model, s.AllowAnyHost)
+		for _, h := range s.Hosts {
+			fs.AllowHost(h)
+		}
+		fs.SetPorts(s.Ports)
+		if err := d.target.AddSubsystem(fs); err != nil {
+			problems = append(problems, err)
+			continue
+		}
+		log.WithField("subsystem", s.NQN).Info("subsystem added")
+	}
+	for _, s := range p.access {
+		d.target.Subsystem(s.NQN).SetHosts(s.AllowAnyHost, s.Hosts)
+		log.WithFields(logrus.Fields{"subsystem": s.NQN, "allow_any_host": s.AllowAnyHost, "hosts": len(s.Hosts)}).Info("subsystem access changed")
+	}
+	for _, s := range p.links {
+		d.target.Subsystem(s.NQN).LinkPorts(s.Ports)
+		log.WithFields(logrus.Fields{"subsystem": s.NQN, "ports": s.Ports}).Info("subsystem ports changed")
+	}
+	for _, r := range later {
+		ns, err := openNamespace(r.nqn, r.ns)
+		if err != nil {
+			problems = append(problems, fmt.Errorf("%s: %w", nsPath(next, r.nqn, r.ns.NSID), err))
+			dropNamespace(applied, r.nqn, r.ns.NSID)
+			continue
+		}
+		ready = append(ready, opened{r.nqn, ns})
+	}
+	for _, o := range ready {
+		s := d.target.Subsystem(o.nqn)
+		if s == nil {
+			o.ns.Backend.Close()
+			continue
+		}
+		if err := s.AddNamespace(o.ns); err != nil {
+			o.ns.Backend.Close()
+			problems = append(problems, err)
+			continue
+		}
+		log.WithFields(logrus.Fields{"subsystem": o.nqn, "nsid": o.ns.ID}).Info("namespace added")
+	}
+
+	if next.Log != cur.Log {
+		configureLogger(d.logger, next.Log)
+	}
+	if next.Metrics.Address != cur.Metrics.Address {
+		if d.metrics != nil {
+			d.metrics.close()
+			d.metrics = nil
+		}
+		if next.Metrics.Address != "" {
+			m, err := serveMetrics(next.Metrics.Address, &collector{target: d.target, started: started, gen: d.generation}, d.log)
+			if err != nil {
+				problems = append(problems, err)
+				applied.Metrics.Address = ""
+			} else {
+				d.metrics = m
+			}
+		}
+	}
+	if next.Control.Socket != cur.Control.Socket && cur.Control.Socket != "" {
+		problems = append(problems, errors.New("control.socket: a new admin socket path takes effect at restart"))
+		applied.Control.Socket = cur.Control.Socket
+	}
+	d.cfg = applied
+	d.gen++
+	return errors.Join(problems...)
+}
+
+func dropNamespace(c *config.Config, nqn string, nsid uint32) {
+	for i := range c.Subsystems {
+		if c.Subsystems[i].NQN == nqn {
+			c.Subsystems[i].Namespaces = slices.DeleteFunc(c.Subsystems[i].Namespaces,
+				func(n config.Namespace) bool { return n.NSID == nsid })
+		}
+	}
+}
+
+// nsPath and portPath name a configuration item by its field path, as
+// validation errors do.
+func nsPath(c *config.Config, nqn string, nsid uint32) string {
+	for i, s := range c.Subsystems {
+		if s.NQN != nqn {
+			continue
+		}
+		for j, n := range s.Namespaces {
+			if n.NSID == nsid {
+				return fmt.Sprintf("subsystems[%d].namespaces[%d]", i, j)
+			}
+		}
+	}
+	return fmt.Sprintf("subsystem %s namespace %d", nqn, nsid)
+}
+
+func portPath(c *config.Config, id uint16) string {
+	for i, p := range c.Ports {
+		if p.ID == id {
+			return fmt.Sprintf("ports[%d]", i)
+		}
+	}
+	return fmt.Sprintf("port %d", id)
+}
