@@ -60,7 +60,7 @@ func TestValidate(t *testing.T) {
 		{"relative control socket", func(c *Config) { c.Control.Socket = "ctl.sock" }, `control.socket: "ctl.sock" is not an absolute path`},
 		{"bad rxe netdev", func(c *Config) { c.RXE = []string{"eth0", "a/b"} }, `rxe[1]: "a/b" is not a network interface name`},
 		{"nqn missing", func(c *Config) { c.Subsystems[0].NQN = "" }, "subsystems[0].nqn: required"},
-		{"nqn prefix", func(c *Config) { c.Subsystems[0].NQN = "iqn.2026-11.io.example:a" }, `subsystems[0].nqn: "iqn.2026-11.io.example:a" must start with "nqn."`},
+		{"nqn with space", func(c *Config) { c.Subsystems[0].NQN = "nqn.2026-11.io.example:a b" }, `subsystems[0].nqn: "nqn.2026-11.io.example:a b" must be printable ASCII without spaces`},
 		{"nqn too long", func(c *Config) { c.Subsystems[0].NQN = "nqn." + strings.Repeat("x", 220) }, "subsystems[0].nqn: 224 bytes is longer than 223"},
 		{"nqn longest", func(c *Config) { c.Subsystems[0].NQN = "nqn." + strings.Repeat("x", 219) }, ""},
 		{"nqn space", func(c *Config) { c.Subsystems[0].NQN = "nqn.a b" }, `subsystems[0].nqn: "nqn.a b" must be printable ASCII without spaces`},
@@ -76,7 +76,7 @@ func TestValidate(t *testing.T) {
 			c.Subsystems[0].AllowAnyHost = false
 			c.Subsystems[0].Hosts = []string{"nqn.2014-08.org.nvmexpress:uuid:01234567-89ab-cdef-0123-456789abcdef"}
 		}, ""},
-		{"bad host", func(c *Config) { c.Subsystems[0].Hosts = []string{"host1"} }, `subsystems[0].hosts[0]: "host1" must start with "nqn."`},
+		{"bad host", func(c *Config) { c.Subsystems[0].Hosts = []string{"host\x01"} }, `subsystems[0].hosts[0]: "host\x01" must be printable ASCII without spaces`},
 		{"host twice", func(c *Config) { c.Subsystems[0].Hosts = []string{"nqn.h", "nqn.h"} }, `subsystems[0].hosts[1]: "nqn.h" is listed twice`},
 		{"no such port", func(c *Config) { c.Subsystems[0].Ports = []uint16{9} }, "subsystems[0].ports[0]: no port has id 9"},
 		{"port twice", func(c *Config) { c.Subsystems[0].Ports = []uint16{1, 1} }, "subsystems[0].ports[1]: port 1 is listed twice"},
@@ -149,7 +149,7 @@ subsystems:
     namespaces:
       - {nsid: 1, backend: nullblk, size: 1GiB}
       - {nsid: 1, backend: null, size: 1MiB}
-  - nqn: bad
+  - nqn: bad nqn
 `))
 	want := strings.Join([]string{
 		`log.level: unknown level "loud" (want debug, info, warn or error)`,
@@ -157,7 +157,7 @@ subsystems:
 		`ports[1].address: "not-an-ip" is not an IPv4 or IPv6 address`,
 		`subsystems[0].namespaces[1].nsid: nsid 1 is defined twice`,
 		`subsystems[0].namespaces[1].backend: unknown backend "" (want file, block or nullblk; write nullblk, since YAML reads null as no value)`,
-		`subsystems[1].nqn: "bad" must start with "nqn."`,
+		`subsystems[1].nqn: "bad nqn" must be printable ASCII without spaces`,
 		`subsystems[1].hosts: no host may connect: set allow_any_host: true or list hosts`,
 	}, "\n")
 	if err == nil || err.Error() != want {

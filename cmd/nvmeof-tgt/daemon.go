@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
-	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -36,7 +38,14 @@ type portListener interface{ Close(timeout time.Duration) }
 
 // listen opens a port's listener; a variable so tests run without RDMA.
 var listen = func(t *fabrics.Target, p *fabrics.Port, log *logrus.Entry) (portListener, error) {
-	return rdma.Listen(t, p, log)
+	l, err := rdma.Listen(t, p, log)
+	if err != nil {
+		if devs, _ := filepath.Glob(filepath.Join(sysfs, "class/infiniband/*")); len(devs) == 0 {
+			return nil, fmt.Errorf("no RDMA device on this machine: load your RDMA NIC's driver, or add `rxe: [IFACE]` to the configuration for a soft-RoCE link (%w)", err)
+		}
+		return nil, err
+	}
+	return l, nil
 }
 
 // start builds the target from cfg: it opens every backend and listens on
@@ -76,7 +85,7 @@ func openNamespace(nqn string, nc config.Namespace) (*fabrics.Namespace, error) 
 		ReadOnly: nc.ReadOnly, Buffered: nc.Buffered,
 	})
 	if err != nil {
-		if os.IsNotExist(err) && nc.Backend == "block" {
+		if errors.Is(err, fs.ErrNotExist) && nc.Backend == "block" {
 			return nil, fmt.Errorf("%w (the block device is missing: check the path, or use backend: file to create an image file)", err)
 		}
 		return nil, err

@@ -139,6 +139,24 @@ wait_dev() {
 	fail "no block device for $nqn namespace $nsid"
 }
 
+# wait_ns_gone NQN NSID: wait until the host dropped the namespace's block
+# device. By NSID: the kernel may give a new namespace the old one's name.
+wait_ns_gone() {
+	local nqn=$1 nsid=$2 s d found
+	for _ in $(seq 100); do
+		found=""
+		for s in /sys/class/nvme-subsystem/nvme-subsys* /sys/class/nvme/nvme*; do
+			[ -e "$s/subsysnqn" ] && [ "$(cat "$s/subsysnqn")" = "$nqn" ] || continue
+			for d in "$s"/nvme*n*; do
+				[ -e "$d/nsid" ] && [ "$(cat "$d/nsid")" = "$nsid" ] && found=$d
+			done
+		done
+		[ -z "$found" ] && return 0
+		sleep 0.1
+	done
+	fail "namespace $nsid of $nqn is still on the host ($found)"
+}
+
 disconnect() {
 	nvme disconnect -n "$1" >&2 || fail "nvme disconnect $1"
 }

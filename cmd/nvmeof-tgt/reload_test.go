@@ -1,0 +1,282 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/sirupsen/logrus"
+)
+
+// fakeListener stands in for an RDMA listener.
+type fakeListener struct {
+	port   *fabrics.Port
+	closed bool
+}
+
+func (f *fakeListener) Close(time.Duration) { f.closed = true }
+
+// fakeRDMA replaces listen for the test; refuse makes a port's listen fail.
+type fakeRDMA struct {
+	opened []*fakeListener
+	refuse map[uint16]bool
+}
+
+func useFakeRDMA(t *testing.T) *fakeRDMA {
+	f := &fakeRDMA{refuse: map[uint16]bool{}}
+	old := listen
+	listen = func(_ *fabrics.Target, p *fabrics.Port, _ *logrus.Entry) (portListener, error) {
+		if f.refuse[p.ID] {
+			return nil, errors.New("address not owned by an RDMA device")
+		}
+		l := &fakeListener{port: p}
+		f.opened = append(f.opened, l)
+		return l, nil
+	}
+	t.Cleanup(func() { listen = old })
+	return f
+}
+
+func quietLogger() *logrus.Logger {
+	l := logrus.New()
+	l.SetOutput(io.Discard)
+	return l
+}
+
+func parse(t *testing.T, y string) *config.Config {
+	t.Helper()
+	c, err := config.Parse([]byte(y))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, y)
+	}
+	return c
+}
+
+const (
+	nqnA = "nqn.2026-11.io.example:a"
+	nqnB = "nqn.2026-11.io.example:b"
+)
+
+func baseConfig(dir string, extra string) string {
+	return fmt.Sprintf(`
+control: {socket: %s/ctl.sock}
+ports: [{id: 1, address: 10.0.0.1}]
+subsystems:
+  - nqn: %s
+    allow_any_host: true
+    namespaces:
+      - {nsid: 1, backend: nullblk, size: 64MiB}
+  - nqn: %s
+    allow_any_host: true
+    namespaces:
+      - {nsid: 1, backend: file, path: %s/b1.img, size: 16MiB}
+%s`, dir, nqnA, nqnB, dir, extra)
+}
+
+func nsids(d *daemon, nqn string) []uint32 {
+	s := d.target.Subsystem(nqn)
+	if s == nil {
+		return nil
+	}
+	return s.NamespaceIDs()
+}
+
+func TestApplyChangesOnlyTheDifference(t *testing.T) {
+	rdma := useFakeRDMA(t)
+	dir := t.TempDir()
+	d, err := start(parse(t, baseConfig(dir, "")), quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.stop(time.Second)
+	if len(rdma.opened) != 1 {
+		t.Fatalf("%d listeners, want 1", len(rdma.opened))
+	}
+	subA := d.target.Subsystem(nqnA)
+	nsA1 := subA.Namespace(1)
+
+	// Add a namespace to a, remove b's, add subsystem c on a new port.
+	next := parse(t, fmt.Sprintf(`
+control: {socket: %s/ctl.sock}
+ports: [{id: 1, address: 10.0.0.1}, {id: 2, address: 10.0.0.1, port: 4421}]
+subsystems:
+  - nqn: %s
+    allow_any_host: true
+    namespaces:
+      - {nsid: 1, backend: nullblk, size: 64MiB}
+      - {nsid: 2, backend: file, path: %s/a2.img, size: 8MiB, block_size: 4096}
+  - nqn: %s
+    allow_any_host: true
+    namespaces: []
+  - nqn: nqn.2026-11.io.example:c
+    allow_any_host: false
+    hosts: [nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-00000000000c]
+    ports: [2]
+    namespaces: [{nsid: 7, backend: nullblk, size: 1GiB}]
+`, dir, nqnA, dir, nqnB))
+	if err := d.apply(next); err != nil {
+		t.Fatal(err)
+	}
+	if d.target.Subsystem(nqnA) != subA || subA.Namespace(1) != nsA1 {
+		t.Fatal("an unchanged subsystem or namespace was rebuilt")
+	}
+	if got := nsids(d, nqnA); !slices.Equal(got, []uint32{1, 2}) {
+		t.Fatalf("a has namespaces %v", got)
+	}
+	if got := nsids(d, nqnB); len(got) != 0 {
+		t.Fatalf("b has namespaces %v, want none", got)
+	}
+	if got := nsids(d, "nqn.2026-11.io.example:c"); !slices.Equal(got, []uint32{7}) {
+		t.Fatalf("c has namespaces %v", got)
+	}
+	if len(rdma.opened) != 2 || rdma.opened[0].closed || rdma.opened[1].port.ServiceID != 4421 {
+		t.Fatal("the unchanged port was reopened, or the new one not opened")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a2.img")); err != nil {
+		t.Fatal(err)
+	}
+	if gen, ok, _ := d.generation(); gen != 2 || !ok {
+		t.Fatalf("generation %d ok %v, want 2 true", gen, ok)
+	}
+
+	// Back to the start: c and port 2 go, b gets its namespace back.
+	if err := d.apply(parse(t, baseConfig(dir, ""))); err != nil {
+		t.Fatal(err)
+	}
+	if d.target.Subsystem("nqn.2026-11.io.example:c") != nil || !rdma.opened[1].closed || d.target.Port(2) != nil {
+		t.Fatal("subsystem c or port 2 survived")
+	}
+	if got := nsids(d, nqnB); !slices.Equal(got, []uint32{1}) {
+		t.Fatalf("b has namespaces %v", got)
+	}
+}
+
+func TestApplyFailureLeavesTargetAsItWas(t *testing.T) {
+	rdma := useFakeRDMA(t)
+	dir := t.TempDir()
+	d, err := start(parse(t, baseConfig(dir, "")), quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.stop(time.Second)
+	before := d.running()
+
+	// A backend that cannot open: nothing changes, not even the part that could.
+	bad := parse(t, baseConfig(dir, `  - nqn: nqn.2026-11.io.example:c
+    allow_any_host: true
+    namespaces: [{nsid: 1, backend: block, path: `+dir+`/no-such-device}]
+`))
+	bad.Subsystems[0].Namespaces = nil // would remove a's namespace
+	if err := d.apply(bad); err == nil || !strings.Contains(err.Error(), "subsystems[2].namespaces[0]") {
+		t.Fatalf("apply with a missing block device: %v", err)
+	}
+	if !reflect.DeepEqual(d.running(), before) || len(nsids(d, nqnA)) != 1 || d.target.Subsystem("nqn.2026-11.io.example:c") != nil {
+		t.Fatal("a failed apply changed the target")
+	}
+
+	// A port nobody can listen on: the same.
+	rdma.refuse[9] = true
+	withPort := parse(t, baseConfig(dir, ""))
+	withPort.Ports = append(withPort.Ports, config.Port{ID: 9, Transport: "rdma", Address: "10.0.0.9", Port: 4420, InlineDataSize: 8192, MaxQueueSize: 128})
+	withPort.Subsystems = withPort.Subsystems[:1]
+	if err := d.apply(withPort); err == nil || !strings.Contains(err.Error(), "ports[1]") {
+		t.Fatalf("apply with an unusable port: %v", err)
+	}
+	if d.target.Subsystem(nqnB) == nil || d.target.Port(9) != nil {
+		t.Fatal("a failed apply changed the target")
+	}
+
+	// An invalid file is rejected whole by reload, and recorded as such.
+	path := filepath.Join(dir, "broken.yaml")
+	os.WriteFile(path, []byte("ports: [{id: 1, address: 10.0.0.1}]\nsubsystems: [{nqn: x, namespaces: [{nsid: 0}]}]\n"), 0o600)
+	if err := d.reload(path); err == nil || !strings.Contains(err.Error(), "subsystems[0]") {
+		t.Fatalf("reload of a broken file: %v", err)
+	}
+	if gen, ok, _ := d.generation(); gen != 1 || ok {
+		t.Fatalf("after a rejected reload: generation %d ok %v, want 1 false", gen, ok)
+	}
+	if !reflect.DeepEqual(d.running(), before) {
+		t.Fatal("a rejected reload changed the running configuration")
+	}
+}
+
+func TestControlRoundTrip(t *testing.T) {
+	useFakeRDMA(t)
+	dir := t.TempDir()
+	d, err := start(parse(t, baseConfig(dir, "")), quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.stop(time.Second)
+	host := "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-0000000000aa"
+	steps := [][]string{
+		{"add", "port", "-id", "2", "-address", "10.0.0.2", "-port", "4430"},
+		{"add", "subsystem", "blktests-subsystem-1", "-port", "2", "-host", host},
+		{"add", "namespace", "blktests-subsystem-1", "-backend", "file", "-path", dir + "/bt.img", "-size", "32MiB", "-uuid", "91fdba0d-f87b-4c25-b80f-db7be1418b9e"},
+		{"add", "namespace", "blktests-subsystem-1", "-backend", "nullblk", "-size", "1GiB", "-block-size", "4096"},
+		{"remove", "namespace", nqnA, "1"},
+		{"add", "host", nqnB, host},
+		{"set", "subsystem", nqnB, "-allow-any-host=false"},
+	}
+	for _, args := range steps {
+		var out bytes.Buffer
+		if err := control(d, "", args, &out); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+	}
+	for _, bad := range [][]string{
+		{"add", "host", "blktests-subsystem-1", host},     // twice
+		{"remove", "host", "blktests-subsystem-1", host},  // nobody could connect
+		{"remove", "namespace", nqnA, "1"},                // gone
+		{"add", "subsystem", nqnA},                        // exists
+		{"add", "namespace", nqnA, "-backend", "nullblk"}, // no size
+		{"remove", "port", "7"},
+		{"frobnicate"},
+	} {
+		if err := control(d, "", bad, io.Discard); err == nil {
+			t.Fatalf("%v succeeded", bad)
+		}
+	}
+	st := state(d)
+	var bt *SubState
+	for i := range st.Subsystems {
+		if st.Subsystems[i].NQN == "blktests-subsystem-1" {
+			bt = &st.Subsystems[i]
+		}
+	}
+	if bt == nil || len(bt.Namespaces) != 2 || bt.Namespaces[0].UUID != "91fdba0d-f87b-4c25-b80f-db7be1418b9e" ||
+		bt.Namespaces[1].NSID != 2 || bt.AllowAnyHost || !slices.Equal(bt.Hosts, []string{host}) {
+		t.Fatalf("ctl state: %+v", bt)
+	}
+
+	// Save, start a second daemon from the file: the same state.
+	var saved bytes.Buffer
+	if err := control(d, "", []string{"save"}, &saved); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse(saved.Bytes())
+	if err != nil {
+		t.Fatalf("saved configuration does not load: %v\n%s", err, saved.String())
+	}
+	d.stop(time.Second)
+	d2, err := start(cfg, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d2.stop(time.Second)
+	st2 := state(d2)
+	st.Generation = st2.Generation // counts changes, not state
+	if !reflect.DeepEqual(st, st2) {
+		t.Fatalf("state after restart from the saved file differs:\n%+v\n%+v", st, st2)
+	}
+}

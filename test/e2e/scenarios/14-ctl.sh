@@ -1,0 +1,59 @@
+# The admin socket: build a subsystem with `nvmeof-tgt ctl` on a daemon
+# started without any, use it from the host, save the running
+# configuration, restart from the saved file and find the same state and
+# the same data.
+daemon_only "nvmeof-tgt ctl is nvmeof-tgt's"
+ctl() { "$NVMEOF_TGT" ctl "$@"; }
+nqn=nqn.2026-11.io.example:built
+hostnqn=$(cat /etc/nvme/hostnqn)
+config /tmp/tgt.yaml <<CFG
+ports: [{id: 1, address: $ADDR, port: $PORT}]
+subsystems: []
+CFG
+start_target /tmp/tgt.yaml
+ctl add subsystem "$nqn" -host "$hostnqn" -serial ctl0001 || fail "ctl add subsystem"
+ctl add namespace "$nqn" -backend file -path /data/ctl1.img -size 64MiB || fail "ctl add namespace 1"
+ctl add namespace "$nqn" -nsid 5 -backend nullblk -size 1GiB -block-size 4096 || fail "ctl add namespace 5"
+ctl add port -id 2 -address "$ADDR" -port 4421 || fail "ctl add port"
+# A refused change says why and changes nothing.
+if out=$(ctl add namespace "$nqn" -backend file 2>&1); then fail "a namespace without a path was accepted"; fi
+echo "refused as expected: $out"
+echo "$out" | grep -q "path" || fail "the refusal does not name the field"
+if ctl add namespace "$nqn" -nsid 9 -backend block -path /dev/no-such-disk 2>/dev/null; then fail "a missing block device was accepted"; fi
+
+dev=$(connect "$nqn")
+dev5=$(wait_dev "$nqn" 5)
+ctl list
+assert_eq "controllers listed" "$(ctl list -json | jq --arg n "$nqn" '[.subsystems[] | select(.nqn == $n) | .controllers[]] | length')" 1
+assert_eq "namespace 5 size" "$(blockdev --getsize64 "$dev5")" $((1 << 30))
+dd if=/dev/urandom of=/tmp/pattern bs=1M count=8 status=none
+dd if=/tmp/pattern of="$dev" bs=1M oflag=direct conv=fsync status=none || fail "write through the ctl-built namespace"
+want=$(sha256sum </tmp/pattern)
+
+# Removing namespace 5 with ctl: the host's block device goes.
+ctl remove namespace "$nqn" 5 || fail "ctl remove namespace"
+wait_ns_gone "$nqn" 5
+
+# A host removed from the allow-list loses its controller.
+ctl add host "$nqn" nqn.2014-08.org.nvmexpress:uuid:99999999-9999-9999-9999-999999999999 || fail "ctl add host"
+ctl remove host "$nqn" nqn.2014-08.org.nvmexpress:uuid:99999999-9999-9999-9999-999999999999 || fail "ctl remove host"
+
+state() { ctl list -json | jq -S 'del(.generation) | .subsystems[].controllers = []'; }
+before=$(state)
+ctl save /tmp/saved.yaml || fail "ctl save"
+"$NVMEOF_TGT" -check -config /tmp/saved.yaml || fail "-check rejects the saved configuration"
+nvme disconnect-all >/dev/null
+stop_target
+
+start_target /tmp/saved.yaml
+after=$(state)
+if [ "$before" != "$after" ]; then
+	diff <(echo "$before") <(echo "$after") || true
+	fail "state after restarting from the saved file differs"
+fi
+echo "ok: the restarted daemon's state is identical"
+dev=$(connect "$nqn")
+assert_eq "data after restart from the saved file" "$(head -c $((8 << 20)) "$dev" | sha256sum)" "$want"
+nvme discover -t rdma -a "$ADDR" -s 4421 >/dev/null || fail "the ctl-added port does not answer after restart"
+nvme disconnect-all >/dev/null
+stop_target
