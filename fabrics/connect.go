@@ -123,7 +123,7 @@ func (q *Queue) bind(c *Controller, sqsize uint16) {
 	q.sqsize = sqsize + 1
 	q.sqhd = 0
 	q.log = c.log.WithFields(logrus.Fields{"qid": q.QID, "peer": q.tr.Peer(), "port": q.port.ID})
-	q.log.WithField("sqsize", q.sqsize).Debug("queue connected")
+	q.log.WithField("sqsize", q.sqsize).Info("queue connected")
 }
 
 func execProperty(q *Queue, r *Request) bool {

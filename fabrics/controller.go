@@ -129,11 +129,11 @@ func (c *Controller) setCC(v uint32) {
 			return
 		}
 		csts = csts&^nvme.CSTSShstMask | nvme.CSTSReady
-		c.log.Debug("controller enabled")
+		c.log.Info("controller enabled")
 	}
 	if v&nvme.CCEnable == 0 && old&nvme.CCEnable != 0 {
 		csts &^= nvme.CSTSReady
-		c.log.Debug("controller disabled")
+		c.log.Info("controller disabled")
 		c.dropIOQueues()
 	}
 	if v&nvme.CCShnMask != 0 && old&nvme.CCShnMask == 0 {

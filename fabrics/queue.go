@@ -219,7 +219,7 @@ func (q *Queue) Close() {
 		}
 		st.mu.Unlock()
 		q.ctrl.detach(q)
-		q.log.Debug("queue disconnected")
+		q.log.Info("queue disconnected")
 	}
 	for q.outstanding.Load() > 0 {
 		runtime.Gosched()
