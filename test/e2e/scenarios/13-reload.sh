@@ -34,6 +34,13 @@ metric() { curl -fsS http://127.0.0.1:9750/metrics | awk -v m="$1" '$1 == m {pri
 fio_pid=$!
 sleep 2
 
+# A persistent discovery controller hears of the new subsystem: the Linux
+# host turns the discovery-log-change event into a uevent.
+udevadm monitor --kernel --property --subsystem-match=nvme >/tmp/uevents 2>&1 &
+mon_pid=$!
+nvme discover -t rdma -a "$ADDR" -s "$PORT" -p >/dev/null || fail "nvme discover -p"
+sleep 1
+
 # Namespace 2 goes, namespace 3 comes, a subsystem is added.
 write_config "{nsid: 1, backend: nullblk, size: 64MiB}, {nsid: 3, backend: nullblk, size: 48MiB, block_size: 4096}" \
 	"  - {nqn: $added, allow_any_host: true, namespaces: [{nsid: 1, backend: nullblk, size: 16MiB}]}"
@@ -46,6 +53,10 @@ echo "ok: namespace 2 ($mdev2) disappeared"
 dd if="$mdev1" of=/dev/null bs=1M count=4 iflag=direct status=none || fail "namespace 1 of $moving stopped working"
 nvme discover -t rdma -a "$ADDR" -s "$PORT" | grep -q "subnqn: *$added" || fail "discovery does not list the added subsystem"
 echo "ok: discovery lists $added"
+for _ in $(seq 50); do grep -q "NVME_AEN=0x70f002" /tmp/uevents && break; sleep 0.1; done
+kill "$mon_pid" 2>/dev/null || true
+grep -q "NVME_AEN=0x70f002" /tmp/uevents || fail "no discovery-log-change event reached the host: $(grep NVME_AEN /tmp/uevents || echo none)"
+echo "ok: the persistent discovery controller got the discovery-log-change event"
 assert_eq "configuration generation" "$(metric nvmeof_tgt_config_generation)" 2
 
 # A broken file changes nothing and says why.
