@@ -65,14 +65,14 @@ func execConnect(q *Queue, r *Request) bool {
 		return invalidParam(r, 256, true)
 	}
 	if !s.HostAllowed(d.HostNQN) {
-		s.Stats.refuse("host_not_allowed")
+		s.Stats.refuse("host_not_allowed", q.port.ID)
 		log.Warn("connect rejected: host not allowed; add it to the subsystem's hosts or set allow_any_host")
 		r.status = nvme.StatusConnectInvalidHost | nvme.DNR
 		return true
 	}
 	if q.QID == 0 {
 		if d.CNTLID != nvme.ControllerIDDynamic {
-			s.Stats.refuse("static_controller")
+			s.Stats.refuse("static_controller", q.port.ID)
 			log.WithField("cntlid", d.CNTLID).Warn("connect rejected: only dynamic controllers are supported")
 			return invalidParam(r, 16, true)
 		}
@@ -94,7 +94,7 @@ func execConnect(q *Queue, r *Request) bool {
 	}
 	c := s.controller(d.CNTLID)
 	if c == nil || c.HostNQN != d.HostNQN {
-		s.Stats.refuse("unknown_controller")
+		s.Stats.refuse("unknown_controller", q.port.ID)
 		log.WithField("cntlid", d.CNTLID).Warn("connect rejected: I/O queue for an unknown controller")
 		return invalidParam(r, 16, true)
 	}

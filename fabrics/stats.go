@@ -176,25 +176,31 @@ func (s *Subsystem) NamespaceStats(ns *Namespace) IOSnapshot {
 // SubsystemStats are the counters of a subsystem that are not per namespace.
 type SubsystemStats struct {
 	mu               sync.Mutex
-	refused          map[string]uint64 // by reason
+	refused          map[RefusedKey]uint64
 	KeepAliveExpired atomic.Uint64
 	errorsRetired    [8]uint64 // by status code type, of closed queues
 }
 
-func (st *SubsystemStats) refuse(reason string) {
+// RefusedKey says why and where a connect was refused.
+type RefusedKey struct {
+	Reason string
+	Port   uint16
+}
+
+func (st *SubsystemStats) refuse(reason string, port uint16) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.refused == nil {
-		st.refused = map[string]uint64{}
+		st.refused = map[RefusedKey]uint64{}
 	}
-	st.refused[reason]++
+	st.refused[RefusedKey{reason, port}]++
 }
 
-// Refused returns connect attempts refused, by reason.
-func (s *Subsystem) Refused() map[string]uint64 {
+// Refused returns connect attempts refused, by reason and port.
+func (s *Subsystem) Refused() map[RefusedKey]uint64 {
 	s.Stats.mu.Lock()
 	defer s.Stats.mu.Unlock()
-	out := make(map[string]uint64, len(s.Stats.refused))
+	out := make(map[RefusedKey]uint64, len(s.Stats.refused))
 	for k, v := range s.Stats.refused {
 		out[k] = v
 	}

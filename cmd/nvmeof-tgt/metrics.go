@@ -37,7 +37,7 @@ var (
 
 	dControllers = prometheus.NewDesc(prefix+"controllers", "Connected controllers.", []string{"subsystem", "port"}, nil)
 	dQueuePairs  = prometheus.NewDesc(prefix+"queue_pairs", "Connected queue pairs (admin and I/O).", []string{"subsystem", "port"}, nil)
-	dRefused     = prometheus.NewDesc(prefix+"connects_refused_total", "Connect commands refused, by reason.", []string{"subsystem", "reason"}, nil)
+	dRefused     = prometheus.NewDesc(prefix+"connects_refused_total", "Connect commands refused, by reason.", []string{"subsystem", "port", "reason"}, nil)
 	dKAExpired   = prometheus.NewDesc(prefix+"keep_alive_expiries_total", "Controllers torn down because the host stopped sending Keep Alive.", []string{"subsystem"}, nil)
 	dCmdErrors   = prometheus.NewDesc(prefix+"command_errors_total", "Commands completed with an error status, by status code type.", []string{"subsystem", "type"}, nil)
 
@@ -109,8 +109,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(dControllers, float64(n), s.NQN, p)
 			gauge(dQueuePairs, float64(qps[port]), s.NQN, p)
 		}
-		for reason, n := range s.Refused() {
-			counter(dRefused, float64(n), s.NQN, reason)
+		for k, n := range s.Refused() {
+			counter(dRefused, float64(n), s.NQN, strconv.Itoa(int(k.Port)), k.Reason)
 		}
 		counter(dKAExpired, float64(s.Stats.KeepAliveExpired.Load()), s.NQN)
 		for t, n := range s.ErrorsByType() {
