@@ -119,7 +119,9 @@ func (q *Queue) Execute(r *Request) {
 		q.jobs <- r
 		return
 	}
-	if r.handler(q, r) {
+	done := r.handler(q, r)
+	r.release()
+	if done {
 		also := r.also
 		q.complete(r)
 		if also != nil {
@@ -148,6 +150,7 @@ func (q *Queue) startWorkers() {
 func (q *Queue) work() {
 	for r := range q.jobs {
 		r.handler(q, r)
+		r.release() // before the poller may see it: removal waits for this
 		also := r.also
 		q.completeAsync(r)
 		if also != nil {
@@ -182,12 +185,10 @@ func (q *Queue) Reap() {
 func (q *Queue) complete(r *Request) {
 	r.Rsp.Set(r.result, q.sqhd, q.QID, r.Cmd.CID(), r.status)
 	now := nanotime()
-	if r.nsStats != nil {
-		if r.status == 0 {
-			q.account(r, now)
-		}
-		r.nsStats.Inflight.Add(-1)
+	if r.nsStats != nil && r.status == 0 {
+		q.account(r, now)
 	}
+	r.release()
 	if r.status != 0 {
 		q.Stats.Errors.Add(1)
 		q.Stats.ErrorsByType[r.status.Type()].Add(1)
@@ -210,8 +211,9 @@ func (q *Queue) Close() {
 		q.fuseFirst = nil
 		q.outstanding.Add(-1)
 	}
+	var stats []nsStat
 	if q.ctrl != nil {
-		q.retireStats()
+		stats = q.retireStats()
 		st := &q.ctrl.Subsystem.Stats
 		st.mu.Lock()
 		for i := range st.errorsRetired {
@@ -225,6 +227,7 @@ func (q *Queue) Close() {
 		runtime.Gosched()
 		time.Sleep(time.Millisecond)
 	}
+	unregisterStats(stats)
 	if q.jobs != nil {
 		close(q.jobs)
 	}

@@ -85,47 +85,45 @@ func (s *Subsystem) RemoveNamespace(nsid uint32) (*Namespace, error) {
 	s.namespaces.Store(next)
 	s.mu.Unlock()
 	s.namespacesChanged(nsid)
-	if !s.drain(ns, drainTimeout) {
-		s.log().WithFields(logrus.Fields{"subsystem": s.NQN, "nsid": nsid}).
-			Warn("namespace removed with commands still in flight after 10 s; they will fail")
+	log := s.log().WithFields(logrus.Fields{"subsystem": s.NQN, "nsid": nsid})
+	closeBackend := func() {
+		if err := ns.Backend.Close(); err != nil {
+			log.WithError(err).Warn("closing namespace backend")
+		}
 	}
-	if err := ns.Backend.Close(); err != nil {
-		s.log().WithError(err).WithFields(logrus.Fields{"subsystem": s.NQN, "nsid": nsid}).Warn("closing namespace backend")
+	if ns.drain(drainTimeout) {
+		closeBackend()
+		return ns, nil
 	}
+	// A backend call is stuck (a hung device). Closing under it could hand
+	// its file descriptor to another file, so the close waits for it.
+	log.Warn("namespace removed, but a backend call has not returned after 10 s; its backend closes when it does")
+	go func() {
+		ns.drain(365 * 24 * time.Hour)
+		closeBackend()
+	}()
 	return ns, nil
 }
 
-// drain waits until no queue has a command on ns in flight.
-func (s *Subsystem) drain(ns *Namespace, timeout time.Duration) bool {
+// drain waits until no queue has a command on ns in flight, including
+// queues whose controller is already gone.
+func (ns *Namespace) drain(timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
-	for {
-		if s.inflight(ns) == 0 {
-			return true
-		}
+	for ns.inflight() != 0 {
 		if time.Now().After(deadline) {
 			return false
 		}
 		time.Sleep(time.Millisecond)
 	}
+	return true
 }
 
-func (s *Subsystem) inflight(ns *Namespace) int64 {
+func (ns *Namespace) inflight() int64 {
+	ns.statsMu.Lock()
+	defer ns.statsMu.Unlock()
 	var n int64
-	for _, c := range s.Controllers() {
-		c.mu.Lock()
-		for _, q := range c.queues {
-			if q == nil {
-				continue
-			}
-			if list := q.nsStats.Load(); list != nil {
-				for _, e := range *list {
-					if e.ns == ns {
-						n += e.stats.Inflight.Load()
-					}
-				}
-			}
-		}
-		c.mu.Unlock()
+	for _, s := range ns.live {
+		n += s.Inflight.Load()
 	}
 	return n
 }
@@ -196,6 +194,14 @@ func (q *Queue) claim(r *Request, ns *Namespace) nvme.Status {
 		st.Inflight.Add(-1)
 		return nvme.StatusInvalidNamespace | nvme.DNR
 	}
-	r.ns, r.nsStats = ns, st
+	r.ns, r.nsStats, r.held = ns, st, true
 	return 0
+}
+
+// release ends r's claim on its namespace once its backend call is over.
+func (r *Request) release() {
+	if r.held {
+		r.held = false
+		r.nsStats.Inflight.Add(-1)
+	}
 }

@@ -163,3 +163,38 @@ func TestRemoveSubsystemAndPort(t *testing.T) {
 		t.Fatal("removing a port twice succeeded")
 	}
 }
+
+// Removing a subsystem disconnects its hosts at once, but a backend call
+// they started keeps its backend open until it returns.
+func TestRemoveSubsystemWaitsForBackendCalls(t *testing.T) {
+	tg, p, _ := testTarget(t)
+	g := &gateBackend{memBackend: newMem(1<<20, 512), gate: make(chan struct{})}
+	ns2, _ := NewNamespace(2, g, false, [16]byte{2})
+	if err := tg.Subsystem(testNQN).AddNamespace(ns2); err != nil {
+		t.Fatal(err)
+	}
+	h := connect(t, tg, p, testNQN)
+	rd := newCmd(nvme.IORead)
+	rd.SetNSID(2)
+	keyed(rd, 512)
+	h.io.SubmitAsync(rd, make([]byte, 512))
+	for g.reads.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	removed := make(chan error, 1)
+	go func() { removed <- tg.RemoveSubsystem(testNQN) }()
+	time.Sleep(50 * time.Millisecond)
+	if !h.admin.Disconnected() {
+		t.Fatal("host still connected to a removed subsystem")
+	}
+	if g.closed.Load() {
+		t.Fatal("backend closed under a running read")
+	}
+	close(g.gate)
+	if err := <-removed; err != nil {
+		t.Fatal(err)
+	}
+	if !g.closed.Load() {
+		t.Fatal("backend not closed")
+	}
+}

@@ -35,7 +35,8 @@ type Request struct {
 	q       *Queue
 	handler func(*Queue, *Request) bool // false: completes later (AER)
 	ns      *Namespace
-	nsStats *IOStats // the queue's counters for ns; holds ns in flight
+	nsStats *IOStats // the queue's counters for ns
+	held    bool     // counted in nsStats.Inflight: ns's backend may be in use
 	status  nvme.Status
 	result  uint64
 	off     int64 // byte offset of I/O commands

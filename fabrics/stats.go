@@ -1,6 +1,7 @@
 package fabrics
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -105,6 +106,9 @@ func (q *Queue) statsFor(ns *Namespace) *IOStats {
 	s := &IOStats{}
 	next = append(next, nsStat{ns, s})
 	q.nsStats.Store(&next)
+	ns.statsMu.Lock()
+	ns.live = append(ns.live, s)
+	ns.statsMu.Unlock()
 	return s
 }
 
@@ -133,11 +137,11 @@ func (q *Queue) account(r *Request, now int64) {
 }
 
 // retireStats folds a closing queue's counters into its namespaces, so
-// totals survive disconnects.
-func (q *Queue) retireStats() {
+// totals survive disconnects. It returns them for unregisterStats.
+func (q *Queue) retireStats() []nsStat {
 	list := q.nsStats.Load()
 	if list == nil {
-		return
+		return nil
 	}
 	for _, e := range *list {
 		var snap IOSnapshot
@@ -147,6 +151,17 @@ func (q *Queue) retireStats() {
 		e.ns.statsMu.Unlock()
 	}
 	q.nsStats.Store(nil)
+	return *list
+}
+
+// unregisterStats forgets a closed queue's counters once no backend call
+// of it can be running.
+func unregisterStats(list []nsStat) {
+	for _, e := range list {
+		e.ns.statsMu.Lock()
+		e.ns.live = slices.DeleteFunc(e.ns.live, func(s *IOStats) bool { return s == e.stats })
+		e.ns.statsMu.Unlock()
+	}
 }
 
 // NamespaceStats sums the namespace's counters over live and past queues.

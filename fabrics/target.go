@@ -233,6 +233,7 @@ type Namespace struct {
 
 	statsMu sync.Mutex
 	retired IOSnapshot // counters of queues that closed
+	live    []*IOStats // every queue's counters for it, until the queue is gone
 }
 
 // NewNamespace wraps an opened backend.
