@@ -1,0 +1,267 @@
+#!/bin/bash
+# Checks nvme-target-control without a daemon: NVMEOF_TGT points at a stub
+# that records each call and answers `ctl list -json` with canned JSON.
+# Exits non-zero if any check fails.
+#
+#   test/blktests/selftest.sh [SCRIPT]    (default: nvme-target-control here)
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+script=${1:-$here/nvme-target-control}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+failures=0
+checks=0
+
+fail() {
+	echo "FAIL: $*" >&2
+	failures=$((failures + 1))
+}
+
+# expect_eq WHAT GOT WANT
+expect_eq() {
+	checks=$((checks + 1))
+	if [[ $2 != "$3" ]]; then
+		fail "$1"
+		printf '  got:  %s\n' "${2//$'\n'/$'\n'        }" >&2
+		printf '  want: %s\n' "${3//$'\n'/$'\n'        }" >&2
+	fi
+}
+
+# expect_match WHAT TEXT GLOB
+expect_match() {
+	checks=$((checks + 1))
+	# shellcheck disable=SC2053
+	if [[ $2 != $3 ]]; then
+		fail "$1: '$2' does not match '$3'"
+	fi
+}
+
+# The stub: logs "ARGS" per call to $STUB_LOG and the socket it was given
+# to $STUB_LOG.sock. STUB_LIST is the file `ctl list -json` prints (none:
+# the daemon is down); STUB_EXISTING the subsystems `remove subsystem`
+# finds; a call starting with STUB_REFUSE fails with STUB_REFUSE_MSG.
+stub=$tmp/nvmeof-tgt
+cat >"$stub" <<'STUB'
+#!/bin/bash
+echo "$*" >>"$STUB_LOG"
+echo "${NVMEOF_TGT_SOCKET:-}" >>"$STUB_LOG.sock"
+[[ $1 == ctl ]] || { echo "stub: not a ctl call: $*" >&2; exit 2; }
+shift
+if [[ -n ${STUB_REFUSE:-} && "$*" == "$STUB_REFUSE"* ]]; then
+	echo "nvmeof-tgt ctl: ${STUB_REFUSE_MSG:-refused}" >&2
+	exit 1
+fi
+case "$*" in
+"list -json")
+	if [[ -z ${STUB_LIST:-} ]]; then
+		echo "nvmeof-tgt ctl: no daemon answers at /run/nvmeof-tgt/ctl.sock" >&2
+		exit 1
+	fi
+	cat "$STUB_LIST"
+	;;
+"remove subsystem "*)
+	if [[ " ${STUB_EXISTING:-} " != *" $3 "* ]]; then
+		echo "nvmeof-tgt ctl: no subsystem $3" >&2
+		exit 1
+	fi
+	;;
+"add subsystem "* | "add namespace "*) ;;
+*)
+	echo "stub: unexpected call: $*" >&2
+	exit 2
+	;;
+esac
+STUB
+chmod +x "$stub"
+
+cat >"$tmp/two-ports.json" <<'JSON'
+{"generation":3,"ports":[{"id":1,"address":"10.0.0.1","port":4420},{"id":2,"address":"10.0.0.2","port":4421}],"subsystems":[]}
+JSON
+cat >"$tmp/no-ports.json" <<'JSON'
+{"generation":1,"ports":[],"subsystems":[]}
+JSON
+
+img=$tmp/img
+mkdir -p "$tmp/cfg/blktests" "$img"
+envfile=$tmp/cfg/blktests/nvmeof-tgt.env
+
+# run [VAR=VALUE...] -- ARG...: runs the script in a clean environment,
+# setting out, err and rc, and log to the stub calls made.
+run() {
+	local -a vars=()
+	while [[ $1 != -- ]]; do
+		vars+=("$1")
+		shift
+	done
+	shift
+	: >"$tmp/log"
+	: >"$tmp/log.sock"
+	rc=0
+	env -i PATH="$PATH" HOME="$tmp/home" XDG_CONFIG_HOME="$tmp/cfg" \
+		NVMEOF_TGT="$stub" STUB_LOG="$tmp/log" STUB_LIST="$tmp/two-ports.json" \
+		NVMET_IMG_DIR="$img" "${vars[@]}" \
+		"$script" "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
+	out=$(cat "$tmp/out")
+	err=$(cat "$tmp/err")
+	log=$(cat "$tmp/log")
+}
+
+host=nqn.2014-08.org.nvmexpress:uuid:11111111-2222-3333-4444-555555555555
+uuid=91fdba0d-f87b-4c25-b80f-db7be1418b9e
+
+echo "== config"
+for c in "--show-subsysnqn blktests-subsystem-1" \
+	"--show-subsys-uuid $uuid" \
+	"--show-trtype rdma" \
+	"--show-blkdev-type file" \
+	"--show-traddr 10.0.0.1" \
+	"--show-trsvid 4420"; do
+	run -- config "${c%% *}"
+	expect_eq "config ${c%% *}" "$rc:$out" "0:${c#* }"
+done
+run -- config --show-subsysnqn --show-trsvid
+expect_eq "config shows several values in order" "$rc:$out" "0:blktests-subsystem-1"$'\n'"4420"
+run NVMET_TRADDR=10.0.0.2 -- config --show-trsvid
+expect_eq "trsvid of the port at NVMET_TRADDR" "$rc:$out" "0:4421"
+run NVMET_TRADDR=192.0.2.9 -- config --show-traddr --show-trsvid
+expect_eq "NVMET_TRADDR without a matching port" "$rc:$out" "0:192.0.2.9"$'\n'"4420"
+run STUB_LIST= NVMET_TRADDR=192.0.2.9 -- config --show-trsvid
+expect_eq "trsvid with the daemon down" "$rc:$out" "0:4420"
+run NVMET_BLKDEV=/dev/nullb0 -- config --show-blkdev-type
+expect_eq "NVMET_BLKDEV makes the type device" "$rc:$out" "0:device"
+run NVMET_BLKDEV_TYPE=disk -- config --show-blkdev-type
+expect_eq "a bad NVMET_BLKDEV_TYPE fails" "$rc" 1
+run NVMET_BLKDEV_TYPE=file NVMET_TRTYPE=rdma NVMET_HOSTNQN=hq NVMET_HOSTID=hi \
+	NVMET_HOST_TRADDR=10.0.0.9 NVMET_TRADDR=10.1.1.1 NVMET_TRSVCID=4430 \
+	NVMET_SUBSYS_UUID=u NVMET_SUBSYSNQN=s -- config --show-blkdev-type --show-trtype \
+	--show-hostnqn --show-hostid --show-host-traddr --show-traddr --show-trsvid \
+	--show-subsys-uuid --show-subsysnqn
+expect_eq "every value from the environment" "$rc:${out//$'\n'/,}" \
+	"0:file,rdma,hq,hi,10.0.0.9,10.1.1.1,4430,u,s"
+expect_eq "no ctl call when everything is set" "$log" ""
+
+want_hostnqn=$(head -n1 /etc/nvme/hostnqn 2>/dev/null | tr -d ' \t\r' || true)
+want_hostid=$(head -n1 /etc/nvme/hostid 2>/dev/null | tr -d ' \t\r' || true)
+run -- config --show-hostnqn --show-hostid
+expect_eq "hostnqn and hostid defaults" "$rc:$out" \
+	"0:${want_hostnqn:-nqn.2014-08.org.nvmexpress:uuid:0f01fb42-9f7f-4856-b0b3-51e60b8de349}"$'\n'"${want_hostid:-0f01fb42-9f7f-4856-b0b3-51e60b8de349}"
+
+run STUB_LIST="$tmp/no-ports.json" -- config --show-traddr
+expect_eq "traddr without ports fails" "$rc:$out" "1:"
+expect_match "traddr without ports says why" "$err" "*no port*NVMET_TRADDR*"
+run STUB_LIST= -- config --show-traddr
+expect_eq "traddr with the daemon down fails" "$rc:$out" "1:"
+expect_match "traddr with the daemon down says why" "$err" "*NVMET_TRADDR*"
+
+echo "== settings file"
+cat >"$envfile" <<'ENV'
+NVMET_SUBSYSNQN=from-file
+NVMET_TRSVCID=4999
+NVMEOF_TGT_SOCKET=/tmp/from-file.sock
+ENV
+run -- config --show-subsysnqn --show-trsvid
+expect_eq "values from the settings file" "$rc:$out" "0:from-file"$'\n'"4999"
+run NVMET_SUBSYSNQN=from-env -- config --show-subsysnqn
+expect_eq "the environment wins over the file" "$rc:$out" "0:from-env"
+run -- cleanup --subsysnqn s1
+expect_eq "the file's socket reaches ctl" "$(cat "$tmp/log.sock")" "/tmp/from-file.sock"
+rm "$envfile"
+run NVMEOF_TGT_SOCKET=/tmp/env.sock -- cleanup --subsysnqn s1
+expect_eq "the environment's socket reaches ctl" "$(cat "$tmp/log.sock")" "/tmp/env.sock"
+
+echo "== usage errors"
+for args in "" "frobnicate" "config" "config --show-nothing" "config --show-traddr=x" \
+	"setup --subsysnqn s --subsys-uuid $uuid" \
+	"setup --subsysnqn s --subsys-uuid $uuid --hostnqn $host --frob 1" \
+	"setup --subsysnqn s --subsys-uuid $uuid --hostnqn" \
+	"setup --subsysnqn s --subsys-uuid $uuid --hostnqn $host extra" \
+	"cleanup" "cleanup --subsysnqn s --hostnqn $host"; do
+	# shellcheck disable=SC2086
+	run -- $args
+	expect_eq "'$args' exits 2" "$rc" 2
+	expect_match "'$args' prints usage on stderr" "$err" "*usage:*"
+	expect_eq "'$args' calls no ctl" "$log" ""
+done
+run -- --help
+expect_eq "--help exits 0 with usage" "$rc:${out:0:6}" "0:usage:"
+
+echo "== setup"
+touch "$img/blktests-subsystem-1.img"
+run -- setup --subsysnqn blktests-subsystem-1 --subsys-uuid "$uuid" --hostnqn "$host"
+expect_eq "setup, file" "$rc:$log" "0:ctl remove subsystem blktests-subsystem-1
+ctl add subsystem blktests-subsystem-1 -host $host
+ctl add namespace blktests-subsystem-1 -nsid 1 -backend file -path $img/blktests-subsystem-1.img -size 1GiB -uuid $uuid"
+[[ ! -e $img/blktests-subsystem-1.img ]] || fail "setup left a stale image file"
+checks=$((checks + 1))
+
+run STUB_EXISTING="other blktests-subsystem-2" NVMET_IMG_SIZE=64MiB -- setup \
+	--subsysnqn=blktests-subsystem-2 --subsys-uuid="$uuid" --hostnqn="$host"
+expect_eq "setup over an existing subsystem, --opt=value" "$rc:$log" "0:ctl remove subsystem blktests-subsystem-2
+ctl add subsystem blktests-subsystem-2 -host $host
+ctl add namespace blktests-subsystem-2 -nsid 1 -backend file -path $img/blktests-subsystem-2.img -size 64MiB -uuid $uuid"
+
+run NVMET_BLKDEV=/dev/nullb0 -- setup --hostnqn "$host" --subsys-uuid "$uuid" --subsysnqn s3
+expect_eq "setup, device" "$rc:$log" "0:ctl remove subsystem s3
+ctl add subsystem s3 -host $host
+ctl add namespace s3 -nsid 1 -backend block -path /dev/nullb0 -uuid $uuid"
+
+run NVMET_BLKDEV_TYPE=device -- setup --subsysnqn s4 --subsys-uuid "$uuid" --hostnqn "$host"
+expect_eq "setup, device without NVMET_BLKDEV: exit 1, no ctl call" "$rc:$log" "1:"
+expect_match "setup, device without NVMET_BLKDEV says why" "$err" "*NVMET_BLKDEV*"
+
+for k in --hostkey --ctrlkey --ctrkey; do
+	run -- setup --subsysnqn s5 --subsys-uuid "$uuid" --hostnqn "$host" \
+		"$k" "DHHC-1:00:ia6zGodOr4SEG0Zzaw398rpY0wqipUWj4jWjUh4HWUz6aQ2n:"
+	expect_eq "setup $k: exit 1, no ctl call" "$rc:$log" "1:"
+	expect_match "setup $k says in-band authentication is not supported" "$err" \
+		"*in-band authentication*not supported*"
+done
+run -- setup --subsysnqn s6 --subsys-uuid "$uuid" --hostnqn "$host" --hostkey ""
+expect_eq "setup with an empty --hostkey proceeds" "$rc" 0
+
+run STUB_REFUSE="add namespace" STUB_REFUSE_MSG="subsystems[0].namespaces[0].uuid: bad" -- \
+	setup --subsysnqn s7 --subsys-uuid bad --hostnqn "$host"
+expect_eq "setup with a refused namespace rolls back" "$rc:$log" "1:ctl remove subsystem s7
+ctl add subsystem s7 -host $host
+ctl add namespace s7 -nsid 1 -backend file -path $img/s7.img -size 1GiB -uuid bad
+ctl remove subsystem s7"
+expect_match "setup passes on the daemon's refusal" "$err" "*namespaces[[]0[]].uuid: bad*"
+
+run STUB_REFUSE="add subsystem" -- setup --subsysnqn s8 --subsys-uuid "$uuid" --hostnqn "$host"
+expect_eq "setup with a refused subsystem" "$rc:$log" "1:ctl remove subsystem s8
+ctl add subsystem s8 -host $host"
+
+run STUB_LIST= STUB_REFUSE="remove subsystem" STUB_REFUSE_MSG="no daemon answers at /x" -- \
+	setup --subsysnqn s9 --subsys-uuid "$uuid" --hostnqn "$host"
+expect_eq "setup with the daemon down stops at once" "$rc:$log" "1:ctl remove subsystem s9"
+
+run -- setup --subsysnqn a/b --subsys-uuid "$uuid" --hostnqn "$host"
+expect_eq "setup, file, refuses an NQN with a slash" "$rc:$log" "1:"
+
+echo "== cleanup"
+touch "$img/c1.img"
+run STUB_EXISTING=c1 -- cleanup --subsysnqn c1
+expect_eq "cleanup" "$rc:$log" "0:ctl remove subsystem c1"
+[[ ! -e $img/c1.img ]] || fail "cleanup left the image file"
+checks=$((checks + 1))
+
+touch "$img/c2.img"
+run -- cleanup --subsysnqn=c2
+expect_eq "cleanup of a missing subsystem succeeds" "$rc:$log" "0:ctl remove subsystem c2"
+[[ ! -e $img/c2.img ]] || fail "cleanup of a missing subsystem left the image file"
+checks=$((checks + 1))
+
+touch "$img/c3.img"
+run STUB_REFUSE="remove subsystem" STUB_REFUSE_MSG="permission denied" -- cleanup --subsysnqn c3
+expect_eq "cleanup refused fails" "$rc:$log" "1:ctl remove subsystem c3"
+expect_match "cleanup refused says why" "$err" "*permission denied*"
+[[ -e $img/c3.img ]] || fail "a refused cleanup deleted the image file"
+checks=$((checks + 1))
+
+if ((failures)); then
+	echo "$failures of $checks checks failed" >&2
+	exit 1
+fi
+echo "all $checks checks passed"
