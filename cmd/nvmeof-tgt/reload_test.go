@@ -91,14 +91,21 @@ func nsids(d *daemon, nqn string) []uint32 {
 	return s.NamespaceIDs()
 }
 
-func TestApplyChangesOnlyTheDifference(t *testing.T) {
+// startBase starts a daemon from baseConfig over the fake transport.
+func startBase(t *testing.T) (*fakeRDMA, string, *daemon) {
+	t.Helper()
 	rdma := useFakeRDMA(t)
 	dir := t.TempDir()
 	d, err := start(parse(t, baseConfig(dir, "")), quietLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.stop(time.Second)
+	t.Cleanup(func() { d.stop(time.Second) })
+	return rdma, dir, d
+}
+
+func TestApplyChangesOnlyTheDifference(t *testing.T) {
+	rdma, dir, d := startBase(t)
 	if len(rdma.opened) != 1 {
 		t.Fatalf("%d listeners, want 1", len(rdma.opened))
 	}
@@ -162,13 +169,7 @@ subsystems:
 }
 
 func TestApplyFailureLeavesTargetAsItWas(t *testing.T) {
-	rdma := useFakeRDMA(t)
-	dir := t.TempDir()
-	d, err := start(parse(t, baseConfig(dir, "")), quietLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.stop(time.Second)
+	rdma, dir, d := startBase(t)
 	before := d.running()
 
 	// A backend that cannot open: nothing changes, not even the part that could.
@@ -211,13 +212,7 @@ func TestApplyFailureLeavesTargetAsItWas(t *testing.T) {
 }
 
 func TestControlRoundTrip(t *testing.T) {
-	useFakeRDMA(t)
-	dir := t.TempDir()
-	d, err := start(parse(t, baseConfig(dir, "")), quietLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.stop(time.Second)
+	_, dir, d := startBase(t)
 	host := "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-0000000000aa"
 	steps := [][]string{
 		{"add", "port", "-id", "2", "-address", "10.0.0.2", "-port", "4430"},
