@@ -18,4 +18,10 @@
 // handed back through Reap, which the poller calls after QueueTransport.Wake.
 // So a queue's state is touched by one goroutine and the I/O path takes no
 // lock that another queue contends.
+//
+// The target changes while hosts are connected (reconfigure.go): the
+// namespaces of a subsystem are an immutable set swapped whole, and each
+// I/O command counts itself in flight on its namespace in its own queue's
+// counters, so removing a namespace can wait for the commands already
+// dispatched to it without any lock on the I/O path.
 package fabrics

@@ -3,9 +3,15 @@
 // configured RDMA ports and serves until SIGTERM or SIGINT, when it
 // disconnects the hosts cleanly and exits.
 //
+// While it runs, SIGHUP re-reads the file and applies only the difference
+// (reload.go), and a Unix socket takes the same changes from `nvmeof-tgt
+// ctl` (control.go, ctl.go). Both go through daemon.apply, which opens
+// everything that can fail before it changes anything running.
+//
 // Usage:
 //
 //	nvmeof-tgt -config FILE           serve in the foreground
 //	nvmeof-tgt -check -config FILE    validate the file and exit
 //	nvmeof-tgt -version               print the version
+//	nvmeof-tgt ctl COMMAND            change or inspect the running daemon
 package main
