@@ -42,8 +42,8 @@ var (
 	dCmdErrors   = prometheus.NewDesc(prefix+"command_errors_total", "Commands completed with an error status, by status code type.", []string{"subsystem", "type"}, nil)
 
 	dBuildInfo  = prometheus.NewDesc(prefix+"build_info", "Build information.", []string{"version", "goversion"}, nil)
-	dConfigGen  = prometheus.NewDesc(prefix+"config_generation", "Configuration generation: 1 at start.", nil, nil)
-	dReloadOK   = prometheus.NewDesc(prefix+"config_last_reload_successful", "Whether the last configuration load succeeded.", nil, nil)
+	dConfigGen  = prometheus.NewDesc(prefix+"config_generation", "Configuration generation: 1 at start, one more per reload or admin change applied.", nil, nil)
+	dReloadOK   = prometheus.NewDesc(prefix+"config_last_reload_successful", "Whether the last reload applied in full (1) or was rejected (0).", nil, nil)
 	dReloadTime = prometheus.NewDesc(prefix+"config_last_reload_timestamp_seconds", "When the configuration was last loaded.", nil, nil)
 	dRegistered = prometheus.NewDesc(prefix+"registered_memory_bytes", "Memory registered with RDMA devices.", nil, nil)
 	dPoller     = prometheus.NewDesc(prefix+"poller_seconds_total", "Time queue pair pollers spent busy (polling, including spinning) and asleep.", []string{"state"}, nil)
