@@ -125,8 +125,15 @@ func TestHostileNamespaceIDs(t *testing.T) {
 	if st := h.submit(h.io, f, nil).Status(); st != 0 {
 		t.Fatalf("flush all: %v", st)
 	}
-	// Transfer larger than MDTS.
-	if st := h.rw(nvme.IORead, 1, 0, MaxDataTransfer/512+1, make([]byte, MaxDataTransfer+512), false); st != nvme.StatusInvalidField|nvme.DNR {
+	// Transfers up to MDTS work; larger ones are refused, in range or not.
+	big, _ := NewNamespace(2, newMem(4*MaxDataTransfer, 512), false, [16]byte{2})
+	if err := tg.Subsystem(testNQN).AddNamespace(big); err != nil {
+		t.Fatal(err)
+	}
+	if st := h.rw(nvme.IORead, 2, 0, MaxDataTransfer/512, make([]byte, MaxDataTransfer), false); st != 0 {
+		t.Fatalf("read of MDTS: %v", st)
+	}
+	if st := h.rw(nvme.IORead, 2, 0, MaxDataTransfer/512+1, make([]byte, MaxDataTransfer+512), false); st != nvme.StatusInvalidField|nvme.DNR {
 		t.Fatalf("read above MDTS: %v", st)
 	}
 }

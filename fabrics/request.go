@@ -13,13 +13,14 @@ const (
 	DirCtrlToHost         // read-like: data travels target → host after execution
 )
 
-// MaxDataTransfer is the largest data transfer of one command (MDTS), and
-// the size of each request's data buffer in the transport.
-const MaxDataTransfer = 128 << 10
+// MaxDataTransfer is the largest data transfer of one command (MDTS), as
+// the Linux target's: hosts send up to 1 MiB, even through passthrough
+// I/O the block layer cannot split.
+const MaxDataTransfer = 1 << 20
 
 // mdtsShift is MaxDataTransfer as the Identify MDTS field: a power of two in
 // units of the minimum page size (4 KiB).
-const mdtsShift = 5
+const mdtsShift = 8
 
 // Request is one command in flight. Transports preallocate a pool of them
 // per queue pair and reuse them; fabrics keeps no reference after

@@ -59,7 +59,51 @@ const (
 	// adminDataBuffers is the number of data buffers of an admin queue:
 	// admin commands are few and mostly small.
 	adminDataBuffers = 4
+	// smallBuffer is the size of the data buffers most commands use; one
+	// per receive. Transfers above it, up to fabrics.MaxDataTransfer, take
+	// one of a few large buffers, so MDTS costs little pinned memory.
+	smallBuffer = 128 << 10
 )
+
+// largeBuffers is how many MaxDataTransfer-sized buffers a queue pair of
+// depth has.
+func largeBuffers(depth int, admin bool) int {
+	if admin {
+		return 1
+	}
+	return max(2, depth/32)
+}
+
+// bufferPool is one size class of data buffers: the free ones, and the
+// requests waiting for one, oldest first.
+type bufferPool struct {
+	free    []int32
+	waiting []int32
+}
+
+// take returns a free buffer, or queues request tag and returns -1.
+func (p *bufferPool) take(tag int32) int32 {
+	if len(p.free) == 0 {
+		p.waiting = append(p.waiting, tag)
+		return -1
+	}
+	d := p.free[len(p.free)-1]
+	p.free = p.free[:len(p.free)-1]
+	return d
+}
+
+// give hands buffer d to the oldest waiting request, returned, or frees it
+// and returns -1.
+func (p *bufferPool) give(d int32) int32 {
+	if len(p.waiting) == 0 {
+		p.free = append(p.free, d)
+		return -1
+	}
+	next := p.waiting[0]
+	copy(p.waiting, p.waiting[1:])
+	p.waiting = p.waiting[:len(p.waiting)-1]
+	return next
+}
 
 // request is the transport's state of one command, wrapping the fabrics
 // request. It is preallocated and reused.
@@ -93,8 +137,9 @@ type QueuePair struct {
 	dataBufs   [][]byte
 	reqs       []request
 	freeReqs   []int32
-	freeData   []int32
-	waiting    []int32 // requests in stateNeedBuffer, oldest first
+	small      bufferPool // dataBufs[:nsmall], smallBuffer bytes each
+	large      bufferPool // dataBufs[nsmall:], fabrics.MaxDataTransfer bytes each
+	nsmall     int32
 	wrs        []C.struct_nt_wr
 	wrsPtr     unsafe.Pointer
 	nwr        int
@@ -175,7 +220,9 @@ func newQueuePair(l *Listener, id *C.struct_rdma_cm_id, req nvme.CMRequest, peer
 	// boundaries for O_DIRECT backends, then commands and responses.
 	inlineOff := 0
 	dataOff := inlineOff + depth*inlineStride
-	cmdOff := dataOff + ndata*fabrics.MaxDataTransfer
+	nlarge := largeBuffers(depth, req.QID == 0)
+	largeOff := dataOff + ndata*smallBuffer
+	cmdOff := largeOff + nlarge*fabrics.MaxDataTransfer
 	rspOff := cmdOff + depth*nvme.CommandSize
 	total := align(rspOff+nreq*nvme.CompletionSize, 4096)
 	qp.mem, err = registerRegion(pd, total)
@@ -191,16 +238,24 @@ func newQueuePair(l *Listener, id *C.struct_rdma_cm_id, req nvme.CMRequest, peer
 		d := inlineOff + i*inlineStride
 		qp.inlineBufs[i] = buf[d : d+inline : d+inline]
 	}
-	qp.dataBufs = make([][]byte, ndata)
-	qp.freeData = make([]int32, 0, ndata)
-	for i := range qp.dataBufs {
-		off := dataOff + i*fabrics.MaxDataTransfer
-		qp.dataBufs[i] = buf[off : off+fabrics.MaxDataTransfer : off+fabrics.MaxDataTransfer]
-		qp.freeData = append(qp.freeData, int32(ndata-1-i))
+	qp.dataBufs = make([][]byte, ndata+nlarge)
+	qp.nsmall = int32(ndata)
+	qp.small.free = make([]int32, 0, ndata)
+	qp.large.free = make([]int32, 0, nlarge)
+	for i := ndata - 1; i >= 0; i-- {
+		off := dataOff + i*smallBuffer
+		qp.dataBufs[i] = buf[off : off+smallBuffer : off+smallBuffer]
+		qp.small.free = append(qp.small.free, int32(i))
+	}
+	for i := nlarge - 1; i >= 0; i-- {
+		off := largeOff + i*fabrics.MaxDataTransfer
+		qp.dataBufs[ndata+i] = buf[off : off+fabrics.MaxDataTransfer : off+fabrics.MaxDataTransfer]
+		qp.large.free = append(qp.large.free, int32(ndata+i))
 	}
 	qp.reqs = make([]request, nreq)
 	qp.freeReqs = make([]int32, 0, nreq)
-	qp.waiting = make([]int32, 0, nreq)
+	qp.small.waiting = make([]int32, 0, nreq)
+	qp.large.waiting = make([]int32, 0, nreq)
 	for i := range qp.reqs {
 		r := &qp.reqs[i]
 		off := rspOff + i*nvme.CompletionSize
@@ -428,13 +483,14 @@ func (qp *QueuePair) mapData(r *request) {
 		r.ndesc = n
 		// One response can invalidate one key only.
 		r.invalidate = n == 1 && r.descs[0].Invalidate
-		if len(qp.freeData) == 0 {
+		pool := &qp.small
+		if r.Len > smallBuffer {
+			pool = &qp.large
+		}
+		if r.data = pool.take(int32(r.Tag)); r.data < 0 {
 			r.state = stateNeedBuffer
-			qp.waiting = append(qp.waiting, int32(r.Tag))
 			return
 		}
-		r.data = qp.freeData[len(qp.freeData)-1]
-		qp.freeData = qp.freeData[:len(qp.freeData)-1]
 		qp.startTransfer(r)
 	}
 }
@@ -506,14 +562,14 @@ func (qp *QueuePair) onSendDone(r *request) {
 	if r.data >= 0 {
 		d := r.data
 		r.data = -1
-		if len(qp.waiting) > 0 {
-			next := &qp.reqs[qp.waiting[0]]
-			copy(qp.waiting, qp.waiting[1:])
-			qp.waiting = qp.waiting[:len(qp.waiting)-1]
-			next.data = d
-			qp.startTransfer(next)
-		} else {
-			qp.freeData = append(qp.freeData, d)
+		pool := &qp.small
+		if d >= qp.nsmall {
+			pool = &qp.large
+		}
+		if next := pool.give(d); next >= 0 {
+			n := &qp.reqs[next]
+			n.data = d
+			qp.startTransfer(n)
 		}
 	}
 	r.Data, r.inline = nil, nil

@@ -12,6 +12,13 @@ assert_eq "CMIC multi-controller" "$(echo "$idctrl" | jq '.cmic')" 2
 assert_eq "ONCS compare, DSM, write zeroes" "$(echo "$idctrl" | jq '.oncs')" 13
 assert_eq "FUSES compare and write" "$(echo "$idctrl" | jq '.fuses')" 1
 assert_eq "VWC" "$(echo "$idctrl" | jq '.vwc')" 1
+assert_eq "MDTS (1 MiB in 4 KiB pages)" "$(echo "$idctrl" | jq '.mdts')" 8
+# Passthrough I/O of a whole MDTS, which the block layer cannot split.
+head -c $((1 << 20)) /dev/urandom >/tmp/mdts.in
+nvme write "$dev" --start-block=8 --block-count=2047 --data-size=$((1 << 20)) --data=/tmp/mdts.in >/dev/null || fail "1 MiB passthrough write"
+nvme read "$dev" --start-block=8 --block-count=2047 --data-size=$((1 << 20)) --data=/tmp/mdts.out >/dev/null || fail "1 MiB passthrough read"
+cmp /tmp/mdts.in /tmp/mdts.out || fail "1 MiB passthrough read back differs"
+echo "ok: 1 MiB passthrough write and read"
 descs=$(nvme ns-descs "$dev" -o json)
 assert_eq "ns-descs types" "$(echo "$descs" | jq -c '[.["ns-descs"][].type] | sort')" '["csi","eui64","nguid","uuid"]'
 
