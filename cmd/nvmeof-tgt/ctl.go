@@ -71,11 +71,13 @@ func ctlCall(sock string, args []string) (*ctlReply, error) {
 	defer c.Close()
 	// Removing a namespace waits for its in-flight commands.
 	c.SetDeadline(time.Now().Add(2 * time.Minute))
-	if err := json.NewEncoder(c).Encode(ctlRequest{Args: args}); err != nil {
-		return nil, err
-	}
+	// A refusal may arrive before the request is written: read it anyway.
+	werr := json.NewEncoder(c).Encode(ctlRequest{Args: args})
 	var rep ctlReply
 	if err := json.NewDecoder(c).Decode(&rep); err != nil {
+		if werr != nil {
+			return nil, werr
+		}
 		return nil, fmt.Errorf("reading the daemon's reply: %w", err)
 	}
 	return &rep, nil

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestMain lets the test binary play a ctl client run as another user.
+func TestMain(m *testing.M) {
+	if sock := os.Getenv("NVMEOF_TGT_TEST_CTL_CLIENT"); sock != "" {
+		os.Exit(runCtl([]string{"-socket", sock, "list"}, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// The admin socket answers root and the daemon's own user only, even when
+// the file system would let others reach it.
+func TestControlSocketRefusesOtherUsers(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Fatal("this test switches user and must run as root (the test suite runs as root)")
+	}
+	_, _, d := startBase(t)
+	dir, err := os.MkdirTemp("", "nvmeof-tgt-ctl-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	sock := filepath.Join(dir, "ctl.sock")
+	cs, err := serveControl(sock, d, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.close()
+	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket mode %v (%v), want 0600", fi.Mode().Perm(), err)
+	}
+	os.Chmod(sock, 0o666) // so that only the credential check stands in the way
+
+	// The test binary, where another user may run it.
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "client")
+	data, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := func(uid uint32) (string, error) {
+		cmd := exec.Command(bin)
+		cmd.Env = []string{"NVMEOF_TGT_TEST_CTL_CLIENT=" + sock}
+		if uid != 0 {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+		}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := run(0); err != nil || !strings.Contains(out, "subsystem nqn.2026-11.io.example:a") {
+		t.Fatalf("root: %v\n%s", err, out)
+	}
+	out, err := run(65534)
+	if err == nil || !strings.Contains(out, "permission denied") || strings.Contains(out, "subsystem nqn") {
+		t.Fatalf("another user: %v\n%s", err, out)
+	}
+}
