@@ -4,16 +4,22 @@
 # both backed by a null device, so the figures compare the targets alone.
 set -euo pipefail
 runtime=${BENCH_RUNTIME:-8}
-jobs=("randread 4k 32" "randwrite 4k 32" "read 128k 16" "write 128k 16" "randread 4k 1")
+read -r -a jobs <<<"${BENCH_JOBS:-}"
+if [ ${#jobs[@]} -eq 0 ]; then
+	jobs=("randread 4k 32" "randwrite 4k 32" "read 128k 16" "write 128k 16" "randread 4k 1")
+else # BENCH_JOBS: "rw,bs,qd ..." for a subset
+	for i in "${!jobs[@]}"; do jobs[$i]=${jobs[$i]//,/ }; done
+fi
 
 bench() { # label device
 	local label=$1 dev=$2 j rw bs qd
 	for j in "${jobs[@]}"; do
 		read -r rw bs qd <<<"$j"
+		out="/results/$label-$rw-$bs-qd$qd.json"
 		fio --name=b --filename="$dev" --rw="$rw" --bs="$bs" --iodepth="$qd" --ioengine=libaio --direct=1 \
-			--runtime="$runtime" --time_based --output-format=json |
-			jq -r --arg l "$label" --arg j "$rw $bs qd$qd" \
-				'.jobs[0] | [$l, $j, ((.read.iops + .write.iops) | floor), (((.read.bw + .write.bw) / 1024) | floor), ((.read.clat_ns.mean + .write.clat_ns.mean) / 1000 | floor)] | @tsv'
+			--runtime="$runtime" --time_based --output-format=json --output="$out"
+		jq -r --arg l "$label" --arg j "$rw $bs qd$qd" \
+				'.jobs[0] | [$l, $j, ((.read.iops + .write.iops) | floor), (((.read.bw + .write.bw) / 1024) | floor), ((.read.clat_ns.mean + .write.clat_ns.mean) / 1000 | floor)] | @tsv' "$out"
 	done
 }
 

@@ -15,6 +15,6 @@ CGO_ENABLED=1 go build -o "$bin" ./cmd/nvmeof-tgt
 results=$(mktemp -d /var/tmp/nvmeof-tgt-bench-XXXXXX)
 "$repo/test/vm/run-guest.sh" --script "$repo/test/bench/guest-bench.sh" --results "$results" \
 	--env "NVMEOF_TGT=$bin" --env "BENCH_RUNTIME=${BENCH_RUNTIME:-8}" \
-	--env "BENCH_TARGETS=${BENCH_TARGETS:-nvmeof-tgt nvmet}" --env "NVMEOF_TGT_SPIN_US=${NVMEOF_TGT_SPIN_US:-}" --timeout 900
+	--env "BENCH_TARGETS=${BENCH_TARGETS:-nvmeof-tgt nvmet}" --env "NVMEOF_TGT_SPIN_US=${NVMEOF_TGT_SPIN_US:-}" --env "BENCH_JOBS=${BENCH_JOBS:-}" --timeout 900
 cat "$results/main.log"
 echo "(raw results in $results)"
