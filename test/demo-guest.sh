@@ -15,6 +15,7 @@ mount /dev/vda /var/lib/nvmeof-tgt
 df -h /var/lib/nvmeof-tgt
 cat >/tmp/demo.yaml <<CFG
 log: {level: info, format: text}
+metrics: {address: 127.0.0.1:9750}
 ports:
   - {id: 1, transport: rdma, address: 10.99.0.1, port: 4420}
 subsystems:
@@ -63,6 +64,20 @@ step "fio: 4 KiB random read/write, queue depth 16, 10 s, against $dev"
 fio --name=demo --filename="$dev" --ioengine=libaio --direct=1 --rw=randrw --bs=4k --iodepth=16 \
 	--runtime=10 --time_based --size=512m --group_reporting |
 	grep -E "read:|write:|lat \(usec\): min|err=|READ:|WRITE:"
+
+step "the running state, from the admin socket: nvmeof-tgt ctl list"
+"$NVMEOF_TGT" ctl list
+
+step "a second namespace, added live: nvmeof-tgt ctl add namespace (the host rescans)"
+"$NVMEOF_TGT" ctl add namespace "$nqn" -nsid 2 -backend nullblk -size 256MiB
+for _ in $(seq 100); do
+	nvme list 2>/dev/null | grep -q "n2 " && break
+	sleep 0.1
+done
+nvme list
+
+step "Prometheus metrics (curl http://127.0.0.1:9750/metrics, excerpt)"
+curl -fsS http://127.0.0.1:9750/metrics | grep -E '^nvmeof_tgt_(reads|writes)_completed_total|^nvmeof_tgt_(controllers|queue_pairs|config_generation)'
 
 step "nvme disconnect -n $nqn"
 nvme disconnect -n "$nqn"

@@ -490,7 +490,7 @@ func list(d *daemon, asJSON bool, out io.Writer) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "configuration generation %d\n", st.Generation)
 	for _, p := range st.Ports {
-		fmt.Fprintf(w, "port %d\trdma %s\n", p.ID, netJoin(p.Address, p.Port))
+		fmt.Fprintf(w, "port %d  rdma %s\n", p.ID, netJoin(p.Address, p.Port))
 	}
 	for _, s := range st.Subsystems {
 		ports := "all ports"
@@ -501,7 +501,7 @@ func list(d *daemon, asJSON bool, out io.Writer) error {
 		if !s.AllowAnyHost {
 			access = fmt.Sprintf("%d allowed hosts", len(s.Hosts))
 		}
-		fmt.Fprintf(w, "subsystem %s\t%s, %s\n", s.NQN, access, ports)
+		fmt.Fprintf(w, "subsystem %s  %s, %s\n", s.NQN, access, ports)
 		for _, n := range s.Namespaces {
 			fmt.Fprintf(w, "  namespace %d\t%s %s\t%s, %d-byte blocks%s\tuuid %s\n", n.NSID, n.Backend, n.Path,
 				config.Size(n.SizeBytes), n.BlockSize, map[bool]string{true: ", read-only"}[n.ReadOnly], n.UUID)
