@@ -94,7 +94,6 @@ func serve(path string, cfg *config.Config, log *logrus.Logger) error {
 		d.stop(time.Second)
 		return err
 	}
-	defer ctl.close()
 	entry := d.log
 	entry.WithField("version", version).Info("nvmeof-tgt serving")
 	for sig := range sigs {
@@ -109,6 +108,8 @@ func serve(path string, cfg *config.Config, log *logrus.Logger) error {
 		entry.WithField("signal", sig.String()).Info("shutting down: disconnecting hosts")
 		break
 	}
+	// No admin change may start once hosts are being disconnected.
+	ctl.close()
 	d.stop(5 * time.Second)
 	entry.Info("stopped")
 	return nil
