@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
@@ -28,9 +29,16 @@ type daemon struct {
 	cfg       *config.Config
 	listeners map[uint16]portListener
 	metrics   *metricsServer
-	gen       uint64
-	lastOK    bool
-	lastTime  time.Time
+
+	// Read by scrapes without d.mu, which a reload may hold for seconds
+	// while a removed namespace drains.
+	gen        atomic.Uint64
+	lastReload atomic.Pointer[reloadResult]
+}
+
+type reloadResult struct {
+	ok   bool
+	when time.Time
 }
 
 // portListener accepts a port's connections until closed.
@@ -62,7 +70,8 @@ func start(cfg *config.Config, logger *logrus.Logger) (*daemon, error) {
 		d.stop(time.Second)
 		return nil, err
 	}
-	d.gen, d.lastOK, d.lastTime = 1, true, time.Now()
+	d.gen.Store(1)
+	d.lastReload.Store(&reloadResult{true, time.Now()})
 	return d, nil
 }
 
@@ -125,9 +134,11 @@ func (d *daemon) stop(timeout time.Duration) {
 
 // generation reports the configuration generation for the metrics.
 func (d *daemon) generation() (uint64, bool, time.Time) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.gen, d.lastOK, d.lastTime
+	r := d.lastReload.Load()
+	if r == nil {
+		r = &reloadResult{}
+	}
+	return d.gen.Load(), r.ok, r.when
 }
 
 // running returns a copy of the running configuration.

@@ -17,9 +17,7 @@ func (d *daemon) reload(path string) error {
 	if err == nil {
 		err = d.apply(next)
 	}
-	d.mu.Lock()
-	d.lastOK, d.lastTime = err == nil, time.Now()
-	d.mu.Unlock()
+	d.lastReload.Store(&reloadResult{err == nil, time.Now()})
 	if err != nil {
 		d.log.WithError(err).WithField("file", path).Error("reload rejected: the running configuration stays; fix the fields named and reload again")
 		return err
@@ -330,7 +328,7 @@ func (d *daemon) apply(next *config.Config) error {
 		applied.Control.Socket = cur.Control.Socket
 	}
 	d.cfg = applied
-	d.gen++
+	d.gen.Add(1)
 	return errors.Join(problems...)
 }
 
