@@ -7,6 +7,7 @@ ctl() { "$NVMEOF_TGT" ctl "$@"; }
 nqn=nqn.2026-11.io.example:built
 hostnqn=$(cat /etc/nvme/hostnqn)
 config /tmp/tgt.yaml <<CFG
+log: {format: json}
 ports: [{id: 1, address: $ADDR, port: $PORT}]
 subsystems: []
 CFG
@@ -26,6 +27,15 @@ dev5=$(wait_dev "$nqn" 5)
 ctl list
 assert_eq "controllers listed" "$(ctl list -json | jq --arg n "$nqn" '[.subsystems[] | select(.nqn == $n) | .controllers[]] | length')" 1
 assert_eq "namespace 5 size" "$(blockdev --getsize64 "$dev5")" $((1 << 30))
+# JSON logs: every line parses; controller and queue events carry their fields.
+log=$RESULTS/$SCENARIO-target.log
+jq -e . "$log" >/dev/null || fail "the JSON log has a line that is not JSON"
+for msg in "controller created" "queue connected" "namespace added" "subsystem added"; do
+	jq -se --arg m "$msg" 'any(.[]; .msg == $m)' "$log" >/dev/null || fail "no '$msg' entry in the JSON log"
+done
+assert_eq "fields of 'controller created'" \
+	"$(jq -sc --arg n "$nqn" 'map(select(.msg == "controller created" and .subsystem == $n))[0] | [has("host"), has("cntlid"), has("qid"), has("peer"), has("port")]' "$log")" \
+	'[true,true,true,true,true]'
 dd if=/dev/urandom of=/tmp/pattern bs=1M count=8 status=none
 dd if=/tmp/pattern of="$dev" bs=1M oflag=direct conv=fsync status=none || fail "write through the ctl-built namespace"
 want=$(sha256sum </tmp/pattern)
