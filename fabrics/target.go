@@ -61,7 +61,7 @@ func (t *Target) AddPort(p *Port) error {
 		return fmt.Errorf("port %d already exists", p.ID)
 	}
 	t.ports[p.ID] = p
-	t.genctr.Add(1)
+	t.discoveryChanged()
 	return nil
 }
 
