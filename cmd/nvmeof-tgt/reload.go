@@ -18,12 +18,22 @@ func (d *daemon) reload(path string) error {
 		err = d.apply(next)
 	}
 	d.lastReload.Store(&reloadResult{err == nil, time.Now()})
-	if err != nil {
+	var partial *partialError
+	switch {
+	case errors.As(err, &partial):
+		d.log.WithError(err).WithField("file", path).Error("reload applied in part: the items named were left out; fix them and reload again")
+	case err != nil:
 		d.log.WithError(err).WithField("file", path).Error("reload rejected: the running configuration stays; fix the fields named and reload again")
-		return err
 	}
-	return nil
+	return err
 }
+
+// partialError reports what apply could not do once it had started
+// changing the running target; everything else was applied.
+type partialError struct{ errs []error }
+
+func (e *partialError) Error() string   { return errors.Join(e.errs...).Error() }
+func (e *partialError) Unwrap() []error { return e.errs }
 
 // plan is the difference between the running configuration and the next.
 type plan struct {
@@ -324,12 +334,15 @@ func (d *daemon) apply(next *config.Config) error {
 		}
 	}
 	if next.Control.Socket != cur.Control.Socket && cur.Control.Socket != "" {
-		problems = append(problems, errors.New("control.socket: a new admin socket path takes effect at restart"))
+		log.WithField("socket", cur.Control.Socket).Warn("control.socket: the new admin socket path takes effect at restart")
 		applied.Control.Socket = cur.Control.Socket
 	}
 	d.cfg = applied
 	d.gen.Add(1)
-	return errors.Join(problems...)
+	if len(problems) > 0 {
+		return &partialError{problems}
+	}
+	return nil
 }
 
 func dropNamespace(c *config.Config, nqn string, nsid uint32) {

@@ -275,3 +275,31 @@ func TestControlRoundTrip(t *testing.T) {
 		t.Fatalf("state after restart from the saved file differs:\n%+v\n%+v", st, st2)
 	}
 }
+
+// What fails after the target started changing is left out, named, and the
+// rest stays applied; the running configuration says what really runs.
+func TestApplyInPart(t *testing.T) {
+	rdma, dir, d := startBase(t)
+	next := parse(t, baseConfig(dir, `  - nqn: nqn.2026-11.io.example:c
+    allow_any_host: true
+    namespaces: [{nsid: 1, backend: nullblk, size: 1GiB}]
+`))
+	// Port 1 changes in place: its listener closes first, then reopens.
+	next.Ports[0].InlineDataSize = 4096
+	rdma.refuse[1] = true
+	err := d.apply(next)
+	var partial *partialError
+	if !errors.As(err, &partial) || !strings.Contains(err.Error(), "ports[0]") {
+		t.Fatalf("apply: %v, want a partial error naming ports[0]", err)
+	}
+	if d.target.Subsystem("nqn.2026-11.io.example:c") == nil {
+		t.Fatal("the part that could be applied was not")
+	}
+	run := d.running()
+	if len(run.Ports) != 0 || len(run.Subsystems) != 3 {
+		t.Fatalf("running configuration has %d ports and %d subsystems, want 0 and 3", len(run.Ports), len(run.Subsystems))
+	}
+	if gen, _, _ := d.generation(); gen != 2 {
+		t.Fatalf("generation %d, want 2", gen)
+	}
+}
