@@ -41,6 +41,15 @@ type Zeroer interface {
 	WriteZeroes(off, length int64) error
 }
 
+// Resizer is implemented by backends whose capacity can change while they
+// serve: a file grows, nullblk takes any size, a block device is measured
+// again (after lvextend, say).
+type Resizer interface {
+	// Resize sets the capacity to size bytes, rounded down to whole blocks
+	// (a block device ignores size and re-reads its own), and returns it.
+	Resize(size int64) (int64, error)
+}
+
 // NonBlocking is implemented by backends whose calls never sleep (nullblk),
 // so the caller may run them on its polling thread instead of a worker.
 type NonBlocking interface {

@@ -55,8 +55,20 @@ func openBlock(opts Options) (Backend, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s: block_size %d differs from the device's logical block size %d", opts.Path, opts.BlockSize, lbs)
 	}
-	return &blockBackend{fileBackend{f: f, fd: fd, size: int64(size) - int64(size)%int64(lbs),
-		blockSize: uint32(lbs), readOnly: opts.ReadOnly}}, nil
+	b := &blockBackend{fileBackend{f: f, fd: fd, blockSize: uint32(lbs), readOnly: opts.ReadOnly, path: opts.Path}}
+	b.size.Store(int64(size) - int64(size)%int64(lbs))
+	return b, nil
+}
+
+// Resize measures the device again; the size asked for is ignored.
+func (b *blockBackend) Resize(int64) (int64, error) {
+	var size uint64
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(b.fd), unix.BLKGETSIZE64, uintptr(unsafe.Pointer(&size))); e != 0 {
+		return b.size.Load(), fmt.Errorf("%s: BLKGETSIZE64: %w", b.path, e)
+	}
+	n := int64(size) - int64(size)%int64(b.blockSize)
+	b.size.Store(n)
+	return n, nil
 }
 
 func (b *blockBackend) Discard(off, length int64) error {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -16,9 +17,10 @@ func init() { Register("file", openFile) }
 type fileBackend struct {
 	f         *os.File
 	fd        int
-	size      int64
+	size      atomic.Int64
 	blockSize uint32
 	readOnly  bool
+	path      string
 }
 
 // openFile opens the file at opts.Path, creating it sparse if missing.
@@ -94,7 +96,9 @@ func openFile(opts Options) (Backend, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s: smaller than one %d-byte block", opts.Path, bs)
 	}
-	return &fileBackend{f: f, fd: int(f.Fd()), size: size, blockSize: bs, readOnly: opts.ReadOnly}, nil
+	b := &fileBackend{f: f, fd: int(f.Fd()), blockSize: bs, readOnly: opts.ReadOnly, path: opts.Path}
+	b.size.Store(size)
+	return b, nil
 }
 
 func (b *fileBackend) ReadAt(p []byte, off int64) error {
@@ -185,7 +189,38 @@ func (b *fileBackend) writeZeroesSlow(off, length int64) error {
 	return nil
 }
 
-func (b *fileBackend) Size() int64       { return b.size }
+func (b *fileBackend) Size() int64 { return b.size.Load() }
+
+// Resize grows the file (sparse). Shrinking would cut off data hosts
+// wrote, so it is refused.
+func (b *fileBackend) Resize(size int64) (int64, error) {
+	size -= size % int64(b.blockSize)
+	cur := b.size.Load()
+	switch {
+	case size == cur:
+		return cur, nil
+	case size < cur:
+		return cur, fmt.Errorf("%s: shrinking a file namespace from %d to %d bytes would cut off data; remove the namespace and add it again to shrink it", b.path, cur, size)
+	case b.readOnly:
+		fi, err := b.f.Stat()
+		if err != nil {
+			return cur, err
+		}
+		if fi.Size() < size {
+			return cur, fmt.Errorf("%s: read-only namespace, but the file (%d bytes) is smaller than size %d", b.path, fi.Size(), size)
+		}
+	default:
+		if fi, err := b.f.Stat(); err != nil {
+			return cur, err
+		} else if fi.Size() < size {
+			if err := b.f.Truncate(size); err != nil {
+				return cur, fmt.Errorf("extend %s to %d bytes: %w", b.path, size, err)
+			}
+		}
+	}
+	b.size.Store(size)
+	return size, nil
+}
 func (b *fileBackend) BlockSize() uint32 { return b.blockSize }
 func (b *fileBackend) Close() error      { return b.f.Close() }
 

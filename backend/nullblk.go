@@ -3,6 +3,7 @@ package backend
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 )
 
 func init() { Register("nullblk", openNull) }
@@ -10,7 +11,7 @@ func init() { Register("nullblk", openNull) }
 // nullBackend discards writes and reads zeros, for benchmarks of everything
 // but storage.
 type nullBackend struct {
-	size      int64
+	size      atomic.Int64
 	blockSize uint32
 }
 
@@ -27,7 +28,9 @@ func openNull(opts Options) (Backend, error) {
 	if size == 0 {
 		return nil, fmt.Errorf("nullblk backend: size %d is smaller than one %d-byte block", opts.Size, bs)
 	}
-	return &nullBackend{size: size, blockSize: bs}, nil
+	b := &nullBackend{blockSize: bs}
+	b.size.Store(size)
+	return b, nil
 }
 
 func (b *nullBackend) ReadAt(p []byte, off int64) error    { clear(p); return nil }
@@ -35,9 +38,19 @@ func (b *nullBackend) WriteAt(p []byte, off int64) error   { return nil }
 func (b *nullBackend) Flush() error                        { return nil }
 func (b *nullBackend) Discard(off, length int64) error     { return nil }
 func (b *nullBackend) WriteZeroes(off, length int64) error { return nil }
-func (b *nullBackend) Size() int64                         { return b.size }
-func (b *nullBackend) BlockSize() uint32                   { return b.blockSize }
-func (b *nullBackend) Close() error                        { return nil }
+func (b *nullBackend) Size() int64                         { return b.size.Load() }
+
+// Resize takes any size of at least one block.
+func (b *nullBackend) Resize(size int64) (int64, error) {
+	size -= size % int64(b.blockSize)
+	if size <= 0 {
+		return b.size.Load(), fmt.Errorf("nullblk backend: size %d is smaller than one %d-byte block", size, b.blockSize)
+	}
+	b.size.Store(size)
+	return size, nil
+}
+func (b *nullBackend) BlockSize() uint32 { return b.blockSize }
+func (b *nullBackend) Close() error      { return nil }
 
 // NonBlocking lets the caller run it on its polling thread.
 func (b *nullBackend) NonBlocking() bool { return true }

@@ -186,7 +186,7 @@ func (q *Queue) identifyController(b []byte) {
 
 func identifyNamespace(ns *Namespace, b []byte) {
 	id := nvme.IdentifyNamespace{
-		Blocks:       ns.Blocks,
+		Blocks:       ns.Blocks(),
 		BlockShift:   ns.BlockShift,
 		NMIC:         1,
 		WriteProtect: ns.ReadOnly,

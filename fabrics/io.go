@@ -29,7 +29,7 @@ func (q *Queue) prepareIO(r *Request) nvme.Status {
 	switch op {
 	case nvme.IORead, nvme.IOWrite, nvme.IOWriteZeroes, nvme.IOCompare:
 		slba, nlb := cmd.SLBA(), uint64(cmd.NLB())+1
-		if slba >= ns.Blocks || nlb > ns.Blocks-slba {
+		if blocks := ns.Blocks(); slba >= blocks || nlb > blocks-slba {
 			return nvme.StatusLBARange | nvme.DNR
 		}
 		r.off = int64(slba << ns.BlockShift)
@@ -163,7 +163,7 @@ func execDSM(q *Queue, r *Request) bool {
 	for i := 0; i+16 <= len(r.Data); i += 16 {
 		nlb := uint64(binary.LittleEndian.Uint32(r.Data[i+4:]))
 		slba := binary.LittleEndian.Uint64(r.Data[i+8:])
-		if slba >= ns.Blocks || nlb > ns.Blocks-slba {
+		if blocks := ns.Blocks(); slba >= blocks || nlb > blocks-slba {
 			r.status = nvme.StatusLBARange | nvme.DNR
 			return true
 		}

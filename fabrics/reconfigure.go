@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/sirupsen/logrus"
 )
@@ -126,6 +127,35 @@ func (ns *Namespace) inflight() int64 {
 		n += s.Inflight.Load()
 	}
 	return n
+}
+
+// ResizeNamespace changes a namespace's capacity in place, as far as its
+// backend allows (backend.Resizer; a block device measures itself again).
+// Connected hosts get a namespace-attribute-changed event and update the
+// size of the block device they already have. Commands beyond a smaller
+// end fail with LBA Out of Range from then on.
+func (s *Subsystem) ResizeNamespace(nsid uint32, size int64) (changed bool, err error) {
+	ns := s.Namespace(nsid)
+	if ns == nil {
+		return false, fmt.Errorf("namespace %d does not exist", nsid)
+	}
+	r, ok := ns.Backend.(backend.Resizer)
+	if !ok {
+		return false, fmt.Errorf("namespace %d: its backend cannot change size", nsid)
+	}
+	n, err := r.Resize(size)
+	if err != nil {
+		return false, err
+	}
+	blocks := uint64(n) >> ns.BlockShift
+	if blocks == 0 {
+		return false, fmt.Errorf("namespace %d: backend is smaller than one block", nsid)
+	}
+	if ns.blocks.Swap(blocks) == blocks {
+		return false, nil
+	}
+	s.namespacesChanged(nsid)
+	return true, nil
 }
 
 // SetHosts replaces the access rules. Controllers of hosts no longer

@@ -1,6 +1,7 @@
 package fabrics
 
 import (
+	"encoding/binary"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -196,5 +197,57 @@ func TestRemoveSubsystemWaitsForBackendCalls(t *testing.T) {
 	}
 	if !g.closed.Load() {
 		t.Fatal("backend not closed")
+	}
+}
+
+// resizableMem is a memory backend that can grow.
+type resizableMem struct{ *memBackend }
+
+func (r resizableMem) Resize(size int64) (int64, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if size > int64(len(r.data)) {
+		r.data = append(r.data, make([]byte, size-int64(len(r.data)))...)
+	}
+	r.data = r.data[:size]
+	return size, nil
+}
+
+func TestResizeNamespaceWhileConnected(t *testing.T) {
+	tg, p, _ := testTarget(t)
+	s := tg.Subsystem(testNQN)
+	mem := resizableMem{newMem(1<<20, 512)}
+	ns, _ := NewNamespace(2, mem, false, [16]byte{2})
+	if err := s.AddNamespace(ns); err != nil {
+		t.Fatal(err)
+	}
+	h := connect(t, tg, p, testNQN)
+	aen := enableAEN(t, h, nvme.OAESNSAttrChanged)
+	beyond := uint64(1<<20) / 512 // the first block past the old end
+	if st := h.rw(nvme.IORead, 2, beyond, 1, make([]byte, 512), false); st != nvme.StatusLBARange|nvme.DNR {
+		t.Fatalf("read past the end: %v", st)
+	}
+	changed, err := s.ResizeNamespace(2, 2<<20)
+	if err != nil || !changed {
+		t.Fatalf("resize: %v %v", changed, err)
+	}
+	if rsp := <-aen; rsp == nil || rsp.Result() != nvme.AsyncTypeNotice|uint64(nvme.LogChangedNS)<<16 {
+		t.Fatalf("AER completion %v", rsp)
+	}
+	id, st := h.identify(nvme.CNSNamespace, 2)
+	if st != 0 || binary.LittleEndian.Uint64(id[0:]) != 4096 {
+		t.Fatalf("NSZE after resize: %d (%v), want 4096", binary.LittleEndian.Uint64(id[0:]), st)
+	}
+	if st := h.rw(nvme.IOWrite, 2, beyond, 1, make([]byte, 512), false); st != 0 {
+		t.Fatalf("write to the grown part: %v", st)
+	}
+	if s.Namespace(2) != ns {
+		t.Fatal("resizing replaced the namespace")
+	}
+	if changed, err := s.ResizeNamespace(2, 2<<20); err != nil || changed {
+		t.Fatalf("resize to the same size: %v %v", changed, err)
+	}
+	if _, err := s.ResizeNamespace(1, 4<<20); err == nil {
+		t.Fatal("resizing a backend that cannot change size succeeded")
 	}
 }

@@ -226,7 +226,7 @@ type Namespace struct {
 	ReadOnly   bool
 	UUID       [16]byte
 	BlockShift uint8
-	Blocks     uint64
+	blocks     atomic.Uint64 // capacity; changes only with ResizeNamespace
 
 	fuseMu  sync.Mutex  // serializes fused Compare and Write pairs
 	removed atomic.Bool // set once RemoveNamespace unpublished it
@@ -253,8 +253,13 @@ func NewNamespace(nsid uint32, b backend.Backend, readOnly bool, uuid [16]byte) 
 	if blocks == 0 {
 		return nil, fmt.Errorf("namespace %d: backend is smaller than one block", nsid)
 	}
-	return &Namespace{ID: nsid, Backend: b, ReadOnly: readOnly, UUID: uuid, BlockShift: shift, Blocks: blocks}, nil
+	ns := &Namespace{ID: nsid, Backend: b, ReadOnly: readOnly, UUID: uuid, BlockShift: shift}
+	ns.blocks.Store(blocks)
+	return ns, nil
 }
+
+// Blocks is the capacity in logical blocks.
+func (ns *Namespace) Blocks() uint64 { return ns.blocks.Load() }
 
 // EUI64 is the namespace's IEEE extended unique identifier, derived from
 // its UUID so that it is as stable: an OUI-less, locally administered value.

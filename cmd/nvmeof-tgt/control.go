@@ -130,6 +130,7 @@ const ctlUsage = `usage: nvmeof-tgt ctl [-socket PATH] COMMAND
                     [-read-only] [-buffered] [-uuid U]
   add host NQN HOSTNQN                 allow HOSTNQN into subsystem NQN
   set subsystem NQN -allow-any-host=true|false
+  set namespace NQN NSID -size S       grow a namespace in place (hosts see the new size)
   remove port ID | subsystem NQN | namespace NQN NSID | host NQN HOSTNQN
   save FILE|-                          write the running configuration as YAML
   reload                               re-read the configuration file, as SIGHUP does
@@ -376,6 +377,33 @@ func edit(c *config.Config, verb, kind string, args []string) error {
 			n.BlockSize = config.DefaultBlockSize
 		}
 		s.Namespaces = append(s.Namespaces, n)
+	case "set namespace":
+		fs := newFlags("set namespace")
+		size := fs.String("size", "", "")
+		pos, err := positional(fs, args, 2, "set namespace NQN NSID -size S")
+		if err != nil {
+			return err
+		}
+		s, err := sub(pos[0])
+		if err != nil {
+			return err
+		}
+		id, err := strconv.ParseUint(pos[1], 10, 32)
+		if err != nil {
+			return fmt.Errorf("NSID %q: %w", pos[1], err)
+		}
+		if *size == "" {
+			return errors.New("set namespace: nothing to set")
+		}
+		sz, err := config.ParseSize(*size)
+		if err != nil {
+			return fmt.Errorf("-size: %w", err)
+		}
+		i := slices.IndexFunc(s.Namespaces, func(x config.Namespace) bool { return x.NSID == uint32(id) })
+		if i < 0 {
+			return fmt.Errorf("no namespace %d in %s", id, s.NQN)
+		}
+		s.Namespaces[i].Size = sz
 	case "remove namespace":
 		pos, err := positional(newFlags("remove namespace"), args, 2, "remove namespace NQN NSID")
 		if err != nil {
@@ -464,7 +492,7 @@ func state(d *daemon) State {
 				continue
 			}
 			ss.Namespaces = append(ss.Namespaces, NSState{NSID: ns.ID, Backend: nc.Backend, Path: nc.Path,
-				SizeBytes: ns.Blocks << ns.BlockShift, BlockSize: 1 << ns.BlockShift, ReadOnly: ns.ReadOnly,
+				SizeBytes: ns.Blocks() << ns.BlockShift, BlockSize: 1 << ns.BlockShift, ReadOnly: ns.ReadOnly,
 				UUID: config.FormatUUID(ns.UUID)})
 		}
 		slices.SortFunc(ss.Namespaces, func(a, b NSState) int { return int(a.NSID) - int(b.NSID) })

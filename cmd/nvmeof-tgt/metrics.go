@@ -97,7 +97,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			counter(dZeroes, float64(st.Zeroes), l...)
 			ch <- histogram(dReadLatency, st.ReadHist, st.ReadNanos, l...)
 			ch <- histogram(dWriteLatency, st.WriteHist, st.WriteNanos, l...)
-			gauge(dNamespaceSz, float64(n.Blocks<<n.BlockShift), l...)
+			gauge(dNamespaceSz, float64(n.Blocks()<<n.BlockShift), l...)
 		}
 		ctrls, qps := map[uint16]int{}, map[uint16]int{}
 		for _, ctl := range s.Controllers() {

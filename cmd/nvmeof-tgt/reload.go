@@ -40,6 +40,8 @@ type plan struct {
 	delPorts, addPorts []config.Port
 	delSubs, addSubs   []config.Subsystem
 	delNS, addNS       []nsRef // in subsystems kept
+	resizeNS           []nsRef // in subsystems kept: only the size differs
+	remeasure          []nsRef // block namespaces kept: the device may have grown
 	access             []config.Subsystem
 	links              []config.Subsystem
 }
@@ -101,9 +103,22 @@ func diff(cur, next *config.Config) plan {
 		}
 		keep := map[uint32]bool{}
 		for _, n := range s.Namespaces {
-			if o, ok := oldNS[n.NSID]; ok && o == n {
+			o, ok := oldNS[n.NSID]
+			if ok && o == n {
 				keep[n.NSID] = true
+				if n.Backend == "block" {
+					p.remeasure = append(p.remeasure, nsRef{s.NQN, n})
+				}
 				continue
+			}
+			if resized := o; ok && n.Backend != "block" {
+				resized.Size = n.Size
+				if resized == n {
+					// Hosts keep the namespace and see its new size.
+					keep[n.NSID] = true
+					p.resizeNS = append(p.resizeNS, nsRef{s.NQN, n})
+					continue
+				}
 			}
 			p.addNS = append(p.addNS, nsRef{s.NQN, n})
 		}
@@ -284,6 +299,24 @@ func (d *daemon) apply(next *config.Config) error {
 		}
 		log.WithField("subsystem", s.NQN).Info("subsystem added")
 	}
+	for _, r := range p.resizeNS {
+		old := nsConfig(cur, r.nqn, r.ns.NSID)
+		if _, err := d.target.Subsystem(r.nqn).ResizeNamespace(r.ns.NSID, int64(r.ns.Size)); err != nil {
+			problems = append(problems, fmt.Errorf("%s.size: %w", nsPath(next, r.nqn, r.ns.NSID), err))
+			setNamespace(applied, r.nqn, old)
+			continue
+		}
+		log.WithFields(logrus.Fields{"subsystem": r.nqn, "nsid": r.ns.NSID, "from": old.Size, "to": r.ns.Size}).Info("namespace resized")
+	}
+	for _, r := range p.remeasure {
+		s := d.target.Subsystem(r.nqn)
+		if changed, err := s.ResizeNamespace(r.ns.NSID, 0); err != nil {
+			log.WithError(err).WithFields(logrus.Fields{"subsystem": r.nqn, "nsid": r.ns.NSID}).Warn("measuring the block device again failed")
+		} else if changed {
+			ns := s.Namespace(r.ns.NSID)
+			log.WithFields(logrus.Fields{"subsystem": r.nqn, "nsid": r.ns.NSID, "bytes": ns.Blocks() << ns.BlockShift}).Info("block device size changed; namespace resized")
+		}
+	}
 	for _, s := range p.access {
 		d.target.Subsystem(s.NQN).SetHosts(s.AllowAnyHost, s.Hosts)
 		log.WithFields(logrus.Fields{"subsystem": s.NQN, "allow_any_host": s.AllowAnyHost, "hosts": len(s.Hosts)}).Info("subsystem access changed")
@@ -343,6 +376,34 @@ func (d *daemon) apply(next *config.Config) error {
 		return &partialError{problems}
 	}
 	return nil
+}
+
+// nsConfig is namespace nsid of subsystem nqn in c.
+func nsConfig(c *config.Config, nqn string, nsid uint32) config.Namespace {
+	for _, s := range c.Subsystems {
+		if s.NQN == nqn {
+			for _, n := range s.Namespaces {
+				if n.NSID == nsid {
+					return n
+				}
+			}
+		}
+	}
+	return config.Namespace{}
+}
+
+// setNamespace replaces namespace n.NSID of subsystem nqn in c.
+func setNamespace(c *config.Config, nqn string, n config.Namespace) {
+	for i := range c.Subsystems {
+		if c.Subsystems[i].NQN != nqn {
+			continue
+		}
+		for j := range c.Subsystems[i].Namespaces {
+			if c.Subsystems[i].Namespaces[j].NSID == n.NSID {
+				c.Subsystems[i].Namespaces[j] = n
+			}
+		}
+	}
 }
 
 func dropNamespace(c *config.Config, nqn string, nsid uint32) {

@@ -303,3 +303,35 @@ func TestApplyInPart(t *testing.T) {
 		t.Fatalf("generation %d, want 2", gen)
 	}
 }
+
+// A namespace whose size alone changes is resized in place: hosts keep it.
+// A file namespace does not shrink.
+func TestApplyResizesInPlace(t *testing.T) {
+	_, dir, d := startBase(t)
+	ns := d.target.Subsystem(nqnB).Namespace(1)
+	grown := parse(t, strings.Replace(baseConfig(dir, ""), "size: 16MiB", "size: 48MiB", 1))
+	if err := d.apply(grown); err != nil {
+		t.Fatal(err)
+	}
+	if d.target.Subsystem(nqnB).Namespace(1) != ns || ns.Blocks() != 48<<20/512 {
+		t.Fatalf("namespace replaced or not grown: %d blocks", ns.Blocks())
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "b1.img")); err != nil || fi.Size() != 48<<20 {
+		t.Fatalf("backing file: %v %v", fi.Size(), err)
+	}
+	var out bytes.Buffer
+	if err := control(d, "", []string{"set", "namespace", nqnA, "1", "-size", "128MiB"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.target.Subsystem(nqnA).Namespace(1).Blocks(); got != 128<<20/512 {
+		t.Fatalf("nullblk namespace has %d blocks after ctl set namespace", got)
+	}
+	err := d.apply(parse(t, baseConfig(dir, "")))
+	var partial *partialError
+	if !errors.As(err, &partial) || !strings.Contains(err.Error(), "subsystems[1].namespaces[0].size") {
+		t.Fatalf("shrinking a file namespace: %v", err)
+	}
+	if ns.Blocks() != 48<<20/512 || nsConfig(d.running(), nqnB, 1).Size != 48<<20 {
+		t.Fatal("a refused shrink changed the namespace or the running configuration")
+	}
+}

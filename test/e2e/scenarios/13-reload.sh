@@ -1,5 +1,6 @@
 # Live reconfiguration with SIGHUP: a namespace added to and one removed
-# from a connected subsystem appear and disappear on the host, a new
+# from a connected subsystem appear and disappear on the host, one that
+# grows keeps its block device and shows the new size, a new
 # subsystem shows in discovery, fio on an unaffected subsystem runs on
 # without errors, and a broken file leaves the target serving as before.
 daemon_only "SIGHUP reload is nvmeof-tgt's"
@@ -41,8 +42,8 @@ mon_pid=$!
 nvme discover -t rdma -a "$ADDR" -s "$PORT" -p >/dev/null || fail "nvme discover -p"
 sleep 1
 
-# Namespace 2 goes, namespace 3 comes, a subsystem is added.
-write_config "{nsid: 1, backend: nullblk, size: 64MiB}, {nsid: 3, backend: nullblk, size: 48MiB, block_size: 4096}" \
+# Namespace 1 grows, namespace 2 goes, namespace 3 comes, a subsystem is added.
+write_config "{nsid: 1, backend: nullblk, size: 96MiB}, {nsid: 3, backend: nullblk, size: 48MiB, block_size: 4096}" \
 	"  - {nqn: $added, allow_any_host: true, namespaces: [{nsid: 1, backend: nullblk, size: 16MiB}]}"
 kill -HUP "$TARGET_PID"
 mdev3=$(wait_dev "$moving" 3)
@@ -50,7 +51,9 @@ echo "namespace 3 appeared as $mdev3"
 assert_eq "size of the added namespace" "$(blockdev --getsize64 "$mdev3")" $((48 << 20))
 wait_ns_gone "$moving" 2
 echo "ok: namespace 2 ($mdev2) disappeared"
-dd if="$mdev1" of=/dev/null bs=1M count=4 iflag=direct status=none || fail "namespace 1 of $moving stopped working"
+for _ in $(seq 100); do [ "$(blockdev --getsize64 "$mdev1")" = $((96 << 20)) ] && break; sleep 0.1; done
+assert_eq "namespace 1 grown in place, same device $mdev1" "$(blockdev --getsize64 "$mdev1")" $((96 << 20))
+dd if="$mdev1" of=/dev/null bs=1M count=4 skip=90 iflag=direct status=none || fail "namespace 1 of $moving: reading the grown part"
 nvme discover -t rdma -a "$ADDR" -s "$PORT" | grep -q "subnqn: *$added" || fail "discovery does not list the added subsystem"
 echo "ok: discovery lists $added"
 for _ in $(seq 50); do grep -q "NVME_AEN=0x70f002" /tmp/uevents && break; sleep 0.1; done
