@@ -17,6 +17,7 @@ func FuzzEdit(f *testing.F) {
 		"add namespace nqn.2026-11.io.example:a -backend nullblk -size 1GiB -block-size 4096",
 		"add namespace nqn.2026-11.io.example:a -nsid 4294967295 -backend file -path /x -size 1",
 		"remove namespace nqn.2026-11.io.example:a 1",
+		"set namespace nqn.2026-11.io.example:a 1 -size 2GiB",
 		"set subsystem nqn.2026-11.io.example:a -allow-any-host=false",
 		"add host nqn.2026-11.io.example:a h",
 		"remove host nqn.2026-11.io.example:a h",
