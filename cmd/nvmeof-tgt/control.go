@@ -234,6 +234,18 @@ func edit(c *config.Config, verb, kind string, args []string) error {
 		}
 		return nil, fmt.Errorf("no subsystem %s", nqn)
 	}
+	// subNSID resolves an NQN NSID pair of arguments.
+	subNSID := func(pos []string) (*config.Subsystem, uint32, error) {
+		s, err := sub(pos[0])
+		if err != nil {
+			return nil, 0, err
+		}
+		id, err := strconv.ParseUint(pos[1], 10, 32)
+		if err != nil {
+			return nil, 0, fmt.Errorf("NSID %q: %w", pos[1], err)
+		}
+		return s, uint32(id), nil
+	}
 	switch verb + " " + kind {
 	case "add port":
 		fs := newFlags("add port")
@@ -384,13 +396,9 @@ func edit(c *config.Config, verb, kind string, args []string) error {
 		if err != nil {
 			return err
 		}
-		s, err := sub(pos[0])
+		s, id, err := subNSID(pos)
 		if err != nil {
 			return err
-		}
-		id, err := strconv.ParseUint(pos[1], 10, 32)
-		if err != nil {
-			return fmt.Errorf("NSID %q: %w", pos[1], err)
 		}
 		if *size == "" {
 			return errors.New("set namespace: nothing to set")
@@ -399,7 +407,7 @@ func edit(c *config.Config, verb, kind string, args []string) error {
 		if err != nil {
 			return fmt.Errorf("-size: %w", err)
 		}
-		i := slices.IndexFunc(s.Namespaces, func(x config.Namespace) bool { return x.NSID == uint32(id) })
+		i := slices.IndexFunc(s.Namespaces, func(x config.Namespace) bool { return x.NSID == id })
 		if i < 0 {
 			return fmt.Errorf("no namespace %d in %s", id, s.NQN)
 		}
@@ -409,16 +417,12 @@ func edit(c *config.Config, verb, kind string, args []string) error {
 		if err != nil {
 			return err
 		}
-		s, err := sub(pos[0])
+		s, id, err := subNSID(pos)
 		if err != nil {
 			return err
 		}
-		id, err := strconv.ParseUint(pos[1], 10, 32)
-		if err != nil {
-			return fmt.Errorf("NSID %q: %w", pos[1], err)
-		}
 		n := len(s.Namespaces)
-		s.Namespaces = slices.DeleteFunc(s.Namespaces, func(x config.Namespace) bool { return x.NSID == uint32(id) })
+		s.Namespaces = slices.DeleteFunc(s.Namespaces, func(x config.Namespace) bool { return x.NSID == id })
 		if len(s.Namespaces) == n {
 			return fmt.Errorf("no namespace %d in %s", id, s.NQN)
 		}
