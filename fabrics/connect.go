@@ -61,6 +61,7 @@ func execConnect(q *Queue, r *Request) bool {
 	}
 	s := q.target.Subsystem(d.SubNQN)
 	if s == nil || !s.OnPort(q.port.ID) {
+		q.target.Stats.refuse("unknown_subsystem", q.port.ID)
 		log.Warn("connect rejected: no such subsystem on this port; check the host's -n argument against the configured subsystems")
 		return invalidParam(r, 256, true)
 	}

@@ -212,11 +212,14 @@ func (st *SubsystemStats) refuse(reason string, port uint16) {
 }
 
 // Refused returns connect attempts refused, by reason and port.
-func (s *Subsystem) Refused() map[RefusedKey]uint64 {
-	s.Stats.mu.Lock()
-	defer s.Stats.mu.Unlock()
-	out := make(map[RefusedKey]uint64, len(s.Stats.refused))
-	for k, v := range s.Stats.refused {
+func (s *Subsystem) Refused() map[RefusedKey]uint64 { return s.Stats.Refused() }
+
+// Refused returns connect attempts refused, by reason and port.
+func (st *SubsystemStats) Refused() map[RefusedKey]uint64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	out := make(map[RefusedKey]uint64, len(st.refused))
+	for k, v := range st.refused {
 		out[k] = v
 	}
 	return out

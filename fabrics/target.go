@@ -27,6 +27,10 @@ type Target struct {
 	subsystems map[string]*Subsystem
 	discovery  *Subsystem
 	genctr     atomic.Uint64 // discovery log generation counter
+
+	// Stats counts connects to subsystems that do not exist (or not on
+	// the port used): they belong to no subsystem.
+	Stats SubsystemStats
 }
 
 // NewTarget returns an empty target.

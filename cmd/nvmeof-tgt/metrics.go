@@ -119,6 +119,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
+	// Connects to a subsystem that does not exist: the NQN a host asked
+	// for is not a label, or any host could grow the series without end.
+	for k, n := range c.target.Stats.Refused() {
+		counter(dRefused, float64(n), "", strconv.Itoa(int(k.Port)), k.Reason)
+	}
 	gauge(dBuildInfo, 1, version, goVersion())
 	gen, ok, when := c.gen()
 	gauge(dConfigGen, float64(gen))
