@@ -35,119 +35,6 @@ type partialError struct{ errs []error }
 func (e *partialError) Error() string   { return errors.Join(e.errs...).Error() }
 func (e *partialError) Unwrap() []error { return e.errs }
 
-// plan is the difference between the running configuration and the next.
-type plan struct {
-	delPorts, addPorts []config.Port
-	delSubs, addSubs   []config.Subsystem
-	delNS, addNS       []nsRef // in subsystems kept
-	resizeNS           []nsRef // in subsystems kept: only the size differs
-	remeasure          []nsRef // block namespaces kept: the device may have grown
-	access             []config.Subsystem
-	links              []config.Subsystem
-}
-
-type nsRef struct {
-	nqn string
-	ns  config.Namespace
-}
-
-func diff(cur, next *config.Config) plan {
-	var p plan
-	curPorts := map[uint16]config.Port{}
-	for _, pc := range cur.Ports {
-		curPorts[pc.ID] = pc
-	}
-	nextPorts := map[uint16]bool{}
-	for _, pc := range next.Ports {
-		nextPorts[pc.ID] = true
-		old, ok := curPorts[pc.ID]
-		if ok && old == pc {
-			continue
-		}
-		if ok {
-			p.delPorts = append(p.delPorts, old)
-		}
-		p.addPorts = append(p.addPorts, pc)
-	}
-	for _, pc := range cur.Ports {
-		if !nextPorts[pc.ID] {
-			p.delPorts = append(p.delPorts, pc)
-		}
-	}
-
-	curSubs := map[string]config.Subsystem{}
-	for _, s := range cur.Subsystems {
-		curSubs[s.NQN] = s
-	}
-	nextSubs := map[string]bool{}
-	for _, s := range next.Subsystems {
-		nextSubs[s.NQN] = true
-		old, ok := curSubs[s.NQN]
-		if !ok || old.Serial != s.Serial || old.Model != s.Model {
-			// Identify data changes only with a new controller.
-			if ok {
-				p.delSubs = append(p.delSubs, old)
-			}
-			p.addSubs = append(p.addSubs, s)
-			continue
-		}
-		if old.AllowAnyHost != s.AllowAnyHost || !sameSet(old.Hosts, s.Hosts) {
-			p.access = append(p.access, s)
-		}
-		if !sameSet(old.Ports, s.Ports) {
-			p.links = append(p.links, s)
-		}
-		oldNS := map[uint32]config.Namespace{}
-		for _, n := range old.Namespaces {
-			oldNS[n.NSID] = n
-		}
-		keep := map[uint32]bool{}
-		for _, n := range s.Namespaces {
-			o, ok := oldNS[n.NSID]
-			if ok && o == n {
-				keep[n.NSID] = true
-				if n.Backend == "block" {
-					p.remeasure = append(p.remeasure, nsRef{s.NQN, n})
-				}
-				continue
-			}
-			if resized := o; ok && n.Backend != "block" {
-				resized.Size = n.Size
-				if resized == n {
-					// Hosts keep the namespace and see its new size.
-					keep[n.NSID] = true
-					p.resizeNS = append(p.resizeNS, nsRef{s.NQN, n})
-					continue
-				}
-			}
-			p.addNS = append(p.addNS, nsRef{s.NQN, n})
-		}
-		for _, n := range old.Namespaces {
-			if !keep[n.NSID] {
-				p.delNS = append(p.delNS, nsRef{s.NQN, n})
-			}
-		}
-	}
-	for _, s := range cur.Subsystems {
-		if !nextSubs[s.NQN] {
-			p.delSubs = append(p.delSubs, s)
-		}
-	}
-	return p
-}
-
-func sameSet[T comparable](a, b []T) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for _, x := range a {
-		if !slices.Contains(b, x) {
-			return false
-		}
-	}
-	return true
-}
-
 // apply moves the target from the running configuration to next, touching
 // only what differs: hosts of unchanged subsystems keep their connections.
 // Everything that can fail (opening backends, listening on new ports)
@@ -160,7 +47,7 @@ func (d *daemon) apply(next *config.Config) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	cur := d.cfg
-	p := diff(cur, next)
+	p := config.Diff(cur, next)
 
 	if err := ensureRXE(next.RXE, d.log); err != nil {
 		return err
@@ -169,10 +56,10 @@ func (d *daemon) apply(next *config.Config) error {
 	// Backends that replace one being removed (same path) open after the
 	// old one closes: a block device is opened exclusively.
 	closing := map[string]bool{}
-	for _, r := range p.delNS {
-		closing[r.ns.Path] = true
+	for _, r := range p.DelNamespaces {
+		closing[r.Path] = true
 	}
-	for _, s := range p.delSubs {
+	for _, s := range p.DelSubsystems {
 		for _, n := range s.Namespaces {
 			closing[n.Path] = true
 		}
@@ -182,7 +69,7 @@ func (d *daemon) apply(next *config.Config) error {
 		ns  *fabrics.Namespace
 	}
 	var ready []opened
-	var later []nsRef
+	var later []config.NamespaceRef
 	committed := false
 	defer func() {
 		if !committed {
@@ -193,7 +80,7 @@ func (d *daemon) apply(next *config.Config) error {
 	}()
 	open := func(nqn string, n config.Namespace, path string) error {
 		if n.Path != "" && closing[n.Path] {
-			later = append(later, nsRef{nqn, n})
+			later = append(later, config.NamespaceRef{NQN: nqn, Namespace: n})
 			return nil
 		}
 		ns, err := openNamespace(nqn, n)
@@ -203,12 +90,12 @@ func (d *daemon) apply(next *config.Config) error {
 		ready = append(ready, opened{nqn, ns})
 		return nil
 	}
-	for _, r := range p.addNS {
-		if err := open(r.nqn, r.ns, nsPath(next, r.nqn, r.ns.NSID)); err != nil {
+	for _, r := range p.AddNamespaces {
+		if err := open(r.NQN, r.Namespace, nsPath(next, r.NQN, r.NSID)); err != nil {
 			return err
 		}
 	}
-	for _, s := range p.addSubs {
+	for _, s := range p.AddSubsystems {
 		for _, n := range s.Namespaces {
 			if err := open(s.NQN, n, nsPath(next, s.NQN, n.NSID)); err != nil {
 				return err
@@ -218,7 +105,7 @@ func (d *daemon) apply(next *config.Config) error {
 
 	// New listeners, unless they take over the address of one going away.
 	inUse := map[string]bool{}
-	for _, pc := range p.delPorts {
+	for _, pc := range p.DelPorts {
 		inUse[fmt.Sprintf("%s:%d", pc.Address, pc.Port)] = true
 	}
 	newListeners := map[uint16]portListener{}
@@ -230,7 +117,7 @@ func (d *daemon) apply(next *config.Config) error {
 			}
 		}
 	}()
-	for _, pc := range p.addPorts {
+	for _, pc := range p.AddPorts {
 		fp, err := newPort(pc)
 		if err != nil {
 			return fmt.Errorf("%s.address: %w", portPath(next, pc.ID), err)
@@ -252,19 +139,19 @@ func (d *daemon) apply(next *config.Config) error {
 	var problems []error
 	applied := next.Clone()
 	log := d.log
-	for _, r := range p.delNS {
-		if s := d.target.Subsystem(r.nqn); s != nil {
-			if _, err := s.RemoveNamespace(r.ns.NSID); err == nil {
-				log.WithFields(logrus.Fields{"subsystem": r.nqn, "nsid": r.ns.NSID}).Info("namespace removed")
+	for _, r := range p.DelNamespaces {
+		if s := d.target.Subsystem(r.NQN); s != nil {
+			if _, err := s.RemoveNamespace(r.NSID); err == nil {
+				log.WithFields(logrus.Fields{"subsystem": r.NQN, "nsid": r.NSID}).Info("namespace removed")
 			}
 		}
 	}
-	for _, s := range p.delSubs {
+	for _, s := range p.DelSubsystems {
 		if err := d.target.RemoveSubsystem(s.NQN); err == nil {
 			log.WithField("subsystem", s.NQN).Info("subsystem removed")
 		}
 	}
-	for _, pc := range p.delPorts {
+	for _, pc := range p.DelPorts {
 		if l := d.listeners[pc.ID]; l != nil {
 			l.Close(5 * time.Second)
 			delete(d.listeners, pc.ID)
@@ -273,7 +160,7 @@ func (d *daemon) apply(next *config.Config) error {
 			log.WithFields(logrus.Fields{"port": pc.ID, "address": fmt.Sprintf("%s:%d", pc.Address, pc.Port)}).Info("port removed")
 		}
 	}
-	for _, pc := range p.addPorts {
+	for _, pc := range p.AddPorts {
 		fp := newPorts[pc.ID]
 		l := newListeners[pc.ID]
 		if l == nil {
@@ -287,7 +174,7 @@ func (d *daemon) apply(next *config.Config) error {
 		d.target.AddPort(fp)
 		d.listeners[pc.ID] = l
 	}
-	for _, s := range p.addSubs {
+	for _, s := range p.AddSubsystems {
 		fs := fabrics.NewSubsystem(s.NQN, s.Serial, s.Model, s.AllowAnyHost)
 		for _, h := range s.Hosts {
 			fs.AllowHost(h)
@@ -299,40 +186,40 @@ func (d *daemon) apply(next *config.Config) error {
 		}
 		log.WithField("subsystem", s.NQN).Info("subsystem added")
 	}
-	for _, r := range p.resizeNS {
-		old := nsConfig(cur, r.nqn, r.ns.NSID)
-		if _, err := d.target.Subsystem(r.nqn).ResizeNamespace(r.ns.NSID, int64(r.ns.Size)); err != nil {
-			problems = append(problems, fmt.Errorf("%s.size: %w", nsPath(next, r.nqn, r.ns.NSID), err))
-			setNamespace(applied, r.nqn, old)
+	for _, r := range p.ResizeNamespaces {
+		old := nsConfig(cur, r.NQN, r.NSID)
+		if _, err := d.target.Subsystem(r.NQN).ResizeNamespace(r.NSID, int64(r.Size)); err != nil {
+			problems = append(problems, fmt.Errorf("%s.size: %w", nsPath(next, r.NQN, r.NSID), err))
+			setNamespace(applied, r.NQN, old)
 			continue
 		}
-		log.WithFields(logrus.Fields{"subsystem": r.nqn, "nsid": r.ns.NSID, "from": old.Size, "to": r.ns.Size}).Info("namespace resized")
+		log.WithFields(logrus.Fields{"subsystem": r.NQN, "nsid": r.NSID, "from": old.Size, "to": r.Size}).Info("namespace resized")
 	}
-	for _, r := range p.remeasure {
-		s := d.target.Subsystem(r.nqn)
-		if changed, err := s.ResizeNamespace(r.ns.NSID, 0); err != nil {
-			log.WithError(err).WithFields(logrus.Fields{"subsystem": r.nqn, "nsid": r.ns.NSID}).Warn("measuring the block device again failed")
+	for _, r := range p.Remeasure {
+		s := d.target.Subsystem(r.NQN)
+		if changed, err := s.ResizeNamespace(r.NSID, 0); err != nil {
+			log.WithError(err).WithFields(logrus.Fields{"subsystem": r.NQN, "nsid": r.NSID}).Warn("measuring the block device again failed")
 		} else if changed {
-			ns := s.Namespace(r.ns.NSID)
-			log.WithFields(logrus.Fields{"subsystem": r.nqn, "nsid": r.ns.NSID, "bytes": ns.Blocks() << ns.BlockShift}).Info("block device size changed; namespace resized")
+			ns := s.Namespace(r.NSID)
+			log.WithFields(logrus.Fields{"subsystem": r.NQN, "nsid": r.NSID, "bytes": ns.Blocks() << ns.BlockShift}).Info("block device size changed; namespace resized")
 		}
 	}
-	for _, s := range p.access {
+	for _, s := range p.Access {
 		d.target.Subsystem(s.NQN).SetHosts(s.AllowAnyHost, s.Hosts)
 		log.WithFields(logrus.Fields{"subsystem": s.NQN, "allow_any_host": s.AllowAnyHost, "hosts": len(s.Hosts)}).Info("subsystem access changed")
 	}
-	for _, s := range p.links {
+	for _, s := range p.Links {
 		d.target.Subsystem(s.NQN).LinkPorts(s.Ports)
 		log.WithFields(logrus.Fields{"subsystem": s.NQN, "ports": s.Ports}).Info("subsystem ports changed")
 	}
 	for _, r := range later {
-		ns, err := openNamespace(r.nqn, r.ns)
+		ns, err := openNamespace(r.NQN, r.Namespace)
 		if err != nil {
-			problems = append(problems, fmt.Errorf("%s: %w", nsPath(next, r.nqn, r.ns.NSID), err))
-			dropNamespace(applied, r.nqn, r.ns.NSID)
+			problems = append(problems, fmt.Errorf("%s: %w", nsPath(next, r.NQN, r.NSID), err))
+			dropNamespace(applied, r.NQN, r.NSID)
 			continue
 		}
-		ready = append(ready, opened{r.nqn, ns})
+		ready = append(ready, opened{r.NQN, ns})
 	}
 	for _, o := range ready {
 		s := d.target.Subsystem(o.nqn)

@@ -1,0 +1,122 @@
+package config
+
+import "slices"
+
+// Plan is what changes between a running configuration and the next: what
+// a reload applies, item by item, so that everything else keeps running.
+type Plan struct {
+	DelPorts, AddPorts []Port      // a changed port is deleted and added
+	DelSubsystems      []Subsystem // removed, or rebuilt (serial or model changed)
+	AddSubsystems      []Subsystem
+	DelNamespaces      []NamespaceRef // in subsystems kept; a changed one is deleted and added
+	AddNamespaces      []NamespaceRef
+	ResizeNamespaces   []NamespaceRef // in subsystems kept: only the size differs
+	Remeasure          []NamespaceRef // block namespaces kept: the device may have grown
+	Access             []Subsystem    // kept, with other hosts or allow_any_host
+	Links              []Subsystem    // kept, with other ports
+}
+
+// NamespaceRef is a namespace and the NQN of its subsystem.
+type NamespaceRef struct {
+	NQN string
+	Namespace
+}
+
+// Diff compares two validated configurations.
+func Diff(cur, next *Config) Plan {
+	var p Plan
+	curPorts := map[uint16]Port{}
+	for _, pc := range cur.Ports {
+		curPorts[pc.ID] = pc
+	}
+	nextPorts := map[uint16]bool{}
+	for _, pc := range next.Ports {
+		nextPorts[pc.ID] = true
+		old, ok := curPorts[pc.ID]
+		if ok && old == pc {
+			continue
+		}
+		if ok {
+			p.DelPorts = append(p.DelPorts, old)
+		}
+		p.AddPorts = append(p.AddPorts, pc)
+	}
+	for _, pc := range cur.Ports {
+		if !nextPorts[pc.ID] {
+			p.DelPorts = append(p.DelPorts, pc)
+		}
+	}
+
+	curSubs := map[string]Subsystem{}
+	for _, s := range cur.Subsystems {
+		curSubs[s.NQN] = s
+	}
+	nextSubs := map[string]bool{}
+	for _, s := range next.Subsystems {
+		nextSubs[s.NQN] = true
+		old, ok := curSubs[s.NQN]
+		if !ok || old.Serial != s.Serial || old.Model != s.Model {
+			// Identify data changes only with a new controller.
+			if ok {
+				p.DelSubsystems = append(p.DelSubsystems, old)
+			}
+			p.AddSubsystems = append(p.AddSubsystems, s)
+			continue
+		}
+		if old.AllowAnyHost != s.AllowAnyHost || !sameSet(old.Hosts, s.Hosts) {
+			p.Access = append(p.Access, s)
+		}
+		if !sameSet(old.Ports, s.Ports) {
+			p.Links = append(p.Links, s)
+		}
+		oldNS := map[uint32]Namespace{}
+		for _, n := range old.Namespaces {
+			oldNS[n.NSID] = n
+		}
+		keep := map[uint32]bool{}
+		for _, n := range s.Namespaces {
+			o, ok := oldNS[n.NSID]
+			if ok && o == n {
+				keep[n.NSID] = true
+				if n.Backend == "block" {
+					p.Remeasure = append(p.Remeasure, NamespaceRef{s.NQN, n})
+				}
+				continue
+			}
+			if resized := o; ok && n.Backend != "block" {
+				resized.Size = n.Size
+				if resized == n {
+					// Hosts keep the namespace and see its new size.
+					keep[n.NSID] = true
+					p.ResizeNamespaces = append(p.ResizeNamespaces, NamespaceRef{s.NQN, n})
+					continue
+				}
+			}
+			p.AddNamespaces = append(p.AddNamespaces, NamespaceRef{s.NQN, n})
+		}
+		for _, n := range old.Namespaces {
+			if !keep[n.NSID] {
+				p.DelNamespaces = append(p.DelNamespaces, NamespaceRef{s.NQN, n})
+			}
+		}
+	}
+	for _, s := range cur.Subsystems {
+		if !nextSubs[s.NQN] {
+			p.DelSubsystems = append(p.DelSubsystems, s)
+		}
+	}
+	return p
+}
+
+func sameSet[T comparable](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
+}
+

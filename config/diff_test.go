@@ -1,0 +1,98 @@
+package config
+
+import (
+	"reflect"
+	"testing"
+)
+
+func mustParse(t *testing.T, y string) *Config {
+	t.Helper()
+	c, err := Parse([]byte(y))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, y)
+	}
+	return c
+}
+
+func nsids(refs []NamespaceRef) []string {
+	var out []string
+	for _, r := range refs {
+		out = append(out, r.NQN+"/"+string(rune('0'+r.NSID)))
+	}
+	return out
+}
+
+func TestDiff(t *testing.T) {
+	cur := mustParse(t, `
+ports: [{id: 1, address: 10.0.0.1}, {id: 2, address: 10.0.0.2}]
+subsystems:
+  - nqn: nqn.2026-11.io.example:same
+    allow_any_host: true
+    namespaces: [{nsid: 1, backend: nullblk, size: 1GiB}, {nsid: 2, backend: block, path: /dev/vdb}]
+  - nqn: nqn.2026-11.io.example:edit
+    hosts: [nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-000000000001]
+    namespaces:
+      - {nsid: 1, backend: nullblk, size: 1GiB}
+      - {nsid: 2, backend: nullblk, size: 1GiB}
+      - {nsid: 3, backend: nullblk, size: 1GiB}
+  - nqn: nqn.2026-11.io.example:serial
+    allow_any_host: true
+    namespaces: []
+  - nqn: nqn.2026-11.io.example:gone
+    allow_any_host: true
+    namespaces: []
+`)
+	next := mustParse(t, `
+ports: [{id: 1, address: 10.0.0.1}, {id: 2, address: 10.0.0.2, port: 4421}, {id: 3, address: 10.0.0.3}]
+subsystems:
+  - nqn: nqn.2026-11.io.example:same
+    allow_any_host: true
+    namespaces: [{nsid: 1, backend: nullblk, size: 1GiB}, {nsid: 2, backend: block, path: /dev/vdb}]
+  - nqn: nqn.2026-11.io.example:edit
+    allow_any_host: true
+    ports: [1]
+    namespaces:
+      - {nsid: 1, backend: nullblk, size: 2GiB}
+      - {nsid: 2, backend: nullblk, size: 1GiB, read_only: true}
+      - {nsid: 4, backend: nullblk, size: 1GiB}
+  - nqn: nqn.2026-11.io.example:serial
+    serial: "42"
+    allow_any_host: true
+    namespaces: []
+  - nqn: nqn.2026-11.io.example:new
+    allow_any_host: true
+    namespaces: []
+`)
+	p := Diff(cur, next)
+	ports := func(ps []Port) (ids []uint16) {
+		for _, x := range ps {
+			ids = append(ids, x.ID)
+		}
+		return
+	}
+	subs := func(ss []Subsystem) (n []string) {
+		for _, x := range ss {
+			n = append(n, x.NQN)
+		}
+		return
+	}
+	for what, got := range map[string][2]any{
+		"deleted ports":      {ports(p.DelPorts), []uint16{2}},
+		"added ports":        {ports(p.AddPorts), []uint16{2, 3}},
+		"deleted subsystems": {subs(p.DelSubsystems), []string{"nqn.2026-11.io.example:serial", "nqn.2026-11.io.example:gone"}},
+		"added subsystems":   {subs(p.AddSubsystems), []string{"nqn.2026-11.io.example:serial", "nqn.2026-11.io.example:new"}},
+		"access":             {subs(p.Access), []string{"nqn.2026-11.io.example:edit"}},
+		"links":              {subs(p.Links), []string{"nqn.2026-11.io.example:edit"}},
+		"deleted namespaces": {nsids(p.DelNamespaces), []string{"nqn.2026-11.io.example:edit/2", "nqn.2026-11.io.example:edit/3"}},
+		"added namespaces":   {nsids(p.AddNamespaces), []string{"nqn.2026-11.io.example:edit/2", "nqn.2026-11.io.example:edit/4"}},
+		"resized namespaces": {nsids(p.ResizeNamespaces), []string{"nqn.2026-11.io.example:edit/1"}},
+		"remeasured":         {nsids(p.Remeasure), []string{"nqn.2026-11.io.example:same/2"}},
+	} {
+		if !reflect.DeepEqual(got[0], got[1]) {
+			t.Errorf("%s: got %v, want %v", what, got[0], got[1])
+		}
+	}
+	if empty := Diff(next, next); !reflect.DeepEqual(empty, Plan{Remeasure: empty.Remeasure}) || len(empty.Remeasure) != 1 {
+		t.Errorf("a configuration against itself: %+v", empty)
+	}
+}
