@@ -119,4 +119,3 @@ func sameSet[T comparable](a, b []T) bool {
 	}
 	return true
 }
-
