@@ -61,19 +61,19 @@ func execConnect(q *Queue, r *Request) bool {
 	}
 	s := q.target.Subsystem(d.SubNQN)
 	if s == nil || !s.OnPort(q.port.ID) {
-		q.target.Stats.refuse("unknown_subsystem", q.port.ID)
+		q.target.Refused.refuse("unknown_subsystem", q.port.ID)
 		log.Warn("connect rejected: no such subsystem on this port; check the host's -n argument against the configured subsystems")
 		return invalidParam(r, 256, true)
 	}
 	if !s.HostAllowed(d.HostNQN) {
-		s.Stats.refuse("host_not_allowed", q.port.ID)
+		s.Stats.Refused.refuse("host_not_allowed", q.port.ID)
 		log.Warn("connect rejected: host not allowed; add it to the subsystem's hosts or set allow_any_host")
 		r.status = nvme.StatusConnectInvalidHost | nvme.DNR
 		return true
 	}
 	if q.QID == 0 {
 		if d.CNTLID != nvme.ControllerIDDynamic {
-			s.Stats.refuse("static_controller", q.port.ID)
+			s.Stats.Refused.refuse("static_controller", q.port.ID)
 			log.WithField("cntlid", d.CNTLID).Warn("connect rejected: only dynamic controllers are supported")
 			return invalidParam(r, 16, true)
 		}
@@ -95,7 +95,7 @@ func execConnect(q *Queue, r *Request) bool {
 	}
 	c := s.controller(d.CNTLID)
 	if c == nil || c.HostNQN != d.HostNQN {
-		s.Stats.refuse("unknown_controller", q.port.ID)
+		s.Stats.Refused.refuse("unknown_controller", q.port.ID)
 		log.WithField("cntlid", d.CNTLID).Warn("connect rejected: I/O queue for an unknown controller")
 		return invalidParam(r, 16, true)
 	}

@@ -124,7 +124,7 @@ func TestConnectErrors(t *testing.T) {
 		if err != nil || rsp.Status() != nvme.StatusConnectInvalidParam|nvme.DNR {
 			t.Fatalf("status %v err %v", rsp.Status(), err)
 		}
-		if n := tg.Stats.Refused()[RefusedKey{"unknown_subsystem", p.ID}]; n != 1 {
+		if n := tg.Refused.Counts()[RefusedKey{"unknown_subsystem", p.ID}]; n != 1 {
 			t.Fatalf("refused connects to unknown subsystems: %d, want 1", n)
 		}
 	})

@@ -54,7 +54,7 @@ func (t *Target) RemoveSubsystem(nqn string) error {
 	t.mu.Unlock()
 	s.disconnectAll()
 	for _, id := range s.NamespaceIDs() {
-		if _, err := s.RemoveNamespace(id); err != nil {
+		if err := s.RemoveNamespace(id); err != nil {
 			return err
 		}
 	}
@@ -64,13 +64,13 @@ func (t *Target) RemoveSubsystem(nqn string) error {
 // RemoveNamespace unpublishes namespace nsid: connected hosts get a
 // namespace-attribute-changed event and rescan. Commands already
 // dispatched to it finish first; then its backend is closed.
-func (s *Subsystem) RemoveNamespace(nsid uint32) (*Namespace, error) {
+func (s *Subsystem) RemoveNamespace(nsid uint32) error {
 	s.mu.Lock()
 	old := s.namespaces.Load()
 	ns := old.byID[nsid]
 	if ns == nil {
 		s.mu.Unlock()
-		return nil, fmt.Errorf("namespace %d does not exist", nsid)
+		return fmt.Errorf("namespace %d does not exist", nsid)
 	}
 	next := &namespaceSet{byID: make(map[uint32]*Namespace, len(old.byID))}
 	for id, n := range old.byID {
@@ -94,7 +94,7 @@ func (s *Subsystem) RemoveNamespace(nsid uint32) (*Namespace, error) {
 	}
 	if ns.drain(drainTimeout) {
 		closeBackend()
-		return ns, nil
+		return nil
 	}
 	// A backend call is stuck (a hung device). Closing under it could hand
 	// its file descriptor to another file, so the close waits for it.
@@ -103,7 +103,7 @@ func (s *Subsystem) RemoveNamespace(nsid uint32) (*Namespace, error) {
 		ns.drain(365 * 24 * time.Hour)
 		closeBackend()
 	}()
-	return ns, nil
+	return nil
 }
 
 // drain waits until no queue has a command on ns in flight, including
@@ -174,17 +174,6 @@ func (s *Subsystem) SetHosts(allowAny bool, hosts []string) {
 		}
 	}
 	s.changedDiscovery()
-}
-
-// Hosts lists the allowed host NQNs.
-func (s *Subsystem) Hosts() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]string, 0, len(s.hosts))
-	for h := range s.hosts {
-		out = append(out, h)
-	}
-	return out
 }
 
 // LinkPorts replaces the ports the subsystem is reachable through (none:

@@ -64,7 +64,7 @@ func TestRemoveNamespaceWhileConnected(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	removed := make(chan error, 1)
-	go func() { _, err := s.RemoveNamespace(2); removed <- err }()
+	go func() { removed <- s.RemoveNamespace(2) }()
 
 	rsp := <-aen
 	if rsp == nil || rsp.Result() != nvme.AsyncTypeNotice|uint64(nvme.LogChangedNS)<<16 {
@@ -104,7 +104,7 @@ func TestRemoveNamespaceWhileConnected(t *testing.T) {
 	if st := h.rw(nvme.IORead, 1, 0, 1, make([]byte, 512), false); st != 0 {
 		t.Fatalf("read of remaining namespace: %v", st)
 	}
-	if _, err := s.RemoveNamespace(2); err == nil {
+	if err := s.RemoveNamespace(2); err == nil {
 		t.Fatal("removing a namespace twice succeeded")
 	}
 }

@@ -1,6 +1,7 @@
 package fabrics
 
 import (
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -190,10 +191,16 @@ func (s *Subsystem) NamespaceStats(ns *Namespace) IOSnapshot {
 
 // SubsystemStats are the counters of a subsystem that are not per namespace.
 type SubsystemStats struct {
-	mu               sync.Mutex
-	refused          map[RefusedKey]uint64
+	Refused          Refusals
 	KeepAliveExpired atomic.Uint64
+	mu               sync.Mutex
 	errorsRetired    [8]uint64 // by status code type, of closed queues
+}
+
+// Refusals counts refused connects by reason and port.
+type Refusals struct {
+	mu sync.Mutex
+	m  map[RefusedKey]uint64
 }
 
 // RefusedKey says why and where a connect was refused.
@@ -202,27 +209,20 @@ type RefusedKey struct {
 	Port   uint16
 }
 
-func (st *SubsystemStats) refuse(reason string, port uint16) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.refused == nil {
-		st.refused = map[RefusedKey]uint64{}
+func (r *Refusals) refuse(reason string, port uint16) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[RefusedKey]uint64{}
 	}
-	st.refused[RefusedKey{reason, port}]++
+	r.m[RefusedKey{reason, port}]++
 }
 
-// Refused returns connect attempts refused, by reason and port.
-func (s *Subsystem) Refused() map[RefusedKey]uint64 { return s.Stats.Refused() }
-
-// Refused returns connect attempts refused, by reason and port.
-func (st *SubsystemStats) Refused() map[RefusedKey]uint64 {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	out := make(map[RefusedKey]uint64, len(st.refused))
-	for k, v := range st.refused {
-		out[k] = v
-	}
-	return out
+// Counts returns the refused connects so far.
+func (r *Refusals) Counts() map[RefusedKey]uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.m)
 }
 
 // ErrorsByType sums commands completed with an error, by status code type.

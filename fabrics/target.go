@@ -28,9 +28,9 @@ type Target struct {
 	discovery  *Subsystem
 	genctr     atomic.Uint64 // discovery log generation counter
 
-	// Stats counts connects to subsystems that do not exist (or not on
+	// Refused counts connects to subsystems that do not exist (or not on
 	// the port used): they belong to no subsystem.
-	Stats SubsystemStats
+	Refused Refusals
 }
 
 // NewTarget returns an empty target.

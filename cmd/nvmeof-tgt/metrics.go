@@ -109,7 +109,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(dControllers, float64(n), s.NQN, p)
 			gauge(dQueuePairs, float64(qps[port]), s.NQN, p)
 		}
-		for k, n := range s.Refused() {
+		for k, n := range s.Stats.Refused.Counts() {
 			counter(dRefused, float64(n), s.NQN, strconv.Itoa(int(k.Port)), k.Reason)
 		}
 		counter(dKAExpired, float64(s.Stats.KeepAliveExpired.Load()), s.NQN)
@@ -121,7 +121,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	// Connects to a subsystem that does not exist: the NQN a host asked
 	// for is not a label, or any host could grow the series without end.
-	for k, n := range c.target.Stats.Refused() {
+	for k, n := range c.target.Refused.Counts() {
 		counter(dRefused, float64(n), "", strconv.Itoa(int(k.Port)), k.Reason)
 	}
 	gauge(dBuildInfo, 1, version, goVersion())

@@ -141,7 +141,7 @@ func (d *daemon) apply(next *config.Config) error {
 	log := d.log
 	for _, r := range p.DelNamespaces {
 		if s := d.target.Subsystem(r.NQN); s != nil {
-			if _, err := s.RemoveNamespace(r.NSID); err == nil {
+			if err := s.RemoveNamespace(r.NSID); err == nil {
 				log.WithFields(logrus.Fields{"subsystem": r.NQN, "nsid": r.NSID}).Info("namespace removed")
 			}
 		}
