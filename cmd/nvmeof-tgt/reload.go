@@ -78,26 +78,26 @@ func (d *daemon) apply(next *config.Config) error {
 			}
 		}
 	}()
-	open := func(nqn string, n config.Namespace, path string) error {
+	open := func(nqn string, n config.Namespace) error {
 		if n.Path != "" && closing[n.Path] {
 			later = append(later, config.NamespaceRef{NQN: nqn, Namespace: n})
 			return nil
 		}
 		ns, err := openNamespace(nqn, n)
 		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
+			return fmt.Errorf("%s: %w", nsPath(next, nqn, n.NSID), err)
 		}
 		ready = append(ready, opened{nqn, ns})
 		return nil
 	}
 	for _, r := range p.AddNamespaces {
-		if err := open(r.NQN, r.Namespace, nsPath(next, r.NQN, r.NSID)); err != nil {
+		if err := open(r.NQN, r.Namespace); err != nil {
 			return err
 		}
 	}
 	for _, s := range p.AddSubsystems {
 		for _, n := range s.Namespaces {
-			if err := open(s.NQN, n, nsPath(next, s.NQN, n.NSID)); err != nil {
+			if err := open(s.NQN, n); err != nil {
 				return err
 			}
 		}
@@ -187,10 +187,12 @@ func (d *daemon) apply(next *config.Config) error {
 		log.WithField("subsystem", s.NQN).Info("subsystem added")
 	}
 	for _, r := range p.ResizeNamespaces {
-		old := nsConfig(cur, r.NQN, r.NSID)
+		ci, cj := findNS(cur, r.NQN, r.NSID)
+		old := cur.Subsystems[ci].Namespaces[cj]
 		if _, err := d.target.Subsystem(r.NQN).ResizeNamespace(r.NSID, int64(r.Size)); err != nil {
 			problems = append(problems, fmt.Errorf("%s.size: %w", nsPath(next, r.NQN, r.NSID), err))
-			setNamespace(applied, r.NQN, old)
+			i, j := findNS(applied, r.NQN, r.NSID)
+			applied.Subsystems[i].Namespaces[j] = old
 			continue
 		}
 		log.WithFields(logrus.Fields{"subsystem": r.NQN, "nsid": r.NSID, "from": old.Size, "to": r.Size}).Info("namespace resized")
@@ -216,7 +218,8 @@ func (d *daemon) apply(next *config.Config) error {
 		ns, err := openNamespace(r.NQN, r.Namespace)
 		if err != nil {
 			problems = append(problems, fmt.Errorf("%s: %w", nsPath(next, r.NQN, r.NSID), err))
-			dropNamespace(applied, r.NQN, r.NSID)
+			i, j := findNS(applied, r.NQN, r.NSID)
+			applied.Subsystems[i].Namespaces = slices.Delete(applied.Subsystems[i].Namespaces, j, j+1)
 			continue
 		}
 		ready = append(ready, opened{r.NQN, ns})
@@ -265,55 +268,26 @@ func (d *daemon) apply(next *config.Config) error {
 	return nil
 }
 
-// nsConfig is namespace nsid of subsystem nqn in c.
-func nsConfig(c *config.Config, nqn string, nsid uint32) config.Namespace {
-	for _, s := range c.Subsystems {
+// findNS locates namespace nsid of subsystem nqn in c: the indexes of the
+// subsystem and the namespace, or -1 and -1.
+func findNS(c *config.Config, nqn string, nsid uint32) (int, int) {
+	for i, s := range c.Subsystems {
 		if s.NQN == nqn {
-			for _, n := range s.Namespaces {
+			for j, n := range s.Namespaces {
 				if n.NSID == nsid {
-					return n
+					return i, j
 				}
 			}
 		}
 	}
-	return config.Namespace{}
-}
-
-// setNamespace replaces namespace n.NSID of subsystem nqn in c.
-func setNamespace(c *config.Config, nqn string, n config.Namespace) {
-	for i := range c.Subsystems {
-		if c.Subsystems[i].NQN != nqn {
-			continue
-		}
-		for j := range c.Subsystems[i].Namespaces {
-			if c.Subsystems[i].Namespaces[j].NSID == n.NSID {
-				c.Subsystems[i].Namespaces[j] = n
-			}
-		}
-	}
-}
-
-func dropNamespace(c *config.Config, nqn string, nsid uint32) {
-	for i := range c.Subsystems {
-		if c.Subsystems[i].NQN == nqn {
-			c.Subsystems[i].Namespaces = slices.DeleteFunc(c.Subsystems[i].Namespaces,
-				func(n config.Namespace) bool { return n.NSID == nsid })
-		}
-	}
+	return -1, -1
 }
 
 // nsPath and portPath name a configuration item by its field path, as
 // validation errors do.
 func nsPath(c *config.Config, nqn string, nsid uint32) string {
-	for i, s := range c.Subsystems {
-		if s.NQN != nqn {
-			continue
-		}
-		for j, n := range s.Namespaces {
-			if n.NSID == nsid {
-				return fmt.Sprintf("subsystems[%d].namespaces[%d]", i, j)
-			}
-		}
+	if i, j := findNS(c, nqn, nsid); i >= 0 {
+		return fmt.Sprintf("subsystems[%d].namespaces[%d]", i, j)
 	}
 	return fmt.Sprintf("subsystem %s namespace %d", nqn, nsid)
 }

@@ -331,7 +331,9 @@ func TestApplyResizesInPlace(t *testing.T) {
 	if !errors.As(err, &partial) || !strings.Contains(err.Error(), "subsystems[1].namespaces[0].size") {
 		t.Fatalf("shrinking a file namespace: %v", err)
 	}
-	if ns.Blocks() != 48<<20/512 || nsConfig(d.running(), nqnB, 1).Size != 48<<20 {
+	run := d.running()
+	i, j := findNS(run, nqnB, 1)
+	if ns.Blocks() != 48<<20/512 || run.Subsystems[i].Namespaces[j].Size != 48<<20 {
 		t.Fatal("a refused shrink changed the namespace or the running configuration")
 	}
 }
