@@ -79,16 +79,9 @@ func openFile(opts Options) (Backend, error) {
 		}
 		size = fi.Size()
 	}
-	if fi.Size() < size {
-		if opts.ReadOnly {
-			f.Close()
-			return nil, fmt.Errorf("%s: read-only namespace, but the file (%d bytes) is smaller than size %d", opts.Path, fi.Size(), size)
-		}
-		// Extending with ftruncate keeps the file sparse.
-		if err := f.Truncate(size); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("extend %s to %d bytes: %w", opts.Path, size, err)
-		}
+	if err := extend(f, fi.Size(), size, opts.ReadOnly); err != nil {
+		f.Close()
+		return nil, err
 	}
 	// Export whole blocks only.
 	size -= size % int64(bs)
@@ -201,25 +194,32 @@ func (b *fileBackend) Resize(size int64) (int64, error) {
 		return cur, nil
 	case size < cur:
 		return cur, fmt.Errorf("%s: shrinking a file namespace from %d to %d bytes would cut off data; remove the namespace and add it again to shrink it", b.path, cur, size)
-	case b.readOnly:
-		fi, err := b.f.Stat()
-		if err != nil {
-			return cur, err
-		}
-		if fi.Size() < size {
-			return cur, fmt.Errorf("%s: read-only namespace, but the file (%d bytes) is smaller than size %d", b.path, fi.Size(), size)
-		}
-	default:
-		if fi, err := b.f.Stat(); err != nil {
-			return cur, err
-		} else if fi.Size() < size {
-			if err := b.f.Truncate(size); err != nil {
-				return cur, fmt.Errorf("extend %s to %d bytes: %w", b.path, size, err)
-			}
-		}
+	}
+	fi, err := b.f.Stat()
+	if err != nil {
+		return cur, err
+	}
+	if err := extend(b.f, fi.Size(), size, b.readOnly); err != nil {
+		return cur, err
 	}
 	b.size.Store(size)
 	return size, nil
+}
+
+// extend grows f from have to want bytes with ftruncate, which keeps it
+// sparse. A read-only namespace never writes, so its file must be as large
+// already.
+func extend(f *os.File, have, want int64, readOnly bool) error {
+	switch {
+	case have >= want:
+		return nil
+	case readOnly:
+		return fmt.Errorf("%s: read-only namespace, but the file (%d bytes) is smaller than size %d", f.Name(), have, want)
+	}
+	if err := f.Truncate(want); err != nil {
+		return fmt.Errorf("extend %s to %d bytes: %w", f.Name(), want, err)
+	}
+	return nil
 }
 func (b *fileBackend) BlockSize() uint32 { return b.blockSize }
 func (b *fileBackend) Close() error      { return b.f.Close() }
