@@ -41,11 +41,6 @@ func openBlock(opts Options) (Backend, error) {
 		return nil, fmt.Errorf("open %s: %w", opts.Path, err)
 	}
 	fd := int(f.Fd())
-	var size uint64
-	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.BLKGETSIZE64, uintptr(unsafe.Pointer(&size))); e != 0 {
-		f.Close()
-		return nil, fmt.Errorf("%s: BLKGETSIZE64: %w", opts.Path, e)
-	}
 	lbs, err := unix.IoctlGetInt(fd, unix.BLKSSZGET)
 	if err != nil {
 		f.Close()
@@ -56,11 +51,14 @@ func openBlock(opts Options) (Backend, error) {
 		return nil, fmt.Errorf("%s: block_size %d differs from the device's logical block size %d", opts.Path, opts.BlockSize, lbs)
 	}
 	b := &blockBackend{fileBackend{f: f, fd: fd, blockSize: uint32(lbs), readOnly: opts.ReadOnly, path: opts.Path}}
-	b.size.Store(int64(size) - int64(size)%int64(lbs))
+	if _, err := b.Resize(0); err != nil {
+		f.Close()
+		return nil, err
+	}
 	return b, nil
 }
 
-// Resize measures the device again; the size asked for is ignored.
+// Resize measures the device (again); the size asked for is ignored.
 func (b *blockBackend) Resize(int64) (int64, error) {
 	var size uint64
 	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(b.fd), unix.BLKGETSIZE64, uintptr(unsafe.Pointer(&size))); e != 0 {
