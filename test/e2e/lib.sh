@@ -191,6 +191,15 @@ fio_ok() {
 	FIO_WRITTEN=$wr
 }
 
+# metric NAME [LABEL-FILTER]: the value of the first series of NAME on the
+# daemon's /metrics (metrics.address 127.0.0.1:9750), optionally the first
+# whose labels contain LABEL-FILTER.
+metric() {
+	# Whole scrape first: awk stopping early must not break curl's pipe.
+	curl -fsS -o /tmp/metrics.txt http://127.0.0.1:9750/metrics || fail "scraping /metrics"
+	awk -v m="$1" -v f="${2:-}" '$1 ~ "^"m"[{]" || $1 == m { if (f == "" || index($1, f)) { print $2; exit } }' /tmp/metrics.txt
+}
+
 # config FILE: write a daemon configuration from stdin.
 config() { cat >"$1"; }
 

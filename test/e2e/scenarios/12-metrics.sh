@@ -13,11 +13,6 @@ subsystems:
 CFG
 start_target /tmp/tgt.yaml
 dev=$(connect "$nqn")
-metric() { # name [extra label filter]
-	# Whole scrape first: awk stopping early must not break curl's pipe.
-	curl -fsS -o /tmp/metrics.txt http://127.0.0.1:9750/metrics || fail "scraping /metrics"
-	awk -v m="$1" -v f="${2:-}" '$1 ~ "^"m"[{ ]" || $1 == m { if (f == "" || index($1, f)) { print $2; exit } }' /tmp/metrics.txt
-}
 base_r=$(metric nvmeof_tgt_read_bytes_total)
 base_w=$(metric nvmeof_tgt_written_bytes_total)
 # Scrape while fio runs: the endpoint answers under load.

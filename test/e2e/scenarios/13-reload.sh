@@ -27,7 +27,6 @@ sdev=$(connect "$steady")
 mdev1=$(connect "$moving")
 mdev2=$(wait_dev "$moving" 2)
 echo "steady $sdev, moving $mdev1 $mdev2"
-metric() { curl -fsS http://127.0.0.1:9750/metrics | awk -v m="$1" '$1 == m {print $2}'; }
 
 # fio with verification on the steady subsystem for the whole reload.
 (fio_ok steady --filename="$sdev" --rw=randwrite --bs=4k --iodepth=16 --ioengine=libaio --direct=1 \
