@@ -122,7 +122,7 @@ func (ns *Namespace) drain(timeout time.Duration) bool {
 func (ns *Namespace) inflight() int64 {
 	ns.statsMu.Lock()
 	defer ns.statsMu.Unlock()
-	var n int64
+	n := ns.holds.Load()
 	for _, s := range ns.live {
 		n += s.Inflight.Load()
 	}
@@ -223,4 +223,37 @@ func (r *Request) release() {
 		r.held = false
 		r.nsStats.Inflight.Add(-1)
 	}
+}
+
+// hold keeps ns's backend open for a caller outside any queue (a flush of
+// every namespace, a shutdown). It reports false once ns is being removed.
+func (ns *Namespace) hold() bool {
+	ns.holds.Add(1)
+	if ns.removed.Load() {
+		ns.holds.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (ns *Namespace) unhold() { ns.holds.Add(-1) }
+
+// FlushNamespaces makes every completed write to every namespace durable.
+// Each namespace is held while its backend flushes, so a removal running
+// at the same time waits instead of closing the descriptor under it. It
+// returns the first error; the other namespaces are flushed regardless.
+func (s *Subsystem) FlushNamespaces() error {
+	var first error
+	for _, id := range s.NamespaceIDs() {
+		ns := s.Namespace(id)
+		if ns == nil || !ns.hold() {
+			continue // removed meanwhile: its removal flushes it
+		}
+		err := ns.Backend.Flush()
+		ns.unhold()
+		if err != nil && first == nil {
+			first = fmt.Errorf("namespace %d: %w", id, err)
+		}
+	}
+	return first
 }

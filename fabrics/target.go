@@ -234,6 +234,7 @@ type Namespace struct {
 
 	fuseMu  sync.Mutex  // serializes fused Compare and Write pairs
 	removed atomic.Bool // set once RemoveNamespace unpublished it
+	holds   atomic.Int64 // holders outside any queue (hold), counted by drain
 
 	statsMu sync.Mutex
 	retired IOSnapshot // counters of queues that closed
