@@ -232,8 +232,8 @@ type Namespace struct {
 	BlockShift uint8
 	blocks     atomic.Uint64 // capacity; changes only with ResizeNamespace
 
-	fuseMu  sync.Mutex  // serializes fused Compare and Write pairs
-	removed atomic.Bool // set once RemoveNamespace unpublished it
+	fuseMu  sync.Mutex   // serializes fused Compare and Write pairs
+	removed atomic.Bool  // set once RemoveNamespace unpublished it
 	holds   atomic.Int64 // holders outside any queue (hold), counted by drain
 
 	statsMu sync.Mutex
