@@ -30,15 +30,62 @@ type Backend interface {
 }
 
 // Discarder is implemented by backends that can deallocate a range
-// (punch hole, BLKDISCARD). After Discard the range reads back as zeros.
+// (punch hole, BLKDISCARD). Whether the range then reads back as zeros is
+// a trait of the backend (Traits.DiscardZeroes): a device may return old
+// data after BLKDISCARD.
 type Discarder interface {
 	Discard(off, length int64) error
 }
 
 // Zeroer is implemented by backends that can write zeros to a range
-// without a data buffer.
+// without a data buffer. The range reads back as zeros afterwards, always.
 type Zeroer interface {
 	WriteZeroes(off, length int64) error
+}
+
+// SyncWriter is implemented by backends that can make a single write
+// durable (Force Unit Access): WriteAtSync returns only once p is on stable
+// media. Callers fall back to WriteAt followed by Flush without it.
+type SyncWriter interface {
+	WriteAtSync(p []byte, off int64) error
+}
+
+// Traits are what a backend's data path guarantees. They decide what the
+// target advertises (Identify VWC and DLFEAT) and how it honours Flush and
+// FUA; README's durability contract lists them per backend.
+type Traits struct {
+	// VolatileCache: a completed write may be lost on power failure until
+	// Flush (page cache, file system metadata, a device's write-back cache).
+	VolatileCache bool
+	// DiscardZeroes: a discarded range reads back as zeros.
+	DiscardZeroes bool
+}
+
+// TraitsReporter is implemented by backends that know their traits.
+type TraitsReporter interface {
+	Traits() Traits
+}
+
+// TraitsOf returns b's traits. A backend that does not report them is
+// assumed to cache writes and to return anything after a discard, the
+// safe assumptions.
+func TraitsOf(b Backend) Traits {
+	if r, ok := b.(TraitsReporter); ok {
+		return r.Traits()
+	}
+	return Traits{VolatileCache: true}
+}
+
+// WriteDurable writes p at off and returns once it is on stable media:
+// through SyncWriter where b has it, otherwise a write and a flush.
+func WriteDurable(b Backend, p []byte, off int64) error {
+	if s, ok := b.(SyncWriter); ok {
+		return s.WriteAtSync(p, off)
+	}
+	if err := b.WriteAt(p, off); err != nil {
+		return err
+	}
+	return b.Flush()
 }
 
 // Resizer is implemented by backends whose capacity can change while they

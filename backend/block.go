@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -14,6 +15,7 @@ func init() { Register("block", openBlock) }
 // blockBackend serves a namespace from a block device with O_DIRECT.
 type blockBackend struct {
 	fileBackend
+	writeBack bool // the device has a volatile write cache
 }
 
 func openBlock(opts Options) (Backend, error) {
@@ -50,7 +52,8 @@ func openBlock(opts Options) (Backend, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s: block_size %d differs from the device's logical block size %d", opts.Path, opts.BlockSize, lbs)
 	}
-	b := &blockBackend{fileBackend{f: f, fd: fd, blockSize: uint32(lbs), readOnly: opts.ReadOnly, path: opts.Path}}
+	b := &blockBackend{fileBackend: fileBackend{f: f, fd: fd, blockSize: uint32(lbs), readOnly: opts.ReadOnly, path: opts.Path}}
+	b.writeBack = deviceWriteBack(fd)
 	if _, err := b.Resize(0); err != nil {
 		f.Close()
 		return nil, err
@@ -67,6 +70,31 @@ func (b *blockBackend) Resize(int64) (int64, error) {
 	n := int64(size) - int64(size)%int64(b.blockSize)
 	b.size.Store(n)
 	return n, nil
+}
+
+// Traits: the device's own write cache decides whether a completed write
+// can still be lost (queue/write_cache in sysfs: "write back" or "write
+// through"); unknown counts as write back. BLKDISCARD promises nothing
+// about what a discarded range reads back.
+func (b *blockBackend) Traits() Traits {
+	return Traits{VolatileCache: b.writeBack, DiscardZeroes: false}
+}
+
+// deviceWriteBack reads whether the block device behind fd has a volatile
+// write cache. A partition has no queue directory of its own; its parent
+// disk's applies.
+func deviceWriteBack(fd int) bool {
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil {
+		return true
+	}
+	dev := fmt.Sprintf("/sys/dev/block/%d:%d/", unix.Major(st.Rdev), unix.Minor(st.Rdev))
+	for _, p := range []string{dev + "queue/write_cache", dev + "../queue/write_cache"} {
+		if v, err := os.ReadFile(p); err == nil {
+			return strings.TrimSpace(string(v)) != "write through"
+		}
+	}
+	return true
 }
 
 func (b *blockBackend) Discard(off, length int64) error {

@@ -52,5 +52,11 @@ func (b *nullBackend) Resize(size int64) (int64, error) {
 func (b *nullBackend) BlockSize() uint32 { return b.blockSize }
 func (b *nullBackend) Close() error      { return nil }
 
+// WriteAtSync: nothing is stored, so nothing can be lost.
+func (b *nullBackend) WriteAtSync(p []byte, off int64) error { return nil }
+
+// Traits: no cache, and every block reads zeros.
+func (b *nullBackend) Traits() Traits { return Traits{VolatileCache: false, DiscardZeroes: true} }
+
 // NonBlocking lets the caller run it on its polling thread.
 func (b *nullBackend) NonBlocking() bool { return true }
