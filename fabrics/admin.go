@@ -177,7 +177,10 @@ func (q *Queue) identifyController(b []byte) {
 		id.NN = 1024
 		id.MNAN = 1024
 		id.ONCS = nvme.ONCSDSM | nvme.ONCSWriteZeroes | nvme.ONCSCompare
-		id.VWC = 1
+		if c.vwc {
+			// Present, and Flush takes the broadcast NSID.
+			id.VWC = 0x7
+		}
 		id.FUSES = 1 // Compare and Write
 		id.WCTEMP, id.CCTEMP = 0x157, 0x175
 	}
@@ -191,7 +194,10 @@ func identifyNamespace(ns *Namespace, b []byte) {
 		NMIC:         1,
 		WriteProtect: ns.ReadOnly,
 		NSFEAT:       nvme.NSFEATThinProvisioning,
-		DLFEAT:       0x1 | 0x8, // deallocated blocks read zeros; write zeroes may deallocate
+		DLFEAT:       0x8, // Write Zeroes takes DEAC
+	}
+	if ns.traits.DiscardZeroes {
+		id.DLFEAT |= 0x1 // deallocated blocks read as zeros
 	}
 	copy(id.NGUID[:], ns.UUID[:])
 	id.EUI64 = ns.EUI64()
@@ -334,7 +340,9 @@ func execSetFeatures(q *Queue, r *Request) bool {
 		c.ioQueues = uint16(n)
 		c.mu.Unlock()
 		r.result = uint64(n-1) | uint64(n-1)<<16
-	case fid == nvme.FeatVolatileWC, fid == nvme.FeatArbitration, fid == nvme.FeatPowerMgmt,
+	case fid == nvme.FeatVolatileWC:
+		return setWriteCache(q, r, v&1 != 0)
+	case fid == nvme.FeatArbitration, fid == nvme.FeatPowerMgmt,
 		fid == nvme.FeatTempThreshold, fid == nvme.FeatErrorRecovery, fid == nvme.FeatWriteAtomic:
 		// Accepted; the target's behaviour does not depend on them.
 	case fid == nvme.FeatHostID:
@@ -364,7 +372,13 @@ func execGetFeatures(q *Queue, r *Request) bool {
 		c.mu.Unlock()
 		r.result = n | n<<16
 	case fid == nvme.FeatVolatileWC:
-		r.result = 1
+		if !c.vwc {
+			r.status = nvme.StatusInvalidField
+			return true
+		}
+		if !c.writeThrough.Load() {
+			r.result = 1
+		}
 	case fid == nvme.FeatTempThreshold:
 		r.result = 0x157
 	case fid == nvme.FeatArbitration, fid == nvme.FeatPowerMgmt,
@@ -383,4 +397,27 @@ func execGetFeatures(q *Queue, r *Request) bool {
 		r.status = nvme.StatusInvalidField
 	}
 	return true
+}
+
+// setWriteCache enables or disables the controller's volatile write cache.
+// Disabled, every write of this controller is durable before it completes
+// (other controllers keep theirs), and what was cached is flushed before
+// the command completes: the host now relies on it being on media. A
+// controller that reported no cache refuses, as the feature does not exist.
+func setWriteCache(q *Queue, r *Request, enable bool) bool {
+	c := q.ctrl
+	if !c.vwc {
+		r.status = nvme.StatusInvalidField | nvme.DNR
+		return true
+	}
+	wasThrough := c.writeThrough.Swap(!enable)
+	if enable || wasThrough {
+		return true
+	}
+	q.outstanding.Add(1)
+	go func() {
+		r.status = ioStatus(c.Subsystem.FlushNamespaces(), true)
+		q.completeAsync(r)
+	}()
+	return false
 }

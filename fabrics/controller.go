@@ -31,6 +31,13 @@ type Controller struct {
 	Created   time.Time
 	log       *logrus.Entry
 
+	// vwc: the controller reported a volatile write cache (Identify VWC),
+	// fixed at creation. writeThrough: every write must be durable before
+	// it completes, because no cache was reported or the host disabled it
+	// (Set Features Volatile Write Cache), so the host will not flush.
+	vwc          bool
+	writeThrough atomic.Bool
+
 	cc   atomic.Uint32
 	csts atomic.Uint32
 	kato atomic.Uint32 // milliseconds; 0 disables keep alive
@@ -65,6 +72,8 @@ func newController(s *Subsystem, q *Queue, d nvme.ConnectData, kato uint32) *Con
 		ioQueues:  maxIOQueues,
 	}
 	c.kato.Store(kato)
+	c.vwc = s.volatileCache()
+	c.writeThrough.Store(!c.vwc)
 	return c
 }
 

@@ -2,16 +2,21 @@ package fabrics
 
 import (
 	"bytes"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
 // Fused Compare and Write: a Compare marked FUSE=first immediately
 // followed, on the same queue, by a Write marked FUSE=second over the same
-// blocks. The write happens only if the compare matches. Pairs on one
-// namespace run one at a time (Namespace.fuseMu), which makes them atomic
-// with respect to each other: the compare-and-swap hosts build locks from.
-// Plain writes to the same blocks are not held back.
+// blocks. The write happens only if the compare matches, and no other
+// write to those blocks lands between the compare and the write: hosts
+// (VMware's ATS, cluster file systems) build locks from this
+// compare-and-swap. The writeGate below keeps every writer out of a pair's
+// blocks while it runs, at no cost to plain writes while no pair is in
+// flight.
 
 // prepareFused validates fused commands and pairs them up. It also fails
 // a waiting first command whose second never came.
@@ -112,13 +117,13 @@ func execFusedWrite(q *Queue, r *Request) bool {
 		return true
 	}
 	ns := r.ns
-	ns.fuseMu.Lock()
-	defer ns.fuseMu.Unlock()
+	ns.gate.lockFused(ns, r.off, r.length)
+	defer ns.gate.unlockFused(r.off, r.length)
 	bp := compareBufs.Get().(*[]byte)
 	defer compareBufs.Put(bp)
 	cur := (*bp)[:len(first.Data)]
 	if err := ns.Backend.ReadAt(cur, first.off); err != nil {
-		first.status = nvme.StatusReadError
+		first.status = ioStatus(err, false)
 		r.status = nvme.StatusFusedFail
 		return true
 	}
@@ -127,5 +132,120 @@ func execFusedWrite(q *Queue, r *Request) bool {
 		r.status = nvme.StatusFusedFail
 		return true
 	}
-	return execWrite(q, r)
+	writeData(q, r)
+	return true
+}
+
+// wholeNamespace is a length that covers every block from offset 0.
+const wholeNamespace = 1 << 62
+
+// writeGate orders writes against fused Compare and Write pairs on one
+// namespace. A plain write announces itself in its queue's own counter
+// (IOStats.Writing) and, while no pair is in flight, goes on without a
+// lock. A pair raises fused first, then waits for announced writes to
+// finish; a write that sees fused raised takes the slow path through the
+// span list instead. Both sides use sequentially consistent atomics, so
+// either the write sees the pair or the pair sees the write (as in
+// Dekker's algorithm).
+type writeGate struct {
+	fused atomic.Int32 // pairs running or waiting
+
+	mu    sync.Mutex
+	cond  *sync.Cond
+	spans []gateSpan // writes and pairs holding blocks, under mu
+}
+
+type gateSpan struct {
+	off, end int64
+	fused    bool
+}
+
+func (g *writeGate) init() { g.cond = sync.NewCond(&g.mu) }
+
+// busy reports whether a held span overlaps [off, end) and is of the kind
+// asked for.
+func (g *writeGate) busy(off, end int64, fused bool) bool {
+	for _, s := range g.spans {
+		if s.fused == fused && s.off < end && off < s.end {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *writeGate) remove(off, end int64, fused bool) {
+	for i, s := range g.spans {
+		if s.off == off && s.end == end && s.fused == fused {
+			g.spans = append(g.spans[:i], g.spans[i+1:]...)
+			break
+		}
+	}
+	g.cond.Broadcast()
+}
+
+// enterWrite admits a write of n bytes at off. It reports whether the
+// write took the slow path, for exitWrite.
+func (ns *Namespace) enterWrite(r *Request, off, n int64) bool {
+	r.nsStats.Writing.Add(1)
+	if ns.gate.fused.Load() == 0 {
+		return false
+	}
+	r.nsStats.Writing.Add(-1)
+	g := &ns.gate
+	g.mu.Lock()
+	for g.busy(off, off+n, true) {
+		g.cond.Wait()
+	}
+	g.spans = append(g.spans, gateSpan{off, off + n, false})
+	g.mu.Unlock()
+	return true
+}
+
+func (ns *Namespace) exitWrite(r *Request, off, n int64, gated bool) {
+	if !gated {
+		r.nsStats.Writing.Add(-1)
+		return
+	}
+	g := &ns.gate
+	g.mu.Lock()
+	g.remove(off, off+n, false)
+	g.mu.Unlock()
+}
+
+// lockFused gives a pair its blocks: after earlier pairs on them, and
+// once no other write to them is running.
+func (g *writeGate) lockFused(ns *Namespace, off, n int64) {
+	g.fused.Add(1)
+	g.mu.Lock()
+	for g.busy(off, off+n, true) {
+		g.cond.Wait()
+	}
+	g.spans = append(g.spans, gateSpan{off, off + n, true})
+	for g.busy(off, off+n, false) {
+		g.cond.Wait()
+	}
+	g.mu.Unlock()
+	// Writes that passed before fused was raised run without a span;
+	// they are few and short.
+	for ns.unfencedWrites() != 0 {
+		runtime.Gosched()
+	}
+}
+
+func (g *writeGate) unlockFused(off, n int64) {
+	g.mu.Lock()
+	g.remove(off, off+n, true)
+	g.mu.Unlock()
+	g.fused.Add(-1)
+}
+
+// unfencedWrites counts writes on the lock-free path, over every queue.
+func (ns *Namespace) unfencedWrites() int64 {
+	ns.statsMu.Lock()
+	defer ns.statsMu.Unlock()
+	var n int64
+	for _, s := range ns.live {
+		n += s.Writing.Load()
+	}
+	return n
 }

@@ -44,6 +44,11 @@ func (m *memBackend) Discard(off, n int64) error {
 	return nil
 }
 
+// Traits: like a file, a write cache to flush and holes that read zeros.
+func (m *memBackend) Traits() backend.Traits {
+	return backend.Traits{VolatileCache: true, DiscardZeroes: true}
+}
+
 var _ backend.Discarder = (*memBackend)(nil)
 
 const (

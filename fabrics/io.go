@@ -3,7 +3,9 @@ package fabrics
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"sync"
+	"syscall"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
@@ -16,7 +18,9 @@ func (q *Queue) prepareIO(r *Request) nvme.Status {
 	}
 	op := cmd.Opcode()
 	if op == nvme.IOFlush && cmd.NSID() == 0xffffffff {
-		r.handler = execFlushAll
+		// Each namespace's flush can take long: off the poller, as any
+		// other backend call.
+		r.handler, r.blocking = execFlushAll, true
 		return 0
 	}
 	ns := q.ctrl.Subsystem.Namespace(cmd.NSID())
@@ -26,6 +30,7 @@ func (q *Queue) prepareIO(r *Request) nvme.Status {
 	if st := q.claim(r, ns); st != 0 {
 		return st
 	}
+	r.blocking = ns.blocking
 	switch op {
 	case nvme.IORead, nvme.IOWrite, nvme.IOWriteZeroes, nvme.IOCompare:
 		slba, nlb := cmd.SLBA(), uint64(cmd.NLB())+1
@@ -68,15 +73,41 @@ func (q *Queue) prepareIO(r *Request) nvme.Status {
 	return 0
 }
 
-// ioStatus maps a backend error to the status the host should see.
+// CDW12 bits of Write, Write Zeroes and Compare.
+const (
+	cdw12FUA  = 1 << 30 // Force Unit Access: on stable media before completion
+	cdw12DEAC = 1 << 25 // Write Zeroes: the blocks may be deallocated
+)
+
+// ioStatus maps a backend error to the status the host should see, as
+// the Linux target does for block errors: a full file system is Capacity
+// Exceeded, a read-only one Write Protected, a transient shortage a
+// retryable Internal Error, and an I/O error the media status of the
+// direction (Write Fault, Unrecovered Read Error), which the host may retry.
 func ioStatus(err error, write bool) nvme.Status {
-	if err == nil {
+	switch {
+	case err == nil:
 		return 0
-	}
-	if write {
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return nvme.StatusCapacityExceeded | nvme.DNR
+	case errors.Is(err, backend.ErrReadOnly), errors.Is(err, syscall.EROFS):
+		return nvme.StatusNamespaceWriteProt | nvme.DNR
+	case errors.Is(err, syscall.ENOMEM), errors.Is(err, syscall.EAGAIN):
+		return nvme.StatusInternal
+	case write:
 		return nvme.StatusWriteFault
 	}
 	return nvme.StatusReadError
+}
+
+// durable reports whether r's write must reach stable media before it
+// completes: the host set FUA, or turned the volatile write cache off (or
+// was never offered one), and the namespace has a cache to get past.
+func (r *Request) durable() bool {
+	if !r.ns.traits.VolatileCache {
+		return false
+	}
+	return r.Cmd.CDW(12)&cdw12FUA != 0 || r.q.ctrl.writeThrough.Load()
 }
 
 func execRead(q *Queue, r *Request) bool {
@@ -88,13 +119,28 @@ func execRead(q *Queue, r *Request) bool {
 	return true
 }
 
+// execWrite writes the host's data, after any fused Compare and Write on
+// the same blocks (see writeGate).
 func execWrite(q *Queue, r *Request) bool {
-	r.status = ioStatus(r.ns.Backend.WriteAt(r.Data, r.off), true)
+	gated := r.ns.enterWrite(r, r.off, r.length)
+	writeData(q, r)
+	r.ns.exitWrite(r, r.off, r.length, gated)
+	return true
+}
+
+// writeData is the backend call of a write.
+func writeData(q *Queue, r *Request) {
+	var err error
+	if r.durable() {
+		err = backend.WriteDurable(r.ns.Backend, r.Data, r.off)
+	} else {
+		err = r.ns.Backend.WriteAt(r.Data, r.off)
+	}
+	r.status = ioStatus(err, true)
 	if r.status == 0 {
 		q.Stats.Writes.Add(1)
 		q.Stats.BytesWritten.Add(uint64(r.length))
 	}
-	return true
 }
 
 // compareBufs holds scratch buffers for Compare; Go allocates buffers this
@@ -107,7 +153,7 @@ func execCompare(q *Queue, r *Request) bool {
 	defer compareBufs.Put(bp)
 	cur := (*bp)[:len(r.Data)]
 	if err := r.ns.Backend.ReadAt(cur, r.off); err != nil {
-		r.status = nvme.StatusReadError
+		r.status = ioStatus(err, false)
 		return true
 	}
 	if !bytes.Equal(cur, r.Data) {
@@ -121,30 +167,34 @@ func execFlush(q *Queue, r *Request) bool {
 	return true
 }
 
-// execFlushAll flushes every namespace (Flush with the broadcast NSID).
+// execFlushAll flushes every namespace (Flush with the broadcast NSID),
+// each held so that a removal cannot close it meanwhile.
 func execFlushAll(q *Queue, r *Request) bool {
-	s := q.ctrl.Subsystem
-	for _, id := range s.NamespaceIDs() {
-		if ns := s.Namespace(id); ns != nil {
-			if err := ns.Backend.Flush(); err != nil {
-				r.status = nvme.StatusWriteFault
-			}
-		}
-	}
+	r.status = ioStatus(q.ctrl.Subsystem.FlushNamespaces(), true)
 	return true
 }
 
+// execWriteZeroes zeroes the blocks. Deallocate (DEAC) lets a backend
+// punch a hole instead, but only one whose holes read back as zeros: a
+// block device's discard may leave old data, so it always zeroes.
 func execWriteZeroes(q *Queue, r *Request) bool {
-	b := r.ns.Backend
+	ns := r.ns
+	gated := ns.enterWrite(r, r.off, r.length)
+	defer ns.exitWrite(r, r.off, r.length, gated)
 	var err error
-	// Deallocate (CDW12 bit 25) may punch a hole: it reads back as zeros too.
-	if d, ok := b.(backend.Discarder); ok && r.Cmd.CDW(12)&(1<<25) != 0 {
+	d, canDiscard := ns.Backend.(backend.Discarder)
+	z, canZero := ns.Backend.(backend.Zeroer)
+	switch {
+	case r.Cmd.CDW(12)&cdw12DEAC != 0 && canDiscard && ns.traits.DiscardZeroes:
 		err = d.Discard(r.off, r.length)
-	} else if z, ok := b.(backend.Zeroer); ok {
+	case canZero:
 		err = z.WriteZeroes(r.off, r.length)
-	} else {
+	default:
 		r.status = nvme.StatusInvalidOpcode | nvme.DNR
 		return true
+	}
+	if err == nil && r.durable() {
+		err = ns.Backend.Flush()
 	}
 	r.status = ioStatus(err, true)
 	return true
@@ -160,6 +210,9 @@ func execDSM(q *Queue, r *Request) bool {
 	if !ok {
 		return true // deallocation is advisory
 	}
+	// The ranges are many and scattered: a fused pair waits for all.
+	gated := ns.enterWrite(r, 0, wholeNamespace)
+	defer ns.exitWrite(r, 0, wholeNamespace, gated)
 	for i := 0; i+16 <= len(r.Data); i += 16 {
 		nlb := uint64(binary.LittleEndian.Uint32(r.Data[i+4:]))
 		slba := binary.LittleEndian.Uint64(r.Data[i+8:])
@@ -171,7 +224,7 @@ func execDSM(q *Queue, r *Request) bool {
 			continue
 		}
 		if err := d.Discard(int64(slba<<ns.BlockShift), int64(nlb<<ns.BlockShift)); err != nil {
-			r.status = nvme.StatusWriteFault
+			r.status = ioStatus(err, true)
 			return true
 		}
 	}

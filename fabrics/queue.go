@@ -5,7 +5,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/sirupsen/logrus"
 )
@@ -67,7 +66,7 @@ func (q *Queue) Controller() *Controller { return q.ctrl }
 // r.Dir and r.Len tell the transport what data to map before Execute.
 func (q *Queue) Prepare(r *Request) bool {
 	r.q, r.status, r.result = q, 0, 0
-	r.Data, r.Dir, r.Len, r.ns, r.nsStats, r.handler = nil, DirNone, 0, nil, nil, nil
+	r.Data, r.Dir, r.Len, r.ns, r.nsStats, r.handler, r.blocking = nil, DirNone, 0, nil, nil, nil, false
 	r.pair, r.also, r.fuseReady, r.fuseAbort = nil, nil, false, false
 	r.started = nanotime()
 	q.sqhd++
@@ -113,7 +112,7 @@ func (q *Queue) Fail(r *Request, st nvme.Status) {
 // r.Data. Blocking backend calls go to the queue's workers.
 func (q *Queue) Execute(r *Request) {
 	// A fused first command only waits for its second: it stays here.
-	if r.ns != nil && !r.ns.nonBlocking() && r.Cmd.Fuse() != nvme.FuseFirst {
+	if r.blocking && r.Cmd.Fuse() != nvme.FuseFirst {
 		q.startWorkers()
 		q.outstanding.Add(1)
 		q.jobs <- r
@@ -129,11 +128,6 @@ func (q *Queue) Execute(r *Request) {
 			q.complete(also)
 		}
 	}
-}
-
-func (ns *Namespace) nonBlocking() bool {
-	nb, ok := ns.Backend.(backend.NonBlocking)
-	return ok && nb.NonBlocking()
 }
 
 func (q *Queue) startWorkers() {

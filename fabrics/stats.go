@@ -29,6 +29,7 @@ type IOStats struct {
 	Flushes, Discards, Zeroes atomic.Uint64
 	ReadHist, WriteHist       [14]atomic.Uint64 // len(LatencyBuckets)+1, the last is +Inf
 	Inflight                  atomic.Int64      // commands dispatched, not completed
+	Writing                   atomic.Int64      // writes past the fused-pair gate (writeGate)
 }
 
 // IOSnapshot is a plain copy of IOStats.

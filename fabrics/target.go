@@ -232,9 +232,11 @@ type Namespace struct {
 	BlockShift uint8
 	blocks     atomic.Uint64 // capacity; changes only with ResizeNamespace
 
-	fuseMu  sync.Mutex   // serializes fused Compare and Write pairs
-	removed atomic.Bool  // set once RemoveNamespace unpublished it
-	holds   atomic.Int64 // holders outside any queue (hold), counted by drain
+	traits   backend.Traits
+	blocking bool         // backend calls may sleep: they run on the queue's workers
+	gate     writeGate    // fused Compare and Write against every other write
+	removed  atomic.Bool  // set once RemoveNamespace unpublished it
+	holds    atomic.Int64 // holders outside any queue (hold), counted by drain
 
 	statsMu sync.Mutex
 	retired IOSnapshot // counters of queues that closed
@@ -258,7 +260,11 @@ func NewNamespace(nsid uint32, b backend.Backend, readOnly bool, uuid [16]byte) 
 	if blocks == 0 {
 		return nil, fmt.Errorf("namespace %d: backend is smaller than one block", nsid)
 	}
-	ns := &Namespace{ID: nsid, Backend: b, ReadOnly: readOnly, UUID: uuid, BlockShift: shift}
+	ns := &Namespace{ID: nsid, Backend: b, ReadOnly: readOnly, UUID: uuid, BlockShift: shift,
+		traits: backend.TraitsOf(b)}
+	nb, ok := b.(backend.NonBlocking)
+	ns.blocking = !ok || !nb.NonBlocking()
+	ns.gate.init()
 	ns.blocks.Store(blocks)
 	return ns, nil
 }
@@ -299,6 +305,18 @@ func (s *Subsystem) AddNamespace(ns *Namespace) error {
 	s.mu.Unlock()
 	s.namespacesChanged(ns.ID)
 	return nil
+}
+
+// volatileCache reports whether any namespace keeps completed writes in
+// a volatile cache. Controllers report a write cache only then; without
+// one, a namespace added later is written through for them.
+func (s *Subsystem) volatileCache() bool {
+	for _, ns := range s.namespaces.Load().byID {
+		if ns.traits.VolatileCache {
+			return true
+		}
+	}
+	return false
 }
 
 // Namespace returns the namespace nsid, or nil. Lock-free.
