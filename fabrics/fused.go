@@ -149,6 +149,7 @@ const wholeNamespace = 1 << 62
 // Dekker's algorithm).
 type writeGate struct {
 	fused atomic.Int32 // pairs running or waiting
+	waits atomic.Int64 // writes that waited for a pair
 
 	mu    sync.Mutex
 	cond  *sync.Cond
@@ -193,6 +194,9 @@ func (ns *Namespace) enterWrite(r *Request, off, n int64) bool {
 	r.nsStats.Writing.Add(-1)
 	g := &ns.gate
 	g.mu.Lock()
+	if g.busy(off, off+n, true) {
+		g.waits.Add(1)
+	}
 	for g.busy(off, off+n, true) {
 		g.cond.Wait()
 	}

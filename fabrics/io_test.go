@@ -3,7 +3,6 @@ package fabrics
 import (
 	"bytes"
 	"testing"
-	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
@@ -34,8 +33,7 @@ func fused(h *host, slba uint64, expect, write []byte) (first, second nvme.Statu
 	c := ioCmd(nvme.IOCompare, 1, slba, nlb, len(expect))
 	c.SetFlags(c.Flags() | nvme.FuseFirst)
 	c.SetCID(1000)
-	firstCh := h.io.SubmitAsync(c, expect)
-	time.Sleep(10 * time.Millisecond) // the first arrives first
+	firstCh := h.io.SubmitAsync(c, expect) // arrives before the second
 	w := ioCmd(nvme.IOWrite, 1, slba, nlb, len(write))
 	w.SetFlags(w.Flags() | nvme.FuseSecond)
 	second = h.submit(h.io, w, write).Status()
@@ -82,8 +80,7 @@ func TestFusedErrors(t *testing.T) {
 	// runs normally.
 	c := ioCmd(nvme.IOCompare, 1, 0, 1, 512)
 	c.SetFlags(c.Flags() | nvme.FuseFirst)
-	firstCh := h.io.SubmitAsync(c, buf)
-	time.Sleep(10 * time.Millisecond)
+	firstCh := h.io.SubmitAsync(c, buf) // arrives before the read
 	if st := h.rw(nvme.IORead, 1, 0, 1, buf, false); st != 0 {
 		t.Fatalf("read after a lone first: %v", st)
 	}

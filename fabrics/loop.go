@@ -102,12 +102,15 @@ func (lq *LoopQueue) SubmitSGL(cmd nvme.Command, inline, host []byte) (nvme.Comp
 }
 
 // SubmitAsync is Submit for commands the target may hold (Async Event
-// Request): it returns a channel that yields the response.
+// Request) or that a test wants in flight together: the command reaches
+// the target before SubmitAsync returns, so commands submitted one after
+// the other arrive in that order; the channel yields the response (none if
+// the queue went away).
 func (lq *LoopQueue) SubmitAsync(cmd nvme.Command, data []byte) <-chan nvme.Completion {
 	out := make(chan nvme.Completion, 1)
+	wait := lq.start(cmd, nil, data)
 	go func() {
-		c, err := lq.Submit(cmd, data)
-		if err == nil {
+		if c, err := wait(); err == nil {
 			out <- c
 		}
 		close(out)
@@ -116,8 +119,14 @@ func (lq *LoopQueue) SubmitAsync(cmd nvme.Command, data []byte) <-chan nvme.Comp
 }
 
 func (lq *LoopQueue) submit(cmd nvme.Command, inline, host []byte) (nvme.Completion, error) {
+	return lq.start(cmd, inline, host)()
+}
+
+// start hands the command to the target and returns a function that
+// waits for its completion.
+func (lq *LoopQueue) start(cmd nvme.Command, inline, host []byte) func() (nvme.Completion, error) {
 	if lq.Disconnected() {
-		return nil, ErrDisconnected
+		return func() (nvme.Completion, error) { return nil, ErrDisconnected }
 	}
 	r := &Request{
 		Cmd: append(nvme.Command(nil), cmd[:nvme.CommandSize]...),
@@ -132,15 +141,17 @@ func (lq *LoopQueue) submit(cmd nvme.Command, inline, host []byte) (nvme.Complet
 		n = lq.mapData(r, inline, host, &descs)
 	}
 	lq.mu.Unlock()
-	select {
-	case <-done:
-	case <-lq.gone:
-		return nil, ErrDisconnected
+	return func() (nvme.Completion, error) {
+		select {
+		case <-done:
+		case <-lq.gone:
+			return nil, ErrDisconnected
+		}
+		if r.Dir == DirCtrlToHost && r.status == 0 {
+			scatter(r.Data, host, descs[:n])
+		}
+		return r.Rsp, nil
 	}
-	if r.Dir == DirCtrlToHost && r.status == 0 {
-		scatter(r.Data, host, descs[:n])
-	}
-	return r.Rsp, nil
 }
 
 func (lq *LoopQueue) mapData(r *Request, inline, host []byte, descs *[MaxKeyedDescriptors]Keyed) int {
