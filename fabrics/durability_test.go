@@ -235,8 +235,10 @@ func TestFlushAllRunsOffThePollerAndHoldsNamespaces(t *testing.T) {
 
 	// The queue keeps serving while the flush runs.
 	rd := ioCmd(nvme.IORead, 1, 0, 1, 512)
+	read := make(chan nvme.Completion, 1)
+	go func() { read <- <-h.io.SubmitAsync(rd, make([]byte, 512)) }()
 	select {
-	case rsp := <-h.io.SubmitAsync(rd, make([]byte, 512)):
+	case rsp := <-read:
 		if rsp == nil || rsp.Status() != 0 {
 			t.Fatalf("read during a flush: %v", rsp)
 		}
