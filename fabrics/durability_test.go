@@ -230,7 +230,8 @@ func TestFlushAllRunsOffThePollerAndHoldsNamespaces(t *testing.T) {
 	t.Cleanup(releaseFlush) // a failure must not leave the queue stuck
 	fl := newCmd(nvme.IOFlush)
 	fl.SetNSID(0xffffffff)
-	flushed := h.io.SubmitAsync(fl, nil)
+	flushed := make(chan nvme.Completion, 1)
+	go func() { flushed <- <-h.io.SubmitAsync(fl, nil) }()
 	<-rec.flushEnter
 
 	// The queue keeps serving while the flush runs.
