@@ -355,3 +355,23 @@ func TestBackendErrnoStatus(t *testing.T) {
 		t.Errorf("read EIO: %v, want Unrecovered Read Error", st)
 	}
 }
+
+func TestRemovalAndShutdownFlushFirst(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		close func(*Target)
+	}{
+		{"namespace removed", func(tg *Target) { tg.Subsystem(testNQN).RemoveNamespace(1) }},
+		{"target shut down", (*Target).Close},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := newRecorder(backend.Traits{VolatileCache: true})
+			h := recorderTarget(t, rec)
+			h.write(0, make([]byte, 512), 0)
+			tc.close(h.io.Queue.target)
+			if rec.flushes.Load() != 1 {
+				t.Fatalf("%d flushes before the backend closed, want 1", rec.flushes.Load())
+			}
+		})
+	}
+}

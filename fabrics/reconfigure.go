@@ -87,11 +87,7 @@ func (s *Subsystem) RemoveNamespace(nsid uint32) error {
 	s.mu.Unlock()
 	s.namespacesChanged(nsid)
 	log := s.log().WithFields(logrus.Fields{"subsystem": s.NQN, "nsid": nsid})
-	closeBackend := func() {
-		if err := ns.Backend.Close(); err != nil {
-			log.WithError(err).Warn("closing namespace backend")
-		}
-	}
+	closeBackend := func() { ns.flushAndClose(log) }
 	if ns.drain(drainTimeout) {
 		closeBackend()
 		return nil

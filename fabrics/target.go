@@ -339,11 +339,24 @@ func (s *Subsystem) namespacesChanged(nsid uint32) {
 	}
 }
 
+// closeNamespaces flushes and closes every namespace, at shutdown: what a
+// host wrote must be on media before the daemon exits, even if the host
+// never flushed (it may be gone).
 func (s *Subsystem) closeNamespaces() {
 	for _, ns := range s.namespaces.Load().byID {
-		if err := ns.Backend.Close(); err != nil && s.target != nil {
-			s.target.Log.WithError(err).WithFields(logrus.Fields{"subsystem": s.NQN, "nsid": ns.ID}).Warn("closing namespace backend")
+		ns.flushAndClose(s.log().WithFields(logrus.Fields{"subsystem": s.NQN, "nsid": ns.ID}))
+	}
+}
+
+// flushAndClose makes ns's completed writes durable and closes its backend.
+func (ns *Namespace) flushAndClose(log *logrus.Entry) {
+	if !ns.ReadOnly {
+		if err := ns.Backend.Flush(); err != nil {
+			log.WithError(err).Error("flushing namespace before closing it failed: writes acknowledged to hosts may not be on stable media")
 		}
+	}
+	if err := ns.Backend.Close(); err != nil {
+		log.WithError(err).Warn("closing namespace backend")
 	}
 }
 
