@@ -6,6 +6,7 @@ type Config struct {
 	Metrics    Metrics     `yaml:"metrics"`
 	Control    Control     `yaml:"control"`
 	RXE        []string    `yaml:"rxe,omitempty"` // netdevs to give a soft-RoCE link at start
+	StateFile  string      `yaml:"state_file"`    // the daemon's lifetime counters (SMART), across restarts
 	Ports      []Port      `yaml:"ports"`
 	Subsystems []Subsystem `yaml:"subsystems"`
 }

@@ -14,10 +14,11 @@ func TestExampleParses(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &Config{
-		Log:     Log{Level: "info", Format: "text"},
-		Metrics: Metrics{Address: "127.0.0.1:9750"},
-		Control: Control{Socket: DefaultControlSocket},
-		Ports:   []Port{{ID: 1, Transport: "rdma", Address: "10.0.0.1", Port: 4420, InlineDataSize: 8192, MaxQueueSize: 128}},
+		Log:       Log{Level: "info", Format: "text"},
+		Metrics:   Metrics{Address: "127.0.0.1:9750"},
+		Control:   Control{Socket: DefaultControlSocket},
+		StateFile: DefaultStateFile,
+		Ports:     []Port{{ID: 1, Transport: "rdma", Address: "10.0.0.1", Port: 4420, InlineDataSize: 8192, MaxQueueSize: 128}},
 		Subsystems: []Subsystem{{
 			NQN: "nqn.2026-11.io.example:vol1", AllowAnyHost: true, Hosts: []string{}, Ports: []uint16{1},
 			Namespaces: []Namespace{{NSID: 1, Backend: "file", Path: "/var/lib/nvmeof-tgt/vol1.img", Size: 1 << 30, BlockSize: 512}},
@@ -108,10 +109,11 @@ func TestMarshalRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	rich := &Config{
-		Log:     Log{Level: "debug", Format: "json"},
-		Metrics: Metrics{Address: "[::1]:9750"},
-		Control: Control{Socket: "/run/t/ctl.sock"},
-		RXE:     []string{"eth1", "ens3"},
+		Log:       Log{Level: "debug", Format: "json"},
+		Metrics:   Metrics{Address: "[::1]:9750"},
+		Control:   Control{Socket: "/run/t/ctl.sock"},
+		StateFile: "/var/lib/t/state.json",
+		RXE:       []string{"eth1", "ens3"},
 		Ports: []Port{
 			{ID: 1, Transport: "rdma", Address: "10.0.0.1", Port: 4420, InlineDataSize: 16384, MaxQueueSize: 1024},
 			{ID: 7, Transport: "rdma", Address: "fd00::1", Port: 4421, InlineDataSize: 8192, MaxQueueSize: 2},

@@ -45,6 +45,7 @@ const (
 	DefaultMaxQueueSize   = 128
 	DefaultBlockSize      = 512
 	DefaultControlSocket  = "/run/nvmeof-tgt/ctl.sock"
+	DefaultStateFile      = "/var/lib/nvmeof-tgt/state.json"
 )
 
 // ApplyDefaults fills in every optional key left out.
@@ -57,6 +58,9 @@ func (c *Config) ApplyDefaults() {
 	}
 	if c.Control.Socket == "" {
 		c.Control.Socket = DefaultControlSocket
+	}
+	if c.StateFile == "" {
+		c.StateFile = DefaultStateFile
 	}
 	for i := range c.Ports {
 		p := &c.Ports[i]

@@ -81,6 +81,9 @@ func (c *Config) Validate() error {
 	if !filepath.IsAbs(c.Control.Socket) {
 		v.add("control.socket", "%q is not an absolute path", c.Control.Socket)
 	}
+	if !filepath.IsAbs(c.StateFile) {
+		v.add("state_file", "%q is not an absolute path", c.StateFile)
+	}
 	for i, dev := range c.RXE {
 		if dev == "" || len(dev) > 15 || strings.ContainsAny(dev, "/ \t") {
 			v.add(fmt.Sprintf("rxe[%d]", i), "%q is not a network interface name", dev)

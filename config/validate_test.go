@@ -57,6 +57,7 @@ func TestValidate(t *testing.T) {
 		{"inline largest", func(c *Config) { c.Ports[0].InlineDataSize = 128 << 10 }, ""},
 		{"queue too small", func(c *Config) { c.Ports[0].MaxQueueSize = 1 }, "ports[0].max_queue_size: 1 is out of range 2..1024"},
 		{"queue too large", func(c *Config) { c.Ports[0].MaxQueueSize = 2048 }, "ports[0].max_queue_size: 2048 is out of range 2..1024"},
+		{"relative state file", func(c *Config) { c.StateFile = "state.json" }, `state_file: "state.json" is not an absolute path`},
 		{"relative control socket", func(c *Config) { c.Control.Socket = "ctl.sock" }, `control.socket: "ctl.sock" is not an absolute path`},
 		{"bad rxe netdev", func(c *Config) { c.RXE = []string{"eth0", "a/b"} }, `rxe[1]: "a/b" is not a network interface name`},
 		{"nqn missing", func(c *Config) { c.Subsystems[0].NQN = "" }, "subsystems[0].nqn: required"},

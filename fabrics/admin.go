@@ -278,35 +278,34 @@ func grow(b []byte, n int) []byte {
 	return b
 }
 
-// smart builds the health page from the counters of the controller's
-// queues. Data units are thousands of 512-byte units, rounded up.
+// smart builds the health page. Its counters belong to the subsystem,
+// so they survive reconnects; power-on time, power cycles and unsafe
+// shutdowns belong to the daemon and survive restarts (Target.SetLifetime).
+// Data units are thousands of 512-byte units, rounded up.
 func (c *Controller) smart() nvme.SMARTLog {
-	c.mu.Lock()
-	rd, wr, br, bw, busy := c.retired.reads, c.retired.writes, c.retired.bytesRead, c.retired.bytesWritten, c.retired.busyNanos
-	for _, q := range c.queues {
-		if q == nil {
-			continue
-		}
-		rd += q.Stats.Reads.Load()
-		wr += q.Stats.Writes.Load()
-		br += q.Stats.BytesRead.Load()
-		bw += q.Stats.BytesWritten.Load()
-		busy += q.Stats.BusyNanos.Load()
+	s := c.Subsystem
+	io, busy := s.healthCounters()
+	var errs uint64
+	for _, n := range s.ErrorsByType() {
+		errs += n
 	}
-	errs := c.errCount
-	c.mu.Unlock()
+	life := Lifetime{}
+	if t := s.target; t != nil {
+		life = t.Lifetime()
+	}
 	units := func(bytes uint64) uint64 { return (bytes/512 + 999) / 1000 }
 	return nvme.SMARTLog{
 		TemperatureK:     293,
 		AvailableSpare:   100,
 		SpareThreshold:   10,
-		DataUnitsRead:    units(br),
-		DataUnitsWritten: units(bw),
-		HostReads:        rd,
-		HostWrites:       wr,
+		DataUnitsRead:    units(io.BytesRead),
+		DataUnitsWritten: units(io.BytesWritten),
+		HostReads:        io.Reads,
+		HostWrites:       io.Writes,
 		BusyMinutes:      busy / uint64(time.Minute),
-		PowerCycles:      1,
-		PowerOnHours:     uint64(time.Since(start) / time.Hour),
+		PowerCycles:      life.PowerCycles,
+		PowerOnHours:     uint64(life.PowerOn / time.Hour),
+		UnsafeShutdowns:  life.UnsafeShutdowns,
 		ErrorLogEntries:  errs,
 	}
 }

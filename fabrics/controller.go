@@ -53,12 +53,6 @@ type Controller struct {
 	errCount  uint64
 	kaTimer   *time.Timer
 	dead      bool
-	retired   ioCounters // of queues that went away, for the SMART log
-}
-
-// ioCounters are the SMART counters of queues no longer attached.
-type ioCounters struct {
-	reads, writes, bytesRead, bytesWritten, busyNanos uint64
 }
 
 func newController(s *Subsystem, q *Queue, d nvme.ConnectData, kato uint32) *Controller {
@@ -192,11 +186,6 @@ func (c *Controller) detach(q *Queue) {
 	c.mu.Lock()
 	if c.queues[q.QID] == q {
 		c.queues[q.QID] = nil
-		c.retired.reads += q.Stats.Reads.Load()
-		c.retired.writes += q.Stats.Writes.Load()
-		c.retired.bytesRead += q.Stats.BytesRead.Load()
-		c.retired.bytesWritten += q.Stats.BytesWritten.Load()
-		c.retired.busyNanos += q.Stats.BusyNanos.Load()
 	}
 	// Outstanding AERs of this queue go back to the transport.
 	kept := c.aers[:0]

@@ -53,8 +53,14 @@ func (r *recorder) Flush() error {
 	}
 	return nil
 }
-func (r *recorder) Discard(off, n int64) error     { r.discards.Add(1); return r.memBackend.Discard(off, n) }
-func (r *recorder) WriteZeroes(off, n int64) error { r.zeros.Add(1); return r.memBackend.Discard(off, n) }
+func (r *recorder) Discard(off, n int64) error {
+	r.discards.Add(1)
+	return r.memBackend.Discard(off, n)
+}
+func (r *recorder) WriteZeroes(off, n int64) error {
+	r.zeros.Add(1)
+	return r.memBackend.Discard(off, n)
+}
 func (r *recorder) Close() error {
 	if r.flushing.Load() {
 		r.closedMid.Store(true)

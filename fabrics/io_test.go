@@ -3,6 +3,7 @@ package fabrics
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
@@ -189,5 +190,35 @@ func TestSMARTCountsIO(t *testing.T) {
 	}
 	if units := le32(page, 48); units != 1 {
 		t.Fatalf("data units written %d, want 1 (12 KiB rounds up)", units)
+	}
+}
+
+func TestSMARTSurvivesReconnectAndRestart(t *testing.T) {
+	tg, p, _ := testTarget(t)
+	tg.SetLifetime(Lifetime{PowerCycles: 7, UnsafeShutdowns: 2, PowerOn: 5 * time.Hour})
+	h := connect(t, tg, p, testNQN)
+	buf := make([]byte, 4096)
+	h.rw(nvme.IOWrite, 1, 0, 8, buf, false)
+	h.rw(nvme.IOWrite, 1, 0, 8, buf, false)
+	// The host goes away and comes back as a new controller.
+	h.io.Close()
+	h.admin.Close()
+	h = connect(t, tg, p, testNQN)
+	h.rw(nvme.IORead, 1, 0, 8, buf, false)
+	page, st := h.getLog(nvme.LogSMART, 512, 0)
+	if st != 0 {
+		t.Fatalf("smart log: %v", st)
+	}
+	for _, f := range []struct {
+		name string
+		off  int
+		want uint32
+	}{
+		{"host reads", 64, 1}, {"host writes", 80, 2},
+		{"power cycles", 112, 7}, {"power on hours", 128, 5}, {"unsafe shutdowns", 144, 2},
+	} {
+		if got := le32(page, f.off); got != f.want {
+			t.Errorf("%s %d, want %d", f.name, got, f.want)
+		}
 	}
 }

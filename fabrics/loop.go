@@ -16,11 +16,12 @@ type LoopQueue struct {
 	Queue *Queue
 
 	// mu plays the poller: Prepare, Execute, Reap and Complete run under it.
-	mu      sync.Mutex
-	waiters map[*Request]chan struct{}
-	wake    chan struct{}
-	gone    chan struct{}
-	once    sync.Once
+	mu        sync.Mutex
+	waiters   map[*Request]chan struct{}
+	wake      chan struct{}
+	gone      chan struct{}
+	once      sync.Once
+	closeOnce sync.Once
 }
 
 // NewLoopQueue accepts a queue pair on port with the host's queue ID and
@@ -214,7 +215,8 @@ func scatter(data, host []byte, descs []Keyed) {
 }
 
 // Close tears the queue down as the transport would.
+// It may be called more than once, as a host may disconnect twice.
 func (lq *LoopQueue) Close() {
 	lq.Disconnect()
-	lq.Queue.Close()
+	lq.closeOnce.Do(lq.Queue.Close)
 }

@@ -213,6 +213,7 @@ func (q *Queue) Close() {
 		for i := range st.errorsRetired {
 			st.errorsRetired[i] += q.Stats.ErrorsByType[i].Load()
 		}
+		st.busyRetired += q.Stats.BusyNanos.Load()
 		st.mu.Unlock()
 		q.ctrl.detach(q)
 		q.log.Info("queue disconnected")

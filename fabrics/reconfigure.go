@@ -87,7 +87,10 @@ func (s *Subsystem) RemoveNamespace(nsid uint32) error {
 	s.mu.Unlock()
 	s.namespacesChanged(nsid)
 	log := s.log().WithFields(logrus.Fields{"subsystem": s.NQN, "nsid": nsid})
-	closeBackend := func() { ns.flushAndClose(log) }
+	closeBackend := func() {
+		s.retireNamespace(ns)
+		ns.flushAndClose(log)
+	}
 	if ns.drain(drainTimeout) {
 		closeBackend()
 		return nil

@@ -195,7 +195,9 @@ type SubsystemStats struct {
 	Refused          Refusals
 	KeepAliveExpired atomic.Uint64
 	mu               sync.Mutex
-	errorsRetired    [8]uint64 // by status code type, of closed queues
+	errorsRetired    [8]uint64  // by status code type, of closed queues
+	busyRetired      uint64     // busy nanoseconds of closed queues
+	removedIO        IOSnapshot // counters of removed namespaces
 }
 
 // Refusals counts refused connects by reason and port.
@@ -243,4 +245,37 @@ func (s *Subsystem) ErrorsByType() [8]uint64 {
 		c.mu.Unlock()
 	}
 	return out
+}
+
+// healthCounters sums the I/O counters of every namespace the subsystem
+// has or had, and its queues' busy time, for the SMART log.
+func (s *Subsystem) healthCounters() (io IOSnapshot, busyNanos uint64) {
+	s.Stats.mu.Lock()
+	io, busyNanos = s.Stats.removedIO, s.Stats.busyRetired
+	s.Stats.mu.Unlock()
+	for _, id := range s.NamespaceIDs() {
+		if ns := s.Namespace(id); ns != nil {
+			snap := s.NamespaceStats(ns)
+			io.add(&snap)
+		}
+	}
+	for _, c := range s.Controllers() {
+		c.mu.Lock()
+		for _, q := range c.queues {
+			if q != nil {
+				busyNanos += q.Stats.BusyNanos.Load()
+			}
+		}
+		c.mu.Unlock()
+	}
+	return io, busyNanos
+}
+
+// retireNamespace keeps a removed namespace's counters in the subsystem's
+// health totals.
+func (s *Subsystem) retireNamespace(ns *Namespace) {
+	snap := s.NamespaceStats(ns)
+	s.Stats.mu.Lock()
+	s.Stats.removedIO.add(&snap)
+	s.Stats.mu.Unlock()
 }

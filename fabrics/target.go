@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
@@ -31,6 +32,29 @@ type Target struct {
 	// Refused counts connects to subsystems that do not exist (or not on
 	// the port used): they belong to no subsystem.
 	Refused Refusals
+
+	lifetime atomic.Pointer[Lifetime] // earlier runs, from the state file
+}
+
+// Lifetime is the daemon's life as the SMART log reports it: like a
+// drive's, it spans restarts.
+type Lifetime struct {
+	PowerCycles     uint64        // starts, this one included
+	UnsafeShutdowns uint64        // runs that ended without a clean shutdown
+	PowerOn         time.Duration // earlier runs; Lifetime() adds this run
+}
+
+// SetLifetime records what earlier runs left in the state file.
+func (t *Target) SetLifetime(l Lifetime) { t.lifetime.Store(&l) }
+
+// Lifetime is the daemon's lifetime up to now.
+func (t *Target) Lifetime() Lifetime {
+	l := Lifetime{PowerCycles: 1}
+	if p := t.lifetime.Load(); p != nil {
+		l = *p
+	}
+	l.PowerOn += time.Since(start)
+	return l
 }
 
 // NewTarget returns an empty target.

@@ -63,7 +63,7 @@ func start(cfg *config.Config, logger *logrus.Logger) (*daemon, error) {
 	d := &daemon{
 		logger: logger, log: log, target: fabrics.NewTarget(log),
 		// Everything but logging and the socket counts as a change.
-		cfg:       &config.Config{Log: cfg.Log, Control: cfg.Control},
+		cfg:       &config.Config{Log: cfg.Log, Control: cfg.Control, StateFile: cfg.StateFile},
 		listeners: map[uint16]portListener{},
 	}
 	if err := d.apply(cfg); err != nil {
@@ -120,15 +120,7 @@ func (d *daemon) stop(timeout time.Duration) {
 		l.Close(timeout)
 		delete(d.listeners, id)
 	}
-	for _, s := range d.target.Subsystems() {
-		for _, id := range s.NamespaceIDs() {
-			if ns := s.Namespace(id); ns != nil {
-				if err := ns.Backend.Flush(); err != nil {
-					d.log.WithError(err).WithField("subsystem", s.NQN).Warn("flush at shutdown failed")
-				}
-			}
-		}
-	}
+	// Close flushes every namespace before closing it.
 	d.target.Close()
 }
 

@@ -89,9 +89,12 @@ func serve(path string, cfg *config.Config, log *logrus.Logger) error {
 	if err != nil {
 		return err
 	}
+	life := openLifetime(cfg.StateFile, d.log)
+	d.target.SetLifetime(life.Lifetime())
 	ctl, err := serveControl(cfg.Control.Socket, d, path)
 	if err != nil {
 		d.stop(time.Second)
+		life.close()
 		return err
 	}
 	entry := d.log
@@ -111,6 +114,7 @@ func serve(path string, cfg *config.Config, log *logrus.Logger) error {
 	// No admin change may start once hosts are being disconnected.
 	ctl.close()
 	d.stop(5 * time.Second)
+	life.close()
 	entry.Info("stopped")
 	return nil
 }

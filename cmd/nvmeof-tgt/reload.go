@@ -260,6 +260,10 @@ func (d *daemon) apply(next *config.Config) error {
 		log.WithField("socket", cur.Control.Socket).Warn("control.socket: the new admin socket path takes effect at restart")
 		applied.Control.Socket = cur.Control.Socket
 	}
+	if next.StateFile != cur.StateFile && cur.StateFile != "" {
+		log.WithField("state_file", cur.StateFile).Warn("state_file: the new path takes effect at restart")
+		applied.StateFile = cur.StateFile
+	}
 	d.cfg = applied
 	d.gen.Add(1)
 	if len(problems) > 0 {
