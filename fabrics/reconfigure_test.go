@@ -184,9 +184,10 @@ func TestRemoveSubsystemWaitsForBackendCalls(t *testing.T) {
 	}
 	removed := make(chan error, 1)
 	go func() { removed <- tg.RemoveSubsystem(testNQN) }()
-	time.Sleep(50 * time.Millisecond)
-	if !h.admin.Disconnected() {
-		t.Fatal("host still connected to a removed subsystem")
+	select {
+	case <-h.admin.gone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("host still connected to a removed subsystem after 5 s")
 	}
 	if g.closed.Load() {
 		t.Fatal("backend closed under a running read")
