@@ -163,6 +163,12 @@ func (c *Controller) ccSupported(v uint32) bool {
 //     is flushed, off the poller, then "complete".
 func (c *Controller) setCC(v uint32) {
 	c.mu.Lock()
+	if c.dead {
+		// Torn down (keep alive expiry, fatal error): CSTS stays as the
+		// host last saw it, CFS included, until its queues are gone.
+		c.mu.Unlock()
+		return
+	}
 	old := c.cc.Swap(v)
 	csts := c.csts.Load()
 	var ended []*Request
