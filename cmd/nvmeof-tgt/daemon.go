@@ -121,12 +121,8 @@ func (d *daemon) stop(timeout time.Duration) {
 		delete(d.listeners, id)
 	}
 	for _, s := range d.target.Subsystems() {
-		for _, id := range s.NamespaceIDs() {
-			if ns := s.Namespace(id); ns != nil {
-				if err := ns.Backend.Flush(); err != nil {
-					d.log.WithError(err).WithField("subsystem", s.NQN).Warn("flush at shutdown failed")
-				}
-			}
+		if err := s.FlushNamespaces(); err != nil {
+			d.log.WithError(err).WithField("subsystem", s.NQN).Warn("flush at shutdown failed")
 		}
 	}
 	d.target.Close()
