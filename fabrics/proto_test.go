@@ -524,3 +524,21 @@ func TestNumberOfNamespaces(t *testing.T) {
 		t.Fatal("nsid above NN accepted")
 	}
 }
+
+// An I/O command that reaches a queue of a controller just reset (its
+// disconnect still on the way) gets Command Sequence Error.
+func TestIOAfterReset(t *testing.T) {
+	tg, p, _ := testTarget(t)
+	h := connect(t, tg, p, testNQN)
+	h.setProperty(nvme.RegCC, 0)
+	cmd := newCmd(nvme.IORead)
+	cmd.SetNSID(1)
+	keyed(cmd, 512)
+	r := &Request{Cmd: cmd, Rsp: make(nvme.Completion, nvme.CompletionSize)}
+	h.io.mu.Lock()
+	ok := h.io.Queue.Prepare(r)
+	h.io.mu.Unlock()
+	if ok || r.Status() != nvme.StatusCommandSequence|nvme.DNR {
+		t.Fatalf("read after reset: prepared %v status %v, want Command Sequence Error", ok, r.Status())
+	}
+}
