@@ -43,7 +43,7 @@ assert_eq "queue pair limit gauge" "$(metric nvmeof_tgt_queue_pairs_limit)" 4
 dev=$(connect "$small" --hostnqn="$h1" --hostid=31313131-3131-3131-3131-313131313131 --nr-io-queues=2 --nr-write-queues=2)
 c=$(ctrl_of "$small")
 assert_eq "queue_count of $c (admin + 1 I/O)" "$(cat /sys/class/nvme/$c/queue_count)" 2
-fio_ok io --filename="$dev" --rw=randrw --bs=4k --iodepth=16 --ioengine=libaio --direct=1 --size=16m
+fio_ok io --filename="$dev" --rw=randrw --bs=4k --iodepth=16 --ioengine=libaio --direct=1 --size=4m
 wait_reserved 2
 
 # A second controller on the subsystem: Controller Busy with DNR, so the
@@ -62,7 +62,7 @@ wait_reserved 2
 dev2=$(connect "$other" --hostnqn="$h2" --hostid=32323232-3232-3232-3232-323232323232)
 c2=$(ctrl_of "$other")
 assert_eq "queue_count of $c2 (admin + the 1 I/O queue left)" "$(cat /sys/class/nvme/$c2/queue_count)" 2
-fio_ok io2 --filename="$dev2" --rw=randread --bs=4k --iodepth=8 --ioengine=libaio --direct=1 --size=8m
+fio_ok io2 --filename="$dev2" --rw=randread --bs=4k --iodepth=8 --ioengine=libaio --direct=1 --size=2m
 wait_reserved 4
 
 # Now even discovery is refused at the RDMA connection request.
