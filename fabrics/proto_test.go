@@ -3,6 +3,7 @@ package fabrics
 import (
 	"bytes"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -540,5 +541,65 @@ func TestIOAfterReset(t *testing.T) {
 	h.io.mu.Unlock()
 	if ok || r.Status() != nvme.StatusCommandSequence|nvme.DNR {
 		t.Fatalf("read after reset: prepared %v status %v, want Command Sequence Error", ok, r.Status())
+	}
+}
+
+// closeGate is a flushGate that records whether a flush ran on a closed
+// backend.
+type closeGate struct {
+	flushGate
+	closed      atomic.Bool
+	flushClosed atomic.Bool
+	flushed     chan struct{}
+}
+
+func (g *closeGate) Flush() error {
+	err := g.flushGate.Flush()
+	if g.closed.Load() {
+		g.flushClosed.Store(true)
+	}
+	close(g.flushed)
+	return err
+}
+
+func (g *closeGate) Close() error { g.closed.Store(true); return nil }
+
+// Closing the target waits for a shutdown flush still running instead of
+// closing the backend under it.
+func TestCloseWaitsForShutdownFlush(t *testing.T) {
+	tg, p, _ := testTarget(t)
+	g := &closeGate{flushGate: flushGate{memBackend: newMem(1<<20, 512), entered: make(chan struct{}, 1), release: make(chan struct{})}, flushed: make(chan struct{})}
+	ns, err := NewNamespace(2, g, false, [16]byte{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tg.Subsystem(testNQN).AddNamespace(ns); err != nil {
+		t.Fatal(err)
+	}
+	h := connect(t, tg, p, testNQN)
+	h.setProperty(nvme.RegCC, ccEnableNVM|1<<nvme.CCShnShift)
+	<-g.entered
+	closed := make(chan struct{})
+	go func() { tg.Close(); close(closed) }()
+	// Close has either closed the backend (and returned) or is waiting
+	// for the flush, namespace 2 marked removed.
+	deadline := time.Now().Add(5 * time.Second)
+wait:
+	for !ns.removed.Load() {
+		select {
+		case <-closed:
+			break wait
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Close neither returned nor started closing namespace 2 within 5 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(g.release)
+	<-closed
+	<-g.flushed
+	if g.flushClosed.Load() || !g.closed.Load() {
+		t.Fatalf("flush ran on a closed backend: %v; backend closed: %v", g.flushClosed.Load(), g.closed.Load())
 	}
 }

@@ -386,10 +386,17 @@ func (s *Subsystem) namespacesChanged(nsid uint32) {
 	}
 }
 
+// closeNamespaces closes every backend once nothing uses it: a flush a
+// host's shutdown notification started, or a command still on a worker.
 func (s *Subsystem) closeNamespaces() {
 	for _, ns := range s.namespaces.Load().byID {
-		if err := ns.Backend.Close(); err != nil && s.target != nil {
-			s.target.Log.WithError(err).WithFields(logrus.Fields{"subsystem": s.NQN, "nsid": ns.ID}).Warn("closing namespace backend")
+		log := s.log().WithFields(logrus.Fields{"subsystem": s.NQN, "nsid": ns.ID})
+		ns.removed.Store(true) // new holds and commands back off
+		if !ns.drain(drainTimeout) {
+			log.Warn("a backend call has not returned after 10 s; closing its backend anyway")
+		}
+		if err := ns.Backend.Close(); err != nil {
+			log.WithError(err).Warn("closing namespace backend")
 		}
 	}
 }
