@@ -156,6 +156,7 @@ func connectIO(q *Queue, r *Request, s *Subsystem, d nvme.ConnectData, log *logr
 		return true
 	}
 	q.bind(c, r.Cmd.ConnectSQSize())
+	c.sawTraffic()
 	r.result = uint64(c.ID)
 	return true
 }

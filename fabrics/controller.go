@@ -42,6 +42,9 @@ type Controller struct {
 	cc   atomic.Uint32
 	csts atomic.Uint32
 	kato atomic.Uint32 // milliseconds; 0 disables keep alive
+	// traffic is set by any command since the keep alive timer was armed:
+	// proof of life as good as Keep Alive, as the Linux target counts it.
+	traffic atomic.Bool
 
 	mu          sync.Mutex
 	queues      []*Queue // by queue ID; [0] is the admin queue
@@ -364,6 +367,12 @@ func (c *Controller) stopKeepAlive() {
 func (c *Controller) keepAliveExpired(gen uint64, kato uint32) {
 	c.mu.Lock()
 	stale := c.dead || c.kaTimer == nil || c.kaGen != gen
+	if !stale && c.traffic.Swap(false) {
+		// Commands came in, just no Keep Alive yet (a slow host is still
+		// connecting its I/O queues): wait another period.
+		c.armKeepAlive()
+		stale = true
+	}
 	c.mu.Unlock()
 	if stale {
 		return
@@ -371,6 +380,14 @@ func (c *Controller) keepAliveExpired(gen uint64, kato uint32) {
 	c.Subsystem.Stats.KeepAliveExpired.Add(1)
 	c.log.WithField("kato_ms", kato).Warn("keep alive timeout: the host stopped sending Keep Alive; tearing the controller down (the host reconnects if it is still alive)")
 	c.fatal("keep alive timeout")
+}
+
+// sawTraffic records a command for the keep alive timer. Per I/O: one
+// load of a line that stays shared, a store once per timer period.
+func (c *Controller) sawTraffic() {
+	if !c.traffic.Load() {
+		c.traffic.Store(true)
+	}
 }
 
 // keepAlive restarts the keep alive timer.

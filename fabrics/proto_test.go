@@ -603,3 +603,27 @@ wait:
 		t.Fatalf("flush ran on a closed backend: %v; backend closed: %v", g.flushClosed.Load(), g.closed.Load())
 	}
 }
+
+// Commands other than Keep Alive also prove the host alive, as the Linux
+// target counts them: a slow host connecting its I/O queues before its
+// first Keep Alive keeps its controller.
+func TestKeepAliveCountsTraffic(t *testing.T) {
+	tg, p, _ := testTarget(t)
+	ft := &fakeTimers{}
+	tg.afterFunc = ft.afterFunc
+	h := adminOnly(t, tg, p, testNQN, 5000)
+	h.setProperty(nvme.RegCC, ccEnableNVM)
+	timer := ft.last()
+	h.identify(nvme.CNSController, 0)
+	timer.f()
+	if h.admin.Disconnected() {
+		t.Fatal("controller torn down although commands came in during the period")
+	}
+	if ft.last() == timer {
+		t.Fatal("keep alive timer not armed again")
+	}
+	ft.last().f() // a period without any command
+	if !h.admin.Disconnected() {
+		t.Fatal("controller kept through a period without any command")
+	}
+}
