@@ -7,6 +7,7 @@ type Config struct {
 	Control    Control     `yaml:"control"`
 	RXE        []string    `yaml:"rxe,omitempty"` // netdevs to give a soft-RoCE link at start
 	StateFile  string      `yaml:"state_file"`    // the daemon's lifetime counters (SMART), across restarts
+	Limits     Limits      `yaml:"limits"`
 	Ports      []Port      `yaml:"ports"`
 	Subsystems []Subsystem `yaml:"subsystems"`
 }
@@ -14,6 +15,13 @@ type Config struct {
 // Control configures the local admin socket `nvmeof-tgt ctl` talks to.
 type Control struct {
 	Socket string `yaml:"socket"` // Unix socket path (default DefaultControlSocket)
+}
+
+// Limits bound what hosts together may make the daemon allocate.
+type Limits struct {
+	// MaxQueuePairs is the most queue pairs (admin and I/O, every host,
+	// every port) connected at once (default DefaultMaxQueuePairs).
+	MaxQueuePairs int `yaml:"max_queue_pairs"`
 }
 
 // Log configures logrus.
@@ -39,13 +47,19 @@ type Port struct {
 
 // Subsystem is one NVM subsystem.
 type Subsystem struct {
-	NQN          string      `yaml:"nqn"`
-	Serial       string      `yaml:"serial"`
-	Model        string      `yaml:"model"`
-	AllowAnyHost bool        `yaml:"allow_any_host"`
-	Hosts        []string    `yaml:"hosts"`
-	Ports        []uint16    `yaml:"ports"` // empty: every port
-	Namespaces   []Namespace `yaml:"namespaces"`
+	NQN          string   `yaml:"nqn"`
+	Serial       string   `yaml:"serial"`
+	Model        string   `yaml:"model"`
+	AllowAnyHost bool     `yaml:"allow_any_host"`
+	Hosts        []string `yaml:"hosts"`
+	Ports        []uint16 `yaml:"ports"` // empty: every port
+	// MaxControllers is the most controllers (one per host and path)
+	// connected at once (default DefaultMaxControllers).
+	MaxControllers int `yaml:"max_controllers"`
+	// MaxIOQueues is the most I/O queues one controller gets (default
+	// DefaultMaxIOQueues); a host asking for more gets this many.
+	MaxIOQueues int         `yaml:"max_io_queues"`
+	Namespaces  []Namespace `yaml:"namespaces"`
 }
 
 // Namespace is one namespace of a subsystem.

@@ -18,9 +18,11 @@ func TestExampleParses(t *testing.T) {
 		Metrics:   Metrics{Address: "127.0.0.1:9750"},
 		Control:   Control{Socket: DefaultControlSocket},
 		StateFile: DefaultStateFile,
+		Limits:    Limits{MaxQueuePairs: DefaultMaxQueuePairs},
 		Ports:     []Port{{ID: 1, Transport: "rdma", Address: "10.0.0.1", Port: 4420, InlineDataSize: 8192, MaxQueueSize: 128}},
 		Subsystems: []Subsystem{{
 			NQN: "nqn.2026-11.io.example:vol1", AllowAnyHost: true, Hosts: []string{}, Ports: []uint16{1},
+			MaxControllers: DefaultMaxControllers, MaxIOQueues: DefaultMaxIOQueues,
 			Namespaces: []Namespace{{NSID: 1, Backend: "file", Path: "/var/lib/nvmeof-tgt/vol1.img", Size: 1 << 30, BlockSize: 512}},
 		}},
 	}
@@ -55,6 +57,9 @@ subsystems:
 		{"port.inline_data_size", p.InlineDataSize, uint32(8192)},
 		{"port.max_queue_size", p.MaxQueueSize, uint16(128)},
 		{"subsystem.ports", len(s.Ports), 0},
+		{"subsystem.max_controllers", s.MaxControllers, DefaultMaxControllers},
+		{"subsystem.max_io_queues", s.MaxIOQueues, DefaultMaxIOQueues},
+		{"limits.max_queue_pairs", c.Limits.MaxQueuePairs, DefaultMaxQueuePairs},
 		{"nullblk block_size", s.Namespaces[0].BlockSize, uint32(512)},
 		{"block block_size", s.Namespaces[1].BlockSize, uint32(0)},
 	}
@@ -114,18 +119,19 @@ func TestMarshalRoundTrip(t *testing.T) {
 		Control:   Control{Socket: "/run/t/ctl.sock"},
 		StateFile: "/var/lib/t/state.json",
 		RXE:       []string{"eth1", "ens3"},
+		Limits:    Limits{MaxQueuePairs: 300},
 		Ports: []Port{
 			{ID: 1, Transport: "rdma", Address: "10.0.0.1", Port: 4420, InlineDataSize: 16384, MaxQueueSize: 1024},
 			{ID: 7, Transport: "rdma", Address: "fd00::1", Port: 4421, InlineDataSize: 8192, MaxQueueSize: 2},
 		},
 		Subsystems: []Subsystem{
 			{NQN: "nqn.2026-11.io.example:a", Serial: "0123", Model: "yes", Hosts: []string{"nqn.2014-08.org.nvmexpress:uuid:01234567-89ab-cdef-0123-456789abcdef"},
-				Ports: []uint16{7}, Namespaces: []Namespace{
+				Ports: []uint16{7}, MaxControllers: 4, MaxIOQueues: 2, Namespaces: []Namespace{
 					{NSID: 1, Backend: "nullblk", Size: 1000 * 4096, BlockSize: 4096, UUID: "01234567-89ab-cdef-0123-456789abcdef"},
 					{NSID: 9, Backend: "file", Path: "/srv/a b.img", Size: 3 << 40, BlockSize: 512, ReadOnly: true, Buffered: true},
 					{NSID: 10, Backend: "block", Path: "/dev/nvme0n1", BlockSize: 0},
 				}},
-			{NQN: "nqn.2026-11.io.example:b", AllowAnyHost: true, Hosts: []string{}, Ports: []uint16{}, Namespaces: []Namespace{}},
+			{NQN: "nqn.2026-11.io.example:b", AllowAnyHost: true, Hosts: []string{}, Ports: []uint16{}, MaxControllers: 65519, MaxIOQueues: 128, Namespaces: []Namespace{}},
 		},
 	}
 	for name, c := range map[string]*Config{"example": example, "rich": rich} {

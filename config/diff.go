@@ -14,6 +14,7 @@ type Plan struct {
 	Remeasure          []NamespaceRef // block namespaces kept: the device may have grown
 	Access             []Subsystem    // kept, with other hosts or allow_any_host
 	Links              []Subsystem    // kept, with other ports
+	Limits             []Subsystem    // kept, with other max_controllers or max_io_queues
 }
 
 // NamespaceRef is a namespace and the NQN of its subsystem.
@@ -68,6 +69,9 @@ func Diff(cur, next *Config) Plan {
 		}
 		if !sameSet(old.Ports, s.Ports) {
 			p.Links = append(p.Links, s)
+		}
+		if old.MaxControllers != s.MaxControllers || old.MaxIOQueues != s.MaxIOQueues {
+			p.Limits = append(p.Limits, s)
 		}
 		oldNS := map[uint32]Namespace{}
 		for _, n := range old.Namespaces {

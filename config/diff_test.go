@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 )
@@ -94,5 +95,32 @@ subsystems:
 	}
 	if empty := Diff(next, next); !reflect.DeepEqual(empty, Plan{Remeasure: empty.Remeasure}) || len(empty.Remeasure) != 1 {
 		t.Errorf("a configuration against itself: %+v", empty)
+	}
+}
+
+// A kept subsystem whose limits change is listed for them alone: its
+// controllers and namespaces stay.
+func TestDiffLimits(t *testing.T) {
+	base := `
+ports: [{id: 1, address: 10.0.0.1}]
+subsystems:
+  - nqn: nqn.2026-11.io.example:a
+    allow_any_host: true
+%s
+    namespaces: [{nsid: 1, backend: nullblk, size: 1GiB}]
+  - nqn: nqn.2026-11.io.example:b
+    allow_any_host: true
+`
+	cur := mustParse(t, fmt.Sprintf(base, ""))
+	next := mustParse(t, fmt.Sprintf(base, "    max_controllers: 4\n    max_io_queues: 2"))
+	p := Diff(cur, next)
+	if len(p.Limits) != 1 || p.Limits[0].NQN != "nqn.2026-11.io.example:a" || p.Limits[0].MaxControllers != 4 || p.Limits[0].MaxIOQueues != 2 {
+		t.Fatalf("limits changed: %+v", p.Limits)
+	}
+	if len(p.DelSubsystems)+len(p.AddSubsystems)+len(p.DelNamespaces)+len(p.AddNamespaces) != 0 {
+		t.Fatalf("a limit change rebuilds: %+v", p)
+	}
+	if p := Diff(cur, cur); len(p.Limits) != 0 {
+		t.Fatalf("no change, limits listed: %+v", p.Limits)
 	}
 }

@@ -46,6 +46,20 @@ const (
 	DefaultBlockSize      = 512
 	DefaultControlSocket  = "/run/nvmeof-tgt/ctl.sock"
 	DefaultStateFile      = "/var/lib/nvmeof-tgt/state.json"
+
+	// Every queue pair costs a polling thread, up to 8 more threads for
+	// blocking backend calls, two file descriptors and about 21 MiB of
+	// registered memory at the default queue size. 1024 queue pairs keep
+	// the threads (9216 at most) under the Go runtime's limit of 10000,
+	// and 64 hosts at 8 I/O queues each (576 queue pairs, about 12 GiB
+	// pinned) leave room for a second path to most of them.
+	DefaultMaxQueuePairs = 1024
+	// Two paths for each of 64 hosts.
+	DefaultMaxControllers = 128
+	// 8 queues of 128 commands: 1024 commands in flight per host and
+	// path, more than one RDMA link needs to stay busy. The Linux host
+	// asks for one per CPU.
+	DefaultMaxIOQueues = 8
 )
 
 // ApplyDefaults fills in every optional key left out.
@@ -61,6 +75,9 @@ func (c *Config) ApplyDefaults() {
 	}
 	if c.StateFile == "" {
 		c.StateFile = DefaultStateFile
+	}
+	if c.Limits.MaxQueuePairs == 0 {
+		c.Limits.MaxQueuePairs = DefaultMaxQueuePairs
 	}
 	for i := range c.Ports {
 		p := &c.Ports[i]
@@ -78,6 +95,13 @@ func (c *Config) ApplyDefaults() {
 		}
 	}
 	for i := range c.Subsystems {
+		s := &c.Subsystems[i]
+		if s.MaxControllers == 0 {
+			s.MaxControllers = DefaultMaxControllers
+		}
+		if s.MaxIOQueues == 0 {
+			s.MaxIOQueues = DefaultMaxIOQueues
+		}
 		for j := range c.Subsystems[i].Namespaces {
 			ns := &c.Subsystems[i].Namespaces[j]
 			if ns.BlockSize == 0 && ns.Backend != "block" {

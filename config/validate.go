@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
 // ValidationError is one problem, at a YAML field path.
@@ -35,8 +37,14 @@ const DiscoveryNQN = "nqn.2014-08.org.nvmexpress.discovery"
 // Limits the validation enforces.
 const (
 	MaxInlineDataSize = 128 << 10
-	MaxNSID           = 0xfffffffd // 0xffffffff is broadcast; the target also reserves 0xfffffffe
+	MaxNSID           = nvme.MaxNamespaces // Identify NN: hosts see no namespace above it
 	maxNQNLength      = 223
+
+	// Controller IDs run 1..FFEFh; the Linux target grants at most 128
+	// I/O queues; a queue pair limit below 2 admits no I/O queue at all.
+	maxControllers = 0xffef
+	maxIOQueues    = 128
+	maxQueuePairs  = 1 << 16
 )
 
 // validator collects problems, and what must be unique across the file.
@@ -77,6 +85,9 @@ func (c *Config) Validate() error {
 	}
 	for i, p := range c.Ports {
 		v.port(fmt.Sprintf("ports[%d]", i), p)
+	}
+	if n := c.Limits.MaxQueuePairs; n < 2 || n > maxQueuePairs {
+		v.add("limits.max_queue_pairs", "%d is out of range 2..%d (an admin and an I/O queue at least)", n, maxQueuePairs)
 	}
 	if !filepath.IsAbs(c.Control.Socket) {
 		v.add("control.socket", "%q is not an absolute path", c.Control.Socket)
@@ -139,6 +150,12 @@ func (v *validator) subsystem(path string, s Subsystem) {
 	}
 	if len(s.Model) > 40 || !printable(s.Model) {
 		v.add(path+".model", "must be at most 40 printable ASCII characters")
+	}
+	if s.MaxControllers < 1 || s.MaxControllers > maxControllers {
+		v.add(path+".max_controllers", "%d is out of range 1..%d", s.MaxControllers, maxControllers)
+	}
+	if s.MaxIOQueues < 1 || s.MaxIOQueues > maxIOQueues {
+		v.add(path+".max_io_queues", "%d is out of range 1..%d", s.MaxIOQueues, maxIOQueues)
 	}
 	if !s.AllowAnyHost && len(s.Hosts) == 0 {
 		v.add(path+".hosts", "no host may connect: set allow_any_host: true or list hosts")

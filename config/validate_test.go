@@ -58,6 +58,15 @@ func TestValidate(t *testing.T) {
 		{"queue too small", func(c *Config) { c.Ports[0].MaxQueueSize = 1 }, "ports[0].max_queue_size: 1 is out of range 2..1024"},
 		{"queue too large", func(c *Config) { c.Ports[0].MaxQueueSize = 2048 }, "ports[0].max_queue_size: 2048 is out of range 2..1024"},
 		{"relative state file", func(c *Config) { c.StateFile = "state.json" }, `state_file: "state.json" is not an absolute path`},
+		{"no queue pairs", func(c *Config) { c.Limits.MaxQueuePairs = 1 }, "limits.max_queue_pairs: 1 is out of range 2..65536 (an admin and an I/O queue at least)"},
+		{"too many queue pairs", func(c *Config) { c.Limits.MaxQueuePairs = 1<<16 + 1 }, "limits.max_queue_pairs: 65537 is out of range 2..65536 (an admin and an I/O queue at least)"},
+		{"fewest queue pairs", func(c *Config) { c.Limits.MaxQueuePairs = 2 }, ""},
+		{"no controllers", func(c *Config) { c.Subsystems[0].MaxControllers = -1 }, "subsystems[0].max_controllers: -1 is out of range 1..65519"},
+		{"too many controllers", func(c *Config) { c.Subsystems[0].MaxControllers = 0xfff0 }, "subsystems[0].max_controllers: 65520 is out of range 1..65519"},
+		{"one controller", func(c *Config) { c.Subsystems[0].MaxControllers = 1 }, ""},
+		{"no I/O queues", func(c *Config) { c.Subsystems[0].MaxIOQueues = -2 }, "subsystems[0].max_io_queues: -2 is out of range 1..128"},
+		{"too many I/O queues", func(c *Config) { c.Subsystems[0].MaxIOQueues = 129 }, "subsystems[0].max_io_queues: 129 is out of range 1..128"},
+		{"most I/O queues", func(c *Config) { c.Subsystems[0].MaxIOQueues = 128 }, ""},
 		{"relative control socket", func(c *Config) { c.Control.Socket = "ctl.sock" }, `control.socket: "ctl.sock" is not an absolute path`},
 		{"bad rxe netdev", func(c *Config) { c.RXE = []string{"eth0", "a/b"} }, `rxe[1]: "a/b" is not a network interface name`},
 		{"nqn missing", func(c *Config) { c.Subsystems[0].NQN = "" }, "subsystems[0].nqn: required"},
@@ -67,7 +76,7 @@ func TestValidate(t *testing.T) {
 		{"nqn space", func(c *Config) { c.Subsystems[0].NQN = "nqn.a b" }, `subsystems[0].nqn: "nqn.a b" must be printable ASCII without spaces`},
 		{"discovery nqn", func(c *Config) { c.Subsystems[0].NQN = DiscoveryNQN }, `subsystems[0].nqn: "nqn.2014-08.org.nvmexpress.discovery" is reserved for the discovery subsystem`},
 		{"nqn twice", func(c *Config) {
-			c.Subsystems = append(c.Subsystems, Subsystem{NQN: c.Subsystems[0].NQN, AllowAnyHost: true})
+			c.Subsystems = append(c.Subsystems, Subsystem{NQN: c.Subsystems[0].NQN, AllowAnyHost: true, MaxControllers: 1, MaxIOQueues: 1})
 		}, `subsystems[1].nqn: "nqn.2026-11.io.example:a" is defined twice`},
 		{"serial too long", func(c *Config) { c.Subsystems[0].Serial = strings.Repeat("1", 21) }, "subsystems[0].serial: must be at most 20 printable ASCII characters"},
 		{"serial not ASCII", func(c *Config) { c.Subsystems[0].Serial = "é" }, "subsystems[0].serial: must be at most 20 printable ASCII characters"},
@@ -82,12 +91,13 @@ func TestValidate(t *testing.T) {
 		{"no such port", func(c *Config) { c.Subsystems[0].Ports = []uint16{9} }, "subsystems[0].ports[0]: no port has id 9"},
 		{"port twice", func(c *Config) { c.Subsystems[0].Ports = []uint16{1, 1} }, "subsystems[0].ports[1]: port 1 is listed twice"},
 		{"no namespaces", func(c *Config) { c.Subsystems[0].Namespaces = nil }, ""},
-		{"nsid 0", func(c *Config) { c.Subsystems[0].Namespaces[1].NSID = 0 }, "subsystems[0].namespaces[1].nsid: 0 is out of range 1..4294967293"},
-		{"nsid reserved", func(c *Config) { c.Subsystems[0].Namespaces[1].NSID = 0xfffffffe }, "subsystems[0].namespaces[1].nsid: 4294967294 is out of range 1..4294967293"},
-		{"nsid largest", func(c *Config) { c.Subsystems[0].Namespaces[1].NSID = 0xfffffffd }, ""},
+		{"nsid 0", func(c *Config) { c.Subsystems[0].Namespaces[1].NSID = 0 }, "subsystems[0].namespaces[1].nsid: 0 is out of range 1..1024"},
+		{"nsid above NN", func(c *Config) { c.Subsystems[0].Namespaces[1].NSID = 1025 }, "subsystems[0].namespaces[1].nsid: 1025 is out of range 1..1024"},
+		{"nsid reserved", func(c *Config) { c.Subsystems[0].Namespaces[1].NSID = 0xfffffffe }, "subsystems[0].namespaces[1].nsid: 4294967294 is out of range 1..1024"},
+		{"nsid largest", func(c *Config) { c.Subsystems[0].Namespaces[1].NSID = 1024 }, ""},
 		{"nsid twice", func(c *Config) { c.Subsystems[0].Namespaces[1].NSID = 1 }, "subsystems[0].namespaces[1].nsid: nsid 1 is defined twice"},
 		{"nsid in two subsystems", func(c *Config) {
-			c.Subsystems = append(c.Subsystems, Subsystem{NQN: "nqn.2026-11.io.example:b", AllowAnyHost: true,
+			c.Subsystems = append(c.Subsystems, Subsystem{NQN: "nqn.2026-11.io.example:b", AllowAnyHost: true, MaxControllers: 1, MaxIOQueues: 1,
 				Namespaces: []Namespace{{NSID: 1, Backend: "nullblk", Size: 4096, BlockSize: 512}}})
 		}, ""},
 		{"misspelled backend", func(c *Config) { c.Subsystems[0].Namespaces[1].Backend = "flie" }, `subsystems[0].namespaces[1].backend: unknown backend "flie" (want file, block or nullblk)`},

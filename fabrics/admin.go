@@ -1,7 +1,6 @@
 package fabrics
 
 import (
-	"encoding/binary"
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
@@ -13,6 +12,11 @@ var Version = "0.1.0"
 func (q *Queue) prepareAdmin(r *Request) nvme.Status {
 	cmd := r.Cmd
 	disc := q.ctrl.Subsystem.isDiscovery
+	if !q.ctrl.enabled() {
+		// Before CC.EN=1 (or after a reset) only Fabrics commands are
+		// processed, as the Linux target's nvmet_check_ctrl_status.
+		return nvme.StatusCommandSequence | nvme.DNR
+	}
 	switch cmd.Opcode() {
 	case nvme.AdminIdentify:
 		r.Dir, r.Len, r.handler = DirCtrlToHost, nvme.IdentifySize, execIdentify
@@ -174,8 +178,8 @@ func (q *Queue) identifyController(b []byte) {
 		id.OAES = nvme.OAESNSAttrChanged
 		id.LPA |= nvme.LPACmdEffects
 		id.FRMW = 1<<1 | 1 // one slot, slot 1 read-only
-		id.NN = 1024
-		id.MNAN = 1024
+		id.NN = nvme.MaxNamespaces
+		id.MNAN = nvme.MaxNamespaces
 		id.ONCS = nvme.ONCSDSM | nvme.ONCSWriteZeroes | nvme.ONCSCompare
 		if c.vwc {
 			// Present, and Flush takes the broadcast NSID.
@@ -211,6 +215,9 @@ func execGetLogPage(q *Queue, r *Request) bool {
 	switch lid := cmd.LogID(); {
 	case lid == nvme.LogDiscovery && c.Subsystem.isDiscovery:
 		page = q.discoveryLog(page)
+		c.mu.Lock()
+		c.logPageRead(nvme.AsyncNoticeDiscoveryLog, cmd.LogRAE())
+		c.mu.Unlock()
 	case c.Subsystem.isDiscovery:
 		r.status = nvme.StatusInvalidLogPage | nvme.DNR
 		return true
@@ -233,14 +240,7 @@ func execGetLogPage(q *Queue, r *Request) bool {
 		nvme.PutString(page[8:16], Version)
 	case lid == nvme.LogChangedNS:
 		page = grow(page, nvme.ChangedNSLogSize)
-		c.mu.Lock()
-		for i, id := range c.changedNS {
-			binary.LittleEndian.PutUint32(page[4*i:], id)
-		}
-		if !cmd.LogRAE() {
-			c.changedNS = c.changedNS[:0]
-		}
-		c.mu.Unlock()
+		c.changedNSLog(page, cmd.LogRAE())
 	case lid == nvme.LogCmdEffects:
 		page = grow(page, nvme.EffectsLogSize)
 		for _, op := range []uint8{nvme.AdminGetLogPage, nvme.AdminIdentify, nvme.AdminAbort,
@@ -333,8 +333,14 @@ func execSetFeatures(q *Queue, r *Request) bool {
 			r.status = nvme.StatusInvalidField | nvme.DNR
 			return true
 		}
-		n := min(nsq, ncq) + 1
-		n = min(n, maxIOQueues)
+		// The host gets at most the subsystem's max_io_queues, and no more
+		// than the daemon-wide queue pair limit has room for now: fewer
+		// queues rather than a refused connect (at least one: the count
+		// is 0-based).
+		n := min(min(nsq, ncq)+1, uint32(c.maxIOQueues))
+		if free := q.target.freeQueuePairs(); free >= 0 {
+			n = max(min(n, uint32(free)), 1)
+		}
 		c.mu.Lock()
 		c.ioQueues = uint16(n)
 		c.mu.Unlock()

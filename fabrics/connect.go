@@ -1,6 +1,8 @@
 package fabrics
 
 import (
+	"errors"
+
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/sirupsen/logrus"
 )
@@ -26,14 +28,12 @@ func (q *Queue) prepareFabrics(r *Request) nvme.Status {
 	return 0
 }
 
-// invalidParam fails a Connect pointing at the offending byte: in the
-// command (data=false) or in its data.
-func invalidParam(r *Request, offset uint16, data bool) bool {
+// invalidParam fails a Connect with Connect Invalid Parameters pointing
+// at the offending field: at offset in the submission entry, or in the
+// data (nvme.ConnectSQE* and nvme.ConnectData* offsets).
+func invalidParam(r *Request, offset uint16, inData bool) bool {
 	r.status = nvme.StatusConnectInvalidParam | nvme.DNR
-	r.result = uint64(offset)
-	if data {
-		r.result |= 1 << 16
-	}
+	r.result = uint64(nvme.ConnectInvalidParam(offset, inData))
 	return true
 }
 
@@ -42,8 +42,13 @@ func execConnect(q *Queue, r *Request) bool {
 	cmd := r.Cmd
 	d, err := nvme.ParseConnectData(r.Data)
 	if err != nil {
-		log.Warn("connect rejected: malformed connect data")
-		return invalidParam(r, 256, true)
+		log.WithError(err).Warn("connect rejected")
+		off := uint16(nvme.ConnectDataSubNQN)
+		var de *nvme.ConnectDataError
+		if errors.As(err, &de) && de.Offset != 0 {
+			off = de.Offset
+		}
+		return invalidParam(r, off, true)
 	}
 	log = log.WithFields(logrus.Fields{"subsystem": d.SubNQN, "host": d.HostNQN})
 	if cmd.ConnectRecFmt() != 0 {
@@ -52,54 +57,89 @@ func execConnect(q *Queue, r *Request) bool {
 	}
 	if cmd.ConnectQID() != q.QID {
 		log.WithField("connect_qid", cmd.ConnectQID()).Warn("connect rejected: queue ID differs from the one in the RDMA connection request")
-		return invalidParam(r, 42, false)
+		return invalidParam(r, nvme.ConnectSQEQID, false)
 	}
 	sqsize := cmd.ConnectSQSize()
-	if sqsize == 0 || int(sqsize)+1 > q.depth {
+	if sqsize == 0 || int(sqsize)+1 > q.depth || (q.QID != 0 && sqsize > q.port.MaxQueueSize-1) {
 		log.WithField("sqsize", sqsize).Warn("connect rejected: submission queue size out of range")
-		return invalidParam(r, 44, false)
+		return invalidParam(r, nvme.ConnectSQESQSize, false)
 	}
 	s := q.target.Subsystem(d.SubNQN)
 	if s == nil || !s.OnPort(q.port.ID) {
 		q.target.Refused.refuse("unknown_subsystem", q.port.ID)
 		log.Warn("connect rejected: no such subsystem on this port; check the host's -n argument against the configured subsystems")
-		return invalidParam(r, 256, true)
+		return invalidParam(r, nvme.ConnectDataSubNQN, true)
 	}
 	if !s.HostAllowed(d.HostNQN) {
 		s.Stats.Refused.refuse("host_not_allowed", q.port.ID)
 		log.Warn("connect rejected: host not allowed; add it to the subsystem's hosts or set allow_any_host")
 		r.status = nvme.StatusConnectInvalidHost | nvme.DNR
+		r.result = uint64(nvme.ConnectInvalidParam(nvme.ConnectDataHostNQN, true))
 		return true
 	}
 	if q.QID == 0 {
-		if d.CNTLID != nvme.ControllerIDDynamic {
-			s.Stats.Refused.refuse("static_controller", q.port.ID)
-			log.WithField("cntlid", d.CNTLID).Warn("connect rejected: only dynamic controllers are supported")
-			return invalidParam(r, 16, true)
-		}
-		c := newController(s, q, d, cmd.ConnectKATO())
-		if err := s.allocController(c); err != nil {
-			r.status = nvme.StatusConnectControllerBusy
-			return true
-		}
-		c.log = log.WithField("cntlid", c.ID)
-		if st := c.attach(q); st != 0 {
-			s.removeController(c)
-			r.status = st
-			return true
-		}
-		q.bind(c, sqsize)
-		c.log.WithField("kato_ms", cmd.ConnectKATO()).Info("controller created")
-		r.result = uint64(c.ID)
+		return connectAdmin(q, r, s, d, log)
+	}
+	return connectIO(q, r, s, d, log)
+}
+
+// connectAdmin creates a controller. Controllers are dynamic: the host
+// asks for any ID with FFFFh, and the Linux target refuses anything else.
+func connectAdmin(q *Queue, r *Request, s *Subsystem, d nvme.ConnectData, log *logrus.Entry) bool {
+	if d.CNTLID != nvme.ControllerIDDynamic {
+		s.Stats.Refused.refuse("static_controller", q.port.ID)
+		log.WithField("cntlid", d.CNTLID).Warn("connect rejected: only dynamic controllers (cntlid 0xffff) are supported")
+		return invalidParam(r, nvme.ConnectDataCNTLID, true)
+	}
+	kato := r.Cmd.ConnectKATO()
+	if s.isDiscovery && kato == 0 {
+		kato = discoveryKATO
+	}
+	c := newController(s, q, d, kato)
+	if err := s.allocController(c); err != nil {
+		s.Stats.Refused.refuse("controller_limit", q.port.ID)
+		maxCtrls, _ := s.Limits()
+		log.WithField("max_controllers", maxCtrls).Warn("connect rejected: the subsystem has as many controllers as its max_controllers allows")
+		r.status = nvme.StatusConnectControllerBusy | nvme.DNR
 		return true
 	}
+	c.log = log.WithField("cntlid", c.ID)
+	if st := c.attach(q); st != 0 {
+		s.removeController(c)
+		r.status = st
+		return true
+	}
+	q.bind(c, r.Cmd.ConnectSQSize())
+	c.log.WithField("kato_ms", kato).Info("controller created")
+	r.result = uint64(c.ID)
+	return true
+}
+
+// connectIO binds an I/O queue to the host's controller.
+func connectIO(q *Queue, r *Request, s *Subsystem, d nvme.ConnectData, log *logrus.Entry) bool {
 	c := s.controller(d.CNTLID)
-	if c == nil || c.HostNQN != d.HostNQN {
+	if c == nil {
 		s.Stats.Refused.refuse("unknown_controller", q.port.ID)
 		log.WithField("cntlid", d.CNTLID).Warn("connect rejected: I/O queue for an unknown controller")
-		return invalidParam(r, 16, true)
+		return invalidParam(r, nvme.ConnectDataCNTLID, true)
 	}
-	if !c.Ready() {
+	if c.HostNQN != d.HostNQN {
+		s.Stats.Refused.refuse("unknown_controller", q.port.ID)
+		log.WithField("cntlid", d.CNTLID).Warn("connect rejected: I/O queue for a controller of another host NQN")
+		return invalidParam(r, nvme.ConnectDataHostNQN, true)
+	}
+	if c.HostID != d.HostID {
+		s.Stats.Refused.refuse("unknown_controller", q.port.ID)
+		log.WithField("cntlid", d.CNTLID).Warn("connect rejected: I/O queue with another host ID than its controller's")
+		return invalidParam(r, nvme.ConnectDataHostID, true)
+	}
+	if q.QID > c.maxIOQueues {
+		// The discovery controller has no I/O queues at all.
+		s.Stats.Refused.refuse("io_queue_limit", q.port.ID)
+		log.WithField("max_io_queues", c.maxIOQueues).Warn("connect rejected: queue ID above the subsystem's max_io_queues")
+		return invalidParam(r, nvme.ConnectSQEQID, false)
+	}
+	if !c.enabled() {
 		r.status = nvme.StatusCommandSequence | nvme.DNR
 		return true
 	}
@@ -107,14 +147,16 @@ func execConnect(q *Queue, r *Request) bool {
 	granted := c.ioQueues
 	c.mu.Unlock()
 	if q.QID > granted {
+		s.Stats.Refused.refuse("io_queue_limit", q.port.ID)
 		log.WithField("granted", granted).Warn("connect rejected: queue ID above the number of queues granted")
-		return invalidParam(r, 42, false)
+		return invalidParam(r, nvme.ConnectSQEQID, false)
 	}
 	if st := c.attach(q); st != 0 {
 		r.status = st
 		return true
 	}
-	q.bind(c, sqsize)
+	q.bind(c, r.Cmd.ConnectSQSize())
+	c.sawTraffic()
 	r.result = uint64(c.ID)
 	return true
 }
@@ -129,6 +171,10 @@ func (q *Queue) bind(c *Controller, sqsize uint16) {
 
 func execProperty(q *Queue, r *Request) bool {
 	cmd := r.Cmd
+	if !cmd.PropertySizeValid() {
+		r.status = nvme.StatusInvalidField | nvme.DNR
+		return true
+	}
 	if cmd.FabricsType() == nvme.FabricsPropertyGet {
 		r.result, r.status = q.ctrl.propertyGet(cmd.PropertyOffset(), cmd.PropertySize8())
 		return true

@@ -1,6 +1,8 @@
 package fabrics
 
 import (
+	"encoding/binary"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,12 +13,15 @@ import (
 
 // Limits advertised to hosts.
 const (
-	maxIOQueues    = 128
 	maxOutstandAER = 4 // AERL+1
 	errorLogLen    = 64
 	// controllerTimeout is CAP.TO in 500 ms units: how long the host waits
 	// for CSTS.RDY to follow CC.EN.
 	controllerTimeout = 15 * 2
+	// discoveryKATO is the keep alive timeout a discovery controller gets
+	// when the host asks for none, as the Linux target's: a host that
+	// connected persistently and went away does not hold it for ever.
+	discoveryKATO = 120_000 // milliseconds
 )
 
 // Controller is the state one host's Connect on an admin queue creates:
@@ -38,32 +43,45 @@ type Controller struct {
 	vwc          bool
 	writeThrough atomic.Bool
 
+	// cc and csts change only under mu, so that a register write, the
+	// keep alive timer and a shutdown finishing never undo each other;
+	// they are atomics so that Ready and Property Get read them without it.
 	cc   atomic.Uint32
 	csts atomic.Uint32
 	kato atomic.Uint32 // milliseconds; 0 disables keep alive
+	// traffic is set by any command since the keep alive timer was armed:
+	// proof of life as good as Keep Alive, as the Linux target counts it.
+	traffic atomic.Bool
 
-	mu        sync.Mutex
-	queues    []*Queue // by queue ID; [0] is the admin queue
-	ioQueues  uint16   // I/O queues granted by Set Features
-	aers      []*Request
-	events    []uint32 // raised while no AER was outstanding
-	aenConfig uint32
-	changedNS []uint32
-	errLog    [errorLogLen]nvme.ErrorLogEntry
-	errCount  uint64
-	kaTimer   *time.Timer
-	dead      bool
+	mu          sync.Mutex
+	queues      []*Queue // by queue ID; [0] is the admin queue
+	maxIOQueues uint16   // the subsystem's limit when the controller was created
+	ioQueues    uint16   // I/O queues granted by Set Features
+	aers        []*Request
+	events      []uint32 // raised while no AER was outstanding
+	aenConfig   uint32
+	aenMasked   uint32 // OAES bits of events reported whose log page was not read yet
+	changedNS   []uint32
+	nsOverflow  bool // more changes than the Changed Namespace List holds
+	errLog      [errorLogLen]nvme.ErrorLogEntry
+	errCount    uint64
+	kaTimer     timer
+	kaGen       uint64 // which arming of the timer is current
+	shutdownGen uint64 // bumped by every CC.SHN change: a flush finishing late checks it
+	dead        bool
 }
 
 func newController(s *Subsystem, q *Queue, d nvme.ConnectData, kato uint32) *Controller {
+	maxIO := s.ioQueueLimit()
 	c := &Controller{
-		Subsystem: s,
-		HostNQN:   d.HostNQN,
-		HostID:    d.HostID,
-		Port:      q.port,
-		Created:   time.Now(),
-		queues:    make([]*Queue, maxIOQueues+1),
-		ioQueues:  maxIOQueues,
+		Subsystem:   s,
+		HostNQN:     d.HostNQN,
+		HostID:      d.HostID,
+		Port:        q.port,
+		Created:     time.Now(),
+		queues:      make([]*Queue, int(maxIO)+1),
+		maxIOQueues: maxIO,
+		ioQueues:    maxIO,
 	}
 	c.kato.Store(kato)
 	c.vwc = s.volatileCache()
@@ -73,6 +91,13 @@ func newController(s *Subsystem, q *Queue, d nvme.ConnectData, kato uint32) *Con
 
 // Ready reports CSTS.RDY.
 func (c *Controller) Ready() bool { return c.csts.Load()&nvme.CSTSReady != 0 }
+
+// enabled reports whether the controller processes commands: CC.EN and
+// CSTS.RDY both set. Before that, and after a reset, only Fabrics commands
+// are accepted.
+func (c *Controller) enabled() bool {
+	return c.cc.Load()&nvme.CCEnable != 0 && c.csts.Load()&nvme.CSTSReady != 0
+}
 
 // Log returns the controller's log entry.
 func (c *Controller) Log() *logrus.Entry { return c.log }
@@ -90,11 +115,18 @@ func (c *Controller) Queues() int {
 	return n
 }
 
+// propertyGet reads a register. CAP is 8 bytes; a 4-byte read at its
+// offset or 4 bytes further returns the low or the high half. The others
+// are 4 bytes and read only as such.
 func (c *Controller) propertyGet(off uint32, size8 bool) (uint64, nvme.Status) {
+	capReg := nvme.CAP(uint16(c.Port.MaxQueueSize-1), controllerTimeout)
 	switch {
 	case off == nvme.RegCAP && size8:
-		mqes := uint16(c.Port.MaxQueueSize - 1)
-		return nvme.CAP(mqes, controllerTimeout), 0
+		return capReg, 0
+	case off == nvme.RegCAP && !size8:
+		return capReg & 0xffffffff, 0
+	case off == nvme.RegCAPHigh && !size8:
+		return capReg >> 32, 0
 	case off == nvme.RegVS && !size8:
 		return uint64(nvme.Version(1, 3, 0)), 0
 	case off == nvme.RegCC && !size8:
@@ -113,40 +145,110 @@ func (c *Controller) propertySet(off uint32, val uint64, size8 bool) nvme.Status
 	return 0
 }
 
-// setCC runs the controller state machine for a CC write: enabling checks
-// the queue entry sizes the host asks for, disabling resets the controller
-// (its I/O queues go away), and a shutdown notification completes at once
-// because every write already reached the backend when it completed.
+// ccSupported checks the settings a host enables the controller with. A
+// discovery controller has no I/O queues, so it ignores their entry sizes
+// (hosts leave them 0 there), as the Linux target does.
+func (c *Controller) ccSupported(v uint32) bool {
+	iosqes := (v >> nvme.CCIOSQEShift) & 0xf
+	iocqes := (v >> nvme.CCIOCQEShift) & 0xf
+	mps := (v >> nvme.CCMPSShift) & 0xf
+	ams := (v >> nvme.CCAMSShift) & 0x7
+	css := (v >> nvme.CCCSSShift) & 0x7
+	if !c.Subsystem.isDiscovery && (iosqes != 6 || iocqes != 4) {
+		return false
+	}
+	return mps == 0 && ams == 0 && css == 0
+}
+
+// setCC runs the controller state machine for a CC write, under c.mu:
+//   - enabling checks the settings and sets CSTS.RDY (or CSTS.CFS);
+//   - disabling is a controller reset: the I/O queues go away, the
+//     features return to their defaults and outstanding Asynchronous Event
+//     Requests end (the admin queue and KATO, both from Connect, stay);
+//   - a shutdown notification reports "processing" until every namespace
+//     is flushed, off the poller, then "complete".
 func (c *Controller) setCC(v uint32) {
+	c.mu.Lock()
+	if c.dead {
+		// Torn down (keep alive expiry, fatal error): CSTS stays as the
+		// host last saw it, CFS included, until its queues are gone.
+		c.mu.Unlock()
+		return
+	}
 	old := c.cc.Swap(v)
 	csts := c.csts.Load()
+	var ended []*Request
+	reset, shutdown := false, false
 	if v&nvme.CCEnable != 0 && old&nvme.CCEnable == 0 {
-		iosqes := (v >> nvme.CCIOSQEShift) & 0xf
-		iocqes := (v >> nvme.CCIOCQEShift) & 0xf
-		mps := (v >> nvme.CCMPSShift) & 0xf
-		ams := (v >> nvme.CCAMSShift) & 0x7
-		css := (v >> nvme.CCCSSShift) & 0x7
-		if iosqes != 6 || iocqes != 4 || mps != 0 || ams != 0 || css != 0 {
+		if c.ccSupported(v) {
+			csts = csts&^(nvme.CSTSShstMask|nvme.CSTSFatal) | nvme.CSTSReady
+			c.armKeepAlive() // the host had no reason to send Keep Alive before
+			c.log.Info("controller enabled")
+		} else {
 			c.log.WithField("cc", v).Warn("host enabled controller with unsupported CC settings; reporting controller fatal status")
-			c.csts.Store(csts | nvme.CSTSFatal)
-			return
+			csts |= nvme.CSTSFatal
 		}
-		csts = csts&^nvme.CSTSShstMask | nvme.CSTSReady
-		c.log.Info("controller enabled")
 	}
 	if v&nvme.CCEnable == 0 && old&nvme.CCEnable != 0 {
 		csts &^= nvme.CSTSReady
+		ended = c.resetLocked()
+		reset = true
 		c.log.Info("controller disabled")
-		c.dropIOQueues()
 	}
+	var gen uint64
 	if v&nvme.CCShnMask != 0 && old&nvme.CCShnMask == 0 {
-		csts = csts&^nvme.CSTSShstMask | nvme.CSTSShstComplete
-		c.log.Info("host shut the controller down")
+		csts = csts&^nvme.CSTSShstMask | nvme.CSTSShstProcessing
+		c.shutdownGen++
+		gen, shutdown = c.shutdownGen, true
+		c.log.Info("host shuts the controller down; flushing every namespace")
 	}
 	if v&nvme.CCShnMask == 0 && old&nvme.CCShnMask != 0 {
 		csts &^= nvme.CSTSShstMask
+		c.shutdownGen++ // a flush still running no longer reports
 	}
 	c.csts.Store(csts)
+	c.mu.Unlock()
+	for _, r := range ended {
+		// As the Linux target fails them when it frees a controller.
+		r.status = nvme.StatusInternal | nvme.DNR
+		r.q.completeAsync(r)
+	}
+	if reset {
+		c.dropIOQueues()
+	}
+	if shutdown {
+		go c.shutdown(gen)
+	}
+}
+
+// resetLocked returns features and event state to what a new controller
+// has, and takes the outstanding AERs for the caller to complete.
+func (c *Controller) resetLocked() []*Request {
+	ended := c.aers
+	c.aers = nil
+	c.events = nil
+	c.aenConfig = 0
+	c.aenMasked = 0
+	c.changedNS = c.changedNS[:0]
+	c.nsOverflow = false
+	c.ioQueues = c.maxIOQueues
+	return ended
+}
+
+// shutdown flushes the subsystem's namespaces, then reports the shutdown
+// complete unless the host changed CC.SHN meanwhile.
+func (c *Controller) shutdown(gen uint64) {
+	err := c.Subsystem.FlushNamespaces()
+	if err != nil {
+		c.log.WithError(err).Error("flush at shutdown notification failed; completed writes may not be durable")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.shutdownGen != gen {
+		return
+	}
+	c.csts.Store(c.csts.Load()&^nvme.CSTSShstMask | nvme.CSTSShstComplete)
+	c.log.Info("controller shut down")
 }
 
 // dropIOQueues disconnects every I/O queue, as a controller reset requires.
@@ -171,12 +273,12 @@ func (c *Controller) attach(q *Queue) nvme.Status {
 	if c.dead {
 		return nvme.StatusCommandSequence | nvme.DNR
 	}
-	if c.queues[q.QID] != nil {
+	if int(q.QID) >= len(c.queues) || c.queues[q.QID] != nil {
 		return nvme.StatusCommandSequence | nvme.DNR
 	}
 	c.queues[q.QID] = q
 	if q.QID == 0 {
-		c.startKeepAlive()
+		c.armKeepAlive()
 	}
 	return 0
 }
@@ -213,9 +315,7 @@ func (c *Controller) destroy(reason string) {
 		return
 	}
 	c.dead = true
-	if c.kaTimer != nil {
-		c.kaTimer.Stop()
-	}
+	c.stopKeepAlive()
 	var qs []*Queue
 	for _, q := range c.queues {
 		if q != nil {
@@ -233,45 +333,73 @@ func (c *Controller) destroy(reason string) {
 // fatal reports a controller fatal status and disconnects every queue; the
 // host recovers by reconnecting.
 func (c *Controller) fatal(reason string) {
+	c.mu.Lock()
 	c.csts.Store(c.csts.Load() | nvme.CSTSFatal)
+	c.mu.Unlock()
 	c.destroy(reason)
 }
 
-func (c *Controller) startKeepAlive() {
+// armKeepAlive (re)starts the keep alive timer with a fresh timer, so that
+// one already firing finds itself stale and does nothing. Called with
+// c.mu held; never re-arms once the controller is torn down.
+func (c *Controller) armKeepAlive() {
+	c.stopKeepAlive()
 	kato := c.kato.Load()
-	if kato == 0 {
+	if c.dead || kato == 0 {
 		return
 	}
 	// Allow the host's transport some slack, as the Linux target does.
 	d := time.Duration(kato)*time.Millisecond + time.Second
-	c.kaTimer = time.AfterFunc(d, func() {
-		c.Subsystem.Stats.KeepAliveExpired.Add(1)
-		c.log.WithField("kato_ms", kato).Warn("keep alive timeout: the host stopped sending Keep Alive; tearing the controller down (the host reconnects if it is still alive)")
-		c.fatal("keep alive timeout")
-	})
+	c.kaGen++
+	gen := c.kaGen
+	c.kaTimer = c.Subsystem.target.afterFunc(d, func() { c.keepAliveExpired(gen, kato) })
 }
 
-// keepAlive restarts the keep alive timer.
-func (c *Controller) keepAlive() {
-	kato := c.kato.Load()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.kaTimer != nil && kato != 0 {
-		c.kaTimer.Reset(time.Duration(kato)*time.Millisecond + time.Second)
-	}
-}
-
-func (c *Controller) setKATO(ms uint32) {
-	c.kato.Store(ms)
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (c *Controller) stopKeepAlive() {
 	if c.kaTimer != nil {
 		c.kaTimer.Stop()
 		c.kaTimer = nil
 	}
-	if !c.dead {
-		c.startKeepAlive()
+}
+
+func (c *Controller) keepAliveExpired(gen uint64, kato uint32) {
+	c.mu.Lock()
+	stale := c.dead || c.kaTimer == nil || c.kaGen != gen
+	if !stale && c.traffic.Swap(false) {
+		// Commands came in, just no Keep Alive yet (a slow host is still
+		// connecting its I/O queues): wait another period.
+		c.armKeepAlive()
+		stale = true
 	}
+	c.mu.Unlock()
+	if stale {
+		return
+	}
+	c.Subsystem.Stats.KeepAliveExpired.Add(1)
+	c.log.WithField("kato_ms", kato).Warn("keep alive timeout: the host stopped sending Keep Alive; tearing the controller down (the host reconnects if it is still alive)")
+	c.fatal("keep alive timeout")
+}
+
+// sawTraffic records a command for the keep alive timer. Per I/O: one
+// load of a line that stays shared, a store once per timer period.
+func (c *Controller) sawTraffic() {
+	if !c.traffic.Load() {
+		c.traffic.Store(true)
+	}
+}
+
+// keepAlive restarts the keep alive timer.
+func (c *Controller) keepAlive() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.armKeepAlive()
+}
+
+func (c *Controller) setKATO(ms uint32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.kato.Store(ms)
+	c.armKeepAlive()
 }
 
 // submitAER holds r until an event arrives. It reports false when the
@@ -289,27 +417,42 @@ func (c *Controller) submitAER(r *Request) bool {
 	return true
 }
 
-// raiseEvent queues an asynchronous event if the host enabled it.
+// noticeBit is the OAES bit that enables, and masks, a notice.
+func noticeBit(info uint8) uint32 {
+	switch info {
+	case nvme.AsyncNoticeNSChanged:
+		return nvme.OAESNSAttrChanged
+	case nvme.AsyncNoticeDiscoveryLog:
+		return nvme.OAESDiscoveryChange
+	}
+	return 0
+}
+
+// raiseEvent queues an asynchronous event if the host enabled it. A notice
+// is then masked until the host reads its log page (without RAE): one
+// event tells the host to look, however many changes follow, as the Linux
+// target does. So at most one event of each kind waits here.
 func (c *Controller) raiseEvent(typ, info, logPage uint8) {
+	c.mu.Lock()
 	if typ == nvme.AsyncTypeNotice {
-		var bit uint32
-		switch info {
-		case nvme.AsyncNoticeNSChanged:
-			bit = nvme.OAESNSAttrChanged
-		case nvme.AsyncNoticeDiscoveryLog:
-			bit = nvme.OAESDiscoveryChange
-		}
-		c.mu.Lock()
-		enabled := c.aenConfig&bit != 0
-		c.mu.Unlock()
-		if !enabled {
+		bit := noticeBit(info)
+		if c.aenConfig&bit == 0 || c.aenMasked&bit != 0 {
+			c.mu.Unlock()
 			return
 		}
+		c.aenMasked |= bit
 	}
-	c.mu.Lock()
 	c.events = append(c.events, uint32(typ)|uint32(info)<<8|uint32(logPage)<<16)
 	c.mu.Unlock()
 	c.deliverEvents()
+}
+
+// logPageRead unmasks the notice a log page reports, unless the host asked
+// to retain the event (RAE). Called with c.mu held.
+func (c *Controller) logPageRead(info uint8, rae bool) {
+	if !rae {
+		c.aenMasked &^= noticeBit(info)
+	}
 }
 
 func (c *Controller) deliverEvents() {
@@ -329,13 +472,39 @@ func (c *Controller) deliverEvents() {
 	}
 }
 
+// namespaceChanged records nsid in the Changed Namespace List (once;
+// past nvme.ChangedNSMax IDs the list overflows) and raises the event.
 func (c *Controller) namespaceChanged(nsid uint32) {
 	c.mu.Lock()
-	if len(c.changedNS) < 1024 {
+	switch {
+	case c.nsOverflow || slices.Contains(c.changedNS, nsid):
+	case len(c.changedNS) == nvme.ChangedNSMax:
+		c.nsOverflow = true
+		c.changedNS = c.changedNS[:0]
+	default:
 		c.changedNS = append(c.changedNS, nsid)
 	}
 	c.mu.Unlock()
 	c.raiseEvent(nvme.AsyncTypeNotice, nvme.AsyncNoticeNSChanged, nvme.LogChangedNS)
+}
+
+// changedNSLog writes the Changed Namespace List into page (ChangedNSLogSize
+// zeroed bytes); reading it without RAE clears it.
+func (c *Controller) changedNSLog(page []byte, rae bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.nsOverflow {
+		binary.LittleEndian.PutUint32(page, nvme.ChangedNSOverflow)
+	} else {
+		for i, id := range c.changedNS {
+			binary.LittleEndian.PutUint32(page[4*i:], id)
+		}
+	}
+	if !rae {
+		c.changedNS = c.changedNS[:0]
+		c.nsOverflow = false
+	}
+	c.logPageRead(nvme.AsyncNoticeNSChanged, rae)
 }
 
 // recordError adds a failed command to the error log.

@@ -97,18 +97,6 @@ func (h *host) write(slba uint64, data []byte, cdw12 uint32) nvme.Status {
 	return h.submit(h.io, c, data).Status()
 }
 
-func (h *host) feature(set bool, fid uint8, v uint32) (uint64, nvme.Status) {
-	h.t.Helper()
-	c := newCmd(nvme.AdminGetFeatures)
-	if set {
-		c = newCmd(nvme.AdminSetFeatures)
-	}
-	c.SetCDW(10, uint32(fid))
-	c.SetCDW(11, v)
-	rsp := h.submit(h.admin, c, nil)
-	return rsp.Result(), rsp.Status()
-}
-
 func identifyVWC(t *testing.T, h *host) byte {
 	t.Helper()
 	id, st := h.identify(nvme.CNSController, 0)

@@ -49,6 +49,11 @@ func FuzzDispatch(f *testing.F) {
 		if h.admin.Disconnected() {
 			return // a reset or shutdown through Property Set
 		}
+		if c := h.admin.Queue.Controller(); c != nil && !c.enabled() {
+			// Disabled through Property Set: only Fabrics commands run.
+			h.getProperty(nvme.RegCSTS, false)
+			return
+		}
 		// The controller still answers.
 		if _, st := h.identify(nvme.CNSController, 0); st != 0 {
 			t.Fatalf("identify after fuzzed command: %v", st)

@@ -16,11 +16,13 @@ type LoopQueue struct {
 	Queue *Queue
 
 	// mu plays the poller: Prepare, Execute, Reap and Complete run under it.
-	mu        sync.Mutex
-	waiters   map[*Request]chan struct{}
-	wake      chan struct{}
-	gone      chan struct{}
-	once      sync.Once
+	mu      sync.Mutex
+	waiters map[*Request]chan struct{}
+	wake    chan struct{}
+	gone    chan struct{}
+	once    sync.Once
+
+	reserved  bool // holds a Target.ReserveQueue reservation
 	closeOnce sync.Once
 }
 
@@ -35,6 +37,21 @@ func NewLoopQueue(t *Target, p *Port, qid uint16, depth int) *LoopQueue {
 	lq.Queue = NewQueue(t, p, qid, depth, lq)
 	go lq.poll()
 	return lq
+}
+
+// ErrNoResources is returned by DialLoopQueue when the target refuses the
+// queue pair, as the RDMA listener rejects the connection request.
+var ErrNoResources = errors.New("loop queue refused: queue pair limit reached")
+
+// DialLoopQueue is NewLoopQueue with the daemon-wide queue pair limit
+// applied first, as the RDMA listener does: Close gives the reservation back.
+func DialLoopQueue(t *Target, p *Port, qid uint16, depth int) (*LoopQueue, error) {
+	if !t.ReserveQueue(p.ID) {
+		return nil, ErrNoResources
+	}
+	lq := NewLoopQueue(t, p, qid, depth)
+	lq.reserved = true
+	return lq, nil
 }
 
 func (lq *LoopQueue) poll() {
@@ -217,6 +234,11 @@ func scatter(data, host []byte, descs []Keyed) {
 // Close tears the queue down as the transport would.
 // It may be called more than once, as a host may disconnect twice.
 func (lq *LoopQueue) Close() {
-	lq.Disconnect()
-	lq.closeOnce.Do(lq.Queue.Close)
+	lq.closeOnce.Do(func() {
+		lq.Disconnect()
+		lq.Queue.Close()
+		if lq.reserved {
+			lq.Queue.target.ReleaseQueue()
+		}
+	})
 }

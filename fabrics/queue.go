@@ -69,6 +69,9 @@ func (q *Queue) Prepare(r *Request) bool {
 	r.Data, r.Dir, r.Len, r.ns, r.nsStats, r.handler, r.blocking = nil, DirNone, 0, nil, nil, nil, false
 	r.pair, r.also, r.fuseReady, r.fuseAbort = nil, nil, false, false
 	r.started = nanotime()
+	if q.ctrl != nil {
+		q.ctrl.sawTraffic()
+	}
 	q.sqhd++
 	if q.sqsize != 0 && q.sqhd >= q.sqsize {
 		q.sqhd = 0

@@ -30,10 +30,19 @@ type Target struct {
 	genctr     atomic.Uint64 // discovery log generation counter
 
 	// Refused counts connects to subsystems that do not exist (or not on
-	// the port used): they belong to no subsystem.
+	// the port used), and queue pairs refused for the daemon-wide limit:
+	// they belong to no subsystem.
 	Refused Refusals
 
 	lifetime atomic.Pointer[Lifetime] // earlier runs, from the state file
+
+	// Queue pairs reserved by transports (ReserveQueue), and the most
+	// allowed at once; 0 is no limit.
+	queuePairs    atomic.Int64
+	maxQueuePairs atomic.Int64
+
+	// afterFunc starts the keep alive timers; tests replace it.
+	afterFunc func(time.Duration, func()) timer
 }
 
 // Lifetime is the daemon's life as the SMART log reports it: like a
@@ -57,6 +66,11 @@ func (t *Target) Lifetime() Lifetime {
 	return l
 }
 
+// timer is the part of *time.Timer the controllers use.
+type timer interface{ Stop() bool }
+
+func realAfterFunc(d time.Duration, f func()) timer { return time.AfterFunc(d, f) }
+
 // NewTarget returns an empty target.
 func NewTarget(log *logrus.Entry) *Target {
 	if log == nil {
@@ -66,10 +80,53 @@ func NewTarget(log *logrus.Entry) *Target {
 		Log:        log,
 		ports:      map[uint16]*Port{},
 		subsystems: map[string]*Subsystem{},
+		afterFunc:  realAfterFunc,
 	}
 	t.discovery = newSubsystem(t, nvme.DiscoveryNQN, "", "", true)
 	t.discovery.isDiscovery = true
+	t.discovery.maxIOQueues = 0 // admin queue only
 	return t
+}
+
+// ReserveQueue counts one more queue pair against the daemon-wide limit. A
+// transport calls it when a host asks to connect, before it allocates
+// anything, and refuses the connection when it reports false (the refusal
+// is counted, reason "queue_pair_limit"). Each reservation is given back
+// with ReleaseQueue once the queue pair is gone.
+func (t *Target) ReserveQueue(port uint16) bool {
+	for {
+		n, limit := t.queuePairs.Load(), t.maxQueuePairs.Load()
+		if limit > 0 && n >= limit {
+			t.Refused.refuse("queue_pair_limit", port)
+			t.Log.WithFields(logrus.Fields{"port": port, "max_queue_pairs": limit}).Warn("connection refused: the daemon has as many queue pairs as limits.max_queue_pairs allows")
+			return false
+		}
+		if t.queuePairs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// ReleaseQueue gives back a reservation of ReserveQueue.
+func (t *Target) ReleaseQueue() { t.queuePairs.Add(-1) }
+
+// SetMaxQueuePairs sets the daemon-wide queue pair limit (0: none). Queue
+// pairs already connected beyond a lower limit stay.
+func (t *Target) SetMaxQueuePairs(n int) { t.maxQueuePairs.Store(int64(n)) }
+
+// QueuePairs reports the reserved queue pairs and the limit (0: none).
+func (t *Target) QueuePairs() (reserved, limit int) {
+	return int(t.queuePairs.Load()), int(t.maxQueuePairs.Load())
+}
+
+// freeQueuePairs is how many more queue pairs the limit allows, or -1
+// when there is no limit.
+func (t *Target) freeQueuePairs() int {
+	limit := t.maxQueuePairs.Load()
+	if limit == 0 {
+		return -1
+	}
+	return int(max(0, limit-t.queuePairs.Load()))
 }
 
 // Port is a transport address hosts connect through.
@@ -169,6 +226,10 @@ type Subsystem struct {
 	controllers map[uint16]*Controller
 	nextCNTLID  uint16
 
+	// Limits for new controllers (SetLimits).
+	maxControllers int
+	maxIOQueues    uint16
+
 	namespaces atomic.Pointer[namespaceSet]
 
 	Stats SubsystemStats
@@ -201,6 +262,9 @@ func newSubsystem(t *Target, nqn, serial, model string, allowAnyHost bool) *Subs
 		hosts:       map[string]bool{},
 		controllers: map[uint16]*Controller{},
 		nextCNTLID:  1,
+
+		maxControllers: maxCNTLID,
+		maxIOQueues:    MaxIOQueues,
 	}
 	s.namespaces.Store(&namespaceSet{byID: map[uint32]*Namespace{}})
 	return s
@@ -273,8 +337,8 @@ func NewNamespace(nsid uint32, b backend.Backend, readOnly bool, uuid [16]byte) 
 	if bs < 512 || bs&(bs-1) != 0 {
 		return nil, fmt.Errorf("namespace %d: block size %d is not a power of two ≥ 512", nsid, bs)
 	}
-	if nsid == 0 || nsid >= 0xfffffffe {
-		return nil, fmt.Errorf("namespace id %d out of range", nsid)
+	if nsid == 0 || nsid > nvme.MaxNamespaces {
+		return nil, fmt.Errorf("namespace id %d out of range 1..%d", nsid, nvme.MaxNamespaces)
 	}
 	shift := uint8(0)
 	for 1<<shift != bs {
@@ -363,12 +427,18 @@ func (s *Subsystem) namespacesChanged(nsid uint32) {
 	}
 }
 
-// closeNamespaces flushes and closes every namespace, at shutdown: what a
-// host wrote must be on media before the daemon exits, even if the host
-// never flushed (it may be gone).
+// closeNamespaces flushes and closes every backend once nothing uses it
+// (a flush a host's shutdown notification started, or a command still on
+// a worker): what a host wrote must be on media before the daemon exits,
+// even if the host never flushed (it may be gone).
 func (s *Subsystem) closeNamespaces() {
 	for _, ns := range s.namespaces.Load().byID {
-		ns.flushAndClose(s.log().WithFields(logrus.Fields{"subsystem": s.NQN, "nsid": ns.ID}))
+		log := s.log().WithFields(logrus.Fields{"subsystem": s.NQN, "nsid": ns.ID})
+		ns.removed.Store(true) // new holds and commands back off
+		if !ns.drain(drainTimeout) {
+			log.Warn("a backend call has not returned after 10 s; closing its backend anyway")
+		}
+		ns.flushAndClose(log)
 	}
 }
 
@@ -396,14 +466,53 @@ func (s *Subsystem) Controllers() []*Controller {
 	return out
 }
 
-// allocController picks a free controller ID, 1..0xffef.
+// Controller limits of the protocol: controller IDs run 1..FFEFh, and the
+// most I/O queues a subsystem may grant is the Linux target's default.
+const (
+	maxCNTLID   = 0xffef
+	MaxIOQueues = 128
+)
+
+// SetLimits bounds the controllers the subsystem has at once and the I/O
+// queues each may have (Set Features Number of Queues is answered with at
+// most that many). They apply to controllers created from then on; the
+// connected ones keep what they have.
+func (s *Subsystem) SetLimits(maxControllers, maxIOQueues int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.maxControllers = min(max(maxControllers, 1), maxCNTLID)
+	s.maxIOQueues = uint16(min(max(maxIOQueues, 1), MaxIOQueues))
+}
+
+// Limits reports what SetLimits set.
+func (s *Subsystem) Limits() (maxControllers, maxIOQueues int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.maxControllers, int(s.maxIOQueues)
+}
+
+func (s *Subsystem) ioQueueLimit() uint16 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.maxIOQueues
+}
+
+// errControllerLimit is returned when the subsystem has as many
+// controllers as it may.
+var errControllerLimit = errors.New("controller limit reached")
+
+// allocController picks a free controller ID, 1..FFEFh, unless the
+// subsystem is at its controller limit.
 func (s *Subsystem) allocController(c *Controller) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for range 0xffef {
+	if !s.isDiscovery && len(s.controllers) >= s.maxControllers {
+		return errControllerLimit
+	}
+	for range maxCNTLID {
 		id := s.nextCNTLID
 		s.nextCNTLID++
-		if s.nextCNTLID > 0xffef {
+		if s.nextCNTLID > maxCNTLID {
 			s.nextCNTLID = 1
 		}
 		if s.controllers[id] == nil {

@@ -87,10 +87,10 @@ func (c Command) SetSLBA(lba uint64) { binary.LittleEndian.PutUint64(c[cmdCDW10:
 func (c Command) ConnectRecFmt() uint16 { return binary.LittleEndian.Uint16(c[40:]) }
 
 // ConnectQID is the queue the Connect creates (0 = admin).
-func (c Command) ConnectQID() uint16 { return binary.LittleEndian.Uint16(c[42:]) }
+func (c Command) ConnectQID() uint16 { return binary.LittleEndian.Uint16(c[ConnectSQEQID:]) }
 
 // ConnectSQSize is the 0-based submission queue size.
-func (c Command) ConnectSQSize() uint16 { return binary.LittleEndian.Uint16(c[44:]) }
+func (c Command) ConnectSQSize() uint16 { return binary.LittleEndian.Uint16(c[ConnectSQESQSize:]) }
 
 // ConnectCAttr holds the connect attributes (bit 2: SQ flow control disable).
 func (c Command) ConnectCAttr() uint8 { return c[46] }
@@ -113,6 +113,10 @@ func (c Command) SetConnect(qid, sqsize uint16, kato uint32) {
 // PropertySize8 reports whether the property access is 8 bytes wide
 // (ATTRIB bits 2:0 = 1) rather than 4.
 func (c Command) PropertySize8() bool { return c[40]&0x7 == 1 }
+
+// PropertySizeValid reports whether ATTRIB.SIZE is one of the two defined
+// sizes (000b: 4 bytes, 001b: 8 bytes).
+func (c Command) PropertySizeValid() bool { return c[40]&0x7 <= 1 }
 
 // PropertyOffset is the register offset.
 func (c Command) PropertyOffset() uint32 { return binary.LittleEndian.Uint32(c[44:]) }

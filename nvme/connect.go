@@ -17,6 +17,28 @@ const DiscoveryNQN = "nqn.2014-08.org.nvmexpress.discovery"
 // ControllerIDDynamic in Connect data asks for any free controller ID.
 const ControllerIDDynamic = 0xffff
 
+// Offsets of the Connect fields a refusal points at (Connect Invalid
+// Parameters carries them as IATTR/IPO in the completion's DW0).
+const (
+	ConnectSQEQID      = 42 // in the submission entry
+	ConnectSQESQSize   = 44
+	ConnectDataHostID  = 0 // in the 1024-byte data
+	ConnectDataCNTLID  = 16
+	ConnectDataSubNQN  = 256
+	ConnectDataHostNQN = 512
+)
+
+// ConnectInvalidParam is the DW0 of a Connect Invalid Parameters
+// completion: IATTR (bit 16) says whether IPO, the byte offset of the
+// offending field, is in the data (true) or the submission entry.
+func ConnectInvalidParam(offset uint16, inData bool) uint32 {
+	v := uint32(offset)
+	if inData {
+		v |= 1 << 16
+	}
+	return v
+}
+
 // ConnectData is the decoded data of a Connect command.
 type ConnectData struct {
 	HostID  [16]byte
@@ -28,20 +50,39 @@ type ConnectData struct {
 // ErrConnectData reports Connect data that cannot be decoded.
 var ErrConnectData = errors.New("nvme: malformed connect data")
 
+// ConnectDataError says which field of the Connect data is malformed. It
+// matches ErrConnectData with errors.Is.
+type ConnectDataError struct {
+	Offset uint16 // ConnectDataSubNQN, ConnectDataHostNQN, or 0 for short data
+}
+
+func (e *ConnectDataError) Error() string {
+	switch e.Offset {
+	case ConnectDataSubNQN:
+		return "nvme: malformed connect data: subsystem NQN empty or not NUL-terminated"
+	case ConnectDataHostNQN:
+		return "nvme: malformed connect data: host NQN empty or not NUL-terminated"
+	}
+	return "nvme: malformed connect data: shorter than 1024 bytes"
+}
+
+func (e *ConnectDataError) Is(target error) bool { return target == ErrConnectData }
+
 // ParseConnectData decodes the 1024-byte Connect data. The NQN strings
 // are NUL-terminated in 256-byte fields.
 func ParseConnectData(b []byte) (ConnectData, error) {
 	var d ConnectData
 	if len(b) < ConnectDataSize {
-		return d, ErrConnectData
+		return d, &ConnectDataError{}
 	}
-	copy(d.HostID[:], b[0:16])
-	d.CNTLID = uint16(b[16]) | uint16(b[17])<<8
-	var ok1, ok2 bool
-	d.SubNQN, ok1 = cString(b[256:512])
-	d.HostNQN, ok2 = cString(b[512:768])
-	if !ok1 || !ok2 {
-		return d, ErrConnectData
+	copy(d.HostID[:], b[ConnectDataHostID:ConnectDataHostID+16])
+	d.CNTLID = uint16(b[ConnectDataCNTLID]) | uint16(b[ConnectDataCNTLID+1])<<8
+	var ok bool
+	if d.SubNQN, ok = cString(b[ConnectDataSubNQN:ConnectDataHostNQN]); !ok {
+		return d, &ConnectDataError{ConnectDataSubNQN}
+	}
+	if d.HostNQN, ok = cString(b[ConnectDataHostNQN : ConnectDataHostNQN+256]); !ok {
+		return d, &ConnectDataError{ConnectDataHostNQN}
 	}
 	return d, nil
 }

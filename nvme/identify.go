@@ -256,6 +256,11 @@ func PutNSDescriptor(b []byte, off int, nidt uint8, nid []byte) int {
 	return end
 }
 
+// MaxNamespaces is the largest namespace ID the target supports, reported
+// as Identify NN and MNAN, and what the configuration accepts: the Linux
+// target's NVMET_MAX_NAMESPACES. One constant so that the two agree.
+const MaxNamespaces = 1024
+
 // PutNSIDList writes a list of namespace IDs (Identify CNS 0x02) into b,
 // which must be IdentifySize bytes; ids beyond 1024 entries are dropped.
 func PutNSIDList(b []byte, ids []uint32) {

@@ -8,7 +8,7 @@ const (
 	ErrorLogEntrySize = 64
 	EffectsLogSize    = 4096
 	FirmwareLogSize   = 512
-	ChangedNSLogSize  = 4096
+	ChangedNSLogSize  = 4096 // ChangedNSMax entries
 	DiscoveryHdrSize  = 1024
 	DiscoveryEntSize  = 1024
 )
@@ -80,6 +80,14 @@ func (e *ErrorLogEntry) Encode(b []byte) {
 	le.PutUint32(b[24:], e.NSID)
 	b[29] = TransportRDMA
 }
+
+// The Changed Namespace List holds up to ChangedNSMax IDs; past that its
+// first entry is ChangedNSOverflow and the rest are zero: the host then
+// rescans every namespace.
+const (
+	ChangedNSMax      = ChangedNSLogSize / 4
+	ChangedNSOverflow = 0xffffffff
+)
 
 // Commands Supported and Effects bits.
 const (

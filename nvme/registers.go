@@ -2,11 +2,12 @@ package nvme
 
 // Controller register offsets, reached by Property Get/Set on fabrics.
 const (
-	RegCAP  = 0x00 // 8 bytes
-	RegVS   = 0x08
-	RegCC   = 0x14
-	RegCSTS = 0x1c
-	RegNSSR = 0x20
+	RegCAP     = 0x00 // 8 bytes; a 4-byte access reads one half
+	RegCAPHigh = 0x04
+	RegVS      = 0x08
+	RegCC      = 0x14
+	RegCSTS    = 0x1c
+	RegNSSR    = 0x20
 )
 
 // Version encodes a specification version for VS and Identify VER.
@@ -39,8 +40,9 @@ const (
 
 // CSTS fields.
 const (
-	CSTSReady        = 1 << 0
-	CSTSFatal        = 1 << 1
-	CSTSShstMask     = 3 << 2
-	CSTSShstComplete = 2 << 2
+	CSTSReady          = 1 << 0
+	CSTSFatal          = 1 << 1
+	CSTSShstMask       = 3 << 2
+	CSTSShstProcessing = 1 << 2
+	CSTSShstComplete   = 2 << 2
 )

@@ -194,8 +194,15 @@ func (l *Listener) connectRequest(ev *C.struct_rdma_cm_event, id *C.struct_rdma_
 		l.reject(id, cmErr.Reject)
 		return true
 	}
+	// The daemon-wide queue pair limit, before anything is allocated; the
+	// queue pair's teardown gives the place back.
+	if !l.target.ReserveQueue(l.port.ID) {
+		l.reject(id, nvme.CMRejectNoResources)
+		return true
+	}
 	qp, err := newQueuePair(l, id, req, peer)
 	if err != nil {
+		l.target.ReleaseQueue()
 		log.WithError(err).Error("cannot set up queue pair; refusing the connection")
 		l.reject(id, nvme.CMRejectNoResources)
 		return true

@@ -628,6 +628,7 @@ func (qp *QueuePair) teardown() {
 	}
 	qp.mu.Unlock()
 	qp.fq.Close()
+	qp.l.target.ReleaseQueue()
 	qp.l.forget(qp)
 	qp.mu.Lock()
 	qp.destroyed = true

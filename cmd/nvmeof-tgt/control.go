@@ -172,6 +172,7 @@ func control(d *daemon, cfgPath string, args []string, out io.Writer) error {
 		if err := edit(next, args[0], args[1], args[2:]); err != nil {
 			return err
 		}
+		next.ApplyDefaults() // what the edit added gets the limits a file would
 		return d.apply(next)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprintln(out, ctlUsage)

@@ -39,6 +39,9 @@ var (
 	dQueuePairs  = prometheus.NewDesc(prefix+"queue_pairs", "Connected queue pairs (admin and I/O).", []string{"subsystem", "port"}, nil)
 	dRefused     = prometheus.NewDesc(prefix+"connects_refused_total", "Connect commands refused, by reason.", []string{"subsystem", "port", "reason"}, nil)
 	dKAExpired   = prometheus.NewDesc(prefix+"keep_alive_expiries_total", "Controllers torn down because the host stopped sending Keep Alive.", []string{"subsystem"}, nil)
+	dQPReserved  = prometheus.NewDesc(prefix+"queue_pairs_reserved", "Queue pairs counted against limits.max_queue_pairs: connected, or being set up.", nil, nil)
+	dQPLimit     = prometheus.NewDesc(prefix+"queue_pairs_limit", "limits.max_queue_pairs: the most queue pairs the daemon accepts at once.", nil, nil)
+	dCtrlLimit   = prometheus.NewDesc(prefix+"controllers_limit", "subsystems[].max_controllers: the most controllers the subsystem accepts at once.", []string{"subsystem"}, nil)
 	dCmdErrors   = prometheus.NewDesc(prefix+"command_errors_total", "Commands completed with an error status, by status code type.", []string{"subsystem", "type"}, nil)
 
 	dBuildInfo  = prometheus.NewDesc(prefix+"build_info", "Build information.", []string{"version", "goversion"}, nil)
@@ -54,7 +57,7 @@ var statusTypes = []string{"generic", "command_specific", "media", "path", "4", 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dReads, dWrites, dReadBytes, dWriteBytes, dReadTime, dWriteTime, dFlushes,
 		dDiscards, dZeroes, dReadLatency, dWriteLatency, dNamespaceSz, dControllers, dQueuePairs, dRefused, dKAExpired,
-		dCmdErrors, dBuildInfo, dConfigGen, dReloadOK, dReloadTime, dRegistered, dPoller} {
+		dQPReserved, dQPLimit, dCtrlLimit, dCmdErrors, dBuildInfo, dConfigGen, dReloadOK, dReloadTime, dRegistered, dPoller} {
 		ch <- d
 	}
 }
@@ -113,6 +116,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			counter(dRefused, float64(n), s.NQN, strconv.Itoa(int(k.Port)), k.Reason)
 		}
 		counter(dKAExpired, float64(s.Stats.KeepAliveExpired.Load()), s.NQN)
+		maxCtrls, _ := s.Limits()
+		gauge(dCtrlLimit, float64(maxCtrls), s.NQN)
 		for t, n := range s.ErrorsByType() {
 			if n > 0 {
 				counter(dCmdErrors, float64(n), s.NQN, statusTypes[t])
@@ -124,6 +129,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for k, n := range c.target.Refused.Counts() {
 		counter(dRefused, float64(n), "", strconv.Itoa(int(k.Port)), k.Reason)
 	}
+	reserved, limit := c.target.QueuePairs()
+	gauge(dQPReserved, float64(reserved))
+	gauge(dQPLimit, float64(limit))
 	gauge(dBuildInfo, 1, version, goVersion())
 	gen, ok, when := c.gen()
 	gauge(dConfigGen, float64(gen))

@@ -180,6 +180,7 @@ func (d *daemon) apply(next *config.Config) error {
 			fs.AllowHost(h)
 		}
 		fs.SetPorts(s.Ports)
+		fs.SetLimits(s.MaxControllers, s.MaxIOQueues)
 		if err := d.target.AddSubsystem(fs); err != nil {
 			problems = append(problems, err)
 			continue
@@ -209,6 +210,16 @@ func (d *daemon) apply(next *config.Config) error {
 	for _, s := range p.Access {
 		d.target.Subsystem(s.NQN).SetHosts(s.AllowAnyHost, s.Hosts)
 		log.WithFields(logrus.Fields{"subsystem": s.NQN, "allow_any_host": s.AllowAnyHost, "hosts": len(s.Hosts)}).Info("subsystem access changed")
+	}
+	for _, s := range p.Limits {
+		d.target.Subsystem(s.NQN).SetLimits(s.MaxControllers, s.MaxIOQueues)
+		log.WithFields(logrus.Fields{"subsystem": s.NQN, "max_controllers": s.MaxControllers, "max_io_queues": s.MaxIOQueues}).Info("subsystem limits changed; connected controllers keep what they have")
+	}
+	if _, limit := d.target.QueuePairs(); limit != next.Limits.MaxQueuePairs {
+		d.target.SetMaxQueuePairs(next.Limits.MaxQueuePairs)
+		if limit != 0 {
+			log.WithFields(logrus.Fields{"from": limit, "to": next.Limits.MaxQueuePairs}).Info("limits.max_queue_pairs changed; queue pairs already connected stay")
+		}
 	}
 	for _, s := range p.Links {
 		d.target.Subsystem(s.NQN).LinkPorts(s.Ports)

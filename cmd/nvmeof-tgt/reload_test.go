@@ -337,3 +337,37 @@ func TestApplyResizesInPlace(t *testing.T) {
 		t.Fatal("a refused shrink changed the namespace or the running configuration")
 	}
 }
+
+// Limits come from the file at start and follow it on reload, without
+// rebuilding anything; a subsystem added through ctl gets the defaults.
+func TestLimitsApplied(t *testing.T) {
+	_, dir, d := startBase(t)
+	subA := d.target.Subsystem(nqnA)
+	if c, q := subA.Limits(); c != config.DefaultMaxControllers || q != config.DefaultMaxIOQueues {
+		t.Fatalf("limits at start %d/%d, want the defaults", c, q)
+	}
+	if _, limit := d.target.QueuePairs(); limit != config.DefaultMaxQueuePairs {
+		t.Fatalf("queue pair limit %d, want %d", limit, config.DefaultMaxQueuePairs)
+	}
+	next := parse(t, strings.Replace(baseConfig(dir, "limits: {max_queue_pairs: 40}"),
+		"  - nqn: "+nqnA+"\n", "  - nqn: "+nqnA+"\n    max_controllers: 3\n    max_io_queues: 2\n", 1))
+	if err := d.apply(next); err != nil {
+		t.Fatal(err)
+	}
+	if d.target.Subsystem(nqnA) != subA {
+		t.Fatal("a limit change rebuilt the subsystem")
+	}
+	if c, q := subA.Limits(); c != 3 || q != 2 {
+		t.Fatalf("limits after reload %d/%d, want 3/2", c, q)
+	}
+	if _, limit := d.target.QueuePairs(); limit != 40 {
+		t.Fatalf("queue pair limit after reload %d, want 40", limit)
+	}
+	var out bytes.Buffer
+	if err := control(d, "", []string{"add", "subsystem", "nqn.2026-11.io.example:c", "-allow-any-host"}, &out); err != nil {
+		t.Fatalf("ctl add subsystem: %v", err)
+	}
+	if c, q := d.target.Subsystem("nqn.2026-11.io.example:c").Limits(); c != config.DefaultMaxControllers || q != config.DefaultMaxIOQueues {
+		t.Fatalf("limits of a subsystem added through ctl %d/%d, want the defaults", c, q)
+	}
+}
