@@ -89,7 +89,9 @@ func write(args []string) error {
 // violations is a failed check, as opposed to a failed run.
 type violations struct{ n int }
 
-func (v violations) Error() string { return fmt.Sprintf("%d blocks do not hold what the writer was promised", v.n) }
+func (v violations) Error() string {
+	return fmt.Sprintf("%d blocks do not hold what the writer was promised", v.n)
+}
 
 func report(rep *durability.Report) error {
 	fmt.Println(rep)
