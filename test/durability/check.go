@@ -44,9 +44,9 @@ type Report struct {
 }
 
 func (r *Report) String() string {
-	s := fmt.Sprintf("%d marks, %d block checks, %d violations", r.Marks, r.Blocks, len(r.Violations))
+	s := fmt.Sprintf("%d block checks, %d violations", r.Blocks, len(r.Violations))
 	if r.Log != (Counts{}) {
-		s = "log: " + r.Log.String() + "; " + s
+		s = fmt.Sprintf("log: %v; %d marks, %s", r.Log, r.Marks, s)
 	}
 	return s
 }
