@@ -47,7 +47,7 @@ run() {
 	dev=$(connect "$nqn") || fail "connect $nqn"
 	echo "--- $durable: writing $dev (log-writes over /dev/mapper/dlw-data)"
 	"$DURABILITY" write -dev "$dev" -record "$rec" -durable "$durable" -mark-dm logw \
-		-blocks 1024 -batches 200 -depth 8 || fail "writer ($durable) failed: I/O errors or a mark not set"
+		-blocks 1024 -batches 120 -depth 8 || fail "writer ($durable) failed: I/O errors or a mark not set"
 	disconnect "$nqn"
 	stop_target
 	local status

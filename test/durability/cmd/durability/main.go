@@ -14,8 +14,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"strings"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/test/durability"
 )
@@ -59,7 +57,7 @@ func write(args []string) error {
 	depth := fs.Int("depth", 8, "concurrent writes per batch")
 	durable := fs.String("durable", durability.DurableDSync, "how durable batches are made durable: dsync (FUA) or fdatasync (flush)")
 	seed := fs.Uint64("seed", 1, "workload seed")
-	markDM := fs.String("mark-dm", "", "dm-log-writes device to set marks on (dmsetup message NAME 0 mark M)")
+	markDM := fs.String("mark-dm", "", "dm-log-writes device to set marks on (as dmsetup message NAME 0 mark M)")
 	markEvery := fs.Int("mark-every", 1, "set a mark after every n-th durable batch")
 	fs.Parse(args)
 	if *dev == "" || *record == "" {
@@ -73,13 +71,7 @@ func write(args []string) error {
 	cfg := durability.WriterConfig{Device: *dev, BlockSize: *bs, Blocks: *blocks, Batches: *batches, Depth: *depth,
 		Durable: *durable, Seed: *seed, Record: f, MarkEvery: *markEvery}
 	if *markDM != "" {
-		cfg.Mark = func(name string) error {
-			out, err := exec.Command("dmsetup", "message", *markDM, "0", "mark", name).CombinedOutput()
-			if err != nil {
-				return fmt.Errorf("dmsetup message %s 0 mark %s: %v: %s", *markDM, name, err, strings.TrimSpace(string(out)))
-			}
-			return nil
-		}
+		cfg.Mark = func(name string) error { return durability.DMMessage(*markDM, 0, "mark "+name) }
 	}
 	st, err := durability.Write(cfg)
 	fmt.Printf("writer (%s): %v\n", *durable, st)
