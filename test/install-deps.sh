@@ -12,7 +12,7 @@ fi
 
 packages=(qemu-system-x86 busybox-static cpio kmod rdma-core ibverbs-providers ibverbs-utils
 	rdmacm-utils perftest nvme-cli fio iproute2 e2fsprogs util-linux libibverbs-dev librdmacm-dev
-	gcc libc6-dev git curl unzip ca-certificates xz-utils jq yq libcap2-bin)
+	gcc libc6-dev git curl unzip ca-certificates xz-utils jq yq libcap2-bin dmsetup)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

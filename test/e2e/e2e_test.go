@@ -90,6 +90,15 @@ func boot() guest {
 		}
 		env = append(env, "NVMEOF_TGT="+bin)
 	}
+	// The durability scenarios' writer and checker (test/durability).
+	dur := filepath.Join(results, "durability")
+	build := exec.Command("go", "build", "-o", dur, "./test/durability/cmd/durability")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		g.err = fmt.Errorf("building the durability tool: %v\n%s", err, out)
+		return g
+	}
+	env = append(env, "DURABILITY="+dur)
 
 	// vda: ext4 for file namespaces; vdb: a raw disk for the block backend.
 	disk := filepath.Join(results, "disk.img")
