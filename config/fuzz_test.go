@@ -21,8 +21,10 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if len(c.Ports) == 0 || len(c.Subsystems) == 0 {
-			t.Fatalf("accepted a configuration without ports or subsystems")
+		// No subsystems is valid (discovery only; subsystems come by
+		// reload or ctl), no ports is not.
+		if len(c.Ports) == 0 {
+			t.Fatalf("accepted a configuration without ports")
 		}
 		out, err := Marshal(c)
 		if err != nil {
