@@ -1,0 +1,54 @@
+# The RDMA device goes away under a connected host and comes back: the
+# soft-RoCE link on eth0 is deleted and added again. The daemon lets go of
+# the device (so the deletion completes), survives, listens again once the
+# link is back, and the host's I/O resumes.
+daemon_only "device removal handling is nvmeof-tgt's"
+nqn=nqn.2026-11.io.example:relink
+link=$(rdma link show | awk '/netdev eth0/ { split($2, a, "/"); print a[1]; exit }')
+[ -n "$link" ] || fail "no soft-RoCE link on eth0: $(rdma link show)"
+config /tmp/tgt.yaml <<CFG
+metrics: {address: 127.0.0.1:9750}
+ports: [{id: 1, address: $ADDR, port: $PORT}]
+subsystems:
+  - {nqn: $nqn, allow_any_host: true, namespaces: [{nsid: 1, backend: file, path: /data/relink.img, size: 64MiB}]}
+CFG
+start_target /tmp/tgt.yaml
+log=$RESULTS/$SCENARIO-target.log
+dev=$(connect "$nqn" --ctrl-loss-tmo=120 --reconnect-delay=1)
+c=$(ctrl_of "$nqn")
+dd if=/dev/urandom of=/tmp/pattern22 bs=1M count=4 status=none
+dd if=/tmp/pattern22 of="$dev" bs=1M oflag=direct conv=fsync status=none || fail "write before the link goes"
+want=$(sha256sum </tmp/pattern22)
+
+# The kernel completes the deletion only once every user closed the device.
+timeout 60 rdma link delete "$link" || fail "rdma link delete $link did not complete: the daemon holds the device ($(tail -5 "$log"))"
+echo "ok: $link deleted"
+for _ in $(seq 100); do grep -q "went away" "$log" && break; sleep 0.1; done
+grep -q "went away" "$log" || fail "the device removal was not logged: $(tail -10 "$log")"
+kill -0 "$TARGET_PID" 2>/dev/null || fail "the daemon died when the device went away: $(tail -20 "$log")"
+echo "host controller after the removal: $(cat /sys/class/nvme/$c/state 2>/dev/null || echo deleted by the host)"
+
+rdma link add "$link" type rxe netdev eth0 || fail "rdma link add $link"
+for _ in $(seq 200); do grep -q "listening again" "$log" && break; sleep 0.1; done
+grep -q "listening again" "$log" || fail "the daemon did not listen again: $(tail -10 "$log")"
+echo "ok: $(grep 'listening again' "$log" | tail -1 | cut -c1-200)"
+
+if [ -e "/sys/class/nvme/$c" ]; then
+	# The host kept the controller and reconnects by itself.
+	for _ in $(seq 600); do [ "$(cat /sys/class/nvme/$c/state 2>/dev/null)" = live ] && break; sleep 0.1; done
+	assert_eq "host controller state after the link is back" "$(cat /sys/class/nvme/$c/state)" live
+	dev=$(wait_dev "$nqn")
+else
+	# The Linux host deletes the controllers on a device it loses itself,
+	# and here host and target share the one soft-RoCE device.
+	echo "the host deleted its controller with the device; connecting again"
+	dev=$(connect "$nqn")
+fi
+assert_eq "data after the device came back" "$(head -c $((4 << 20)) "$dev" | sha256sum)" "$want"
+fio_ok after --filename="$dev" --rw=randrw --bs=16k --iodepth=8 --ioengine=libaio --direct=1 --size=16m --verify=crc32c
+got=$(metric nvmeof_tgt_rdma_device_events_total 'event="RDMA_CM_EVENT_DEVICE_REMOVAL"')
+[ -n "$got" ] && [ "$got" -ge 1 ] || fail "device removal not counted: $(grep rdma_device_events /tmp/metrics.txt)"
+echo "ok: device removals counted: $got"
+! grep -q "panic" "$log" || fail "panic in the daemon log"
+nvme disconnect-all >/dev/null
+stop_target
