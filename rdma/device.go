@@ -15,17 +15,21 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// device is one RDMA device (an ibv_context) in use by queue pairs: what
+// device is one RDMA device (an ibv_context) in use by queue pairs and
+// listening ids: what
 // the transport needs of its attributes, the protection domain its queue
 // pairs share, and the one reader of its asynchronous events. It lives
-// while a queue pair uses it, so that a removed device is let go (and
-// its removal can complete) once its queue pairs are gone.
+// while anything uses it, so that a removed device is let go (and its
+// removal can complete) once its queue pairs and listening ids are gone.
 type device struct {
 	ctx   *C.struct_ibv_context
 	name  string
 	info  C.struct_nt_device_info
 	pd    *C.struct_ibv_pd
-	users int // queue pairs holding pd; guarded by devicesMu
+	users int // queue pairs and listening ids; guarded by devicesMu
+	// removed: rdma_cm reported the device removed. The last user then
+	// lets go of the context librdmacm keeps open. Guarded by devicesMu.
+	removed bool
 
 	// For the event reader: which queue pair a QP or CQ event is about.
 	// Guarded by devicesMu.
@@ -85,8 +89,19 @@ func acquireDevice(ctx *C.struct_ibv_context, log *logrus.Entry) (*device, error
 	return d, nil
 }
 
+// markDeviceRemoved records that rdma_cm reported ctx's device removed.
+func markDeviceRemoved(ctx *C.struct_ibv_context) {
+	devicesMu.Lock()
+	defer devicesMu.Unlock()
+	if d := devices[ctx]; d != nil {
+		d.removed = true
+	}
+}
+
 // release drops one user; the last one stops the event reader and frees
-// the protection domain.
+// the protection domain, and, for a removed device, closes the context's
+// files. Callers release before they destroy their CM id: while an id is
+// bound to the context, librdmacm cannot free it under us.
 func (d *device) release() {
 	lifecycleMu.Lock()
 	defer lifecycleMu.Unlock()
@@ -105,6 +120,16 @@ func (d *device) release() {
 	<-d.done
 	unix.Close(d.stopfd)
 	C.ibv_dealloc_pd(d.pd)
+	devicesMu.Lock()
+	removed := d.removed
+	devicesMu.Unlock()
+	if removed {
+		if ret := C.nt_release_removed_context(d.ctx); ret != 0 {
+			d.log.WithError(errnoErr("close", ret)).Error("cannot let go of the removed device; its removal waits until the daemon exits")
+			return
+		}
+		d.log.Info("let go of the removed RDMA device")
+	}
 }
 
 // watch routes the asynchronous events of qp's verbs objects to it.
@@ -178,22 +203,22 @@ func (d *device) dispatch(ev *C.struct_nt_async_event) {
 	countDeviceEvent(d.name, name)
 	var victims []*QueuePair
 	devicesMu.Lock()
-	switch ev._type {
-	case C.IBV_EVENT_QP_FATAL, C.IBV_EVENT_QP_REQ_ERR, C.IBV_EVENT_QP_ACCESS_ERR, C.IBV_EVENT_PATH_MIG_ERR:
+	switch asyncEventScope(int(ev._type)) {
+	case scopeQP:
 		if qp := d.qps[ev.qp]; qp != nil {
 			victims = append(victims, qp)
 		}
-	case C.IBV_EVENT_CQ_ERR:
+	case scopeCQ:
 		if qp := d.cqs[ev.cq]; qp != nil {
 			victims = append(victims, qp)
 		}
-	case C.IBV_EVENT_PORT_ERR:
+	case scopePort:
 		for _, qp := range d.qps {
 			if qp.port == int(ev.port) {
 				victims = append(victims, qp)
 			}
 		}
-	case C.IBV_EVENT_DEVICE_FATAL:
+	case scopeDevice:
 		victims = slicesOf(d.qps)
 	}
 	devicesMu.Unlock()
@@ -206,6 +231,44 @@ func (d *device) dispatch(ev *C.struct_nt_async_event) {
 	for _, qp := range victims {
 		qp.Disconnect()
 	}
+}
+
+// eventScope is what an asynchronous event makes unusable.
+type eventScope int
+
+const (
+	scopeNone   eventScope = iota // informational (COMM_EST, PORT_ACTIVE, ...)
+	scopeQP                       // the queue pair is in the error state
+	scopeCQ                       // the completion queue overflowed or failed
+	scopePort                     // the port is down: its queue pairs
+	scopeDevice                   // the device failed: all its queue pairs
+)
+
+// Event types, as Go constants for the tests.
+const (
+	evQPFatal     = int(C.IBV_EVENT_QP_FATAL)
+	evQPReqErr    = int(C.IBV_EVENT_QP_REQ_ERR)
+	evQPAccessErr = int(C.IBV_EVENT_QP_ACCESS_ERR)
+	evPathMigErr  = int(C.IBV_EVENT_PATH_MIG_ERR)
+	evCQErr       = int(C.IBV_EVENT_CQ_ERR)
+	evPortErr     = int(C.IBV_EVENT_PORT_ERR)
+	evPortActive  = int(C.IBV_EVENT_PORT_ACTIVE)
+	evDeviceFatal = int(C.IBV_EVENT_DEVICE_FATAL)
+	evCommEst     = int(C.IBV_EVENT_COMM_EST)
+)
+
+func asyncEventScope(typ int) eventScope {
+	switch typ {
+	case evQPFatal, evQPReqErr, evQPAccessErr, evPathMigErr:
+		return scopeQP
+	case evCQErr:
+		return scopeCQ
+	case evPortErr:
+		return scopePort
+	case evDeviceFatal:
+		return scopeDevice
+	}
+	return scopeNone
 }
 
 func slicesOf(m map[*C.struct_ibv_qp]*QueuePair) []*QueuePair {

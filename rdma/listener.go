@@ -59,16 +59,14 @@ type Listener struct {
 
 	// Owned by the run goroutine once Listen returns.
 	id      *C.struct_rdma_cm_id // the listening id; nil while its device is gone
+	dev     *device              // the listening id's device, held while id is
 	retry   time.Duration        // wait before the next listen attempt while id is nil
 	retryAt time.Time
 
 	unlistened chan struct{} // closed once Close destroyed the listening id
 	done       chan struct{} // closed once the event channel is destroyed
 
-	mu      sync.Mutex
-	closing bool // refuse new connections while shutting down
-	qps     map[*C.struct_rdma_cm_id]*QueuePair
-	live    int // queue pairs whose CM id still exists on the channel
+	qps *connTable[*C.struct_rdma_cm_id, *QueuePair]
 }
 
 // ErrNoDevice reports that no RDMA device owns the port's address.
@@ -89,7 +87,7 @@ func Listen(t *fabrics.Target, p *fabrics.Port, log *logrus.Entry) (*Listener, e
 	l := &Listener{
 		target: t, port: p,
 		log:        log.WithField("port", p.ID),
-		qps:        map[*C.struct_rdma_cm_id]*QueuePair{},
+		qps:        newConnTable[*C.struct_rdma_cm_id, *QueuePair](),
 		unlistened: make(chan struct{}),
 		done:       make(chan struct{}),
 	}
@@ -138,8 +136,23 @@ func (l *Listener) listen() error {
 		C.rdma_destroy_id(id)
 		return fmt.Errorf("listen on %s: %w", addr, ErrNoDevice)
 	}
-	l.id = id
+	dev, err := acquireDevice(C.nt_id_verbs(id), l.log)
+	if err != nil {
+		C.rdma_destroy_id(id)
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	l.id, l.dev = id, dev
 	return nil
+}
+
+// destroyListenID lets go of the listening id and its device.
+func (l *Listener) destroyListenID() {
+	if l.id == nil {
+		return
+	}
+	l.dev.release()
+	C.rdma_destroy_id(l.id)
+	l.id, l.dev = nil, nil
 }
 
 // action is what the event loop does with an event's id after the ack:
@@ -157,7 +170,7 @@ func (l *Listener) run() {
 	defer l.finish()
 	fds := []unix.PollFd{{Fd: int32(l.ch.fd), Events: unix.POLLIN}, {Fd: int32(l.wakefd), Events: unix.POLLIN}}
 	for {
-		closing := l.isClosing()
+		closing := l.qps.isClosing()
 		timeout := -1
 		if l.id == nil && !closing {
 			timeout = int(max(time.Until(l.retryAt), 0) / time.Millisecond)
@@ -172,9 +185,9 @@ func (l *Listener) run() {
 			unix.Read(l.wakefd, b[:])
 		}
 		l.drainEvents()
-		if l.isClosing() {
+		if l.qps.isClosing() {
 			l.unlisten()
-			if l.liveQueuePairs() == 0 {
+			if l.qps.drained() {
 				return
 			}
 			continue
@@ -211,10 +224,7 @@ func (l *Listener) unlisten() {
 		return
 	default:
 	}
-	if l.id != nil {
-		C.rdma_destroy_id(l.id)
-		l.id = nil
-	}
+	l.destroyListenID()
 	close(l.unlistened)
 }
 
@@ -232,8 +242,10 @@ func (l *Listener) dropListener(typ int) {
 	if l.id == nil {
 		return
 	}
-	C.rdma_destroy_id(l.id)
-	l.id = nil
+	if typ == C.RDMA_CM_EVENT_DEVICE_REMOVAL {
+		markDeviceRemoved(C.nt_id_verbs(l.id))
+	}
+	l.destroyListenID()
 	l.retry = relistenFirst
 	l.retryAt = time.Now().Add(l.retry)
 	l.log.WithField("event", C.GoString(C.rdma_event_str(C.enum_rdma_cm_event_type(typ)))).
@@ -242,10 +254,6 @@ func (l *Listener) dropListener(typ int) {
 
 // relisten tries to listen again after the port's device went away.
 func (l *Listener) relisten() {
-	// librdmacm closes a removed device's context only when it next
-	// syncs its device list, and the kernel completes the removal only
-	// once every user closed it.
-	C.nt_sync_devices()
 	if err := l.listen(); err != nil {
 		l.retry = min(2*l.retry, relistenMax)
 		l.retryAt = time.Now().Add(l.retry)
@@ -255,25 +263,9 @@ func (l *Listener) relisten() {
 	l.log.WithField("address", fmt.Sprintf("%s:%d", l.port.Address, l.port.ServiceID)).Info("listening again")
 }
 
-func (l *Listener) isClosing() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.closing
-}
-
-func (l *Listener) liveQueuePairs() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.live
-}
-
 // queuePairGone is called by a queue pair once its CM id is destroyed.
 func (l *Listener) queuePairGone() {
-	l.mu.Lock()
-	l.live--
-	wake := l.closing && l.live == 0
-	l.mu.Unlock()
-	if wake {
+	if l.qps.gone() {
 		one := [8]byte{1}
 		unix.Write(l.wakefd, one[:])
 	}
@@ -303,6 +295,9 @@ func (l *Listener) handleEvent(ev *C.struct_rdma_cm_event, typ int, id *C.struct
 		if id == l.id {
 			return dropListenerID
 		}
+		if typ == C.RDMA_CM_EVENT_DEVICE_REMOVAL {
+			markDeviceRemoved(C.nt_id_verbs(id))
+		}
 		if qp := l.lookup(id); qp != nil {
 			qp.log.WithField("event", name()).Warn("the queue pair's RDMA device went away or its address moved; disconnecting (the host reconnects)")
 			qp.Disconnect()
@@ -317,7 +312,7 @@ func (l *Listener) connectRequest(ev *C.struct_rdma_cm_event, id *C.struct_rdma_
 	peer := C.GoString(&creq.peer[0])
 	priv := C.GoBytes(unsafe.Pointer(&creq.private_data[0]), C.int(creq.private_data_len))
 	log := l.log.WithField("peer", peer)
-	if l.isClosing() {
+	if l.qps.isClosing() {
 		l.reject(id, nvme.CMRejectNoResources, "port_closing")
 		return destroyID
 	}
@@ -349,19 +344,14 @@ func (l *Listener) connectRequest(ev *C.struct_rdma_cm_event, id *C.struct_rdma_
 		l.reject(id, nvme.CMRejectNoResources, rejectReason(nvme.CMRejectNoResources))
 		return destroyID
 	}
-	// Registered under the same lock Close sets closing with: Close either
-	// sees this queue pair and disconnects it, or it is refused here.
-	l.mu.Lock()
-	if l.closing {
-		l.mu.Unlock()
+	// Close either sees this queue pair and disconnects it, or it is
+	// refused here.
+	if !l.qps.add(id, qp) {
 		qp.free()
 		dev.release()
 		l.reject(id, nvme.CMRejectNoResources, "port_closing")
 		return destroyID
 	}
-	l.qps[id] = qp
-	l.live++
-	l.mu.Unlock()
 	dev.watch(qp)
 	qp.start()
 	var acc [nvme.CMAcceptSize]byte
@@ -404,23 +394,14 @@ func (l *Listener) reject(id *C.struct_rdma_cm_id, status uint16, reason string)
 }
 
 func (l *Listener) lookup(id *C.struct_rdma_cm_id) *QueuePair {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.qps[id]
+	qp, _ := l.qps.lookup(id)
+	return qp
 }
 
-func (l *Listener) forget(qp *QueuePair) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.qps, qp.id)
-}
+func (l *Listener) forget(qp *QueuePair) { l.qps.forget(qp.id) }
 
 // QueuePairs counts the connected queue pairs.
-func (l *Listener) QueuePairs() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.qps)
-}
+func (l *Listener) QueuePairs() int { return l.qps.connected() }
 
 // Close stops accepting at once, so that the address is free for another
 // listener when it returns, disconnects every queue pair and waits (up to
@@ -428,17 +409,10 @@ func (l *Listener) QueuePairs() int {
 // (a backend that does not answer) are left to finish; the event channel
 // they use is freed after the last of them.
 func (l *Listener) Close(timeout time.Duration) {
-	l.mu.Lock()
-	if l.closing {
-		l.mu.Unlock()
+	qps, ok := l.qps.close()
+	if !ok {
 		return
 	}
-	l.closing = true
-	qps := make([]*QueuePair, 0, len(l.qps))
-	for _, qp := range l.qps {
-		qps = append(qps, qp)
-	}
-	l.mu.Unlock()
 	one := [8]byte{1}
 	unix.Write(l.wakefd, one[:])
 	for _, qp := range qps {
@@ -448,7 +422,7 @@ func (l *Listener) Close(timeout time.Duration) {
 	select {
 	case <-l.done:
 	case <-time.After(timeout):
-		l.log.WithField("queue_pairs", l.liveQueuePairs()).
+		l.log.WithField("queue_pairs", l.qps.liveCount()).
 			Warn("queue pairs still busy after the port closed; they are freed when their commands finish")
 	}
 }

@@ -770,9 +770,9 @@ func (qp *QueuePair) flushPosts() error {
 }
 
 // teardown runs on the poller once it stops: fabrics lets go of the
-// queue, then the verbs resources and memory are freed, then the CM id,
-// and last the queue pair's hold on its device and on the listener's
-// event channel, which both outlive it.
+// queue, then the verbs resources and memory are freed, then the queue
+// pair's hold on its device and its CM id, and last its hold on the
+// listener's event channel, which outlives it.
 func (qp *QueuePair) teardown() {
 	qp.mu.Lock()
 	if !qp.discDone {
@@ -786,8 +786,8 @@ func (qp *QueuePair) teardown() {
 	qp.destroyed = true
 	qp.mu.Unlock()
 	qp.free()
-	C.rdma_destroy_id(qp.id)
 	qp.dev.release()
+	C.rdma_destroy_id(qp.id)
 	qp.log.Debug("queue pair freed")
 	qp.l.queuePairGone()
 	close(qp.done)

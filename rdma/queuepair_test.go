@@ -138,3 +138,19 @@ func TestRejectReason(t *testing.T) {
 		t.Errorf("invalid hsqsize: %q", got)
 	}
 }
+
+// Fatal events disconnect what they name; informational ones nothing.
+func TestAsyncEventScope(t *testing.T) {
+	for _, c := range []struct {
+		typ  int
+		want eventScope
+	}{
+		{evQPFatal, scopeQP}, {evQPReqErr, scopeQP}, {evQPAccessErr, scopeQP}, {evPathMigErr, scopeQP},
+		{evCQErr, scopeCQ}, {evPortErr, scopePort}, {evDeviceFatal, scopeDevice},
+		{evPortActive, scopeNone}, {evCommEst, scopeNone},
+	} {
+		if got := asyncEventScope(c.typ); got != c.want {
+			t.Errorf("event %d: scope %d, want %d", c.typ, got, c.want)
+		}
+	}
+}

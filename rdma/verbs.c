@@ -1,3 +1,4 @@
+#define _GNU_SOURCE
 #include "verbs.h"
 
 #include <arpa/inet.h>
@@ -6,6 +7,7 @@
 #include <netdb.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 // Enough work requests for one chained post; longer batches are split.
 #define NT_CHAIN 64
@@ -316,9 +318,22 @@ const char *nt_id_device_name(struct rdma_cm_id *id)
 	return ibv_get_device_name(id->verbs->device);
 }
 
-void nt_sync_devices(void)
+// librdmacm keeps the verbs context of a removed device open until it next
+// syncs its device list, which it skips while no RDMA device exists at all.
+// A device whose driver cannot disassociate user contexts (soft-RoCE)
+// finishes its removal only once every process closed it, so the removal
+// (and any re-creation) would hang. Once nothing uses the context any more,
+// its command and async event files are swapped for /dev/null: the kernel
+// sees the device closed, and the close librdmacm does later closes
+// /dev/null instead.
+int nt_release_removed_context(struct ibv_context *ctx)
 {
-	struct ibv_context **list = rdma_get_devices(NULL);
-	if (list)
-		rdma_free_devices(list);
+	int ret = 0;
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (dup3(fd, ctx->cmd_fd, O_CLOEXEC) < 0 || dup3(fd, ctx->async_fd, O_CLOEXEC) < 0)
+		ret = -errno;
+	close(fd);
+	return ret;
 }

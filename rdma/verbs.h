@@ -90,7 +90,7 @@ struct ibv_context *nt_id_verbs(struct rdma_cm_id *id);
 struct ibv_qp *nt_id_qp(struct rdma_cm_id *id);
 int nt_id_port(struct rdma_cm_id *id);
 const char *nt_id_device_name(struct rdma_cm_id *id);
-void nt_sync_devices(void);
+int nt_release_removed_context(struct ibv_context *ctx);
 int nt_set_nonblock(int fd);
 
 #endif

@@ -33,8 +33,12 @@ ports: [{id: 1, address: $ADDR, port: $PORT}, {id: 2, address: $ADDR, port: 4421
 subsystems:
   - nqn: $nqn
     allow_any_host: true
-    namespaces: [{nsid: 1, backend: nullblk, size: 256MiB}]
+    namespaces: [{nsid: 1, backend: file, path: /data/memlock.img, size: 256MiB}]
 CFG
+# fio verifies what it reads back, so the namespace keeps data: a file
+# the daemon's user may write.
+truncate -s 256M /data/memlock.img
+chown nobody:nogroup /data/memlock.img
 start_target /tmp/tgt.yaml "$log"
 assert_eq "daemon user" "$(ps -o user= -p "$TARGET_PID")" nobody
 grep -q "Max locked memory *67108864" "/proc/$TARGET_PID/limits" || fail "memlock limit not applied: $(grep locked "/proc/$TARGET_PID/limits")"
