@@ -5,12 +5,12 @@
 # completes), survives, listens again once the link is back, and I/O
 # resumes with the data intact.
 #
-# In this guest the host cannot show reconnecting by itself: host and
-# target share the one soft-RoCE device, the Linux host deletes its
-# controllers on a device it loses (nvme_rdma_remove_one), and after a
-# port flap rxe's connection manager answers no new connection until the
-# link is re-created. So the host connects again by hand after the link
-# is back.
+# Host and target share the guest's one soft-RoCE device. A port flap
+# breaks rxe's connection manager until the link is re-created, so the
+# host (whose keep alive fails) stays "connecting" until then, and comes
+# back live by itself once the daemon listens on the new link. Had the
+# host still been live when its device went, it would have deleted the
+# controller (nvme_rdma_remove_one); then the scenario connects again.
 daemon_only "device removal handling is nvmeof-tgt's"
 nqn=nqn.2026-11.io.example:relink
 link=$(rdma link show | awk '/netdev eth0/ { split($2, a, "/"); print a[1]; exit }')
@@ -36,6 +36,11 @@ grep "disconnecting the affected queue pairs" "$log" | grep -q "port error" || f
 echo "ok: $(grep 'disconnecting the affected queue pairs' "$log" | head -1 | cut -c1-220)"
 ip link set eth0 up
 kill -0 "$TARGET_PID" 2>/dev/null || fail "the daemon died on the port error: $(tail -20 "$log")"
+# Let the host notice (keep alive) and start reconnecting before its
+# device goes: a controller the host deletes in the middle of its error
+# recovery holds up the link deletion in the host's kernel.
+for _ in $(seq 400); do [[ $(cat /sys/class/nvme/$c/state 2>/dev/null) =~ ^(connecting|deleting)$ ]] && break; sleep 0.1; done
+echo "host controller after the port error: $(cat /sys/class/nvme/$c/state 2>/dev/null || echo gone)"
 # The event name has a space, which metric's filter cannot hold.
 metric nvmeof_tgt_build_info >/dev/null
 got=$(awk '/^nvmeof_tgt_rdma_device_events_total[{].*event="port error"/ { print $NF }' /tmp/metrics.txt)
