@@ -13,6 +13,19 @@
 // idle it arms the completion queue and sleeps on the completion channel
 // and an eventfd that backend workers write when they finish.
 //
+// Every post stays within the queue pair's send budget (credits.go): send
+// queue slots and RDMA READs in flight. Requests that do not fit wait in
+// order, so ibv_post_send never fails for want of room, and the completion
+// queue is sized for everything that can be outstanding.
+//
+// Lifetimes, from the longest: a listener's CM event channel outlives the
+// CM ids of its queue pairs (conntable.go); a device (device.go: the
+// protection domain and the one reader of its asynchronous events) lives
+// while a queue pair or a listening id uses it; a queue pair's set-up frees
+// whatever part of it got done when a step fails, and the connection alone
+// is refused. When rdma_cm reports a device removed, everything using it
+// is let go so the removal completes, and the listener listens again.
+//
 // The package knows NVMe only as far as the capsule and its SGL; command
 // semantics belong to package fabrics.
 package rdma

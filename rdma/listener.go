@@ -41,24 +41,42 @@ func RegisteredBytes() int64 { return registeredBytes.Load() }
 var forkInit sync.Once
 
 // Listener accepts NVMe-oF queue pairs on one port through rdma_cm.
+//
+// Lifetimes: the CM event channel carries the events of the listening id
+// and of every accepted queue pair's id, and rdma_destroy_id writes to it.
+// So the channel outlives every queue pair: Close destroys the listening
+// id at once (freeing the address for a new listener) but the channel
+// only once the last queue pair has destroyed its id. The listening id
+// itself may come and go: when its device is removed or its address moves,
+// the port listens again, with backoff, once the address has a device.
 type Listener struct {
 	target *fabrics.Target
 	port   *fabrics.Port
 	log    *logrus.Entry
 
 	ch     *C.struct_rdma_event_channel
-	id     *C.struct_rdma_cm_id
-	stopfd int
-	done   chan struct{}
+	wakefd int // eventfd: Close, or the last queue pair gone while closing
 
-	mu      sync.Mutex
-	closing bool // refuse new connections while shutting down
-	qps     map[*C.struct_rdma_cm_id]*QueuePair
-	pds     map[*C.struct_ibv_context]*C.struct_ibv_pd
+	// Owned by the run goroutine once Listen returns.
+	id      *C.struct_rdma_cm_id // the listening id; nil while its device is gone
+	dev     *device              // the listening id's device, held while id is
+	retry   time.Duration        // wait before the next listen attempt while id is nil
+	retryAt time.Time
+
+	unlistened chan struct{} // closed once Close destroyed the listening id
+	done       chan struct{} // closed once the event channel is destroyed
+
+	qps *connTable[*C.struct_rdma_cm_id, *QueuePair]
 }
 
 // ErrNoDevice reports that no RDMA device owns the port's address.
 var ErrNoDevice = errors.New("no RDMA device owns this address")
+
+// Backoff of listen attempts after the port's device went away.
+const (
+	relistenFirst = 250 * time.Millisecond
+	relistenMax   = 5 * time.Second
+)
 
 // Listen starts accepting connections for port.
 func Listen(t *fabrics.Target, p *fabrics.Port, log *logrus.Entry) (*Listener, error) {
@@ -68,10 +86,10 @@ func Listen(t *fabrics.Target, p *fabrics.Port, log *logrus.Entry) (*Listener, e
 	})
 	l := &Listener{
 		target: t, port: p,
-		log:  log.WithField("port", p.ID),
-		qps:  map[*C.struct_rdma_cm_id]*QueuePair{},
-		pds:  map[*C.struct_ibv_context]*C.struct_ibv_pd{},
-		done: make(chan struct{}),
+		log:        log.WithField("port", p.ID),
+		qps:        newConnTable[*C.struct_rdma_cm_id, *QueuePair](),
+		unlistened: make(chan struct{}),
+		done:       make(chan struct{}),
 	}
 	var err error
 	l.ch, err = C.rdma_create_event_channel()
@@ -82,70 +100,181 @@ func Listen(t *fabrics.Target, p *fabrics.Port, log *logrus.Entry) (*Listener, e
 		C.rdma_destroy_event_channel(l.ch)
 		return nil, errnoErr("event channel non-blocking", ret)
 	}
-	caddr := C.CString(p.Address.String())
-	cport := C.CString(strconv.Itoa(int(p.ServiceID)))
-	defer C.free(unsafe.Pointer(caddr))
-	defer C.free(unsafe.Pointer(cport))
-	if ret := C.nt_listen(l.ch, &l.id, caddr, cport, 128); ret != 0 {
-		C.rdma_destroy_event_channel(l.ch)
-		addr := fmt.Sprintf("%s port %d", p.Address, p.ServiceID)
-		switch syscall.Errno(-ret) {
-		case syscall.EADDRNOTAVAIL, syscall.ENODEV:
-			return nil, fmt.Errorf("listen on %s: %w: give the address to an RDMA-capable interface, or create a soft-RoCE link on it (rdma link add rxe0 type rxe netdev IFACE)", addr, ErrNoDevice)
-		case syscall.EADDRINUSE:
-			return nil, fmt.Errorf("listen on %s: port in use: another target (nvmet or a second nvmeof-tgt) already listens there", addr)
-		}
-		return nil, errnoErr("listen on "+addr, ret)
-	}
-	if C.nt_id_verbs(l.id) == nil {
-		C.rdma_destroy_id(l.id)
-		C.rdma_destroy_event_channel(l.ch)
-		return nil, fmt.Errorf("listen on %s: %w", p.Address, ErrNoDevice)
-	}
-	fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-	if err != nil {
-		C.rdma_destroy_id(l.id)
+	if l.wakefd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
 		C.rdma_destroy_event_channel(l.ch)
 		return nil, fmt.Errorf("eventfd: %w", err)
 	}
-	l.stopfd = fd
+	if err := l.listen(); err != nil {
+		C.rdma_destroy_event_channel(l.ch)
+		unix.Close(l.wakefd)
+		return nil, err
+	}
 	go l.run()
 	l.log.WithField("address", fmt.Sprintf("%s:%d", p.Address, p.ServiceID)).Info("listening")
 	return l, nil
 }
 
-// run handles rdma_cm events until Close.
+// listen creates the listening id on the port's address.
+func (l *Listener) listen() error {
+	p := l.port
+	caddr := C.CString(p.Address.String())
+	cport := C.CString(strconv.Itoa(int(p.ServiceID)))
+	defer C.free(unsafe.Pointer(caddr))
+	defer C.free(unsafe.Pointer(cport))
+	addr := fmt.Sprintf("%s port %d", p.Address, p.ServiceID)
+	var id *C.struct_rdma_cm_id
+	if ret := C.nt_listen(l.ch, &id, caddr, cport, 128); ret != 0 {
+		switch syscall.Errno(-ret) {
+		case syscall.EADDRNOTAVAIL, syscall.ENODEV:
+			return fmt.Errorf("listen on %s: %w: give the address to an RDMA-capable interface, or create a soft-RoCE link on it (rdma link add rxe0 type rxe netdev IFACE)", addr, ErrNoDevice)
+		case syscall.EADDRINUSE:
+			return fmt.Errorf("listen on %s: port in use: another target (nvmet or a second nvmeof-tgt) already listens there", addr)
+		}
+		return errnoErr("listen on "+addr, ret)
+	}
+	if C.nt_id_verbs(id) == nil {
+		C.rdma_destroy_id(id)
+		return fmt.Errorf("listen on %s: %w", addr, ErrNoDevice)
+	}
+	dev, err := acquireDevice(C.nt_id_verbs(id), l.log)
+	if err != nil {
+		C.rdma_destroy_id(id)
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	l.id, l.dev = id, dev
+	return nil
+}
+
+// destroyListenID lets go of the listening id and its device.
+func (l *Listener) destroyListenID() {
+	if l.id == nil {
+		return
+	}
+	l.dev.release()
+	C.rdma_destroy_id(l.id)
+	l.id, l.dev = nil, nil
+}
+
+// action is what the event loop does with an event's id after the ack:
+// rdma_destroy_id waits for the acks of its events.
+type action int
+
+const (
+	keepID         action = iota
+	destroyID             // a refused connection
+	dropListenerID        // the listening id lost its device or address
+)
+
+// run handles rdma_cm events until Close and the last queue pair are done.
 func (l *Listener) run() {
-	defer close(l.done)
-	fds := []unix.PollFd{{Fd: int32(l.ch.fd), Events: unix.POLLIN}, {Fd: int32(l.stopfd), Events: unix.POLLIN}}
+	defer l.finish()
+	fds := []unix.PollFd{{Fd: int32(l.ch.fd), Events: unix.POLLIN}, {Fd: int32(l.wakefd), Events: unix.POLLIN}}
 	for {
+		closing := l.qps.isClosing()
+		timeout := -1
+		if l.id == nil && !closing {
+			timeout = int(max(time.Until(l.retryAt), 0) / time.Millisecond)
+		}
 		fds[0].Revents, fds[1].Revents = 0, 0
-		if _, err := unix.Poll(fds, -1); err != nil && err != unix.EINTR {
-			l.log.WithError(err).Error("poll on rdma_cm channel failed; no longer accepting connections")
-			return
+		if _, err := unix.Poll(fds, timeout); err != nil && err != unix.EINTR {
+			l.log.WithError(err).Error("poll on rdma_cm channel failed")
+			continue
 		}
 		if fds[1].Revents != 0 {
-			return
+			var b [8]byte
+			unix.Read(l.wakefd, b[:])
 		}
-		for {
-			var ev *C.struct_rdma_cm_event
-			var typ, status C.int
-			var id *C.struct_rdma_cm_id
-			if ret := C.nt_get_event(l.ch, &ev, &typ, &id, &status); ret != 0 {
-				break // EAGAIN: drained
+		l.drainEvents()
+		if l.qps.isClosing() {
+			l.unlisten()
+			if l.qps.drained() {
+				return
 			}
-			destroy := l.handleEvent(ev, int(typ), id, int(status))
-			C.rdma_ack_cm_event(ev)
-			if destroy {
-				C.rdma_destroy_id(id)
-			}
+			continue
+		}
+		if l.id == nil && !time.Now().Before(l.retryAt) {
+			l.relisten()
 		}
 	}
 }
 
-// handleEvent reacts to one CM event. It returns true when the event's id
-// belongs to a refused connection and must be destroyed after the ack.
-func (l *Listener) handleEvent(ev *C.struct_rdma_cm_event, typ int, id *C.struct_rdma_cm_id, status int) bool {
+func (l *Listener) drainEvents() {
+	for {
+		var ev *C.struct_rdma_cm_event
+		var typ, status C.int
+		var id *C.struct_rdma_cm_id
+		if ret := C.nt_get_event(l.ch, &ev, &typ, &id, &status); ret != 0 {
+			return // EAGAIN: drained
+		}
+		act := l.handleEvent(ev, int(typ), id, int(status))
+		C.rdma_ack_cm_event(ev)
+		switch act {
+		case destroyID:
+			C.rdma_destroy_id(id)
+		case dropListenerID:
+			l.dropListener(int(typ))
+		}
+	}
+}
+
+// unlisten destroys the listening id once Close asked for it.
+func (l *Listener) unlisten() {
+	select {
+	case <-l.unlistened:
+		return
+	default:
+	}
+	l.destroyListenID()
+	close(l.unlistened)
+}
+
+// finish destroys the event channel once no queue pair uses it.
+func (l *Listener) finish() {
+	C.rdma_destroy_event_channel(l.ch)
+	unix.Close(l.wakefd)
+	close(l.done)
+}
+
+// dropListener lets go of the listening id whose device went away or whose
+// address moved, so that the device's removal can complete, and schedules
+// listening again.
+func (l *Listener) dropListener(typ int) {
+	if l.id == nil {
+		return
+	}
+	if typ == C.RDMA_CM_EVENT_DEVICE_REMOVAL {
+		markDeviceRemoved(C.nt_id_verbs(l.id))
+	}
+	l.destroyListenID()
+	l.retry = relistenFirst
+	l.retryAt = time.Now().Add(l.retry)
+	l.log.WithField("event", C.GoString(C.rdma_event_str(C.enum_rdma_cm_event_type(typ)))).
+		Error("the port's RDMA device went away or its address moved: not accepting connections; listening again as soon as the address has an RDMA device")
+}
+
+// relisten tries to listen again after the port's device went away.
+func (l *Listener) relisten() {
+	if err := l.listen(); err != nil {
+		l.retry = min(2*l.retry, relistenMax)
+		l.retryAt = time.Now().Add(l.retry)
+		l.log.WithError(err).WithField("retry_in", l.retry.String()).Debug("listening again failed")
+		return
+	}
+	l.log.WithField("address", fmt.Sprintf("%s:%d", l.port.Address, l.port.ServiceID)).Info("listening again")
+}
+
+// queuePairGone is called by a queue pair once its CM id is destroyed.
+func (l *Listener) queuePairGone() {
+	if l.qps.gone() {
+		one := [8]byte{1}
+		unix.Write(l.wakefd, one[:])
+	}
+}
+
+// handleEvent reacts to one CM event and says what to do with its id
+// after the ack.
+func (l *Listener) handleEvent(ev *C.struct_rdma_cm_event, typ int, id *C.struct_rdma_cm_id, status int) action {
+	name := func() string { return C.GoString(C.rdma_event_str(C.enum_rdma_cm_event_type(typ))) }
 	switch typ {
 	case C.RDMA_CM_EVENT_CONNECT_REQUEST:
 		return l.connectRequest(ev, id)
@@ -157,76 +286,103 @@ func (l *Listener) handleEvent(ev *C.struct_rdma_cm_event, typ int, id *C.struct
 		C.RDMA_CM_EVENT_UNREACHABLE, C.RDMA_CM_EVENT_TIMEWAIT_EXIT:
 		if qp := l.lookup(id); qp != nil {
 			if typ != C.RDMA_CM_EVENT_DISCONNECTED && typ != C.RDMA_CM_EVENT_TIMEWAIT_EXIT {
-				qp.log.WithField("event", C.GoString(C.rdma_event_str(C.enum_rdma_cm_event_type(typ)))).Warn("connection failed")
+				qp.log.WithField("event", name()).Warn("connection failed")
 			}
 			qp.Disconnect()
 		}
-	case C.RDMA_CM_EVENT_DEVICE_REMOVAL:
+	case C.RDMA_CM_EVENT_DEVICE_REMOVAL, C.RDMA_CM_EVENT_ADDR_CHANGE:
+		countDeviceEvent(C.GoString(C.nt_id_device_name(id)), name())
 		if id == l.id {
-			l.log.Error("RDMA device removed: this port no longer accepts connections; restart the daemon once the device is back")
-		} else if qp := l.lookup(id); qp != nil {
+			return dropListenerID
+		}
+		if typ == C.RDMA_CM_EVENT_DEVICE_REMOVAL {
+			markDeviceRemoved(C.nt_id_verbs(id))
+		}
+		if qp := l.lookup(id); qp != nil {
+			qp.log.WithField("event", name()).Warn("the queue pair's RDMA device went away or its address moved; disconnecting (the host reconnects)")
 			qp.Disconnect()
 		}
-	case C.RDMA_CM_EVENT_ADDR_CHANGE:
-		l.log.Warn("the port's address moved to another device")
 	}
-	return false
+	return keepID
 }
 
-func (l *Listener) connectRequest(ev *C.struct_rdma_cm_event, id *C.struct_rdma_cm_id) bool {
+func (l *Listener) connectRequest(ev *C.struct_rdma_cm_event, id *C.struct_rdma_cm_id) action {
 	var creq C.struct_nt_conn_req
 	C.nt_conn_req(ev, &creq)
 	peer := C.GoString(&creq.peer[0])
 	priv := C.GoBytes(unsafe.Pointer(&creq.private_data[0]), C.int(creq.private_data_len))
 	log := l.log.WithField("peer", peer)
-	l.mu.Lock()
-	closing := l.closing
-	l.mu.Unlock()
-	if closing {
-		l.reject(id, nvme.CMRejectNoResources)
-		return true
+	if l.qps.isClosing() {
+		l.reject(id, nvme.CMRejectNoResources, "port_closing")
+		return destroyID
 	}
 	req, err := nvme.ParseCMRequest(priv, l.maxQueueSize(priv))
 	if err != nil {
 		var cmErr *nvme.CMRequestError
 		errors.As(err, &cmErr)
 		log.WithError(err).Warn("connection request refused")
-		l.reject(id, cmErr.Reject)
-		return true
+		l.reject(id, cmErr.Reject, rejectReason(cmErr.Reject))
+		return destroyID
 	}
 	// The daemon-wide queue pair limit, before anything is allocated; the
-	// queue pair's teardown gives the place back.
+	// queue pair's teardown gives the place back, every refusal below too.
 	if !l.target.ReserveQueue(l.port.ID) {
-		l.reject(id, nvme.CMRejectNoResources)
-		return true
+		l.reject(id, nvme.CMRejectNoResources, "queue_pair_limit")
+		return destroyID
 	}
-	qp, err := newQueuePair(l, id, req, peer)
+	log = log.WithField("qid", req.QID)
+	dev, err := acquireDevice(C.nt_id_verbs(id), l.log)
 	if err != nil {
 		l.target.ReleaseQueue()
-		log.WithError(err).Error("cannot set up queue pair; refusing the connection")
-		l.reject(id, nvme.CMRejectNoResources)
-		return true
+		log.WithError(err).Error("cannot use the RDMA device; refusing the connection")
+		l.reject(id, nvme.CMRejectNoResources, rejectReason(nvme.CMRejectNoResources))
+		return destroyID
 	}
-	l.mu.Lock()
-	l.qps[id] = qp
-	l.mu.Unlock()
-	qp.start()
-	var acc [nvme.CMAcceptSize]byte
-	nvme.PutCMAccept(acc[:], uint16(req.RecvDepth()))
-	var maxWR, maxCQE, maxRdAtom C.int
-	C.nt_device_limits(C.nt_id_verbs(id), &maxWR, &maxCQE, &maxRdAtom)
 	// We issue the RDMA READs: our initiator depth is bounded by what the
 	// host can answer (rdma_cm reports the host's responder resources as
 	// the event's initiator depth, from our point of view) and what our
 	// device can issue.
-	initiator := min(int(creq.initiator_depth), int(maxRdAtom))
+	initiator := min(int(creq.initiator_depth), int(dev.info.max_qp_init_rd_atom))
+	qp, err := newQueuePair(l, id, dev, req, peer, initiator)
+	if err != nil {
+		dev.release()
+		l.target.ReleaseQueue()
+		log.WithError(err).WithField("fix", setUpFix(err, l.port.ID)).
+			Error("cannot set up queue pair; refusing this connection, others are unaffected")
+		l.reject(id, nvme.CMRejectNoResources, rejectReason(nvme.CMRejectNoResources))
+		return destroyID
+	}
+	// Close either sees this queue pair and disconnects it, or it is
+	// refused here.
+	if !l.qps.add(id, qp) {
+		qp.free()
+		dev.release()
+		l.target.ReleaseQueue()
+		l.reject(id, nvme.CMRejectNoResources, "port_closing")
+		return destroyID
+	}
+	dev.watch(qp)
+	qp.start()
+	var acc [nvme.CMAcceptSize]byte
+	nvme.PutCMAccept(acc[:], uint16(req.RecvDepth()))
 	if ret := C.nt_accept(id, unsafe.Pointer(&acc[0]), C.int(len(acc)), C.uint8_t(initiator), 0); ret != 0 {
 		log.WithError(errnoErr("rdma_accept", ret)).Warn("accept failed")
 		qp.Disconnect()
-		return false
+		return keepID
 	}
-	log.WithFields(logrus.Fields{"qid": req.QID, "depth": req.RecvDepth()}).Debug("queue pair accepted")
-	return false
+	log.WithField("depth", req.RecvDepth()).Debug("queue pair accepted")
+	return keepID
+}
+
+// setUpFix says what to change when a queue pair cannot be set up. Nearly
+// always it is locked memory: registered buffers, and on most devices the
+// queues themselves, count against RLIMIT_MEMLOCK.
+func setUpFix(err error, port uint16) string {
+	if errors.Is(err, syscall.ENOMEM) || errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EAGAIN) {
+		return fmt.Sprintf("locked memory ran out: raise the daemon's limit (LimitMEMLOCK=infinity under systemd, ulimit -l unlimited), "+
+			"or lower max_queue_size or inline_data_size of port %d, or have hosts use fewer queues (nvme connect --nr-io-queues)", port)
+	}
+	return "see the error; other connections are served as before"
 }
 
 // maxQueueSize is the largest queue the port accepts; the admin queue is
@@ -238,81 +394,44 @@ func (l *Listener) maxQueueSize(priv []byte) uint16 {
 	return l.port.MaxQueueSize
 }
 
-func (l *Listener) reject(id *C.struct_rdma_cm_id, status uint16) {
+// reject refuses a connection with a CM reject status, counted by reason.
+func (l *Listener) reject(id *C.struct_rdma_cm_id, status uint16, reason string) {
+	countReject(l.port.ID, reason)
 	var rej [nvme.CMRejectSize]byte
 	nvme.PutCMReject(rej[:], status)
 	C.nt_reject(id, unsafe.Pointer(&rej[0]), C.int(len(rej)))
 }
 
 func (l *Listener) lookup(id *C.struct_rdma_cm_id) *QueuePair {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.qps[id]
+	qp, _ := l.qps.lookup(id)
+	return qp
 }
 
-func (l *Listener) forget(qp *QueuePair) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.qps, qp.id)
-}
-
-// protectionDomain returns the device's protection domain, allocating it
-// on first use. Called on the CM goroutine only.
-func (l *Listener) protectionDomain(ctx *C.struct_ibv_context) (*C.struct_ibv_pd, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if pd := l.pds[ctx]; pd != nil {
-		return pd, nil
-	}
-	pd, err := C.ibv_alloc_pd(ctx)
-	if pd == nil {
-		return nil, fmt.Errorf("allocate protection domain: %w", err)
-	}
-	l.pds[ctx] = pd
-	return pd, nil
-}
+func (l *Listener) forget(qp *QueuePair) { l.qps.forget(qp.id) }
 
 // QueuePairs counts the connected queue pairs.
-func (l *Listener) QueuePairs() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.qps)
-}
+func (l *Listener) QueuePairs() int { return l.qps.connected() }
 
-// Close stops accepting, disconnects every queue pair and waits (up to
-// timeout) until they are freed.
+// Close stops accepting at once, so that the address is free for another
+// listener when it returns, disconnects every queue pair and waits (up to
+// timeout) until they are freed. Queue pairs still busy after timeout
+// (a backend that does not answer) are left to finish; the event channel
+// they use is freed after the last of them.
 func (l *Listener) Close(timeout time.Duration) {
-	l.mu.Lock()
-	l.closing = true
-	qps := make([]*QueuePair, 0, len(l.qps))
-	for _, qp := range l.qps {
-		qps = append(qps, qp)
+	qps, ok := l.qps.close()
+	if !ok {
+		return
 	}
-	l.mu.Unlock()
+	one := [8]byte{1}
+	unix.Write(l.wakefd, one[:])
 	for _, qp := range qps {
 		qp.Disconnect()
 	}
-	deadline := time.After(timeout)
-	for _, qp := range qps {
-		select {
-		case <-qp.done:
-		case <-deadline:
-			l.log.Warn("queue pairs still busy at shutdown")
-			goto stop
-		}
+	<-l.unlistened
+	select {
+	case <-l.done:
+	case <-time.After(timeout):
+		l.log.WithField("queue_pairs", l.qps.liveCount()).
+			Warn("queue pairs still busy after the port closed; they are freed when their commands finish")
 	}
-stop:
-	one := [8]byte{1}
-	unix.Write(l.stopfd, one[:])
-	<-l.done
-	C.rdma_destroy_id(l.id)
-	l.mu.Lock()
-	for _, pd := range l.pds {
-		if len(l.qps) == 0 {
-			C.ibv_dealloc_pd(pd)
-		}
-	}
-	l.mu.Unlock()
-	C.rdma_destroy_event_channel(l.ch)
-	unix.Close(l.stopfd)
 }

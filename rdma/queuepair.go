@@ -22,14 +22,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Request states. A request moves NEW → (NEED_BUFFER) → (READING) →
-// EXECUTING → SENDING → FREE; errors jump straight to SENDING with a
-// failure status.
+// Request states. A request moves NEW → (NEED_BUFFER) → (READ_WAIT) →
+// (READING) → EXECUTING → (SEND_WAIT) → SENDING → FREE; errors jump
+// straight to SEND_WAIT or SENDING with a failure status. The WAIT states
+// hold a request whose work requests do not fit the send queue budget
+// (credits.go) yet.
 const (
 	stateFree = iota
 	stateNeedBuffer
+	stateReadWait
 	stateReading
 	stateExecuting
+	stateSendWait
 	stateSending
 )
 
@@ -116,6 +120,7 @@ type request struct {
 	descs      [fabrics.MaxKeyedDescriptors]fabrics.Keyed
 	ndesc      int
 	invalidate bool
+	held       charge // send queue credits of the chain in flight
 }
 
 // QueuePair is one accepted NVMe-oF queue: an RC queue pair, its completion
@@ -123,6 +128,7 @@ type request struct {
 type QueuePair struct {
 	l    *Listener
 	id   *C.struct_rdma_cm_id
+	dev  *device
 	qp   *C.struct_ibv_qp
 	cq   *C.struct_ibv_cq
 	cc   *C.struct_ibv_comp_channel
@@ -131,6 +137,11 @@ type QueuePair struct {
 	log  *logrus.Entry
 	peer string
 	qid  uint16
+	port int // the device port, for port events
+
+	budget  sendBudget
+	sendInv bool // the device can Send with Invalidate
+	failed  bool // a failed completion was logged; the rest are debug
 
 	cmdBufs    [][]byte // 64-byte command capsules, one per receive
 	inlineBufs [][]byte // page-aligned in-capsule data, one per receive
@@ -155,133 +166,187 @@ type QueuePair struct {
 	done       chan struct{}
 }
 
+// queueSizes are the sizes of one queue pair's verbs resources.
+type queueSizes struct {
+	depth   int // receives: commands the host may have outstanding
+	nreq    int // requests: a response may still be in flight when the host's next command lands
+	ndata   int // small data buffers
+	nlarge  int // MaxDataTransfer-sized data buffers
+	inline  int // in-capsule data bytes per receive
+	sendWR  int // send queue entries, and the slots of the send budget
+	recvWR  int
+	cqe     int // completion queue entries: every work request that can be outstanding
+	maxRead int // RDMA READs in flight: the initiator depth agreed at accept
+}
+
+// deviceLimits are the device attributes that bound a queue pair.
+type deviceLimits struct {
+	maxQPWR, maxCQE, maxReadAtom int
+}
+
+// minSendWR is the longest chain one request posts: a response of one RDMA
+// WRITE per keyed descriptor and the SEND.
+const minSendWR = fabrics.MaxKeyedDescriptors + 1
+
+// sizeQueue sizes a queue pair for a host queue of depth commands. The
+// completion queue gets an entry for every receive and every send queue
+// slot: on an error the device completes each posted work request,
+// signaled or not, and a completion queue that overflows breaks the whole
+// queue pair. Where the device cannot have a CQ that large, the send
+// queue shrinks instead (the send budget keeps within it).
+func sizeQueue(depth int, admin bool, inline int, lim deviceLimits, initiator int) (queueSizes, error) {
+	sz := queueSizes{depth: depth, nreq: 2 * depth, ndata: depth, nlarge: largeBuffers(depth, admin),
+		inline: inline, recvWR: depth, maxRead: initiator}
+	if admin {
+		sz.ndata = adminDataBuffers
+	}
+	sz.sendWR = max(2*sz.nreq+1, minSendWR)
+	sz.sendWR = min(sz.sendWR, lim.maxQPWR, lim.maxCQE-sz.recvWR)
+	if sz.recvWR > lim.maxQPWR || sz.sendWR < minSendWR {
+		return sz, fmt.Errorf("a queue of %d entries needs %d receive and at least %d send work requests and a completion queue for both; the device allows %d work requests and %d completion queue entries: lower max_queue_size",
+			depth, sz.recvWR, minSendWR, lim.maxQPWR, lim.maxCQE)
+	}
+	sz.cqe = sz.sendWR + sz.recvWR
+	return sz, nil
+}
+
 // newQueuePair creates the verbs resources for an incoming connection and
-// posts its receives. The caller accepts or rejects the connection.
-func newQueuePair(l *Listener, id *C.struct_rdma_cm_id, req nvme.CMRequest, peer string) (qp *QueuePair, err error) {
-	depth := req.RecvDepth()
-	nreq := 2 * depth // a response may still be in flight when the host's next command lands
-	ndata := depth
-	if req.QID == 0 {
-		ndata = adminDataBuffers
-	}
-	qp = &QueuePair{
-		l: l, id: id, peer: peer, qid: req.QID,
-		done:    make(chan struct{}),
-		eventfd: -1,
-	}
+// posts its receives. The caller accepts or rejects the connection; on an
+// error everything created so far is freed again.
+func newQueuePair(l *Listener, id *C.struct_rdma_cm_id, dev *device, req nvme.CMRequest, peer string, initiator int) (*QueuePair, error) {
 	inline := int(l.port.InlineDataSize)
 	if req.QID == 0 {
 		// The admin queue carries no in-capsule data beyond Connect's.
 		inline = nvme.ConnectDataSize
 	}
-	// In-capsule data gets its own page-aligned segment so that O_DIRECT
-	// backends can write it where it landed.
-	inlineStride := align(inline, 4096)
-	qp.log = l.log.WithFields(logrus.Fields{"qid": req.QID, "peer": peer})
-	defer func() {
-		if err != nil {
-			qp.free()
-		}
-	}()
-	ctx := C.nt_id_verbs(id)
-	pd, err := l.protectionDomain(ctx)
+	lim := deviceLimits{int(dev.info.max_qp_wr), int(dev.info.max_cqe), int(dev.info.max_qp_init_rd_atom)}
+	sz, err := sizeQueue(req.RecvDepth(), req.QID == 0, inline, lim, initiator)
 	if err != nil {
 		return nil, err
 	}
-	var maxWR, maxCQE, maxRdAtom C.int
-	if ret := C.nt_device_limits(ctx, &maxWR, &maxCQE, &maxRdAtom); ret != 0 {
-		return nil, errnoErr("query device", ret)
+	qp := &QueuePair{
+		l: l, id: id, dev: dev, peer: peer, qid: req.QID,
+		port:    int(C.nt_id_port(id)),
+		sendInv: dev.caps().sendInvalidate,
+		done:    make(chan struct{}),
+		eventfd: -1,
 	}
-	sendWR := min(2*nreq+1, int(maxWR))
-	recvWR := depth
-	cqe := min(sendWR+recvWR, int(maxCQE))
+	qp.log = l.log.WithFields(logrus.Fields{"qid": req.QID, "peer": peer})
+	if err := qp.setUp(sz); err != nil {
+		qp.free()
+		return nil, err
+	}
+	qp.fq = fabrics.NewQueue(l.target, l.port, req.QID, sz.depth, qp)
+	return qp, nil
+}
 
-	qp.cc, err = C.ibv_create_comp_channel(ctx)
+// setUp creates the verbs objects, the registered memory and the batches,
+// then posts the receives. free undoes whatever part of it succeeded.
+func (qp *QueuePair) setUp(sz queueSizes) error {
+	if err := qp.createVerbs(sz); err != nil {
+		return err
+	}
+	if err := qp.layOutMemory(sz); err != nil {
+		return err
+	}
+	var err error
+	// Every completion of a pass may produce a receive, a write and a send.
+	if qp.wrs, qp.wrsPtr, err = cArray[C.struct_nt_wr](3*sz.nreq + 3*pollBatch); err != nil {
+		return err
+	}
+	if qp.wcs, qp.wcsPtr, err = cArray[C.struct_nt_wc](pollBatch); err != nil {
+		return err
+	}
+	if qp.eventfd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
+		qp.eventfd = -1
+		return fmt.Errorf("eventfd: %w", err)
+	}
+	qp.budget = newSendBudget(sz.sendWR, sz.maxRead, sz.nreq)
+	for i := range qp.cmdBufs {
+		qp.postRecv(int32(i))
+	}
+	return qp.flushPosts()
+}
+
+// createVerbs creates the completion channel, completion queue and queue
+// pair on the CM id.
+func (qp *QueuePair) createVerbs(sz queueSizes) error {
+	var err error
+	qp.cc, err = C.ibv_create_comp_channel(qp.dev.ctx)
 	if qp.cc == nil {
-		return nil, fmt.Errorf("create completion channel: %w", err)
+		return fmt.Errorf("create completion channel: %w", err)
 	}
 	if ret := C.nt_set_nonblock(qp.cc.fd); ret != 0 {
-		return nil, errnoErr("completion channel non-blocking", ret)
+		return errnoErr("completion channel non-blocking", ret)
 	}
-	qp.cq, err = C.ibv_create_cq(ctx, C.int(cqe), nil, qp.cc, 0)
+	qp.cq, err = C.ibv_create_cq(qp.dev.ctx, C.int(sz.cqe), nil, qp.cc, 0)
 	if qp.cq == nil {
-		return nil, fmt.Errorf("create completion queue of %d entries: %w", cqe, err)
+		return fmt.Errorf("create completion queue of %d entries: %w", sz.cqe, err)
 	}
 	recvSGE := 1
-	if inline > 0 {
+	if sz.inline > 0 {
 		recvSGE = 2
 	}
-	if ret := C.nt_create_qp(id, pd, qp.cq, C.int(sendWR), C.int(recvWR), C.int(recvSGE)); ret != 0 {
-		return nil, errnoErr("create queue pair", ret)
+	if ret := C.nt_create_qp(qp.id, qp.dev.pd, qp.cq, C.int(sz.sendWR), C.int(sz.recvWR), C.int(recvSGE)); ret != 0 {
+		return errnoErr(fmt.Sprintf("create queue pair (%d send, %d receive work requests)", sz.sendWR, sz.recvWR), ret)
 	}
-	qp.qp = C.nt_id_qp(id)
+	qp.qp = C.nt_id_qp(qp.id)
+	return nil
+}
 
-	// One region: in-capsule data and data buffers first, on page
-	// boundaries for O_DIRECT backends, then commands and responses.
+// layOutMemory registers the queue pair's one region and carves it up:
+// in-capsule data and data buffers first, on page boundaries for
+// O_DIRECT backends, then commands and responses.
+func (qp *QueuePair) layOutMemory(sz queueSizes) error {
+	// In-capsule data gets its own page-aligned segment so that O_DIRECT
+	// backends can write it where it landed.
+	inlineStride := align(sz.inline, 4096)
 	inlineOff := 0
-	dataOff := inlineOff + depth*inlineStride
-	nlarge := largeBuffers(depth, req.QID == 0)
-	largeOff := dataOff + ndata*smallBuffer
-	cmdOff := largeOff + nlarge*fabrics.MaxDataTransfer
-	rspOff := cmdOff + depth*nvme.CommandSize
-	total := align(rspOff+nreq*nvme.CompletionSize, 4096)
-	qp.mem, err = registerRegion(pd, total)
-	if err != nil {
-		return nil, err
+	dataOff := inlineOff + sz.depth*inlineStride
+	largeOff := dataOff + sz.ndata*smallBuffer
+	cmdOff := largeOff + sz.nlarge*fabrics.MaxDataTransfer
+	rspOff := cmdOff + sz.depth*nvme.CommandSize
+	total := align(rspOff+sz.nreq*nvme.CompletionSize, 4096)
+	var err error
+	if qp.mem, err = registerRegion(qp.dev.pd, total, qp.dev.caps().regionAccess()); err != nil {
+		return err
 	}
 	buf := qp.mem.buf
-	qp.cmdBufs = make([][]byte, depth)
-	qp.inlineBufs = make([][]byte, depth)
+	qp.cmdBufs = make([][]byte, sz.depth)
+	qp.inlineBufs = make([][]byte, sz.depth)
 	for i := range qp.cmdBufs {
 		c := cmdOff + i*nvme.CommandSize
 		qp.cmdBufs[i] = buf[c : c+nvme.CommandSize : c+nvme.CommandSize]
 		d := inlineOff + i*inlineStride
-		qp.inlineBufs[i] = buf[d : d+inline : d+inline]
+		qp.inlineBufs[i] = buf[d : d+sz.inline : d+sz.inline]
 	}
-	qp.dataBufs = make([][]byte, ndata+nlarge)
-	qp.nsmall = int32(ndata)
-	qp.small.free = make([]int32, 0, ndata)
-	qp.large.free = make([]int32, 0, nlarge)
-	for i := ndata - 1; i >= 0; i-- {
+	qp.dataBufs = make([][]byte, sz.ndata+sz.nlarge)
+	qp.nsmall = int32(sz.ndata)
+	qp.small.free = make([]int32, 0, sz.ndata)
+	qp.large.free = make([]int32, 0, sz.nlarge)
+	for i := sz.ndata - 1; i >= 0; i-- {
 		off := dataOff + i*smallBuffer
 		qp.dataBufs[i] = buf[off : off+smallBuffer : off+smallBuffer]
 		qp.small.free = append(qp.small.free, int32(i))
 	}
-	for i := nlarge - 1; i >= 0; i-- {
+	for i := sz.nlarge - 1; i >= 0; i-- {
 		off := largeOff + i*fabrics.MaxDataTransfer
-		qp.dataBufs[ndata+i] = buf[off : off+fabrics.MaxDataTransfer : off+fabrics.MaxDataTransfer]
-		qp.large.free = append(qp.large.free, int32(ndata+i))
+		qp.dataBufs[sz.ndata+i] = buf[off : off+fabrics.MaxDataTransfer : off+fabrics.MaxDataTransfer]
+		qp.large.free = append(qp.large.free, int32(sz.ndata+i))
 	}
-	qp.reqs = make([]request, nreq)
-	qp.freeReqs = make([]int32, 0, nreq)
-	qp.small.waiting = make([]int32, 0, nreq)
-	qp.large.waiting = make([]int32, 0, nreq)
+	qp.reqs = make([]request, sz.nreq)
+	qp.freeReqs = make([]int32, 0, sz.nreq)
+	qp.small.waiting = make([]int32, 0, sz.nreq)
+	qp.large.waiting = make([]int32, 0, sz.nreq)
 	for i := range qp.reqs {
 		r := &qp.reqs[i]
 		off := rspOff + i*nvme.CompletionSize
 		r.Rsp = nvme.Completion(buf[off : off+nvme.CompletionSize])
 		r.Tag = i
 		r.recv, r.data = -1, -1
-		qp.freeReqs = append(qp.freeReqs, int32(nreq-1-i))
+		qp.freeReqs = append(qp.freeReqs, int32(sz.nreq-1-i))
 	}
-	// Every completion of a pass may produce a receive, a write and a send.
-	qp.wrs, qp.wrsPtr = cArray[C.struct_nt_wr](3*nreq + 3*pollBatch)
-	qp.wcs, qp.wcsPtr = cArray[C.struct_nt_wc](pollBatch)
-
-	fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("eventfd: %w", err)
-	}
-	qp.eventfd = fd
-	qp.fq = fabrics.NewQueue(l.target, l.port, req.QID, depth, qp)
-
-	for i := range qp.cmdBufs {
-		qp.postRecv(int32(i))
-	}
-	if err := qp.flushPosts(); err != nil {
-		return nil, err
-	}
-	return qp, nil
+	return nil
 }
 
 func align(n, a int) int { return (n + a - 1) / a * a }
@@ -411,12 +476,7 @@ func (qp *QueuePair) handle(wc *C.struct_nt_wc) {
 		qp.log.Debugf("wc id=%#x status=%d opcode=%d len=%d", id, wc.status, wc.opcode, wc.byte_len)
 	}
 	if wc.status != C.IBV_WC_SUCCESS {
-		if !qp.stopping.Load() {
-			qp.log.WithFields(logrus.Fields{
-				"status": C.GoString(C.ibv_wc_status_str(C.enum_ibv_wc_status(wc.status))), "vendor_err": uint32(wc.vendor_err),
-			}).Warn("work request failed; disconnecting the queue (the host reconnects)")
-			qp.Disconnect()
-		}
+		qp.completionFailed(wc)
 		return
 	}
 	switch id & kindMask {
@@ -427,6 +487,30 @@ func (qp *QueuePair) handle(wc *C.struct_nt_wc) {
 	case kindSend:
 		qp.onSendDone(&qp.reqs[idx])
 	}
+}
+
+// completionFailed disconnects the queue on a failed work request. Only
+// the first failure is worth a warning: once the queue pair is in the
+// error state the device flushes every other posted work request.
+func (qp *QueuePair) completionFailed(wc *C.struct_nt_wc) {
+	level := completionLogLevel(wc.status == C.IBV_WC_WR_FLUSH_ERR, qp.stopping.Load(), qp.failed)
+	qp.failed = true
+	if qp.log.Logger.IsLevelEnabled(level) {
+		qp.log.WithFields(logrus.Fields{
+			"status": C.GoString(C.ibv_wc_status_str(C.enum_ibv_wc_status(wc.status))), "vendor_err": uint32(wc.vendor_err),
+		}).Log(level, "work request failed; disconnecting the queue (the host reconnects)")
+	}
+	qp.Disconnect()
+}
+
+// completionLogLevel is how loud a failed completion is: a warning for the
+// first real error of a queue, debug for flushes (they follow an error or
+// a disconnect, which is logged already) and for anything at teardown.
+func completionLogLevel(flush, stopping, failedBefore bool) logrus.Level {
+	if flush || stopping || failedBefore {
+		return logrus.DebugLevel
+	}
+	return logrus.WarnLevel
 }
 
 func (qp *QueuePair) onRecv(ri int32, n int) {
@@ -480,9 +564,11 @@ func (qp *QueuePair) mapData(r *request) {
 			qp.fq.Fail(&r.Request, st)
 			return
 		}
-		r.ndesc = n
-		// One response can invalidate one key only.
-		r.invalidate = n == 1 && r.descs[0].Invalidate
+		r.ndesc = transferDescriptors(r.descs[:n], r.Len)
+		// One response can invalidate one key only, and only where the
+		// device can Send with Invalidate; otherwise the host
+		// invalidates the key itself.
+		r.invalidate = qp.sendInv && n == 1 && r.descs[0].Invalidate
 		pool := &qp.small
 		if r.Len > smallBuffer {
 			pool = &qp.large
@@ -495,19 +581,42 @@ func (qp *QueuePair) mapData(r *request) {
 	}
 }
 
+// transferDescriptors is how many of descs a transfer of n bytes touches:
+// one RDMA READ or WRITE each.
+func transferDescriptors(descs []fabrics.Keyed, n uint32) int {
+	pos := uint32(0)
+	for i := range descs {
+		if pos >= n {
+			return i
+		}
+		pos += min(descs[i].Len, n-pos)
+	}
+	return len(descs)
+}
+
 // startTransfer runs a request that holds a data buffer: it reads the
 // host's data first for writes, or executes at once.
 func (qp *QueuePair) startTransfer(r *request) {
 	r.Data = qp.dataBufs[r.data][:r.Len]
 	if r.Dir == fabrics.DirHostToCtrl {
-		r.state = stateReading
-		// One READ per host buffer; RC completes them in order, so only
-		// the last is signaled.
-		qp.postTransfers(r, C.NT_READ, true)
+		c, ok := qp.budget.tryRead(int32(r.Tag), r.ndesc)
+		if !ok {
+			r.state = stateReadWait
+			return
+		}
+		qp.postReads(r, c)
 		return
 	}
 	r.state = stateExecuting
 	qp.fq.Execute(&r.Request)
+}
+
+// postReads posts the RDMA READs of r, holding credits c. RC completes
+// them in order, so only the last is signaled.
+func (qp *QueuePair) postReads(r *request, c charge) {
+	r.held = c
+	r.state = stateReading
+	qp.postTransfers(r, C.NT_READ, true)
 }
 
 // postTransfers queues the RDMA READs or WRITEs that move r.Data to or from
@@ -533,20 +642,42 @@ func (qp *QueuePair) postTransfers(r *request, op C.uint8_t, signalLast bool) {
 }
 
 func (qp *QueuePair) onReadDone(r *request) {
+	qp.budget.retire(r.held)
+	r.held = charge{}
 	r.state = stateExecuting
 	qp.fq.Execute(&r.Request)
+	qp.resume()
 }
 
 // Complete implements fabrics.QueueTransport: the capsule's receive buffer
 // goes back to the host, then the data (for reads) and the response go out
-// in one chain.
+// in one chain once the send queue has room for it.
 func (qp *QueuePair) Complete(fr *fabrics.Request) {
 	r := &qp.reqs[fr.Tag]
 	if r.recv >= 0 {
 		qp.postRecv(r.recv)
 		r.recv = -1
 	}
+	c, ok := qp.budget.trySend(int32(r.Tag), qp.responseWrites(r))
+	if !ok {
+		r.state = stateSendWait
+		return
+	}
+	qp.postResponse(r, c)
+}
+
+// responseWrites is how many RDMA WRITEs go before r's response.
+func (qp *QueuePair) responseWrites(r *request) int {
 	if r.Dir == fabrics.DirCtrlToHost && r.Status().Success() && r.data >= 0 {
+		return r.ndesc
+	}
+	return 0
+}
+
+// postResponse posts r's data (for reads) and response, holding credits c.
+func (qp *QueuePair) postResponse(r *request, c charge) {
+	r.held = c
+	if qp.responseWrites(r) > 0 {
 		qp.postTransfers(r, C.NT_WRITE, false)
 	}
 	w := qp.nextWR()
@@ -559,6 +690,8 @@ func (qp *QueuePair) Complete(fr *fabrics.Request) {
 }
 
 func (qp *QueuePair) onSendDone(r *request) {
+	qp.budget.retire(r.held)
+	r.held = charge{}
 	if r.data >= 0 {
 		d := r.data
 		r.data = -1
@@ -575,6 +708,24 @@ func (qp *QueuePair) onSendDone(r *request) {
 	r.Data, r.inline = nil, nil
 	r.state = stateFree
 	qp.freeReqs = append(qp.freeReqs, int32(r.Tag))
+	qp.resume()
+}
+
+// resume posts the waiting chains that fit now that credits came back,
+// oldest first, responses before reads.
+func (qp *QueuePair) resume() {
+	for {
+		c, read, ok := qp.budget.next()
+		if !ok {
+			return
+		}
+		r := &qp.reqs[c.tag]
+		if read {
+			qp.postReads(r, c)
+		} else {
+			qp.postResponse(r, c)
+		}
+	}
 }
 
 func (qp *QueuePair) postRecv(i int32) {
@@ -619,7 +770,9 @@ func (qp *QueuePair) flushPosts() error {
 }
 
 // teardown runs on the poller once it stops: fabrics lets go of the
-// queue, then the verbs resources and memory are freed.
+// queue, then the verbs resources and memory are freed, then the queue
+// pair's hold on its device and its CM id, and last its hold on the
+// listener's event channel, which outlives it.
 func (qp *QueuePair) teardown() {
 	qp.mu.Lock()
 	if !qp.discDone {
@@ -634,14 +787,18 @@ func (qp *QueuePair) teardown() {
 	qp.destroyed = true
 	qp.mu.Unlock()
 	qp.free()
+	qp.dev.release()
 	C.rdma_destroy_id(qp.id)
 	qp.log.Debug("queue pair freed")
+	qp.l.queuePairGone()
 	close(qp.done)
 }
 
-// free releases everything but the CM id.
+// free releases everything but the CM id and the device, whatever part of
+// set-up got done.
 func (qp *QueuePair) free() {
 	if qp.qp != nil {
+		qp.dev.unwatch(qp)
 		C.rdma_destroy_qp(qp.id)
 		qp.qp = nil
 	}

@@ -1,3 +1,4 @@
+#define _GNU_SOURCE
 #include "verbs.h"
 
 #include <arpa/inet.h>
@@ -6,6 +7,7 @@
 #include <netdb.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 // Enough work requests for one chained post; longer batches are split.
 #define NT_CHAIN 64
@@ -246,16 +248,92 @@ int nt_reject(struct rdma_cm_id *id, const void *priv, int len)
 	return 0;
 }
 
-int nt_device_limits(struct ibv_context *ctx, int *max_qp_wr, int *max_cqe, int *max_rd_atom)
+int nt_device_info(struct ibv_context *ctx, struct nt_device_info *out)
 {
 	struct ibv_device_attr a;
+	memset(out, 0, sizeof(*out));
 	if (ibv_query_device(ctx, &a))
 		return -errno;
-	*max_qp_wr = a.max_qp_wr;
-	*max_cqe = a.max_cqe;
-	*max_rd_atom = a.max_qp_init_rd_atom;
+	out->max_qp_wr = a.max_qp_wr;
+	out->max_cqe = a.max_cqe;
+	out->max_qp_init_rd_atom = a.max_qp_init_rd_atom;
+	out->iwarp = ctx->device->transport_type == IBV_TRANSPORT_IWARP ||
+		     ctx->device->node_type == IBV_NODE_RNIC;
+	out->mem_mgt_ext = (a.device_cap_flags & IBV_DEVICE_MEM_MGT_EXTENSIONS) != 0;
+	snprintf(out->name, sizeof(out->name), "%s", ibv_get_device_name(ctx->device));
+	return 0;
+}
+
+int nt_async_fd(struct ibv_context *ctx) { return ctx->async_fd; }
+
+// Takes one event off a non-blocking async fd into *raw and copies what we
+// use. The caller acknowledges raw once it has dispatched the event: until
+// then the queue pair or CQ it names cannot be destroyed (and its address
+// reused by another).
+int nt_get_async_event(struct ibv_context *ctx, struct ibv_async_event *raw, struct nt_async_event *out)
+{
+	struct ibv_async_event ev;
+	if (ibv_get_async_event(ctx, &ev))
+		return -errno;
+	*raw = ev;
+	memset(out, 0, sizeof(*out));
+	out->type = ev.event_type;
+	switch (ev.event_type) {
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_COMM_EST:
+	case IBV_EVENT_SQ_DRAINED:
+	case IBV_EVENT_PATH_MIG:
+	case IBV_EVENT_PATH_MIG_ERR:
+	case IBV_EVENT_QP_LAST_WQE_REACHED:
+		out->qp = ev.element.qp;
+		break;
+	case IBV_EVENT_CQ_ERR:
+		out->cq = ev.element.cq;
+		break;
+	case IBV_EVENT_PORT_ACTIVE:
+	case IBV_EVENT_PORT_ERR:
+	case IBV_EVENT_LID_CHANGE:
+	case IBV_EVENT_PKEY_CHANGE:
+	case IBV_EVENT_SM_CHANGE:
+	case IBV_EVENT_CLIENT_REREGISTER:
+	case IBV_EVENT_GID_CHANGE:
+		out->port = ev.element.port_num;
+		break;
+	default:
+		break;
+	}
 	return 0;
 }
 
 struct ibv_context *nt_id_verbs(struct rdma_cm_id *id) { return id->verbs; }
 struct ibv_qp *nt_id_qp(struct rdma_cm_id *id) { return id->qp; }
+int nt_id_port(struct rdma_cm_id *id) { return id->port_num; }
+
+const char *nt_id_device_name(struct rdma_cm_id *id)
+{
+	if (!id || !id->verbs)
+		return "";
+	return ibv_get_device_name(id->verbs->device);
+}
+
+// librdmacm keeps the verbs context of a removed device open until it next
+// syncs its device list, which it skips while no RDMA device exists at all.
+// A device whose driver cannot disassociate user contexts (soft-RoCE)
+// finishes its removal only once every process closed it, so the removal
+// (and any re-creation) would hang. Once nothing uses the context any more,
+// its command and async event files are swapped for /dev/null: the kernel
+// sees the device closed, and the close librdmacm does later closes
+// /dev/null instead.
+int nt_release_removed_context(struct ibv_context *ctx)
+{
+	int ret = 0;
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (dup3(fd, ctx->cmd_fd, O_CLOEXEC) < 0 || dup3(fd, ctx->async_fd, O_CLOEXEC) < 0)
+		ret = -errno;
+	close(fd);
+	return ret;
+}

@@ -63,9 +63,34 @@ void nt_conn_req(struct rdma_cm_event *ev, struct nt_conn_req *out);
 int nt_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *cq, int send_wr, int recv_wr, int recv_sge);
 int nt_accept(struct rdma_cm_id *id, const void *priv, int len, uint8_t initiator_depth, uint8_t responder_resources);
 int nt_reject(struct rdma_cm_id *id, const void *priv, int len);
-int nt_device_limits(struct ibv_context *ctx, int *max_qp_wr, int *max_cqe, int *max_rd_atom);
+// What the transport needs to know of a device, queried once per device.
+struct nt_device_info {
+	int max_qp_wr;
+	int max_cqe;
+	int max_qp_init_rd_atom;
+	// iWARP: an RDMA READ's sink must be remotely writable.
+	uint8_t iwarp;
+	// IBV_DEVICE_MEM_MGT_EXTENSIONS: Send with Invalidate works.
+	uint8_t mem_mgt_ext;
+	char name[64];
+};
+
+// One asynchronous device event, reduced to what the transport uses.
+struct nt_async_event {
+	int type;
+	struct ibv_qp *qp;
+	struct ibv_cq *cq;
+	int port;
+};
+
+int nt_device_info(struct ibv_context *ctx, struct nt_device_info *out);
+int nt_get_async_event(struct ibv_context *ctx, struct ibv_async_event *raw, struct nt_async_event *out);
+int nt_async_fd(struct ibv_context *ctx);
 struct ibv_context *nt_id_verbs(struct rdma_cm_id *id);
 struct ibv_qp *nt_id_qp(struct rdma_cm_id *id);
+int nt_id_port(struct rdma_cm_id *id);
+const char *nt_id_device_name(struct rdma_cm_id *id);
+int nt_release_removed_context(struct ibv_context *ctx);
 int nt_set_nonblock(int fd);
 
 #endif

@@ -50,6 +50,8 @@ var (
 	dReloadTime = prometheus.NewDesc(prefix+"config_last_reload_timestamp_seconds", "When the configuration was last loaded.", nil, nil)
 	dRegistered = prometheus.NewDesc(prefix+"registered_memory_bytes", "Memory registered with RDMA devices.", nil, nil)
 	dPoller     = prometheus.NewDesc(prefix+"poller_seconds_total", "Time queue pair pollers spent busy (polling, including spinning) and asleep.", []string{"state"}, nil)
+	dCMRejects  = prometheus.NewDesc(prefix+"rdma_connections_rejected_total", "RDMA CM connection requests refused before any NVMe Connect, by reason (no_resources: the queue pair could not be set up, usually locked memory).", []string{"port", "reason"}, nil)
+	dDevEvents  = prometheus.NewDesc(prefix+"rdma_device_events_total", "RDMA device events: asynchronous verbs events and rdma_cm device removals and address changes.", []string{"device", "event"}, nil)
 )
 
 var statusTypes = []string{"generic", "command_specific", "media", "path", "4", "5", "6", "vendor"}
@@ -57,7 +59,7 @@ var statusTypes = []string{"generic", "command_specific", "media", "path", "4", 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dReads, dWrites, dReadBytes, dWriteBytes, dReadTime, dWriteTime, dFlushes,
 		dDiscards, dZeroes, dReadLatency, dWriteLatency, dNamespaceSz, dControllers, dQueuePairs, dRefused, dKAExpired,
-		dQPReserved, dQPLimit, dCtrlLimit, dCmdErrors, dBuildInfo, dConfigGen, dReloadOK, dReloadTime, dRegistered, dPoller} {
+		dQPReserved, dQPLimit, dCtrlLimit, dCmdErrors, dBuildInfo, dConfigGen, dReloadOK, dReloadTime, dRegistered, dPoller, dCMRejects, dDevEvents} {
 		ch <- d
 	}
 }
@@ -145,4 +147,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	busy, idle := rdma.PollerSeconds()
 	counter(dPoller, busy, "busy")
 	counter(dPoller, idle, "idle")
+	for k, n := range rdma.Rejects() {
+		counter(dCMRejects, float64(n), strconv.Itoa(int(k.Port)), k.Reason)
+	}
+	for k, n := range rdma.DeviceEvents() {
+		counter(dDevEvents, float64(n), k.Device, k.Event)
+	}
 }
