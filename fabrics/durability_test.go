@@ -71,22 +71,7 @@ func (r *recorder) Close() error {
 // recorderTarget serves one namespace on rec.
 func recorderTarget(t *testing.T, rec *recorder) *host {
 	t.Helper()
-	tg := NewTarget(nil)
-	p := &Port{ID: 1, InlineDataSize: 8192, MaxQueueSize: 128}
-	if err := tg.AddPort(p); err != nil {
-		t.Fatal(err)
-	}
-	s := NewSubsystem(testNQN, "", "", true)
-	ns, err := NewNamespace(1, rec, false, [16]byte{1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.AddNamespace(ns); err != nil {
-		t.Fatal(err)
-	}
-	if err := tg.AddSubsystem(s); err != nil {
-		t.Fatal(err)
-	}
+	tg, p := targetWith(t, rec)
 	return connect(t, tg, p, testNQN)
 }
 

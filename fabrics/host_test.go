@@ -59,14 +59,21 @@ const (
 // testTarget has one port and one subsystem with a 1 MiB namespace.
 func testTarget(t testing.TB) (*Target, *Port, *memBackend) {
 	t.Helper()
+	mem := newMem(1<<20, 512)
+	tg, p := targetWith(t, mem)
+	return tg, p, mem
+}
+
+// targetWith has one port and one subsystem whose namespace 1 is b.
+func targetWith(t testing.TB, b backend.Backend) (*Target, *Port) {
+	t.Helper()
 	tg := NewTarget(nil)
 	p := &Port{ID: 1, Address: netip.MustParseAddr("10.0.0.1"), ServiceID: 4420, InlineDataSize: 8192, MaxQueueSize: 128}
 	if err := tg.AddPort(p); err != nil {
 		t.Fatal(err)
 	}
 	s := NewSubsystem(testNQN, "", "", true)
-	mem := newMem(1<<20, 512)
-	ns, err := NewNamespace(1, mem, false, [16]byte{1, 2, 3})
+	ns, err := NewNamespace(1, b, false, [16]byte{1, 2, 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +83,7 @@ func testTarget(t testing.TB) (*Target, *Port, *memBackend) {
 	if err := tg.AddSubsystem(s); err != nil {
 		t.Fatal(err)
 	}
-	return tg, p, mem
+	return tg, p
 }
 
 // host drives one controller through loop queues.

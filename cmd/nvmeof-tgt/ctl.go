@@ -83,7 +83,8 @@ func ctlCall(sock string, args []string) (*ctlReply, error) {
 	return &rep, nil
 }
 
-// writeFileAtomic replaces path with data, or leaves it as it was.
+// writeFileAtomic replaces path with data (mode 0600), or leaves it as it
+// was, also across a crash or power loss.
 func writeFileAtomic(path string, data []byte) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".nvmeof-tgt-*")
 	if err != nil {
@@ -105,5 +106,13 @@ func writeFileAtomic(path string, data []byte) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), path)
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	// The rename itself is durable once the directory is.
+	if dir, err := os.Open(filepath.Dir(path)); err == nil {
+		dir.Sync()
+		dir.Close()
+	}
+	return nil
 }

@@ -85,23 +85,26 @@ assert_eq "host writes after a reconnect" "$(writes "$ctrl")" "$w1"
 
 # Lifetime across restarts: a kill -9 is an unsafe shutdown, SIGTERM is not.
 smart() { nvme smart-log "$ctrl" -o json | jq -r ".$1"; }
+# restart HOW: end the daemon by kill -9 or SIGTERM, start it, reconnect.
+restart() {
+	nvme disconnect-all >/dev/null
+	if [ "$1" = kill ]; then
+		kill -9 "$TARGET_PID"
+		wait "$TARGET_PID" 2>/dev/null || true
+		TARGET_PID=""
+	else
+		stop_target
+	fi
+	start_target /tmp/tgt.yaml
+	nvme connect -t rdma -a "$ADDR" -s "$PORT" -n "$nqn" >/dev/null || fail "connect after $1"
+	wait_dev "$nqn" 1 >/dev/null
+	ctrl=/dev/$(ctrl_of "$nqn")
+}
 assert_eq "power cycles of a fresh state file" "$(smart power_cycles)" 1
-nvme disconnect-all >/dev/null
-kill -9 "$TARGET_PID"
-wait "$TARGET_PID" 2>/dev/null || true
-TARGET_PID=""
-start_target /tmp/tgt.yaml
-nvme connect -t rdma -a "$ADDR" -s "$PORT" -n "$nqn" >/dev/null || fail "connect after kill -9"
-wait_dev "$nqn" 1 >/dev/null
-ctrl=/dev/$(ctrl_of "$nqn")
+restart kill
 assert_eq "power cycles after a restart" "$(smart power_cycles)" 2
 assert_eq "unsafe shutdowns after kill -9" "$(smart unsafe_shutdowns)" 1
-nvme disconnect-all >/dev/null
-stop_target
-start_target /tmp/tgt.yaml
-nvme connect -t rdma -a "$ADDR" -s "$PORT" -n "$nqn" >/dev/null || fail "connect after SIGTERM"
-wait_dev "$nqn" 1 >/dev/null
-ctrl=/dev/$(ctrl_of "$nqn")
+restart term
 assert_eq "power cycles after a clean restart" "$(smart power_cycles)" 3
 assert_eq "unsafe shutdowns after SIGTERM" "$(smart unsafe_shutdowns)" 1
 nvme disconnect-all >/dev/null
