@@ -144,18 +144,7 @@ func connectData(subnqn, hostnqn string, cntlid uint16) []byte {
 // connect creates a controller, enables it and connects one I/O queue.
 func connect(t *testing.T, tg *Target, p *Port, subnqn string) *host {
 	t.Helper()
-	h := &host{t: t, admin: NewLoopQueue(tg, p, 0, 32)}
-	t.Cleanup(func() {
-		if h.io != nil {
-			h.io.Close()
-		}
-		h.admin.Close()
-	})
-	rsp := h.submit(h.admin, connectCmd(0, 31, 0, false), connectData(subnqn, testHost, 0xffff))
-	if rsp.Status() != 0 {
-		t.Fatalf("admin connect: %v", rsp.Status())
-	}
-	h.cntl = uint16(rsp.Result())
+	h := adminOnly(t, tg, p, subnqn, 0)
 	h.setProperty(nvme.RegCC, nvme.CCEnable|6<<nvme.CCIOSQEShift|4<<nvme.CCIOCQEShift)
 	if csts := h.getProperty(nvme.RegCSTS, false); csts&nvme.CSTSReady == 0 {
 		t.Fatalf("CSTS %#x after enable, want RDY", csts)
@@ -164,7 +153,7 @@ func connect(t *testing.T, tg *Target, p *Port, subnqn string) *host {
 		return h
 	}
 	h.io = NewLoopQueue(tg, p, 1, 128)
-	rsp = h.submit(h.io, connectCmd(1, 127, 0, true), connectData(subnqn, testHost, h.cntl))
+	rsp := h.submit(h.io, connectCmd(1, 127, 0, true), connectData(subnqn, testHost, h.cntl))
 	if rsp.Status() != 0 {
 		t.Fatalf("io connect: %v", rsp.Status())
 	}
