@@ -69,6 +69,7 @@ type Controller struct {
 	kaGen       uint64 // which arming of the timer is current
 	shutdownGen uint64 // bumped by every CC.SHN change: a flush finishing late checks it
 	dead        bool
+	failed      bool // fatal: CFS set and teardown under way
 }
 
 func newController(s *Subsystem, q *Queue, d nvme.ConnectData, kato uint32) *Controller {
@@ -169,7 +170,7 @@ func (c *Controller) ccSupported(v uint32) bool {
 //     is flushed, off the poller, then "complete".
 func (c *Controller) setCC(v uint32) {
 	c.mu.Lock()
-	if c.dead {
+	if c.dead || c.failed {
 		// Torn down (keep alive expiry, fatal error): CSTS stays as the
 		// host last saw it, CFS included, until its queues are gone.
 		c.mu.Unlock()
@@ -335,6 +336,7 @@ func (c *Controller) destroy(reason string) {
 func (c *Controller) fatal(reason string) {
 	c.mu.Lock()
 	c.csts.Store(c.csts.Load() | nvme.CSTSFatal)
+	c.failed = true // a CC write racing the teardown must not clear CFS
 	c.mu.Unlock()
 	c.destroy(reason)
 }
