@@ -86,6 +86,19 @@ func targetWith(t testing.TB, b backend.Backend) (*Target, *Port) {
 	return tg, p
 }
 
+// addNamespace publishes b as namespace nsid of the test subsystem.
+func addNamespace(t testing.TB, tg *Target, nsid uint32, b backend.Backend) *Namespace {
+	t.Helper()
+	ns, err := NewNamespace(nsid, b, false, [16]byte{byte(nsid)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tg.Subsystem(testNQN).AddNamespace(ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
 // host drives one controller through loop queues.
 type host struct {
 	t     *testing.T

@@ -480,13 +480,7 @@ func (m *memBackend) flushCount() int {
 func TestShutdownFlushesBeforeComplete(t *testing.T) {
 	tg, p, mem := testTarget(t)
 	fg := &flushGate{memBackend: newMem(1<<20, 512), entered: make(chan struct{}, 1), release: make(chan struct{})}
-	ns, err := NewNamespace(2, fg, false, [16]byte{2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tg.Subsystem(testNQN).AddNamespace(ns); err != nil {
-		t.Fatal(err)
-	}
+	addNamespace(t, tg, 2, fg)
 	h := connect(t, tg, p, testNQN)
 	h.setProperty(nvme.RegCC, ccEnableNVM|1<<nvme.CCShnShift)
 	<-fg.entered
@@ -570,13 +564,7 @@ func (g *closeGate) Close() error { g.closed.Store(true); return nil }
 func TestCloseWaitsForShutdownFlush(t *testing.T) {
 	tg, p, _ := testTarget(t)
 	g := &closeGate{flushGate: flushGate{memBackend: newMem(1<<20, 512), entered: make(chan struct{}, 1), release: make(chan struct{})}, flushed: make(chan struct{})}
-	ns, err := NewNamespace(2, g, false, [16]byte{2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tg.Subsystem(testNQN).AddNamespace(ns); err != nil {
-		t.Fatal(err)
-	}
+	ns := addNamespace(t, tg, 2, g)
 	h := connect(t, tg, p, testNQN)
 	h.setProperty(nvme.RegCC, ccEnableNVM|1<<nvme.CCShnShift)
 	<-g.entered
