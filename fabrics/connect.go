@@ -66,12 +66,12 @@ func execConnect(q *Queue, r *Request) bool {
 	}
 	s := q.target.Subsystem(d.SubNQN)
 	if s == nil || !s.OnPort(q.port.ID) {
-		q.target.Refused.refuse("unknown_subsystem", q.port.ID)
+		q.target.Refused.Refuse("unknown_subsystem", q.port.ID)
 		log.Warn("connect rejected: no such subsystem on this port; check the host's -n argument against the configured subsystems")
 		return invalidParam(r, nvme.ConnectDataSubNQN, true)
 	}
 	if !s.HostAllowed(d.HostNQN) {
-		s.Stats.Refused.refuse("host_not_allowed", q.port.ID)
+		s.Stats.Refused.Refuse("host_not_allowed", q.port.ID)
 		log.Warn("connect rejected: host not allowed; add it to the subsystem's hosts or set allow_any_host")
 		r.status = nvme.StatusConnectInvalidHost | nvme.DNR
 		r.result = uint64(nvme.ConnectInvalidParam(nvme.ConnectDataHostNQN, true))
@@ -87,7 +87,7 @@ func execConnect(q *Queue, r *Request) bool {
 // asks for any ID with FFFFh, and the Linux target refuses anything else.
 func connectAdmin(q *Queue, r *Request, s *Subsystem, d nvme.ConnectData, log *logrus.Entry) bool {
 	if d.CNTLID != nvme.ControllerIDDynamic {
-		s.Stats.Refused.refuse("static_controller", q.port.ID)
+		s.Stats.Refused.Refuse("static_controller", q.port.ID)
 		log.WithField("cntlid", d.CNTLID).Warn("connect rejected: only dynamic controllers (cntlid 0xffff) are supported")
 		return invalidParam(r, nvme.ConnectDataCNTLID, true)
 	}
@@ -97,7 +97,7 @@ func connectAdmin(q *Queue, r *Request, s *Subsystem, d nvme.ConnectData, log *l
 	}
 	c := newController(s, q, d, kato)
 	if err := s.allocController(c); err != nil {
-		s.Stats.Refused.refuse("controller_limit", q.port.ID)
+		s.Stats.Refused.Refuse("controller_limit", q.port.ID)
 		maxCtrls, _ := s.Limits()
 		log.WithField("max_controllers", maxCtrls).Warn("connect rejected: the subsystem has as many controllers as its max_controllers allows")
 		r.status = nvme.StatusConnectControllerBusy | nvme.DNR
@@ -119,23 +119,23 @@ func connectAdmin(q *Queue, r *Request, s *Subsystem, d nvme.ConnectData, log *l
 func connectIO(q *Queue, r *Request, s *Subsystem, d nvme.ConnectData, log *logrus.Entry) bool {
 	c := s.controller(d.CNTLID)
 	if c == nil {
-		s.Stats.Refused.refuse("unknown_controller", q.port.ID)
+		s.Stats.Refused.Refuse("unknown_controller", q.port.ID)
 		log.WithField("cntlid", d.CNTLID).Warn("connect rejected: I/O queue for an unknown controller")
 		return invalidParam(r, nvme.ConnectDataCNTLID, true)
 	}
 	if c.HostNQN != d.HostNQN {
-		s.Stats.Refused.refuse("unknown_controller", q.port.ID)
+		s.Stats.Refused.Refuse("unknown_controller", q.port.ID)
 		log.WithField("cntlid", d.CNTLID).Warn("connect rejected: I/O queue for a controller of another host NQN")
 		return invalidParam(r, nvme.ConnectDataHostNQN, true)
 	}
 	if c.HostID != d.HostID {
-		s.Stats.Refused.refuse("unknown_controller", q.port.ID)
+		s.Stats.Refused.Refuse("unknown_controller", q.port.ID)
 		log.WithField("cntlid", d.CNTLID).Warn("connect rejected: I/O queue with another host ID than its controller's")
 		return invalidParam(r, nvme.ConnectDataHostID, true)
 	}
 	if q.QID > c.maxIOQueues {
 		// The discovery controller has no I/O queues at all.
-		s.Stats.Refused.refuse("io_queue_limit", q.port.ID)
+		s.Stats.Refused.Refuse("io_queue_limit", q.port.ID)
 		log.WithField("max_io_queues", c.maxIOQueues).Warn("connect rejected: queue ID above the subsystem's max_io_queues")
 		return invalidParam(r, nvme.ConnectSQEQID, false)
 	}
@@ -147,7 +147,7 @@ func connectIO(q *Queue, r *Request, s *Subsystem, d nvme.ConnectData, log *logr
 	granted := c.ioQueues
 	c.mu.Unlock()
 	if q.QID > granted {
-		s.Stats.Refused.refuse("io_queue_limit", q.port.ID)
+		s.Stats.Refused.Refuse("io_queue_limit", q.port.ID)
 		log.WithField("granted", granted).Warn("connect rejected: queue ID above the number of queues granted")
 		return invalidParam(r, nvme.ConnectSQEQID, false)
 	}

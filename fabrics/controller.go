@@ -69,11 +69,11 @@ type Controller struct {
 	kaGen       uint64 // which arming of the timer is current
 	shutdownGen uint64 // bumped by every CC.SHN change: a flush finishing late checks it
 	dead        bool
-	failed      bool // fatal: CFS set and teardown under way
 }
 
 func newController(s *Subsystem, q *Queue, d nvme.ConnectData, kato uint32) *Controller {
-	maxIO := s.ioQueueLimit()
+	_, limit := s.Limits()
+	maxIO := uint16(limit)
 	c := &Controller{
 		Subsystem:   s,
 		HostNQN:     d.HostNQN,
@@ -170,7 +170,7 @@ func (c *Controller) ccSupported(v uint32) bool {
 //     is flushed, off the poller, then "complete".
 func (c *Controller) setCC(v uint32) {
 	c.mu.Lock()
-	if c.dead || c.failed {
+	if c.dead {
 		// Torn down (keep alive expiry, fatal error): CSTS stays as the
 		// host last saw it, CFS included, until its queues are gone.
 		c.mu.Unlock()
@@ -309,8 +309,14 @@ func (c *Controller) detach(q *Queue) {
 
 // destroy ends the controller: its I/O queues are disconnected and its ID
 // is freed.
-func (c *Controller) destroy(reason string) {
+func (c *Controller) destroy(reason string) { c.end(reason, 0) }
+
+// end tears the controller down, first adding csts (CFS for a fatal end)
+// under the same lock that marks it dead, so that a CC write racing the
+// teardown can neither clear it nor revive the controller.
+func (c *Controller) end(reason string, csts uint32) {
 	c.mu.Lock()
+	c.csts.Store(c.csts.Load() | csts)
 	if c.dead {
 		c.mu.Unlock()
 		return
@@ -333,13 +339,7 @@ func (c *Controller) destroy(reason string) {
 
 // fatal reports a controller fatal status and disconnects every queue; the
 // host recovers by reconnecting.
-func (c *Controller) fatal(reason string) {
-	c.mu.Lock()
-	c.csts.Store(c.csts.Load() | nvme.CSTSFatal)
-	c.failed = true // a CC write racing the teardown must not clear CFS
-	c.mu.Unlock()
-	c.destroy(reason)
-}
+func (c *Controller) fatal(reason string) { c.end(reason, nvme.CSTSFatal) }
 
 // armKeepAlive (re)starts the keep alive timer with a fresh timer, so that
 // one already firing finds itself stale and does nothing. Called with

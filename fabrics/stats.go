@@ -212,7 +212,8 @@ type RefusedKey struct {
 	Port   uint16
 }
 
-func (r *Refusals) refuse(reason string, port uint16) {
+// Refuse counts one refused connect.
+func (r *Refusals) Refuse(reason string, port uint16) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.m == nil {

@@ -97,7 +97,7 @@ func (t *Target) ReserveQueue(port uint16) bool {
 	for {
 		n, limit := t.queuePairs.Load(), t.maxQueuePairs.Load()
 		if limit > 0 && n >= limit {
-			t.Refused.refuse("queue_pair_limit", port)
+			t.Refused.Refuse("queue_pair_limit", port)
 			t.Log.WithFields(logrus.Fields{"port": port, "max_queue_pairs": limit}).Warn("connection refused: the daemon has as many queue pairs as limits.max_queue_pairs allows")
 			return false
 		}
@@ -489,12 +489,6 @@ func (s *Subsystem) Limits() (maxControllers, maxIOQueues int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.maxControllers, int(s.maxIOQueues)
-}
-
-func (s *Subsystem) ioQueueLimit() uint16 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.maxIOQueues
 }
 
 // errControllerLimit is returned when the subsystem has as many

@@ -396,7 +396,7 @@ func (l *Listener) maxQueueSize(priv []byte) uint16 {
 
 // reject refuses a connection with a CM reject status, counted by reason.
 func (l *Listener) reject(id *C.struct_rdma_cm_id, status uint16, reason string) {
-	countReject(l.port.ID, reason)
+	rejects.Refuse(reason, l.port.ID)
 	var rej [nvme.CMRejectSize]byte
 	nvme.PutCMReject(rej[:], status)
 	C.nt_reject(id, unsafe.Pointer(&rej[0]), C.int(len(rej)))

@@ -4,15 +4,15 @@ import (
 	"maps"
 	"sync"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
-// RejectKey says where and why the transport refused a connection at the
-// RDMA CM level, before any NVMe Connect command.
-type RejectKey struct {
-	Port   uint16
-	Reason string // no_resources, port_closing, or the private data fault (invalid_hsqsize ...)
-}
+// rejects counts connections the transport refused at the RDMA CM level,
+// before any NVMe Connect command, by reason (no_resources, port_closing,
+// queue_pair_limit, or the private data fault such as invalid_hsqsize) and
+// port.
+var rejects fabrics.Refusals
 
 // DeviceEventKey is an RDMA device event: an asynchronous verbs event
 // (ibv_event_type_str) or an rdma_cm device removal or address change.
@@ -22,18 +22,8 @@ type DeviceEventKey struct {
 }
 
 var stats struct {
-	mu      sync.Mutex
-	rejects map[RejectKey]uint64
-	events  map[DeviceEventKey]uint64
-}
-
-func countReject(port uint16, reason string) {
-	stats.mu.Lock()
-	defer stats.mu.Unlock()
-	if stats.rejects == nil {
-		stats.rejects = map[RejectKey]uint64{}
-	}
-	stats.rejects[RejectKey{port, reason}]++
+	mu     sync.Mutex
+	events map[DeviceEventKey]uint64
 }
 
 func countDeviceEvent(dev, event string) {
@@ -46,11 +36,7 @@ func countDeviceEvent(dev, event string) {
 }
 
 // Rejects counts the connections refused so far.
-func Rejects() map[RejectKey]uint64 {
-	stats.mu.Lock()
-	defer stats.mu.Unlock()
-	return maps.Clone(stats.rejects)
-}
+func Rejects() map[fabrics.RefusedKey]uint64 { return rejects.Counts() }
 
 // DeviceEvents counts the device events seen so far.
 func DeviceEvents() map[DeviceEventKey]uint64 {
