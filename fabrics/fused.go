@@ -132,7 +132,7 @@ func execFusedWrite(q *Queue, r *Request) bool {
 		r.status = nvme.StatusFusedFail
 		return true
 	}
-	writeData(q, r)
+	writeData(r)
 	return true
 }
 
@@ -245,11 +245,5 @@ func (g *writeGate) unlockFused(off, n int64) {
 
 // unfencedWrites counts writes on the lock-free path, over every queue.
 func (ns *Namespace) unfencedWrites() int64 {
-	ns.statsMu.Lock()
-	defer ns.statsMu.Unlock()
-	var n int64
-	for _, s := range ns.live {
-		n += s.Writing.Load()
-	}
-	return n
+	return ns.sumLive(func(s *IOStats) int64 { return s.Writing.Load() })
 }

@@ -112,10 +112,6 @@ func (r *Request) durable() bool {
 
 func execRead(q *Queue, r *Request) bool {
 	r.status = ioStatus(r.ns.Backend.ReadAt(r.Data, r.off), false)
-	if r.status == 0 {
-		q.Stats.Reads.Add(1)
-		q.Stats.BytesRead.Add(uint64(r.length))
-	}
 	return true
 }
 
@@ -123,13 +119,13 @@ func execRead(q *Queue, r *Request) bool {
 // the same blocks (see writeGate).
 func execWrite(q *Queue, r *Request) bool {
 	gated := r.ns.enterWrite(r, r.off, r.length)
-	writeData(q, r)
+	writeData(r)
 	r.ns.exitWrite(r, r.off, r.length, gated)
 	return true
 }
 
 // writeData is the backend call of a write.
-func writeData(q *Queue, r *Request) {
+func writeData(r *Request) {
 	var err error
 	if r.durable() {
 		err = backend.WriteDurable(r.ns.Backend, r.Data, r.off)
@@ -137,10 +133,6 @@ func writeData(q *Queue, r *Request) {
 		err = r.ns.Backend.WriteAt(r.Data, r.off)
 	}
 	r.status = ioStatus(err, true)
-	if r.status == 0 {
-		q.Stats.Writes.Add(1)
-		q.Stats.BytesWritten.Add(uint64(r.length))
-	}
 }
 
 // compareBufs holds scratch buffers for Compare; Go allocates buffers this

@@ -38,13 +38,12 @@ type Queue struct {
 	fuseFirst *Request                 // a fused first command waiting for its second
 }
 
-// QueueStats are counters of one queue, written by its poller only.
+// QueueStats are counters of one queue, written by its poller only. I/O
+// counts live per namespace (IOStats), which the metrics and the SMART
+// log read.
 type QueueStats struct {
-	Reads, Writes           atomic.Uint64
-	BytesRead, BytesWritten atomic.Uint64
-	Errors                  atomic.Uint64
-	ErrorsByType            [8]atomic.Uint64 // by status code type
-	BusyNanos               atomic.Uint64
+	ErrorsByType [8]atomic.Uint64 // by status code type
+	BusyNanos    atomic.Uint64
 }
 
 // NewQueue creates the fabrics side of a queue pair the transport accepted
@@ -187,7 +186,6 @@ func (q *Queue) complete(r *Request) {
 	}
 	r.release()
 	if r.status != 0 {
-		q.Stats.Errors.Add(1)
 		q.Stats.ErrorsByType[r.status.Type()].Add(1)
 		if q.ctrl != nil {
 			q.ctrl.recordError(r, q.QID)

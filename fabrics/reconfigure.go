@@ -119,11 +119,16 @@ func (ns *Namespace) drain(timeout time.Duration) bool {
 }
 
 func (ns *Namespace) inflight() int64 {
+	return ns.holds.Load() + ns.sumLive(func(s *IOStats) int64 { return s.Inflight.Load() })
+}
+
+// sumLive adds up one counter of every live queue's IOStats for ns.
+func (ns *Namespace) sumLive(counter func(*IOStats) int64) int64 {
 	ns.statsMu.Lock()
 	defer ns.statsMu.Unlock()
-	n := ns.holds.Load()
+	var n int64
 	for _, s := range ns.live {
-		n += s.Inflight.Load()
+		n += counter(s)
 	}
 	return n
 }
