@@ -81,20 +81,26 @@ func (b *blockBackend) Traits() Traits {
 }
 
 // deviceWriteBack reads whether the block device behind fd has a volatile
-// write cache. A partition has no queue directory of its own; its parent
-// disk's applies.
+// write cache.
 func deviceWriteBack(fd int) bool {
 	var st unix.Stat_t
 	if unix.Fstat(fd, &st) != nil {
 		return true
 	}
-	dev := fmt.Sprintf("/sys/dev/block/%d:%d/", unix.Major(st.Rdev), unix.Minor(st.Rdev))
-	for _, p := range []string{dev + "queue/write_cache", dev + "../queue/write_cache"} {
+	v, ok := queueAttr(st.Rdev, "write_cache")
+	return !ok || v != "write through"
+}
+
+// queueAttr reads a block device's queue attribute from sysfs. A partition
+// has no queue directory of its own; its parent disk's applies.
+func queueAttr(dev uint64, name string) (string, bool) {
+	dir := fmt.Sprintf("/sys/dev/block/%d:%d/", unix.Major(dev), unix.Minor(dev))
+	for _, p := range []string{dir + "queue/" + name, dir + "../queue/" + name} {
 		if v, err := os.ReadFile(p); err == nil {
-			return strings.TrimSpace(string(v)) != "write through"
+			return strings.TrimSpace(string(v)), true
 		}
 	}
-	return true
+	return "", false
 }
 
 func (b *blockBackend) Discard(off, length int64) error {

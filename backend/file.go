@@ -283,16 +283,11 @@ func directAlignment(fd int) uint32 {
 	if unix.Fstat(fd, &st) != nil || unix.Major(st.Dev) == 0 {
 		return 0 // no block device behind it (tmpfs, network file systems)
 	}
-	dev := fmt.Sprintf("/sys/dev/block/%d:%d/", unix.Major(st.Dev), unix.Minor(st.Dev))
-	for _, p := range []string{dev + "queue/logical_block_size", dev + "../queue/logical_block_size"} {
-		if v, err := os.ReadFile(p); err == nil {
-			var n uint32
-			if _, err := fmt.Sscan(string(v), &n); err == nil {
-				return n
-			}
-		}
+	var n uint32
+	if v, ok := queueAttr(st.Dev, "logical_block_size"); ok {
+		fmt.Sscan(v, &n)
 	}
-	return 0
+	return n
 }
 
 // openError explains a failed open: file systems without O_DIRECT support
