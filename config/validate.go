@@ -40,11 +40,8 @@ const (
 	MaxNSID           = nvme.MaxNamespaces // Identify NN: hosts see no namespace above it
 	maxNQNLength      = 223
 
-	// Controller IDs run 1..FFEFh; the Linux target grants at most 128
-	// I/O queues; a queue pair limit below 2 admits no I/O queue at all.
-	maxControllers = 0xffef
-	maxIOQueues    = 128
-	maxQueuePairs  = 1 << 16
+	// A queue pair limit below 2 admits no I/O queue at all.
+	maxQueuePairs = 1 << 16
 )
 
 // validator collects problems, and what must be unique across the file.
@@ -151,11 +148,11 @@ func (v *validator) subsystem(path string, s Subsystem) {
 	if len(s.Model) > 40 || !printable(s.Model) {
 		v.add(path+".model", "must be at most 40 printable ASCII characters")
 	}
-	if s.MaxControllers < 1 || s.MaxControllers > maxControllers {
-		v.add(path+".max_controllers", "%d is out of range 1..%d", s.MaxControllers, maxControllers)
+	if s.MaxControllers < 1 || s.MaxControllers > nvme.MaxControllerID {
+		v.add(path+".max_controllers", "%d is out of range 1..%d", s.MaxControllers, nvme.MaxControllerID)
 	}
-	if s.MaxIOQueues < 1 || s.MaxIOQueues > maxIOQueues {
-		v.add(path+".max_io_queues", "%d is out of range 1..%d", s.MaxIOQueues, maxIOQueues)
+	if s.MaxIOQueues < 1 || s.MaxIOQueues > nvme.MaxIOQueues {
+		v.add(path+".max_io_queues", "%d is out of range 1..%d", s.MaxIOQueues, nvme.MaxIOQueues)
 	}
 	if !s.AllowAnyHost && len(s.Hosts) == 0 {
 		v.add(path+".hosts", "no host may connect: set allow_any_host: true or list hosts")

@@ -210,7 +210,7 @@ func TestConnectRefusalsPointAtTheField(t *testing.T) {
 		{"I/O queue of another host NQN", 2, 31, 2, connectData(testNQN, testHost+"x", h.cntl), invalid, inData(512)},
 		{"I/O queue of another host ID", 2, 31, 2, data(func(b []byte) { b[16], b[17] = byte(h.cntl), byte(h.cntl>>8); b[0] = 7 }), invalid, inData(0)},
 		{"I/O sqsize above MQES", 2, 200, 2, connectData(testNQN, testHost, h.cntl), invalid, nvme.ConnectSQESQSize},
-		{"I/O queue ID above the limit", MaxIOQueues + 1, 31, MaxIOQueues + 1, connectData(testNQN, testHost, h.cntl), invalid, nvme.ConnectSQEQID},
+		{"I/O queue ID above the limit", nvme.MaxIOQueues + 1, 31, nvme.MaxIOQueues + 1, connectData(testNQN, testHost, h.cntl), invalid, nvme.ConnectSQEQID},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -290,7 +290,7 @@ func TestResetEndsAERsAndRestoresFeatures(t *testing.T) {
 	if aec, st := h.feature(false, nvme.FeatAsyncEvent, 0); st != 0 || aec != 0 {
 		t.Errorf("async event config after reset %#x (%v), want 0", aec, st)
 	}
-	if nq, st := h.feature(false, nvme.FeatNumQueues, 0); st != 0 || nq != (MaxIOQueues-1)|(MaxIOQueues-1)<<16 {
+	if nq, st := h.feature(false, nvme.FeatNumQueues, 0); st != 0 || nq != (nvme.MaxIOQueues-1)|(nvme.MaxIOQueues-1)<<16 {
 		t.Errorf("number of queues after reset %#x (%v), want the default", nq, st)
 	}
 	if kato, st := h.feature(false, nvme.FeatKeepAlive, 0); st != 0 || kato != 5000 {

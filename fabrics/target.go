@@ -263,8 +263,8 @@ func newSubsystem(t *Target, nqn, serial, model string, allowAnyHost bool) *Subs
 		controllers: map[uint16]*Controller{},
 		nextCNTLID:  1,
 
-		maxControllers: maxCNTLID,
-		maxIOQueues:    MaxIOQueues,
+		maxControllers: nvme.MaxControllerID,
+		maxIOQueues:    nvme.MaxIOQueues,
 	}
 	s.namespaces.Store(&namespaceSet{byID: map[uint32]*Namespace{}})
 	return s
@@ -466,13 +466,6 @@ func (s *Subsystem) Controllers() []*Controller {
 	return out
 }
 
-// Controller limits of the protocol: controller IDs run 1..FFEFh, and the
-// most I/O queues a subsystem may grant is the Linux target's default.
-const (
-	maxCNTLID   = 0xffef
-	MaxIOQueues = 128
-)
-
 // SetLimits bounds the controllers the subsystem has at once and the I/O
 // queues each may have (Set Features Number of Queues is answered with at
 // most that many). They apply to controllers created from then on; the
@@ -480,8 +473,8 @@ const (
 func (s *Subsystem) SetLimits(maxControllers, maxIOQueues int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.maxControllers = min(max(maxControllers, 1), maxCNTLID)
-	s.maxIOQueues = uint16(min(max(maxIOQueues, 1), MaxIOQueues))
+	s.maxControllers = min(max(maxControllers, 1), nvme.MaxControllerID)
+	s.maxIOQueues = uint16(min(max(maxIOQueues, 1), nvme.MaxIOQueues))
 }
 
 // Limits reports what SetLimits set.
@@ -503,10 +496,10 @@ func (s *Subsystem) allocController(c *Controller) error {
 	if !s.isDiscovery && len(s.controllers) >= s.maxControllers {
 		return errControllerLimit
 	}
-	for range maxCNTLID {
+	for range nvme.MaxControllerID {
 		id := s.nextCNTLID
 		s.nextCNTLID++
-		if s.nextCNTLID > maxCNTLID {
+		if s.nextCNTLID > nvme.MaxControllerID {
 			s.nextCNTLID = 1
 		}
 		if s.controllers[id] == nil {

@@ -17,6 +17,15 @@ const DiscoveryNQN = "nqn.2014-08.org.nvmexpress.discovery"
 // ControllerIDDynamic in Connect data asks for any free controller ID.
 const ControllerIDDynamic = 0xffff
 
+// MaxControllerID is the highest controller ID a subsystem may give out
+// (1..FFEFh; the rest are reserved).
+const MaxControllerID = 0xffef
+
+// MaxIOQueues is the most I/O queues one controller of this target grants,
+// as the Linux target's default; the configuration and Set Features Number
+// of Queues both stop there.
+const MaxIOQueues = 128
+
 // Offsets of the Connect fields a refusal points at (Connect Invalid
 // Parameters carries them as IATTR/IPO in the completion's DW0).
 const (
