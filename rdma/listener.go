@@ -248,8 +248,13 @@ func (l *Listener) dropListener(typ int) {
 	l.destroyListenID()
 	l.retry = relistenFirst
 	l.retryAt = time.Now().Add(l.retry)
-	l.log.WithField("event", C.GoString(C.rdma_event_str(C.enum_rdma_cm_event_type(typ)))).
+	l.log.WithField("event", eventName(typ)).
 		Error("the port's RDMA device went away or its address moved: not accepting connections; listening again as soon as the address has an RDMA device")
+}
+
+// eventName is rdma_cm's name of an event type, for logs and metrics.
+func eventName(typ int) string {
+	return C.GoString(C.rdma_event_str(C.enum_rdma_cm_event_type(typ)))
 }
 
 // relisten tries to listen again after the port's device went away.
@@ -274,7 +279,7 @@ func (l *Listener) queuePairGone() {
 // handleEvent reacts to one CM event and says what to do with its id
 // after the ack.
 func (l *Listener) handleEvent(ev *C.struct_rdma_cm_event, typ int, id *C.struct_rdma_cm_id, status int) action {
-	name := func() string { return C.GoString(C.rdma_event_str(C.enum_rdma_cm_event_type(typ))) }
+	name := func() string { return eventName(typ) }
 	switch typ {
 	case C.RDMA_CM_EVENT_CONNECT_REQUEST:
 		return l.connectRequest(ev, id)
