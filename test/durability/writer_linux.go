@@ -135,6 +135,18 @@ func Write(cfg WriterConfig) (WriterStats, error) {
 		st.Writes += len(blocks)
 		return nil
 	}
+	// writeCached writes the batch without FUA: acknowledged, durable
+	// only once a flush follows.
+	writeCached := func() error {
+		if err := write(0); err != nil {
+			return err
+		}
+		for i, b := range blocks {
+			rec.Acked(b, seqs[i])
+			unflushed[b] = seqs[i]
+		}
+		return nil
+	}
 	flush := func() error {
 		if err := unix.Fdatasync(fd); err != nil {
 			return fmt.Errorf("fdatasync %s: %w", cfg.Device, err)
@@ -162,12 +174,8 @@ func Write(cfg WriterConfig) (WriterStats, error) {
 				}
 				break
 			}
-			if err := write(0); err != nil {
+			if err := writeCached(); err != nil {
 				return st, err
-			}
-			for i, b := range blocks {
-				rec.Acked(b, seqs[i])
-				unflushed[b] = seqs[i]
 			}
 			if err := flush(); err != nil {
 				return st, err
@@ -175,12 +183,8 @@ func Write(cfg WriterConfig) (WriterStats, error) {
 		case k < 7:
 			st.FlushBatches++
 			pick(half, cfg.Blocks-half)
-			if err := write(0); err != nil {
+			if err := writeCached(); err != nil {
 				return st, err
-			}
-			for i, b := range blocks {
-				rec.Acked(b, seqs[i])
-				unflushed[b] = seqs[i]
 			}
 			if err := flush(); err != nil {
 				return st, err
@@ -189,12 +193,8 @@ func Write(cfg WriterConfig) (WriterStats, error) {
 			st.UnflushedBatches++
 			durable = false
 			pick(half, cfg.Blocks-half)
-			if err := write(0); err != nil {
+			if err := writeCached(); err != nil {
 				return st, err
-			}
-			for i, b := range blocks {
-				rec.Acked(b, seqs[i])
-				unflushed[b] = seqs[i]
 			}
 		}
 		if durable {
