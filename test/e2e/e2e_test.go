@@ -45,6 +45,19 @@ func target() (string, error) {
 	}
 }
 
+// goBuild builds the command package pkg of the module at root into dir
+// and returns the binary's path.
+func goBuild(root, dir, pkg string) (string, error) {
+	bin := filepath.Join(dir, filepath.Base(pkg))
+	build := exec.Command("go", "build", "-o", bin, pkg)
+	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building %s: %v\n%s", pkg, err, out)
+	}
+	return bin, nil
+}
+
 func boot() guest {
 	fail := func(format string, a ...any) guest { return guest{err: fmt.Errorf(format, a...)} }
 	// Missing prerequisites fail the suite; they never skip it.
@@ -78,24 +91,20 @@ func boot() guest {
 
 	env := []string{"TARGET=" + tgt, "E2E_DIR=" + filepath.Join(root, "test/e2e"),
 		"E2E_ONLY=" + os.Getenv("E2E_ONLY"), "E2E_SCENARIO_TIMEOUT=" + os.Getenv("E2E_SCENARIO_TIMEOUT")}
+	// The guest sees this machine's file system at the same paths, so
+	// binaries built into results run there unchanged.
 	if tgt == "nvmeof-tgt" {
-		// The guest sees this machine's file system at the same paths.
-		bin := filepath.Join(results, "nvmeof-tgt")
-		build := exec.Command("go", "build", "-o", bin, "./cmd/nvmeof-tgt")
-		build.Dir = root
-		build.Env = append(os.Environ(), "CGO_ENABLED=1")
-		if out, err := build.CombinedOutput(); err != nil {
-			g.err = fmt.Errorf("building nvmeof-tgt: %v\n%s", err, out)
+		bin, err := goBuild(root, results, "./cmd/nvmeof-tgt")
+		if err != nil {
+			g.err = err
 			return g
 		}
 		env = append(env, "NVMEOF_TGT="+bin)
 	}
 	// The durability scenarios' writer and checker (test/durability).
-	dur := filepath.Join(results, "durability")
-	build := exec.Command("go", "build", "-o", dur, "./test/durability/cmd/durability")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		g.err = fmt.Errorf("building the durability tool: %v\n%s", err, out)
+	dur, err := goBuild(root, results, "./test/durability/cmd/durability")
+	if err != nil {
+		g.err = err
 		return g
 	}
 	env = append(env, "DURABILITY="+dur)
