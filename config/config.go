@@ -37,12 +37,28 @@ type Metrics struct {
 
 // Port is one listening transport address.
 type Port struct {
-	ID             uint16 `yaml:"id"`
-	Transport      string `yaml:"transport"` // rdma
-	Address        string `yaml:"address"`   // IPv4 or IPv6 literal
-	Port           uint16 `yaml:"port"`      // trsvcid (default 4420)
+	ID        uint16 `yaml:"id"`
+	Transport string `yaml:"transport"` // rdma
+	Address   string `yaml:"address"`   // IPv4 or IPv6 literal
+	Port      uint16 `yaml:"port"`      // trsvcid (default 4420)
+	// InlineDataSize is the in-capsule data each I/O command may carry
+	// (default DefaultInlineDataSize when the key is left out; 0 written
+	// out turns in-capsule data off).
 	InlineDataSize uint32 `yaml:"inline_data_size"`
 	MaxQueueSize   uint16 `yaml:"max_queue_size"`
+
+	// noInline records an explicit inline_data_size: 0, which
+	// ApplyDefaults keeps, where a key left out gets the default. After
+	// ApplyDefaults it is true exactly when InlineDataSize is 0, so ports
+	// still compare equal by value.
+	noInline bool
+}
+
+// SetInlineDataSize sets the in-capsule data size as an explicit value:
+// unlike a zero InlineDataSize field, SetInlineDataSize(0) survives
+// ApplyDefaults and turns in-capsule data off.
+func (p *Port) SetInlineDataSize(n uint32) {
+	p.InlineDataSize, p.noInline = n, n == 0
 }
 
 // Subsystem is one NVM subsystem.

@@ -26,28 +26,7 @@ type NamespaceRef struct {
 // Diff compares two validated configurations.
 func Diff(cur, next *Config) Plan {
 	var p Plan
-	curPorts := map[uint16]Port{}
-	for _, pc := range cur.Ports {
-		curPorts[pc.ID] = pc
-	}
-	nextPorts := map[uint16]bool{}
-	for _, pc := range next.Ports {
-		nextPorts[pc.ID] = true
-		old, ok := curPorts[pc.ID]
-		if ok && old == pc {
-			continue
-		}
-		if ok {
-			p.DelPorts = append(p.DelPorts, old)
-		}
-		p.AddPorts = append(p.AddPorts, pc)
-	}
-	for _, pc := range cur.Ports {
-		if !nextPorts[pc.ID] {
-			p.DelPorts = append(p.DelPorts, pc)
-		}
-	}
-
+	p.diffPorts(cur.Ports, next.Ports)
 	curSubs := map[string]Subsystem{}
 	for _, s := range cur.Subsystems {
 		curSubs[s.NQN] = s
@@ -64,45 +43,7 @@ func Diff(cur, next *Config) Plan {
 			p.AddSubsystems = append(p.AddSubsystems, s)
 			continue
 		}
-		if old.AllowAnyHost != s.AllowAnyHost || !sameSet(old.Hosts, s.Hosts) {
-			p.Access = append(p.Access, s)
-		}
-		if !sameSet(old.Ports, s.Ports) {
-			p.Links = append(p.Links, s)
-		}
-		if old.MaxControllers != s.MaxControllers || old.MaxIOQueues != s.MaxIOQueues {
-			p.Limits = append(p.Limits, s)
-		}
-		oldNS := map[uint32]Namespace{}
-		for _, n := range old.Namespaces {
-			oldNS[n.NSID] = n
-		}
-		keep := map[uint32]bool{}
-		for _, n := range s.Namespaces {
-			o, ok := oldNS[n.NSID]
-			if ok && o == n {
-				keep[n.NSID] = true
-				if n.Backend == "block" {
-					p.Remeasure = append(p.Remeasure, NamespaceRef{s.NQN, n})
-				}
-				continue
-			}
-			if resized := o; ok && n.Backend != "block" {
-				resized.Size = n.Size
-				if resized == n {
-					// Hosts keep the namespace and see its new size.
-					keep[n.NSID] = true
-					p.ResizeNamespaces = append(p.ResizeNamespaces, NamespaceRef{s.NQN, n})
-					continue
-				}
-			}
-			p.AddNamespaces = append(p.AddNamespaces, NamespaceRef{s.NQN, n})
-		}
-		for _, n := range old.Namespaces {
-			if !keep[n.NSID] {
-				p.DelNamespaces = append(p.DelNamespaces, NamespaceRef{s.NQN, n})
-			}
-		}
+		p.diffSubsystem(old, s)
 	}
 	for _, s := range cur.Subsystems {
 		if !nextSubs[s.NQN] {
@@ -110,6 +51,85 @@ func Diff(cur, next *Config) Plan {
 		}
 	}
 	return p
+}
+
+// diffPorts plans the port changes: a port whose settings changed is
+// deleted and added again.
+func (p *Plan) diffPorts(cur, next []Port) {
+	curPorts := map[uint16]Port{}
+	for _, pc := range cur {
+		curPorts[pc.ID] = pc
+	}
+	nextPorts := map[uint16]bool{}
+	for _, pc := range next {
+		nextPorts[pc.ID] = true
+		old, ok := curPorts[pc.ID]
+		if ok && old == pc {
+			continue
+		}
+		if ok {
+			p.DelPorts = append(p.DelPorts, old)
+		}
+		p.AddPorts = append(p.AddPorts, pc)
+	}
+	for _, pc := range cur {
+		if !nextPorts[pc.ID] {
+			p.DelPorts = append(p.DelPorts, pc)
+		}
+	}
+}
+
+// diffSubsystem plans the changes to a subsystem kept with its identity:
+// access, links, limits and namespaces.
+func (p *Plan) diffSubsystem(old, s Subsystem) {
+	if old.AllowAnyHost != s.AllowAnyHost || !sameSet(old.Hosts, s.Hosts) {
+		p.Access = append(p.Access, s)
+	}
+	if !sameSet(old.Ports, s.Ports) {
+		p.Links = append(p.Links, s)
+	}
+	if old.MaxControllers != s.MaxControllers || old.MaxIOQueues != s.MaxIOQueues {
+		p.Limits = append(p.Limits, s)
+	}
+	oldNS := map[uint32]Namespace{}
+	for _, n := range old.Namespaces {
+		oldNS[n.NSID] = n
+	}
+	keep := map[uint32]bool{}
+	for _, n := range s.Namespaces {
+		if p.keepNamespace(s.NQN, oldNS, n) {
+			keep[n.NSID] = true
+			continue
+		}
+		p.AddNamespaces = append(p.AddNamespaces, NamespaceRef{s.NQN, n})
+	}
+	for _, n := range old.Namespaces {
+		if !keep[n.NSID] {
+			p.DelNamespaces = append(p.DelNamespaces, NamespaceRef{s.NQN, n})
+		}
+	}
+}
+
+// keepNamespace reports whether namespace n of subsystem nqn stays as the
+// host knows it: unchanged (a block device is measured again, it may have
+// grown), or changed in size only (resized in place).
+func (p *Plan) keepNamespace(nqn string, oldNS map[uint32]Namespace, n Namespace) bool {
+	o, ok := oldNS[n.NSID]
+	if ok && o == n {
+		if n.Backend == "block" {
+			p.Remeasure = append(p.Remeasure, NamespaceRef{nqn, n})
+		}
+		return true
+	}
+	if resized := o; ok && n.Backend != "block" {
+		resized.Size = n.Size
+		if resized == n {
+			// Hosts keep the namespace and see its new size.
+			p.ResizeNamespaces = append(p.ResizeNamespaces, NamespaceRef{nqn, n})
+			return true
+		}
+	}
+	return false
 }
 
 func sameSet[T comparable](a, b []T) bool {

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -31,6 +32,58 @@ func TestExamples(t *testing.T) {
 			if len(c.Ports) == 0 || len(c.Subsystems) == 0 {
 				t.Fatalf("%s: an example should serve at least one subsystem on one port", f)
 			}
+			checkExampleHeader(t, f, string(data), c)
 		})
 	}
+}
+
+// checkExampleHeader: an example either starts as installed or says at
+// its top what to edit, and marks each value to edit on its line. Port
+// addresses always need editing; a block device is named by
+// /dev/disk/by-id, as the README recommends.
+func checkExampleHeader(t *testing.T, name, text string, c *Config) {
+	t.Helper()
+	var header []string
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, "#") {
+			break
+		}
+		header = append(header, line)
+	}
+	if !strings.Contains(strings.Join(header, "\n"), "Edit before use:") {
+		t.Errorf("%s: the leading comment does not say what to edit (\"Edit before use:\")", name)
+	}
+	for _, p := range c.Ports {
+		if !markedEdit(text, "address: "+p.Address) {
+			t.Errorf("%s: port %d's address %s is not marked # EDIT", name, p.ID, p.Address)
+		}
+	}
+	for _, s := range c.Subsystems {
+		for _, ns := range s.Namespaces {
+			if ns.Backend != "block" {
+				continue
+			}
+			if !strings.HasPrefix(ns.Path, "/dev/disk/by-id/") {
+				t.Errorf("%s: block namespace %d uses %s, not a /dev/disk/by-id/ name", name, ns.NSID, ns.Path)
+			}
+			if !markedEdit(text, "path: "+ns.Path) {
+				t.Errorf("%s: block device path %s is not marked # EDIT", name, ns.Path)
+			}
+		}
+	}
+}
+
+// markedEdit reports whether every line of text holding value carries an
+// "# EDIT" comment, and there is at least one.
+func markedEdit(text, value string) bool {
+	found := false
+	for _, line := range strings.Split(text, "\n") {
+		if strings.Contains(line, value) && !strings.HasPrefix(strings.TrimSpace(line), "#") {
+			if !strings.Contains(line, "# EDIT") {
+				return false
+			}
+			found = true
+		}
+	}
+	return found
 }

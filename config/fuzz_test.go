@@ -16,6 +16,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("subsystems: [{namespaces: [{size: 1GiB}]}]"))
 	f.Add([]byte("ports: [{id: 1, address: 10.0.0.1}]\nsubsystems: [{nqn: nqn.a, allow_any_host: true, namespaces: [{nsid: 1, backend: nullblk, size: 1000KB}]}]"))
 	f.Add([]byte("ports: &p [{id: 1, address: '::1'}]\nsubsystems: *p"))
+	f.Add([]byte("ports: [{id: 1, address: 10.0.0.1, inline_data_size: 0}, {id: 2, address: 10.0.0.1}]"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse(data)
 		if err != nil {

@@ -87,9 +87,10 @@ func (c *Config) ApplyDefaults() {
 		if p.Port == 0 {
 			p.Port = DefaultServiceID
 		}
-		if p.InlineDataSize == 0 {
+		if p.InlineDataSize == 0 && !p.noInline {
 			p.InlineDataSize = DefaultInlineDataSize
 		}
+		p.noInline = p.InlineDataSize == 0
 		if p.MaxQueueSize == 0 {
 			p.MaxQueueSize = DefaultMaxQueueSize
 		}

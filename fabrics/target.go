@@ -157,6 +157,18 @@ func (t *Target) Port(id uint16) *Port {
 	return t.ports[id]
 }
 
+// PortIDs returns the IDs of the registered ports, in ascending order.
+func (t *Target) PortIDs() []uint16 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ids := make([]uint16, 0, len(t.ports))
+	for id := range t.ports {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids
+}
+
 // AddSubsystem registers a subsystem.
 func (t *Target) AddSubsystem(s *Subsystem) error {
 	t.mu.Lock()

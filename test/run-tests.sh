@@ -7,12 +7,15 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 "$repo/test/install-deps.sh"
 export PATH=/usr/local/go/bin:$PATH
+echo "== go.mod and go.sum tidy"
+./test/check-tidy.sh
 echo "== go vet"
 go vet ./...
 go vet -tags e2e ./test/...
 echo "== blktests control script self-test"
 ./test/blktests/selftest.sh
 echo "== unit tests (race detector on)"
-go test -race -count=1 ./...
+# Tests that need a tool install-deps provides fail rather than skip here.
+NVMEOF_REQUIRE_PROMTOOL=1 go test -race -count=1 ./...
 echo "== end-to-end suite"
 go test -count=1 -tags e2e -v -timeout 30m ./test/e2e/

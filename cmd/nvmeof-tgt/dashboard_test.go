@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"regexp"
 	"slices"
@@ -114,26 +115,37 @@ func TestDashboard(t *testing.T) {
 			t.Errorf("panel %q has no queries", p.Title)
 		}
 		for _, tg := range p.Targets {
-			found := selector.FindAllStringSubmatch(tg.Expr, -1)
-			if len(found) == 0 {
-				t.Errorf("panel %q: %q uses no nvmeof_tgt_ metric", p.Title, tg.Expr)
-			}
-			for _, m := range found {
-				name, labels, ok := lookupMetric(metrics, m[1])
-				if !ok {
-					t.Errorf("panel %q: %s is not a metric the collector describes", p.Title, m[1])
-					continue
-				}
-				// Scrape targets add instance and job; histogram buckets add le.
-				allowed := append([]string{"instance", "job", "le"}, labels...)
-				for _, lm := range matcher.FindAllStringSubmatch(m[2], -1) {
-					if !slices.Contains(allowed, lm[1]) {
-						t.Errorf("panel %q: %s has no label %q (has %q)", p.Title, name, lm[1], labels)
-					}
-				}
+			for _, problem := range exprProblems(metrics, tg.Expr) {
+				t.Errorf("panel %q: %s", p.Title, problem)
 			}
 		}
 	}
+}
+
+// exprProblems lists what is wrong with a PromQL expression against the
+// metrics the collector describes: no nvmeof_tgt_ metric at all, a
+// metric it does not serve, or a label matcher on a label it lacks.
+func exprProblems(metrics map[string][]string, expr string) []string {
+	found := selector.FindAllStringSubmatch(expr, -1)
+	if len(found) == 0 {
+		return []string{fmt.Sprintf("%q uses no nvmeof_tgt_ metric", expr)}
+	}
+	var problems []string
+	for _, m := range found {
+		name, labels, ok := lookupMetric(metrics, m[1])
+		if !ok {
+			problems = append(problems, fmt.Sprintf("%s is not a metric the collector describes", m[1]))
+			continue
+		}
+		// Scrape targets add instance and job; histogram buckets add le.
+		allowed := append([]string{"instance", "job", "le"}, labels...)
+		for _, lm := range matcher.FindAllStringSubmatch(m[2], -1) {
+			if !slices.Contains(allowed, lm[1]) {
+				problems = append(problems, fmt.Sprintf("%s has no label %q (has %q)", name, lm[1], labels))
+			}
+		}
+	}
+	return problems
 }
 
 // lookupMetric finds ref among the described metrics, reading a

@@ -76,81 +76,125 @@ func histogram(d *prometheus.Desc, counts [14]uint64, sumNanos uint64, labels ..
 	return prometheus.MustNewConstHistogram(d, total, time.Duration(sumNanos).Seconds(), buckets, labels...)
 }
 
+// emit sends constant metrics of one value type to a scrape.
+type emit struct {
+	ch chan<- prometheus.Metric
+}
+
+func (e emit) counter(d *prometheus.Desc, v float64, labels ...string) {
+	e.ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+}
+
+func (e emit) gauge(d *prometheus.Desc, v float64, labels ...string) {
+	e.ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+}
+
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	counter := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
-	}
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-	}
+	e := emit{ch}
+	ports := c.target.PortIDs()
 	for _, s := range c.target.Subsystems() {
-		for _, id := range s.NamespaceIDs() {
-			n := s.Namespace(id)
-			if n == nil {
-				continue
-			}
-			st := s.NamespaceStats(n)
-			l := []string{s.NQN, strconv.FormatUint(uint64(id), 10)}
-			counter(dReads, float64(st.Reads), l...)
-			counter(dWrites, float64(st.Writes), l...)
-			counter(dReadBytes, float64(st.BytesRead), l...)
-			counter(dWriteBytes, float64(st.BytesWritten), l...)
-			counter(dReadTime, time.Duration(st.ReadNanos).Seconds(), l...)
-			counter(dWriteTime, time.Duration(st.WriteNanos).Seconds(), l...)
-			counter(dFlushes, float64(st.Flushes), l...)
-			counter(dDiscards, float64(st.Discards), l...)
-			counter(dZeroes, float64(st.Zeroes), l...)
-			ch <- histogram(dReadLatency, st.ReadHist, st.ReadNanos, l...)
-			ch <- histogram(dWriteLatency, st.WriteHist, st.WriteNanos, l...)
-			gauge(dNamespaceSz, float64(n.Blocks()<<n.BlockShift), l...)
-		}
-		ctrls, qps := map[uint16]int{}, map[uint16]int{}
-		for _, ctl := range s.Controllers() {
-			ctrls[ctl.Port.ID]++
-			qps[ctl.Port.ID] += ctl.Queues()
-		}
-		for port, n := range ctrls {
-			p := strconv.Itoa(int(port))
-			gauge(dControllers, float64(n), s.NQN, p)
-			gauge(dQueuePairs, float64(qps[port]), s.NQN, p)
-		}
-		for k, n := range s.Stats.Refused.Counts() {
-			counter(dRefused, float64(n), s.NQN, strconv.Itoa(int(k.Port)), k.Reason)
-		}
-		counter(dKAExpired, float64(s.Stats.KeepAliveExpired.Load()), s.NQN)
-		maxCtrls, _ := s.Limits()
-		gauge(dCtrlLimit, float64(maxCtrls), s.NQN)
-		for t, n := range s.ErrorsByType() {
-			if n > 0 {
-				counter(dCmdErrors, float64(n), s.NQN, statusTypes[t])
-			}
-		}
+		collectNamespaces(e, s)
+		collectConnections(e, s, ports)
+		collectSubsystem(e, s)
 	}
 	// Connects to a subsystem that does not exist: the NQN a host asked
 	// for is not a label, or any host could grow the series without end.
 	for k, n := range c.target.Refused.Counts() {
-		counter(dRefused, float64(n), "", strconv.Itoa(int(k.Port)), k.Reason)
+		e.counter(dRefused, float64(n), "", strconv.Itoa(int(k.Port)), k.Reason)
 	}
 	reserved, limit := c.target.QueuePairs()
-	gauge(dQPReserved, float64(reserved))
-	gauge(dQPLimit, float64(limit))
-	gauge(dBuildInfo, 1, version, goVersion())
+	e.gauge(dQPReserved, float64(reserved))
+	e.gauge(dQPLimit, float64(limit))
+	e.gauge(dBuildInfo, 1, version, goVersion())
+	c.collectConfig(e)
+	collectRDMA(e)
+}
+
+// collectNamespaces sends the I/O counters and size of each namespace.
+func collectNamespaces(e emit, s *fabrics.Subsystem) {
+	for _, id := range s.NamespaceIDs() {
+		n := s.Namespace(id)
+		if n == nil {
+			continue
+		}
+		st := s.NamespaceStats(n)
+		l := []string{s.NQN, strconv.FormatUint(uint64(id), 10)}
+		e.counter(dReads, float64(st.Reads), l...)
+		e.counter(dWrites, float64(st.Writes), l...)
+		e.counter(dReadBytes, float64(st.BytesRead), l...)
+		e.counter(dWriteBytes, float64(st.BytesWritten), l...)
+		e.counter(dReadTime, time.Duration(st.ReadNanos).Seconds(), l...)
+		e.counter(dWriteTime, time.Duration(st.WriteNanos).Seconds(), l...)
+		e.counter(dFlushes, float64(st.Flushes), l...)
+		e.counter(dDiscards, float64(st.Discards), l...)
+		e.counter(dZeroes, float64(st.Zeroes), l...)
+		e.ch <- histogram(dReadLatency, st.ReadHist, st.ReadNanos, l...)
+		e.ch <- histogram(dWriteLatency, st.WriteHist, st.WriteNanos, l...)
+		e.gauge(dNamespaceSz, float64(n.Blocks()<<n.BlockShift), l...)
+	}
+}
+
+// collectConnections sends the controllers and queue pairs of s on every
+// port it is reachable through, 0 where none is connected: a series that
+// vanished with the last controller would read as "no data" rather than
+// "no hosts" on a dashboard or in an alert.
+func collectConnections(e emit, s *fabrics.Subsystem, ports []uint16) {
+	ctrls, qps := map[uint16]int{}, map[uint16]int{}
+	for _, id := range ports {
+		if s.OnPort(id) {
+			ctrls[id] = 0
+		}
+	}
+	for _, ctl := range s.Controllers() {
+		ctrls[ctl.Port.ID]++
+		qps[ctl.Port.ID] += ctl.Queues()
+	}
+	for port, n := range ctrls {
+		p := strconv.Itoa(int(port))
+		e.gauge(dControllers, float64(n), s.NQN, p)
+		e.gauge(dQueuePairs, float64(qps[port]), s.NQN, p)
+	}
+}
+
+// collectSubsystem sends the refusals, keep-alive expiries, controller
+// limit and command errors of s.
+func collectSubsystem(e emit, s *fabrics.Subsystem) {
+	for k, n := range s.Stats.Refused.Counts() {
+		e.counter(dRefused, float64(n), s.NQN, strconv.Itoa(int(k.Port)), k.Reason)
+	}
+	e.counter(dKAExpired, float64(s.Stats.KeepAliveExpired.Load()), s.NQN)
+	maxCtrls, _ := s.Limits()
+	e.gauge(dCtrlLimit, float64(maxCtrls), s.NQN)
+	for t, n := range s.ErrorsByType() {
+		if n > 0 {
+			e.counter(dCmdErrors, float64(n), s.NQN, statusTypes[t])
+		}
+	}
+}
+
+// collectConfig sends the configuration generation and the last reload's
+// outcome.
+func (c *collector) collectConfig(e emit) {
 	gen, ok, when := c.gen()
-	gauge(dConfigGen, float64(gen))
+	e.gauge(dConfigGen, float64(gen))
 	okv := 0.0
 	if ok {
 		okv = 1
 	}
-	gauge(dReloadOK, okv)
-	gauge(dReloadTime, float64(when.Unix()))
-	gauge(dRegistered, float64(rdma.RegisteredBytes()))
+	e.gauge(dReloadOK, okv)
+	e.gauge(dReloadTime, float64(when.Unix()))
+}
+
+// collectRDMA sends the transport's process-wide counters.
+func collectRDMA(e emit) {
+	e.gauge(dRegistered, float64(rdma.RegisteredBytes()))
 	busy, idle := rdma.PollerSeconds()
-	counter(dPoller, busy, "busy")
-	counter(dPoller, idle, "idle")
+	e.counter(dPoller, busy, "busy")
+	e.counter(dPoller, idle, "idle")
 	for k, n := range rdma.Rejects() {
-		counter(dCMRejects, float64(n), strconv.Itoa(int(k.Port)), k.Reason)
+		e.counter(dCMRejects, float64(n), strconv.Itoa(int(k.Port)), k.Reason)
 	}
 	for k, n := range rdma.DeviceEvents() {
-		counter(dDevEvents, float64(n), k.Device, k.Event)
+		e.counter(dDevEvents, float64(n), k.Device, k.Event)
 	}
 }

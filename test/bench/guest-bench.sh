@@ -44,7 +44,12 @@ subsystems:
 CFG
 "$NVMEOF_TGT" -config /tmp/bench.yaml 2>/results/target.log &
 pid=$!
-sleep 1
+# Up once it answers discovery (30 s at most).
+for _ in $(seq 300); do
+	nvme discover -t rdma -a 10.99.0.1 -s 4420 >/dev/null 2>&1 && break
+	kill -0 "$pid" 2>/dev/null || { echo "nvmeof-tgt exited: $(tail -5 /results/target.log)" >&2; exit 1; }
+	sleep 0.1
+done
 nvme connect -t rdma -a 10.99.0.1 -s 4420 -n nqn.2026-11.io.example:bench >/dev/null
 bench nvmeof-tgt "$(wait_dev)" >>/results/bench.tsv
 nvme disconnect-all >/dev/null

@@ -27,113 +27,117 @@ func record(t *testing.T, text string) *Record {
 	return r
 }
 
+// checkCases are dm-log-writes logs, the writer's record of the same run,
+// and the violations Check must find (by substring, in order).
+var checkCases = []struct {
+	name string
+	log  *logBuilder
+	rec  string
+	want []string
+}{
+	{
+		name: "FUA write before the mark",
+		log:  newLogBuilder(512).write(at(3), blk(3, 1), FlagFUA).mark("m1"),
+		rec:  "D 3 1\nM m1\n",
+	},
+	{
+		name: "plain write, flush, mark",
+		log:  newLogBuilder(512).write(at(3), blk(3, 1), 0).flush().mark("m1"),
+		rec:  "W 3 1\nD 3 1\nM m1\n",
+	},
+	{
+		// The defect this package exists to catch: a write the host
+		// was told is durable (FUA) reached the device without FUA and
+		// no flush followed before the mark.
+		name: "write without FUA or flush before the mark",
+		log:  newLogBuilder(512).write(at(3), blk(3, 1), 0).mark("m1").flush().mark("m2"),
+		rec:  "D 3 1\nM m1\nM m2\n",
+		want: []string{"power cut at mark m1 (log entry 1): block 3 (byte offset 12288): want seq 1 (acknowledged durable), found zeros"},
+	},
+	{
+		name: "an older durable write survives a newer unflushed one",
+		log: newLogBuilder(512).write(at(3), blk(3, 1), 0).flush().
+			write(at(3), blk(3, 2), 0).mark("m1").flush().mark("m2"),
+		rec: "W 3 1\nD 3 1\nW 3 2\nM m1\nD 3 2\nM m2\n",
+	},
+	{
+		name: "the newer write promised durable, only the older on media",
+		log: newLogBuilder(512).write(at(3), blk(3, 1), 0).flush().
+			write(at(3), blk(3, 2), 0).mark("m1"),
+		rec:  "D 3 1\nD 3 2\nM m1\n",
+		want: []string{"block 3 (byte offset 12288): want seq 2 (acknowledged durable), found block 3 seq 1"},
+	},
+	{
+		name: "acknowledged but never promised durable: lost is fine",
+		log:  newLogBuilder(512).write(at(3), blk(3, 1), 0).mark("m1"),
+		rec:  "W 3 1\nM m1\n",
+	},
+	{
+		name: "a newer write flushed before the mark is fine",
+		log: newLogBuilder(512).write(at(3), blk(3, 1), FlagFUA).write(at(3), blk(3, 2), 0).flush().
+			mark("m1"),
+		rec: "D 3 1\nW 3 2\nM m1\n",
+	},
+	{
+		name: "a FUA write is newer than what the cache held for the block",
+		log: newLogBuilder(512).write(at(3), blk(3, 1), 0).write(at(3), blk(3, 2), FlagFUA).flush().
+			mark("m1"),
+		rec: "W 3 1\nD 3 2\nM m1\n",
+	},
+	{
+		name: "a write flagged flush flushes what came before it, not itself",
+		log: newLogBuilder(512).write(at(3), blk(3, 1), 0).write(at(4), blk(4, 2), FlagFlush).
+			mark("m1"),
+		rec:  "D 3 1\nD 4 2\nM m1\n",
+		want: []string{"block 4 (byte offset 16384): want seq 2 (acknowledged durable), found zeros"},
+	},
+	{
+		name: "two blocks in one logged write",
+		log:  newLogBuilder(512).write(at(5), append(blk(5, 1), blk(6, 2)...), FlagFUA).mark("m1"),
+		rec:  "D 5 1\nD 6 2\nM m1\n",
+	},
+	{
+		name: "a write landing on another block",
+		log:  newLogBuilder(512).write(at(5), blk(6, 2), FlagFUA).write(at(6), blk(6, 2), FlagFUA).mark("m1"),
+		rec:  "D 5 1\nD 6 2\nM m1\n",
+		want: []string{"block 5 (byte offset 20480): want seq 1 (acknowledged durable), found block 6 seq 2"},
+	},
+	{
+		name: "half a block (torn)",
+		log:  newLogBuilder(512).write(at(2), blk(2, 1)[:2048], FlagFUA).mark("m1"),
+		rec:  "D 2 1\nM m1\n",
+		want: []string{"found bytes that are no whole write of this writer"},
+	},
+	{
+		name: "discard after the durable write, flushed",
+		log: newLogBuilder(512).write(at(2), blk(2, 1), FlagFUA).discard(0, 1<<40).flush().
+			mark("m1"),
+		rec:  "D 2 1\nM m1\n",
+		want: []string{"found zeros"},
+	},
+	{
+		name: "4096-byte sectors",
+		log:  newLogBuilder(4096).write(2, blk(2, 1), 0).write(7, blk(7, 2), FlagFUA).mark("m1"),
+		rec:  "D 2 1\nD 7 2\nM m1\n",
+		want: []string{"block 2 (byte offset 8192): want seq 1"},
+	},
+	{
+		name: "other marks in the log are ignored",
+		log: newLogBuilder(512).mark("boot").write(at(1), blk(1, 1), FlagFUA).mark("m1").
+			mark("dm-log-writes-end"),
+		rec: "D 1 1\nM m1\n",
+	},
+	{
+		name: "every mark is a power cut of its own",
+		log: newLogBuilder(512).write(at(1), blk(1, 1), 0).mark("m1").write(at(2), blk(2, 2), FlagFUA).
+			mark("m2").flush().mark("m3"),
+		rec:  "D 1 1\nM m1\nD 2 2\nM m2\nM m3\n",
+		want: []string{"power cut at mark m1 (log entry 1): block 1", "power cut at mark m2 (log entry 3): block 1"},
+	},
+}
+
 func TestCheck(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		log  *logBuilder
-		rec  string
-		want []string // violations, by substring, in order
-	}{
-		{
-			name: "FUA write before the mark",
-			log:  newLogBuilder(512).write(at(3), blk(3, 1), FlagFUA).mark("m1"),
-			rec:  "D 3 1\nM m1\n",
-		},
-		{
-			name: "plain write, flush, mark",
-			log:  newLogBuilder(512).write(at(3), blk(3, 1), 0).flush().mark("m1"),
-			rec:  "W 3 1\nD 3 1\nM m1\n",
-		},
-		{
-			// The defect this package exists to catch: a write the host
-			// was told is durable (FUA) reached the device without FUA and
-			// no flush followed before the mark.
-			name: "write without FUA or flush before the mark",
-			log:  newLogBuilder(512).write(at(3), blk(3, 1), 0).mark("m1").flush().mark("m2"),
-			rec:  "D 3 1\nM m1\nM m2\n",
-			want: []string{"power cut at mark m1 (log entry 1): block 3 (byte offset 12288): want seq 1 (acknowledged durable), found zeros"},
-		},
-		{
-			name: "an older durable write survives a newer unflushed one",
-			log: newLogBuilder(512).write(at(3), blk(3, 1), 0).flush().
-				write(at(3), blk(3, 2), 0).mark("m1").flush().mark("m2"),
-			rec: "W 3 1\nD 3 1\nW 3 2\nM m1\nD 3 2\nM m2\n",
-		},
-		{
-			name: "the newer write promised durable, only the older on media",
-			log: newLogBuilder(512).write(at(3), blk(3, 1), 0).flush().
-				write(at(3), blk(3, 2), 0).mark("m1"),
-			rec:  "D 3 1\nD 3 2\nM m1\n",
-			want: []string{"block 3 (byte offset 12288): want seq 2 (acknowledged durable), found block 3 seq 1"},
-		},
-		{
-			name: "acknowledged but never promised durable: lost is fine",
-			log:  newLogBuilder(512).write(at(3), blk(3, 1), 0).mark("m1"),
-			rec:  "W 3 1\nM m1\n",
-		},
-		{
-			name: "a newer write flushed before the mark is fine",
-			log: newLogBuilder(512).write(at(3), blk(3, 1), FlagFUA).write(at(3), blk(3, 2), 0).flush().
-				mark("m1"),
-			rec: "D 3 1\nW 3 2\nM m1\n",
-		},
-		{
-			name: "a FUA write is newer than what the cache held for the block",
-			log: newLogBuilder(512).write(at(3), blk(3, 1), 0).write(at(3), blk(3, 2), FlagFUA).flush().
-				mark("m1"),
-			rec: "W 3 1\nD 3 2\nM m1\n",
-		},
-		{
-			name: "a write flagged flush flushes what came before it, not itself",
-			log: newLogBuilder(512).write(at(3), blk(3, 1), 0).write(at(4), blk(4, 2), FlagFlush).
-				mark("m1"),
-			rec:  "D 3 1\nD 4 2\nM m1\n",
-			want: []string{"block 4 (byte offset 16384): want seq 2 (acknowledged durable), found zeros"},
-		},
-		{
-			name: "two blocks in one logged write",
-			log:  newLogBuilder(512).write(at(5), append(blk(5, 1), blk(6, 2)...), FlagFUA).mark("m1"),
-			rec:  "D 5 1\nD 6 2\nM m1\n",
-		},
-		{
-			name: "a write landing on another block",
-			log:  newLogBuilder(512).write(at(5), blk(6, 2), FlagFUA).write(at(6), blk(6, 2), FlagFUA).mark("m1"),
-			rec:  "D 5 1\nD 6 2\nM m1\n",
-			want: []string{"block 5 (byte offset 20480): want seq 1 (acknowledged durable), found block 6 seq 2"},
-		},
-		{
-			name: "half a block (torn)",
-			log:  newLogBuilder(512).write(at(2), blk(2, 1)[:2048], FlagFUA).mark("m1"),
-			rec:  "D 2 1\nM m1\n",
-			want: []string{"found bytes that are no whole write of this writer"},
-		},
-		{
-			name: "discard after the durable write, flushed",
-			log: newLogBuilder(512).write(at(2), blk(2, 1), FlagFUA).discard(0, 1<<40).flush().
-				mark("m1"),
-			rec:  "D 2 1\nM m1\n",
-			want: []string{"found zeros"},
-		},
-		{
-			name: "4096-byte sectors",
-			log:  newLogBuilder(4096).write(2, blk(2, 1), 0).write(7, blk(7, 2), FlagFUA).mark("m1"),
-			rec:  "D 2 1\nD 7 2\nM m1\n",
-			want: []string{"block 2 (byte offset 8192): want seq 1"},
-		},
-		{
-			name: "other marks in the log are ignored",
-			log: newLogBuilder(512).mark("boot").write(at(1), blk(1, 1), FlagFUA).mark("m1").
-				mark("dm-log-writes-end"),
-			rec: "D 1 1\nM m1\n",
-		},
-		{
-			name: "every mark is a power cut of its own",
-			log: newLogBuilder(512).write(at(1), blk(1, 1), 0).mark("m1").write(at(2), blk(2, 2), FlagFUA).
-				mark("m2").flush().mark("m3"),
-			rec:  "D 1 1\nM m1\nD 2 2\nM m2\nM m3\n",
-			want: []string{"power cut at mark m1 (log entry 1): block 1", "power cut at mark m2 (log entry 3): block 1"},
-		},
-	} {
+	for _, tc := range checkCases {
 		t.Run(tc.name, func(t *testing.T) {
 			rep, err := Check(tc.log.log(t), record(t, tc.rec))
 			if err != nil {

@@ -59,161 +59,224 @@ func (s WriterStats) String() string {
 // followed by a FUA write to the same block would be logged after the FUA
 // write, in the wrong order.
 func Write(cfg WriterConfig) (WriterStats, error) {
-	var st WriterStats
-	if cfg.Durable != DurableDSync && cfg.Durable != DurableFdatasync {
-		return st, fmt.Errorf("durable %q: want %s or %s", cfg.Durable, DurableDSync, DurableFdatasync)
+	if err := cfg.check(); err != nil {
+		return WriterStats{}, err
 	}
-	if cfg.BlockSize < MinBlockSize || cfg.BlockSize%512 != 0 {
-		return st, fmt.Errorf("block size %d: want a multiple of 512 from %d", cfg.BlockSize, MinBlockSize)
-	}
-	half := cfg.Blocks / 2
-	if cfg.Depth < 1 || int64(cfg.Depth) > half {
-		return st, fmt.Errorf("depth %d: want 1 to half the %d blocks", cfg.Depth, cfg.Blocks)
-	}
-	f, err := os.OpenFile(cfg.Device, os.O_RDWR|unix.O_DIRECT, 0)
+	w, err := openWriter(cfg)
 	if err != nil {
-		return st, err
+		return WriterStats{}, err
 	}
-	defer f.Close()
-	size, err := f.Seek(0, io.SeekEnd)
-	if err != nil {
-		return st, err
-	}
-	if need := cfg.Blocks * int64(cfg.BlockSize); size < need {
-		return st, fmt.Errorf("%s: %d bytes, the workload needs %d", cfg.Device, size, need)
-	}
-	fd := int(f.Fd())
-	// O_DIRECT wants aligned buffers: page-aligned memory from mmap.
-	mem, err := unix.Mmap(-1, 0, cfg.Depth*cfg.BlockSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-	if err != nil {
-		return st, fmt.Errorf("mmap write buffers: %w", err)
-	}
-	defer unix.Munmap(mem)
-	a, err := newAIO(cfg.Depth)
-	if err != nil {
-		return st, err
-	}
-	defer a.close()
-	rec, err := NewRecordWriter(cfg.Record, cfg.BlockSize)
-	if err != nil {
-		return st, err
-	}
-
-	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6475726162696c69))
-	bufs := make([][]byte, cfg.Depth)
-	offs := make([]int64, cfg.Depth)
-	blocks := make([]int64, cfg.Depth)
-	seqs := make([]uint64, cfg.Depth)
-	var seq uint64
-	unflushed := map[int64]uint64{} // plain-region block → acked, not yet flushed write
-	durableBatches := 0
-
-	// pick fills blocks with distinct blocks of [from, from+n).
-	pick := func(from, n int64) {
-		for i := range blocks {
-		again:
-			b := from + rng.Int64N(n)
-			for _, x := range blocks[:i] {
-				if x == b {
-					goto again
-				}
-			}
-			blocks[i] = b
-		}
-	}
-	write := func(rwFlags int) error {
-		for i, b := range blocks {
-			seq++
-			seqs[i] = seq
-			bufs[i] = mem[i*cfg.BlockSize : (i+1)*cfg.BlockSize]
-			offs[i] = b * int64(cfg.BlockSize)
-			FillBlock(bufs[i], b, seq)
-		}
-		if err := a.pwrite(fd, bufs, offs, rwFlags); err != nil {
-			return err
-		}
-		st.Writes += len(blocks)
-		return nil
-	}
-	// writeCached writes the batch without FUA: acknowledged, durable
-	// only once a flush follows.
-	writeCached := func() error {
-		if err := write(0); err != nil {
-			return err
-		}
-		for i, b := range blocks {
-			rec.Acked(b, seqs[i])
-			unflushed[b] = seqs[i]
-		}
-		return nil
-	}
-	flush := func() error {
-		if err := unix.Fdatasync(fd); err != nil {
-			return fmt.Errorf("fdatasync %s: %w", cfg.Device, err)
-		}
-		st.Flushes++
-		for b, s := range unflushed {
-			rec.Durable(b, s)
-		}
-		clear(unflushed)
-		return nil
-	}
-
+	defer w.close()
 	for batch := range cfg.Batches {
-		durable := true
-		switch k := rng.IntN(10); {
-		case k < 4:
-			st.DSyncBatches++
-			pick(0, half)
-			if cfg.Durable == DurableDSync {
-				if err := write(unix.RWF_DSYNC); err != nil {
-					return st, err
-				}
-				for i, b := range blocks {
-					rec.Durable(b, seqs[i])
-				}
-				break
-			}
-			if err := writeCached(); err != nil {
-				return st, err
-			}
-			if err := flush(); err != nil {
-				return st, err
-			}
-		case k < 7:
-			st.FlushBatches++
-			pick(half, cfg.Blocks-half)
-			if err := writeCached(); err != nil {
-				return st, err
-			}
-			if err := flush(); err != nil {
-				return st, err
-			}
-		default:
-			st.UnflushedBatches++
-			durable = false
-			pick(half, cfg.Blocks-half)
-			if err := writeCached(); err != nil {
-				return st, err
-			}
+		durable, err := w.batch()
+		if err != nil {
+			return w.st, err
 		}
 		if durable {
-			durableBatches++
-		}
-		if durable && cfg.Mark != nil && cfg.MarkEvery > 0 && durableBatches%cfg.MarkEvery == 0 {
-			name := fmt.Sprintf("m%05d", st.Marks+1)
-			if err := cfg.Mark(name); err != nil {
-				return st, fmt.Errorf("set mark %s: %w", name, err)
+			w.durableBatches++
+			if cfg.Mark != nil && cfg.MarkEvery > 0 && w.durableBatches%cfg.MarkEvery == 0 {
+				if err := w.mark(); err != nil {
+					return w.st, err
+				}
 			}
-			rec.Mark(name)
-			st.Marks++
 		}
-		if err := rec.Flush(); err != nil {
-			return st, fmt.Errorf("record: %w", err)
+		if err := w.rec.Flush(); err != nil {
+			return w.st, fmt.Errorf("record: %w", err)
 		}
 		if cfg.Progress != nil {
 			cfg.Progress(batch + 1)
 		}
 	}
-	return st, rec.Flush()
+	return w.st, w.rec.Flush()
+}
+
+// check rejects a configuration Write cannot run.
+func (cfg WriterConfig) check() error {
+	if cfg.Durable != DurableDSync && cfg.Durable != DurableFdatasync {
+		return fmt.Errorf("durable %q: want %s or %s", cfg.Durable, DurableDSync, DurableFdatasync)
+	}
+	if cfg.BlockSize < MinBlockSize || cfg.BlockSize%512 != 0 {
+		return fmt.Errorf("block size %d: want a multiple of 512 from %d", cfg.BlockSize, MinBlockSize)
+	}
+	if cfg.Depth < 1 || int64(cfg.Depth) > cfg.Blocks/2 {
+		return fmt.Errorf("depth %d: want 1 to half the %d blocks", cfg.Depth, cfg.Blocks)
+	}
+	return nil
+}
+
+// writer is one run of Write: the device, the buffers of a batch and what
+// the record has yet to learn.
+type writer struct {
+	cfg    WriterConfig
+	f      *os.File
+	fd     int
+	mem    []byte // page-aligned buffers for O_DIRECT, Depth blocks
+	a      *aio
+	rec    *RecordWriter
+	rng    *rand.Rand
+	half   int64
+	bufs   [][]byte
+	offs   []int64
+	blocks []int64 // the batch's blocks, distinct
+	seqs   []uint64
+	seq    uint64
+	// unflushed maps a plain-region block to its acknowledged write not
+	// yet flushed.
+	unflushed      map[int64]uint64
+	durableBatches int
+	st             WriterStats
+}
+
+// openWriter opens the device, checks it is large enough and sets up the
+// buffers, the AIO context and the record.
+func openWriter(cfg WriterConfig) (*writer, error) {
+	f, err := os.OpenFile(cfg.Device, os.O_RDWR|unix.O_DIRECT, 0)
+	if err != nil {
+		return nil, err
+	}
+	w := &writer{cfg: cfg, f: f, fd: int(f.Fd()), half: cfg.Blocks / 2,
+		rng:  rand.New(rand.NewPCG(cfg.Seed, 0x6475726162696c69)),
+		bufs: make([][]byte, cfg.Depth), offs: make([]int64, cfg.Depth),
+		blocks: make([]int64, cfg.Depth), seqs: make([]uint64, cfg.Depth),
+		unflushed: map[int64]uint64{}}
+	if err := w.setUp(); err != nil {
+		w.close()
+		return nil, err
+	}
+	return w, nil
+}
+
+func (w *writer) setUp() error {
+	size, err := w.f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return err
+	}
+	if need := w.cfg.Blocks * int64(w.cfg.BlockSize); size < need {
+		return fmt.Errorf("%s: %d bytes, the workload needs %d", w.cfg.Device, size, need)
+	}
+	// O_DIRECT wants aligned buffers: page-aligned memory from mmap.
+	w.mem, err = unix.Mmap(-1, 0, w.cfg.Depth*w.cfg.BlockSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return fmt.Errorf("mmap write buffers: %w", err)
+	}
+	if w.a, err = newAIO(w.cfg.Depth); err != nil {
+		return err
+	}
+	w.rec, err = NewRecordWriter(w.cfg.Record, w.cfg.BlockSize)
+	return err
+}
+
+func (w *writer) close() {
+	if w.a != nil {
+		w.a.close()
+	}
+	if w.mem != nil {
+		unix.Munmap(w.mem)
+	}
+	w.f.Close()
+}
+
+// batch runs one batch of the kind the random draw picks and reports
+// whether it left every write of it durable.
+func (w *writer) batch() (durable bool, err error) {
+	switch k := w.rng.IntN(10); {
+	case k < 4:
+		w.st.DSyncBatches++
+		w.pick(0, w.half)
+		if w.cfg.Durable == DurableDSync {
+			if err := w.write(unix.RWF_DSYNC); err != nil {
+				return true, err
+			}
+			for i, b := range w.blocks {
+				w.rec.Durable(b, w.seqs[i])
+			}
+			return true, nil
+		}
+		return true, w.writeFlushed()
+	case k < 7:
+		w.st.FlushBatches++
+		w.pick(w.half, w.cfg.Blocks-w.half)
+		return true, w.writeFlushed()
+	default:
+		w.st.UnflushedBatches++
+		w.pick(w.half, w.cfg.Blocks-w.half)
+		return false, w.writeCached()
+	}
+}
+
+// pick fills blocks with distinct blocks of [from, from+n).
+func (w *writer) pick(from, n int64) {
+	for i := range w.blocks {
+	again:
+		b := from + w.rng.Int64N(n)
+		for _, x := range w.blocks[:i] {
+			if x == b {
+				goto again
+			}
+		}
+		w.blocks[i] = b
+	}
+}
+
+// write writes the batch's blocks, each with the next sequence number.
+func (w *writer) write(rwFlags int) error {
+	bs := w.cfg.BlockSize
+	for i, b := range w.blocks {
+		w.seq++
+		w.seqs[i] = w.seq
+		w.bufs[i] = w.mem[i*bs : (i+1)*bs]
+		w.offs[i] = b * int64(bs)
+		FillBlock(w.bufs[i], b, w.seq)
+	}
+	if err := w.a.pwrite(w.fd, w.bufs, w.offs, rwFlags); err != nil {
+		return err
+	}
+	w.st.Writes += len(w.blocks)
+	return nil
+}
+
+// writeCached writes the batch without FUA: acknowledged, durable only
+// once a flush follows.
+func (w *writer) writeCached() error {
+	if err := w.write(0); err != nil {
+		return err
+	}
+	for i, b := range w.blocks {
+		w.rec.Acked(b, w.seqs[i])
+		w.unflushed[b] = w.seqs[i]
+	}
+	return nil
+}
+
+// writeFlushed writes the batch without FUA, then flushes.
+func (w *writer) writeFlushed() error {
+	if err := w.writeCached(); err != nil {
+		return err
+	}
+	return w.flush()
+}
+
+// flush makes every acknowledged write durable with fdatasync.
+func (w *writer) flush() error {
+	if err := unix.Fdatasync(w.fd); err != nil {
+		return fmt.Errorf("fdatasync %s: %w", w.cfg.Device, err)
+	}
+	w.st.Flushes++
+	for b, s := range w.unflushed {
+		w.rec.Durable(b, s)
+	}
+	clear(w.unflushed)
+	return nil
+}
+
+// mark sets the next dm-log-writes mark, with no write in flight, and
+// records it.
+func (w *writer) mark() error {
+	name := fmt.Sprintf("m%05d", w.st.Marks+1)
+	if err := w.cfg.Mark(name); err != nil {
+		return fmt.Errorf("set mark %s: %w", name, err)
+	}
+	w.rec.Mark(name)
+	w.st.Marks++
+	return nil
 }

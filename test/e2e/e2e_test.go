@@ -88,45 +88,76 @@ func boot() guest {
 		g.err = fmt.Errorf("guest kernel not ready (run test/install-deps.sh as root): %v\n%s", err, out)
 		return g
 	}
-
 	env := []string{"TARGET=" + tgt, "E2E_DIR=" + filepath.Join(root, "test/e2e"),
 		"E2E_ONLY=" + os.Getenv("E2E_ONLY"), "E2E_SCENARIO_TIMEOUT=" + os.Getenv("E2E_SCENARIO_TIMEOUT")}
-	// The guest sees this machine's file system at the same paths, so
-	// binaries built into results run there unchanged.
+	bins, err := buildForGuest(root, results, tgt)
+	if err != nil {
+		g.err = err
+		return g
+	}
+	disks, err := makeDisks(results)
+	if err != nil {
+		g.err = err
+		return g
+	}
+	g.output, g.err = runGuest(root, results, tgt, append(env, bins...), disks)
+	return g
+}
+
+// buildForGuest builds what the scenarios run and returns the environment
+// that names it. The guest sees this machine's file system at the same
+// paths, so binaries built into results run there unchanged.
+func buildForGuest(root, results, tgt string) ([]string, error) {
+	var env []string
 	if tgt == "nvmeof-tgt" {
 		bin, err := goBuild(root, results, "./cmd/nvmeof-tgt")
 		if err != nil {
-			g.err = err
-			return g
+			return nil, err
 		}
 		env = append(env, "NVMEOF_TGT="+bin)
 	}
 	// The durability scenarios' writer and checker (test/durability).
 	dur, err := goBuild(root, results, "./test/durability/cmd/durability")
 	if err != nil {
-		g.err = err
-		return g
+		return nil, err
 	}
 	env = append(env, "DURABILITY="+dur)
+	// The backend package's tests, which need root and loop devices: the
+	// guest runs them so that they never go unrun.
+	backendTest := filepath.Join(results, "backend.test")
+	build := exec.Command("go", "test", "-c", "-o", backendTest, "./backend")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("building the backend tests: %v\n%s", err, out)
+	}
+	return append(env, "BACKEND_TEST="+backendTest), nil
+}
 
-	// vda: ext4 for file namespaces; vdb: a raw disk for the block backend.
-	disk := filepath.Join(results, "disk.img")
-	blockDisk := filepath.Join(results, "block.img")
-	for path, size := range map[string]int64{disk: 2 << 30, blockDisk: 256 << 20} {
-		if err := os.WriteFile(path, nil, 0o644); err != nil {
-			g.err = err
-			return g
+// makeDisks creates the guest's disks: vda, ext4 for file namespaces;
+// vdb, a raw disk for the block backend.
+func makeDisks(results string) ([]string, error) {
+	disks := []string{filepath.Join(results, "disk.img"), filepath.Join(results, "block.img")}
+	for i, size := range []int64{2 << 30, 256 << 20} {
+		if err := os.WriteFile(disks[i], nil, 0o644); err != nil {
+			return nil, err
 		}
-		if err := os.Truncate(path, size); err != nil {
-			g.err = err
-			return g
+		if err := os.Truncate(disks[i], size); err != nil {
+			return nil, err
 		}
 	}
+	return disks, nil
+}
+
+// runGuest boots the guest, which runs every selected scenario; when it
+// did not get through, it returns the output to show and the error.
+func runGuest(root, results, tgt string, env, disks []string) (string, error) {
 	args := []string{
 		"--script", filepath.Join(root, "test/e2e/guest-run.sh"),
 		"--results", filepath.Join(results, "guest"),
-		"--disk", disk, "--disk", blockDisk,
 		"--timeout", "1500",
+	}
+	for _, d := range disks {
+		args = append(args, "--disk", d)
 	}
 	for _, e := range env {
 		args = append(args, "--env", e)
@@ -134,15 +165,14 @@ func boot() guest {
 	start := time.Now()
 	run := exec.Command(filepath.Join(root, "test/vm/run-guest.sh"), args...)
 	out, err := run.CombinedOutput()
-	g.results = results
 	fmt.Printf("e2e: target %s; guest ran for %s (boot %s s); results in %s\n",
 		tgt, time.Since(start).Round(time.Second), read(results, "guest/boot.secs"), results)
 	if err != nil {
-		g.err = fmt.Errorf("the guest did not run the scenarios to the end: %v", err)
-		g.output = string(out) + "\n--- main.log\n" + read(results, "guest/main.log") +
-			"\n--- setup.log\n" + read(results, "guest/setup.log")
+		return string(out) + "\n--- main.log\n" + read(results, "guest/main.log") +
+				"\n--- setup.log\n" + read(results, "guest/setup.log"),
+			fmt.Errorf("the guest did not run the scenarios to the end: %v", err)
 	}
-	return g
+	return "", nil
 }
 
 // read returns a file under dir, or "" if it cannot be read.

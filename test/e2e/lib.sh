@@ -37,6 +37,34 @@ fail() {
 	exit 1
 }
 
+# poll SECONDS CMD...: run CMD every 0.1 s until it succeeds (status 0),
+# or until SECONDS have passed (status 1). The pause only spaces out the
+# checks; the condition, not the time, decides.
+poll() {
+	local deadline=$((SECONDS + $1))
+	shift
+	until "$@"; do
+		[ "$SECONDS" -lt "$deadline" ] || return 1
+		sleep 0.1
+	done
+}
+
+# wait_for SECONDS WHAT CMD...: poll CMD; fail saying WHAT did not happen
+# when SECONDS pass first.
+wait_for() {
+	local secs=$1 what=$2
+	shift 2
+	poll "$secs" "$@" || fail "$what: not within $secs s"
+}
+
+# ctrl_state_is CTRL REGEX: the host controller's state matches REGEX
+# ("gone" once it is deleted).
+ctrl_state_is() {
+	local s
+	s=$(cat "/sys/class/nvme/$1/state" 2>/dev/null) || s=gone
+	[[ $s =~ $2 ]]
+}
+
 assert_eq() { # what got want
 	[ "$2" = "$3" ] || fail "$1: got '$2', want '$3'"
 	echo "ok: $1 = $3"
@@ -54,17 +82,18 @@ start_target() {
 		KERNEL_TARGET_UP=1
 		kt_from_config "$config" >>"$log" 2>&1 || fail "configuring the kernel target: $(tail -5 "$log")"
 	fi
-	for _ in $(seq 60); do
-		if nvme discover -t rdma -a "$ADDR" -s "$PORT" >/dev/null 2>&1; then
-			echo "target up (${TARGET_PID:+pid $TARGET_PID}${KERNEL_TARGET_UP:+kernel nvmet})"
-			return 0
-		fi
-		if ours && ! kill -0 "$TARGET_PID" 2>/dev/null; then
-			fail "target exited at start: $(tail -5 "$log")"
-		fi
-		sleep 0.5
-	done
-	fail "target did not answer discovery within 30 s"
+	wait_for 30 "target answering discovery" target_answers "$log"
+	echo "target up (${TARGET_PID:+pid $TARGET_PID}${KERNEL_TARGET_UP:+kernel nvmet})"
+}
+
+# target_answers LOG: discovery works; fails the scenario at once if our
+# daemon has exited instead.
+target_answers() {
+	nvme discover -t rdma -a "$ADDR" -s "$PORT" >/dev/null 2>&1 && return 0
+	if ours && ! kill -0 "$TARGET_PID" 2>/dev/null; then
+		fail "target exited at start: $(tail -5 "$1")"
+	fi
+	return 1
 }
 
 # stop_target: SIGTERM, which must end the daemon with status 0 within 10 s.
@@ -82,11 +111,7 @@ stop_target() {
 	TARGET_PID=""
 	kill -TERM "$pid"
 	local start=$SECONDS
-	for _ in $(seq 100); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	if kill -0 "$pid" 2>/dev/null; then
+	if ! poll 10 gone "$pid"; then
 		kill -9 "$pid"
 		fail "target still running 10 s after SIGTERM"
 	fi
@@ -95,6 +120,9 @@ stop_target() {
 	assert_eq "target exit status after SIGTERM" "$rc" 0
 	echo "target stopped in $((SECONDS - start)) s"
 }
+
+# gone PID: the process has exited.
+gone() { ! kill -0 "$1" 2>/dev/null; }
 
 # connect NQN [extra nvme-cli args]: connect and print the namespace's
 # block device once it appears.
@@ -122,39 +150,43 @@ ctrl_of() {
 # With native multipath (the Debian default) the block device hangs off the
 # NVMe subsystem, not the controller; without it, off the controller.
 wait_dev() {
-	local nqn=$1 nsid=${2:-1} s d
-	for _ in $(seq 100); do
-		for s in /sys/class/nvme-subsystem/nvme-subsys* /sys/class/nvme/nvme*; do
-			[ -e "$s/subsysnqn" ] && [ "$(cat "$s/subsysnqn")" = "$nqn" ] || continue
-			for d in "$s"/nvme*n*; do
-				[ -e "$d/nsid" ] && [ "$(cat "$d/nsid")" = "$nsid" ] || continue
-				if [ -b "/dev/$(basename "$d")" ]; then
-					echo "/dev/$(basename "$d")"
-					return 0
-				fi
-			done
+	poll 10 ns_dev "$1" "${2:-1}" || fail "no block device for $1 namespace ${2:-1}"
+}
+
+# ns_dev NQN NSID: print /dev/nvmeXnY of the namespace if the host has it.
+# By NSID: the kernel may give a new namespace an old one's name.
+ns_dev() {
+	local s d
+	for s in /sys/class/nvme-subsystem/nvme-subsys* /sys/class/nvme/nvme*; do
+		[ -e "$s/subsysnqn" ] && [ "$(cat "$s/subsysnqn")" = "$1" ] || continue
+		for d in "$s"/nvme*n*; do
+			[ -e "$d/nsid" ] && [ "$(cat "$d/nsid")" = "$2" ] || continue
+			if [ -b "/dev/$(basename "$d")" ]; then
+				echo "/dev/$(basename "$d")"
+				return 0
+			fi
 		done
-		sleep 0.1
 	done
-	fail "no block device for $nqn namespace $nsid"
+	return 1
 }
 
 # wait_ns_gone NQN NSID: wait until the host dropped the namespace's block
-# device. By NSID: the kernel may give a new namespace the old one's name.
+# device.
 wait_ns_gone() {
-	local nqn=$1 nsid=$2 s d found
-	for _ in $(seq 100); do
-		found=""
-		for s in /sys/class/nvme-subsystem/nvme-subsys* /sys/class/nvme/nvme*; do
-			[ -e "$s/subsysnqn" ] && [ "$(cat "$s/subsysnqn")" = "$nqn" ] || continue
-			for d in "$s"/nvme*n*; do
-				[ -e "$d/nsid" ] && [ "$(cat "$d/nsid")" = "$nsid" ] && found=$d
-			done
+	wait_for 10 "namespace $2 of $1 leaving the host" ns_absent "$1" "$2"
+}
+
+# ns_absent NQN NSID: the host has no namespace NSID of NQN, block device
+# or not.
+ns_absent() {
+	local s d
+	for s in /sys/class/nvme-subsystem/nvme-subsys* /sys/class/nvme/nvme*; do
+		[ -e "$s/subsysnqn" ] && [ "$(cat "$s/subsysnqn")" = "$1" ] || continue
+		for d in "$s"/nvme*n*; do
+			[ -e "$d/nsid" ] && [ "$(cat "$d/nsid")" = "$2" ] && return 1
 		done
-		[ -z "$found" ] && return 0
-		sleep 0.1
 	done
-	fail "namespace $nsid of $nqn is still on the host ($found)"
+	return 0
 }
 
 disconnect() {

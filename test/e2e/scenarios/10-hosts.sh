@@ -22,9 +22,15 @@ nvme connect -t rdma -a "$ADDR" -s "$PORT" -n "$open" --hostnqn="$h1" --hostid=1
 # nvme-cli refuses a second connection to the same address and service,
 # whatever the host NQN: the second host comes in through port 2.
 nvme connect -t rdma -a "$ADDR" -s 4421 -n "$open" --hostnqn="$h2" --hostid=22222222-2222-2222-2222-222222222222 >/dev/null || fail "connect host 2"
-sleep 1
-ids=$(for x in /sys/class/nvme/nvme*; do [ "$(cat "$x/subsysnqn")" = "$open" ] && cat "$x/cntlid"; done | sort -u | wc -l)
-assert_eq "distinct controllers on $open" "$ids" 2
+# live_cntlids NQN: how many distinct controller IDs the host has live on NQN.
+live_cntlids() {
+	for x in /sys/class/nvme/nvme*; do
+		[ "$(cat "$x/subsysnqn")" = "$1" ] && [ "$(cat "$x/state")" = live ] && cat "$x/cntlid"
+	done | sort -u | wc -l
+}
+two_live() { [ "$(live_cntlids "$open")" = 2 ]; }
+wait_for 10 "two live controllers on $open" two_live
+assert_eq "distinct controllers on $open" "$(live_cntlids "$open")" 2
 dev=$(wait_dev "$open")
 fio_ok both --filename="$dev" --rw=randrw --bs=4k --iodepth=8 --ioengine=libaio --direct=1 --size=16m
 

@@ -18,11 +18,14 @@ base_w=$(metric nvmeof_tgt_written_bytes_total)
 # Scrape while fio runs: the endpoint answers under load.
 fio --name=load --filename="$dev" --rw=randrw --bs=64k --iodepth=8 --ioengine=libaio --direct=1 --runtime=4 --time_based >/dev/null &
 fio_pid=$!
-sleep 2
-mid=$(metric nvmeof_tgt_written_bytes_total)
+# written_moved: the write counter grew while fio still runs.
+written_moved() {
+	gone "$fio_pid" && fail "fio ended before a scrape saw its writes"
+	[ "$(printf '%.0f' "$(metric nvmeof_tgt_written_bytes_total)")" -gt "$(printf '%.0f' "$base_w")" ]
+}
+wait_for 4 "written bytes moving during fio" written_moved
 # Not a bare wait: that would wait for the daemon too.
 wait "$fio_pid" || fail "fio under scrape failed"
-[ "$(printf '%.0f' "$mid")" -gt "$(printf '%.0f' "$base_w")" ] || fail "written bytes did not move during fio"
 base_r=$(metric nvmeof_tgt_read_bytes_total)
 base_w=$(metric nvmeof_tgt_written_bytes_total)
 fio_ok w --filename="$dev" --rw=randwrite --bs=16k --iodepth=16 --ioengine=libaio --direct=1 --size=32m

@@ -32,14 +32,28 @@ echo "steady $sdev, moving $mdev1 $mdev2"
 (fio_ok steady --filename="$sdev" --rw=randwrite --bs=4k --iodepth=16 --ioengine=libaio --direct=1 \
 	--size=64m --verify=crc32c --verify_backlog=256 --runtime=20 --time_based --loops=1000) >"$RESULTS/$SCENARIO-fio.log" 2>&1 &
 fio_pid=$!
-sleep 2
+# steady_writing: the target counted writes to the steady subsystem.
+steady_writing() {
+	gone "$fio_pid" && fail "fio on $steady ended early: $(tail -5 "$RESULTS/$SCENARIO-fio.log")"
+	[ "$(printf '%.0f' "$(metric nvmeof_tgt_written_bytes_total "subsystem=\"$steady\"")")" -gt 0 ]
+}
+wait_for 10 "fio writing to $steady" steady_writing
 
 # A persistent discovery controller hears of the new subsystem: the Linux
 # host turns the discovery-log-change event into a uevent.
 udevadm monitor --kernel --property --subsystem-match=nvme >/tmp/uevents 2>&1 &
 mon_pid=$!
+# udevadm prints its header once it listens.
+wait_for 10 "udevadm monitor listening" grep -q "kernel uevent" /tmp/uevents
 nvme discover -t rdma -a "$ADDR" -s "$PORT" -p >/dev/null || fail "nvme discover -p"
-sleep 1
+disc_live() {
+	local x
+	for x in /sys/class/nvme/nvme*; do
+		[ "$(cat "$x/subsysnqn")" = nqn.2014-08.org.nvmexpress.discovery ] && [ "$(cat "$x/state")" = live ] && return 0
+	done
+	return 1
+}
+wait_for 10 "a live persistent discovery controller" disc_live
 
 # Namespace 1 grows, namespace 2 goes, namespace 3 comes, a subsystem is added.
 write_config "{nsid: 1, backend: nullblk, size: 96MiB}, {nsid: 3, backend: nullblk, size: 48MiB, block_size: 4096}" \
@@ -50,14 +64,14 @@ echo "namespace 3 appeared as $mdev3"
 assert_eq "size of the added namespace" "$(blockdev --getsize64 "$mdev3")" $((48 << 20))
 wait_ns_gone "$moving" 2
 echo "ok: namespace 2 ($mdev2) disappeared"
-for _ in $(seq 100); do [ "$(blockdev --getsize64 "$mdev1")" = $((96 << 20)) ] && break; sleep 0.1; done
+size_is() { [ "$(blockdev --getsize64 "$1")" = "$2" ]; }
+wait_for 10 "namespace 1 growing to 96 MiB" size_is "$mdev1" $((96 << 20))
 assert_eq "namespace 1 grown in place, same device $mdev1" "$(blockdev --getsize64 "$mdev1")" $((96 << 20))
 dd if="$mdev1" of=/dev/null bs=1M count=4 skip=90 iflag=direct status=none || fail "namespace 1 of $moving: reading the grown part"
 nvme discover -t rdma -a "$ADDR" -s "$PORT" | grep -q "subnqn: *$added" || fail "discovery does not list the added subsystem"
 echo "ok: discovery lists $added"
-for _ in $(seq 50); do grep -q "NVME_AEN=0x70f002" /tmp/uevents && break; sleep 0.1; done
+poll 5 grep -q "NVME_AEN=0x70f002" /tmp/uevents || fail "no discovery-log-change event reached the host: $(grep NVME_AEN /tmp/uevents || echo none)"
 kill "$mon_pid" 2>/dev/null || true
-grep -q "NVME_AEN=0x70f002" /tmp/uevents || fail "no discovery-log-change event reached the host: $(grep NVME_AEN /tmp/uevents || echo none)"
 echo "ok: the persistent discovery controller got the discovery-log-change event"
 assert_eq "configuration generation" "$(metric nvmeof_tgt_config_generation)" 2
 
@@ -65,7 +79,7 @@ assert_eq "configuration generation" "$(metric nvmeof_tgt_config_generation)" 2
 cp /tmp/tgt.yaml /tmp/good.yaml
 printf 'ports: [{id: 1, address: %s, port: %s}]\nsubsystems: [{nqn: %s, namespaces: [{nsid: 0, backend: floppy}]}]\n' "$ADDR" "$PORT" "$steady" >/tmp/tgt.yaml
 kill -HUP "$TARGET_PID"
-for _ in $(seq 50); do grep -q "reload rejected" "$RESULTS/$SCENARIO-target.log" && break; sleep 0.1; done
+wait_for 5 "the rejected reload logged" grep -q "reload rejected" "$RESULTS/$SCENARIO-target.log"
 grep "reload rejected" "$RESULTS/$SCENARIO-target.log" | grep -q "subsystems\[0\].namespaces\[0\]" || fail "the rejected reload does not name the field"
 assert_eq "last reload successful" "$(metric nvmeof_tgt_config_last_reload_successful)" 0
 assert_eq "generation after a rejected reload" "$(metric nvmeof_tgt_config_generation)" 2

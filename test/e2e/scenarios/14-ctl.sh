@@ -68,14 +68,14 @@ nvme discover -t rdma -a "$ADDR" -s 4421 >/dev/null || fail "the ctl-added port 
 
 # Removing a port drops the controllers that came through it, only those.
 nvme connect -t rdma -a "$ADDR" -s 4421 -n "$nqn" --ctrl-loss-tmo=1 --reconnect-delay=1 >/dev/null || fail "connect through port 2"
-sleep 1
+# controller_ports: the ports of the subsystem's controllers, as the daemon lists them.
+controller_ports() { ctl list -json | jq --arg n "$nqn" '[.subsystems[] | select(.nqn == $n) | .controllers[] | .port | tostring] | sort | join(",")' -r; }
+ports_are() { [ "$(controller_ports)" = "$1" ]; }
+wait_for 10 "controllers through ports 1 and 2" ports_are 1,2
 assert_eq "controllers before removing port 2" "$(ctl list -json | jq --arg n "$nqn" '[.subsystems[] | select(.nqn == $n) | .controllers[]] | length')" 2
 ctl remove port 2 || fail "ctl remove port"
-for _ in $(seq 50); do
-	[ "$(ctl list -json | jq --arg n "$nqn" '[.subsystems[] | select(.nqn == $n) | .controllers[] | .port | tostring] | join(",")' -r)" = 1 ] && break
-	sleep 0.1
-done
-assert_eq "ports of the remaining controllers" "$(ctl list -json | jq --arg n "$nqn" '[.subsystems[] | select(.nqn == $n) | .controllers[] | .port | tostring] | join(",")' -r)" 1
+wait_for 5 "only port 1's controller left" ports_are 1
+assert_eq "ports of the remaining controllers" "$(controller_ports)" 1
 if nvme discover -t rdma -a "$ADDR" -s 4421 >/dev/null 2>&1; then fail "port 2 still answers after ctl remove port"; fi
 dd if="$dev" of=/dev/null bs=1M count=4 iflag=direct status=none || fail "I/O through port 1 after removing port 2"
 echo "ok: port 2 gone, port 1's controller unaffected"

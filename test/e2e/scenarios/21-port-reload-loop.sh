@@ -41,13 +41,7 @@ fio_pid=$!
 
 # wait_state CTRL PATTERN SECONDS: until the controller's state matches.
 wait_state() {
-	local deadline=$((SECONDS + $3)) s
-	while [ $SECONDS -lt $deadline ]; do
-		s=$(cat "/sys/class/nvme/$1/state" 2>/dev/null || echo gone)
-		[[ $s =~ $2 ]] && return 0
-		sleep 0.1
-	done
-	fail "$1 state '$s' after $3 s, want $2"
+	poll "$3" ctrl_state_is "$1" "$2" || fail "$1 state '$(cat "/sys/class/nvme/$1/state" 2>/dev/null || echo gone)' after $3 s, want $2"
 }
 gen=1
 for round in $(seq "$rounds"); do

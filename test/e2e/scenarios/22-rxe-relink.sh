@@ -31,7 +31,7 @@ want=$(sha256sum </tmp/pattern22)
 
 # Port down and up: the host keeps its controller and reconnects.
 ip link set eth0 down
-for _ in $(seq 100); do grep -q "disconnecting the affected queue pairs" "$log" && break; sleep 0.1; done
+wait_for 10 "queue pairs disconnected on the port error" grep -q "disconnecting the affected queue pairs" "$log"
 grep "disconnecting the affected queue pairs" "$log" | grep -q "port error" || fail "no queue pair disconnected on the port error: $(tail -5 "$log")"
 echo "ok: $(grep 'disconnecting the affected queue pairs' "$log" | head -1 | cut -c1-220)"
 ip link set eth0 up
@@ -39,7 +39,7 @@ kill -0 "$TARGET_PID" 2>/dev/null || fail "the daemon died on the port error: $(
 # Let the host notice (keep alive) and start reconnecting before its
 # device goes: a controller the host deletes in the middle of its error
 # recovery holds up the link deletion in the host's kernel.
-for _ in $(seq 400); do [[ $(cat /sys/class/nvme/$c/state 2>/dev/null) =~ ^(connecting|deleting)$ ]] && break; sleep 0.1; done
+poll 40 ctrl_state_is "$c" '^(connecting|deleting)$' || true
 echo "host controller after the port error: $(cat /sys/class/nvme/$c/state 2>/dev/null || echo gone)"
 # The event name has a space, which metric's filter cannot hold.
 metric nvmeof_tgt_build_info >/dev/null
@@ -52,8 +52,7 @@ echo "ok: port errors counted: $got"
 # deaf to signals, so wait for it here and show what holds it.
 rdma link delete "$link" &
 del_pid=$!
-for _ in $(seq 300); do kill -0 "$del_pid" 2>/dev/null || break; sleep 0.1; done
-if kill -0 "$del_pid" 2>/dev/null; then
+if ! poll 30 gone "$del_pid"; then
 	echo "--- rdma link delete, kernel stack" >&2
 	cat "/proc/$del_pid/stack" >&2 || true
 	for t in /proc/[0-9]*; do
@@ -65,24 +64,22 @@ if kill -0 "$del_pid" 2>/dev/null; then
 	echo "--- daemon's RDMA files" >&2
 	ls -l "/proc/$TARGET_PID/fd" | grep -E "infiniband|uverbs|rdma" >&2 || true
 	kill -QUIT "$TARGET_PID"
-	sleep 2
+	poll 5 gone "$TARGET_PID" || true # the goroutine dump is written
 	fail "rdma link delete $link did not complete within 30 s: the daemon holds the device (goroutines in $log)"
 fi
 wait "$del_pid" || fail "rdma link delete $link failed"
 echo "ok: $link deleted"
-for _ in $(seq 100); do grep -q "went away" "$log" && break; sleep 0.1; done
-grep -q "went away" "$log" || fail "the device removal was not logged: $(tail -10 "$log")"
+poll 10 grep -q "went away" "$log" || fail "the device removal was not logged: $(tail -10 "$log")"
 kill -0 "$TARGET_PID" 2>/dev/null || fail "the daemon died when the device went away: $(tail -20 "$log")"
 echo "host controller after the removal: $(cat /sys/class/nvme/$c/state 2>/dev/null || echo deleted by the host)"
 
 rdma link add "$link" type rxe netdev eth0 || fail "rdma link add $link"
-for _ in $(seq 200); do grep -q 'msg="listening again"' "$log" && break; sleep 0.1; done
-grep -q 'msg="listening again"' "$log" || fail "the daemon did not listen again: $(tail -10 "$log")"
+poll 20 grep -q 'msg="listening again"' "$log" || fail "the daemon did not listen again: $(tail -10 "$log")"
 echo "ok: $(grep 'msg="listening again"' "$log" | tail -1 | cut -c1-200)"
 
 if [ -e "/sys/class/nvme/$c" ]; then
 	# The host kept the controller and reconnects by itself.
-	for _ in $(seq 600); do [ "$(cat /sys/class/nvme/$c/state 2>/dev/null)" = live ] && break; sleep 0.1; done
+	wait_for 60 "$c live after the link is back" ctrl_state_is "$c" '^live$'
 	assert_eq "host controller state after the link is back" "$(cat /sys/class/nvme/$c/state)" live
 	dev=$(wait_dev "$nqn")
 else

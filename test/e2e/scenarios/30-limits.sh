@@ -28,14 +28,10 @@ start_target /tmp/tgt.yaml
 # wait_reserved N: the daemon's queue pairs settle at N (a disconnected
 # queue pair gives its place back once its teardown ran).
 wait_reserved() {
-	local got
-	for _ in $(seq 100); do
-		got=$(metric nvmeof_tgt_queue_pairs_reserved)
-		[ "$got" = "$1" ] && { echo "ok: queue pairs reserved = $1"; return 0; }
-		sleep 0.1
-	done
-	fail "queue pairs reserved: got '$got', want '$1'"
+	poll 10 reserved_is "$1" || fail "queue pairs reserved: got '$(metric nvmeof_tgt_queue_pairs_reserved)', want '$1'"
+	echo "ok: queue pairs reserved = $1"
 }
+reserved_is() { [ "$(metric nvmeof_tgt_queue_pairs_reserved)" = "$1" ]; }
 wait_reserved 0
 assert_eq "queue pair limit gauge" "$(metric nvmeof_tgt_queue_pairs_limit)" 4
 

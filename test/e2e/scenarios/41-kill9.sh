@@ -14,12 +14,11 @@ rec=$RESULTS/$SCENARIO.record
 "$DURABILITY" write -dev "$dev" -record "$rec" -durable dsync -blocks 1024 -batches 300 -depth 8 &
 writer=$!
 # Kill once the writer is well under way (its record grows per batch).
-for _ in $(seq 600); do
-	[ -s "$rec" ] && [ "$(wc -l <"$rec")" -ge 500 ] && break
-	kill -0 "$writer" 2>/dev/null || break
-	sleep 0.1
-done
-kill -0 "$writer" 2>/dev/null || fail "the writer ended before the kill: $(tail -3 "$rec")"
+under_way() {
+	gone "$writer" && fail "the writer ended before the kill: $(tail -3 "$rec")"
+	[ -s "$rec" ] && [ "$(wc -l <"$rec")" -ge 500 ]
+}
+wait_for 60 "500 record lines from the writer" under_way
 at_kill=$(wc -l <"$rec")
 kill -9 "$TARGET_PID"
 wait "$TARGET_PID" 2>/dev/null || true

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// gaugeValues scrapes c and returns the value of every series of the
+// gauge name, keyed by its subsystem and port labels.
+func gaugeValues(t *testing.T, c *collector, name string) map[[2]string]float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[[2]string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var key [2]string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "subsystem":
+					key[0] = l.GetValue()
+				case "port":
+					key[1] = l.GetValue()
+				}
+			}
+			got[key] = m.GetGauge().GetValue()
+		}
+	}
+	return got
+}
+
+// TestConnectionGaugesReadZero: a subsystem without controllers still has
+// its controllers and queue pairs series, at 0, on each port it is
+// reachable through, so that they drop to 0 when the last host leaves
+// instead of vanishing.
+func TestConnectionGaugesReadZero(t *testing.T) {
+	tg := fabrics.NewTarget(nil)
+	for _, id := range []uint16{1, 2} {
+		if err := tg.AddPort(&fabrics.Port{ID: id, ServiceID: 4420 + id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	every := fabrics.NewSubsystem("nqn.2026-11.io.example:every", "", "", true)
+	one := fabrics.NewSubsystem("nqn.2026-11.io.example:one", "", "", true)
+	one.SetPorts([]uint16{2})
+	for _, s := range []*fabrics.Subsystem{every, one} {
+		if err := tg.AddSubsystem(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := &collector{target: tg, started: time.Now(), gen: func() (uint64, bool, time.Time) { return 1, true, time.Now() }}
+	want := map[[2]string]float64{
+		{every.NQN, "1"}: 0,
+		{every.NQN, "2"}: 0,
+		{one.NQN, "2"}:   0,
+	}
+	for _, name := range []string{"nvmeof_tgt_controllers", "nvmeof_tgt_queue_pairs"} {
+		got := gaugeValues(t, c, name)
+		if len(got) != len(want) {
+			t.Errorf("%s: series %v, want %v", name, got, want)
+			continue
+		}
+		for k, v := range want {
+			if g, ok := got[k]; !ok || g != v {
+				t.Errorf("%s{subsystem=%q,port=%q}: %v (present %v), want %v", name, k[0], k[1], g, ok, v)
+			}
+		}
+	}
+}
