@@ -9,43 +9,18 @@ import (
 // Version is the firmware revision reported in Identify; set by main.
 var Version = "0.1.0"
 
+// prepareAdmin dispatches an admin command through adminCommands.
 func (q *Queue) prepareAdmin(r *Request) nvme.Status {
-	cmd := r.Cmd
-	disc := q.ctrl.Subsystem.isDiscovery
 	if !q.ctrl.enabled() {
 		// Before CC.EN=1 (or after a reset) only Fabrics commands are
 		// processed, as the Linux target's nvmet_check_ctrl_status.
 		return nvme.StatusCommandSequence | nvme.DNR
 	}
-	switch cmd.Opcode() {
-	case nvme.AdminIdentify:
-		r.Dir, r.Len, r.handler = DirCtrlToHost, nvme.IdentifySize, execIdentify
-	case nvme.AdminGetLogPage:
-		n := cmd.LogLength()
-		if n > MaxDataTransfer {
-			return nvme.StatusInvalidField | nvme.DNR
-		}
-		r.Dir, r.Len, r.handler = DirCtrlToHost, uint32(n), execGetLogPage
-	case nvme.AdminSetFeatures:
-		r.handler = execSetFeatures
-	case nvme.AdminGetFeatures:
-		if cmd.FeatureID() == nvme.FeatHostID && cmd.CDW(11)&1 != 0 {
-			r.Dir, r.Len = DirCtrlToHost, 16 // the extended, 128-bit identifier
-		}
-		r.handler = execGetFeatures
-	case nvme.AdminKeepAlive:
-		r.handler = execKeepAlive
-	case nvme.AdminAsyncEvent:
-		r.handler = execAsyncEvent
-	case nvme.AdminAbort:
-		if disc {
-			return nvme.StatusInvalidOpcode | nvme.DNR
-		}
-		r.handler = execAbort
-	default:
+	c := &adminCommands[r.Cmd.Opcode()]
+	if !c.supported() || (q.ctrl.Subsystem.isDiscovery && !c.discovery) {
 		return nvme.StatusInvalidOpcode | nvme.DNR
 	}
-	return 0
+	return c.use(q, r)
 }
 
 func execKeepAlive(q *Queue, r *Request) bool {
@@ -83,7 +58,7 @@ func execIdentify(q *Queue, r *Request) bool {
 		q.identifyController(b)
 	case nvme.CNSNamespace:
 		nsid := cmd.NSID()
-		if nsid == 0 || nsid == 0xffffffff {
+		if nsid == 0 || nsid == nvme.NSIDBroadcast {
 			r.status = nvme.StatusInvalidNamespace | nvme.DNR
 			return true
 		}
@@ -93,7 +68,7 @@ func execIdentify(q *Queue, r *Request) bool {
 		}
 	case nvme.CNSActiveNSList:
 		after := cmd.NSID()
-		if after >= 0xfffffffe {
+		if after >= nvme.NSIDListLimit {
 			r.status = nvme.StatusInvalidNamespace | nvme.DNR
 			return true
 		}
@@ -242,17 +217,7 @@ func execGetLogPage(q *Queue, r *Request) bool {
 		page = grow(page, nvme.ChangedNSLogSize)
 		c.changedNSLog(page, cmd.LogRAE())
 	case lid == nvme.LogCmdEffects:
-		page = grow(page, nvme.EffectsLogSize)
-		for _, op := range []uint8{nvme.AdminGetLogPage, nvme.AdminIdentify, nvme.AdminAbort,
-			nvme.AdminSetFeatures, nvme.AdminGetFeatures, nvme.AdminAsyncEvent, nvme.AdminKeepAlive} {
-			nvme.PutEffects(page, false, op, nvme.EffectsSupported)
-		}
-		for _, op := range []uint8{nvme.IOFlush, nvme.IORead, nvme.IOCompare} {
-			nvme.PutEffects(page, true, op, nvme.EffectsSupported)
-		}
-		for _, op := range []uint8{nvme.IOWrite, nvme.IOWriteZeroes, nvme.IODatasetMgmt} {
-			nvme.PutEffects(page, true, op, nvme.EffectsSupported|nvme.EffectsLBC)
-		}
+		page = append(page, effectsLog[:]...)
 	default:
 		r.status = nvme.StatusInvalidLogPage | nvme.DNR
 		return true

@@ -519,7 +519,7 @@ func (c *Controller) recordError(r *Request, qid uint16) {
 		Count: c.errCount, SQID: qid, CID: r.Cmd.CID(), Status: r.status,
 		NSID: r.Cmd.NSID(),
 	}
-	if op := r.Cmd.Opcode(); qid != 0 && (op == nvme.IORead || op == nvme.IOWrite || op == nvme.IOCompare || op == nvme.IOWriteZeroes) {
+	if qid != 0 && ioCommands[r.Cmd.Opcode()].lba {
 		e.LBA = r.Cmd.SLBA()
 	}
 }

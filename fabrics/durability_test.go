@@ -98,7 +98,7 @@ func TestFUAWriteIsDurable(t *testing.T) {
 	if st := h.write(0, buf, 0); st != 0 {
 		t.Fatal(st)
 	}
-	if st := h.write(8, buf, cdw12FUA); st != 0 {
+	if st := h.write(8, buf, nvme.CDW12FUA); st != 0 {
 		t.Fatal(st)
 	}
 	if w, s := rec.writes.Load(), rec.syncWrites.Load(); w != 1 || s != 1 {
@@ -106,7 +106,7 @@ func TestFUAWriteIsDurable(t *testing.T) {
 	}
 	// Write Zeroes with FUA is flushed before it completes.
 	c := ioCmd(nvme.IOWriteZeroes, 1, 0, 8, 0)
-	c.SetCDW(12, c.CDW(12)|cdw12FUA)
+	c.SetCDW(12, c.CDW(12)|nvme.CDW12FUA)
 	if st := h.submit(h.io, c, nil).Status(); st != 0 || rec.flushes.Load() != 1 {
 		t.Fatalf("FUA write zeroes: %v, %d flushes, want one", st, rec.flushes.Load())
 	}
@@ -185,7 +185,7 @@ func TestWriteZeroesReadsZeroes(t *testing.T) {
 			rec := newRecorder(backend.Traits{VolatileCache: true, DiscardZeroes: tc.discardZeroes})
 			h := recorderTarget(t, rec)
 			c := ioCmd(nvme.IOWriteZeroes, 1, 0, 8, 0)
-			c.SetCDW(12, c.CDW(12)|cdw12DEAC)
+			c.SetCDW(12, c.CDW(12)|nvme.CDW12DEAC)
 			if st := h.submit(h.io, c, nil).Status(); st != 0 {
 				t.Fatal(st)
 			}
