@@ -23,6 +23,12 @@ func (q *Queue) prepareAdmin(r *Request) nvme.Status {
 	return c.use(q, r)
 }
 
+// The temperature thresholds reported (Kelvin), as the Linux target's.
+const (
+	warningTempK  = 0x157
+	criticalTempK = 0x175
+)
+
 func execKeepAlive(q *Queue, r *Request) bool {
 	q.ctrl.keepAlive()
 	return true
@@ -158,10 +164,10 @@ func (q *Queue) identifyController(b []byte) {
 		id.ONCS = nvme.ONCSDSM | nvme.ONCSWriteZeroes | nvme.ONCSCompare
 		if c.vwc {
 			// Present, and Flush takes the broadcast NSID.
-			id.VWC = 0x7
+			id.VWC = nvme.VWCPresent | nvme.VWCFlushBroadcast
 		}
 		id.FUSES = 1 // Compare and Write
-		id.WCTEMP, id.CCTEMP = 0x157, 0x175
+		id.WCTEMP, id.CCTEMP = warningTempK, criticalTempK
 	}
 	id.Encode(b)
 }
@@ -173,10 +179,10 @@ func identifyNamespace(ns *Namespace, b []byte) {
 		NMIC:         1,
 		WriteProtect: ns.ReadOnly,
 		NSFEAT:       nvme.NSFEATThinProvisioning,
-		DLFEAT:       0x8, // Write Zeroes takes DEAC
+		DLFEAT:       nvme.DLFEATWriteZeroesDeallocate,
 	}
 	if ns.traits.DiscardZeroes {
-		id.DLFEAT |= 0x1 // deallocated blocks read as zeros
+		id.DLFEAT |= nvme.DLFEATReadsZeroes
 	}
 	copy(id.NGUID[:], ns.UUID[:])
 	id.EUI64 = ns.EUI64()
@@ -211,8 +217,8 @@ func execGetLogPage(q *Queue, r *Request) bool {
 		smart.Encode(page)
 	case lid == nvme.LogFirmwareSlot:
 		page = grow(page, nvme.FirmwareLogSize)
-		page[0] = 1 // active slot 1
-		nvme.PutString(page[8:16], Version)
+		page[nvme.FirmwareAFI] = 1 // running from slot 1
+		nvme.PutString(page[nvme.FirmwareSlotOff:][:nvme.FirmwareRevSize], Version)
 	case lid == nvme.LogChangedNS:
 		page = grow(page, nvme.ChangedNSLogSize)
 		c.changedNSLog(page, cmd.LogRAE())
@@ -282,7 +288,7 @@ func execSetFeatures(q *Queue, r *Request) bool {
 		r.status = nvme.StatusFeatureNotSaveable | nvme.DNR
 		return true
 	}
-	v := cmd.CDW(11)
+	v := cmd.FeatureValue()
 	switch fid := cmd.FeatureID(); {
 	case fid == nvme.FeatKeepAlive:
 		c.setKATO(v)
@@ -293,8 +299,8 @@ func execSetFeatures(q *Queue, r *Request) bool {
 	case c.Subsystem.isDiscovery:
 		r.status = nvme.StatusInvalidField | nvme.DNR
 	case fid == nvme.FeatNumQueues:
-		nsq, ncq := v&0xffff, v>>16
-		if nsq == 0xffff || ncq == 0xffff {
+		nsq, ncq, ok := nvme.NumQueues(v)
+		if !ok {
 			r.status = nvme.StatusInvalidField | nvme.DNR
 			return true
 		}
@@ -309,7 +315,7 @@ func execSetFeatures(q *Queue, r *Request) bool {
 		c.mu.Lock()
 		c.ioQueues = uint16(n)
 		c.mu.Unlock()
-		r.result = uint64(n-1) | uint64(n-1)<<16
+		r.result = uint64(nvme.NumQueuesValue(n-1, n-1))
 	case fid == nvme.FeatVolatileWC:
 		return setWriteCache(q, r, v&1 != 0)
 	case fid == nvme.FeatArbitration, fid == nvme.FeatPowerMgmt,
@@ -338,9 +344,9 @@ func execGetFeatures(q *Queue, r *Request) bool {
 		r.status = nvme.StatusInvalidField
 	case fid == nvme.FeatNumQueues:
 		c.mu.Lock()
-		n := uint64(c.ioQueues - 1)
+		n := uint32(c.ioQueues - 1)
 		c.mu.Unlock()
-		r.result = n | n<<16
+		r.result = uint64(nvme.NumQueuesValue(n, n))
 	case fid == nvme.FeatVolatileWC:
 		if !c.vwc {
 			r.status = nvme.StatusInvalidField
@@ -350,12 +356,12 @@ func execGetFeatures(q *Queue, r *Request) bool {
 			r.result = 1
 		}
 	case fid == nvme.FeatTempThreshold:
-		r.result = 0x157
+		r.result = warningTempK
 	case fid == nvme.FeatArbitration, fid == nvme.FeatPowerMgmt,
 		fid == nvme.FeatErrorRecovery, fid == nvme.FeatWriteAtomic:
 		r.result = 0
 	case fid == nvme.FeatHostID:
-		if cmd.CDW(11)&1 == 0 {
+		if cmd.FeatureValue()&nvme.FeatHostIDExtended == 0 {
 			// Only the 128-bit identifier exists on fabrics.
 			r.status = nvme.StatusInvalidField
 			return true

@@ -1,7 +1,6 @@
 package fabrics
 
 import (
-	"encoding/binary"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -31,7 +30,7 @@ type Controller struct {
 	ID        uint16
 	Subsystem *Subsystem
 	HostNQN   string
-	HostID    [16]byte
+	HostID    [nvme.HostIDSize]byte
 	Port      *Port
 	Created   time.Time
 	log       *logrus.Entry
@@ -496,10 +495,10 @@ func (c *Controller) changedNSLog(page []byte, rae bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.nsOverflow {
-		binary.LittleEndian.PutUint32(page, nvme.ChangedNSOverflow)
+		nvme.PutChangedNS(page, 0, nvme.ChangedNSOverflow)
 	} else {
 		for i, id := range c.changedNS {
-			binary.LittleEndian.PutUint32(page[4*i:], id)
+			nvme.PutChangedNS(page, i, id)
 		}
 	}
 	if !rae {

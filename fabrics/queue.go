@@ -42,7 +42,7 @@ type Queue struct {
 // counts live per namespace (IOStats), which the metrics and the SMART
 // log read.
 type QueueStats struct {
-	ErrorsByType [8]atomic.Uint64 // by status code type
+	ErrorsByType [nvme.StatusCodeTypes]atomic.Uint64 // by status code type
 	BusyNanos    atomic.Uint64
 }
 

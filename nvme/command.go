@@ -127,9 +127,22 @@ const (
 // Set Features Number of Queues: CDW11 (and the result) hold NSQR in bits
 // 15:0 and NCQR in 31:16, both 0-based; 0xffff is invalid.
 const (
-	NumQueuesMask      = 0xffff
-	NumQueuesNCQRShift = 16
+	numQueuesMask      = 0xffff
+	numQueuesNCQRShift = 16
+	numQueuesInvalid   = 0xffff
 )
+
+// NumQueues decodes the 0-based submission and completion queue counts of
+// a Number of Queues value; ok is false when either is FFFFh.
+func NumQueues(v uint32) (nsqr, ncqr uint32, ok bool) {
+	nsqr, ncqr = v&numQueuesMask, v>>numQueuesNCQRShift
+	return nsqr, ncqr, nsqr != numQueuesInvalid && ncqr != numQueuesInvalid
+}
+
+// NumQueuesValue encodes 0-based queue counts as a Number of Queues value.
+func NumQueuesValue(nsqr, ncqr uint32) uint32 {
+	return nsqr&numQueuesMask | ncqr<<numQueuesNCQRShift
+}
 
 // Flags bits.
 const (

@@ -190,6 +190,20 @@ const (
 	nsLBAF0  = 128
 )
 
+// VWC bits: a volatile write cache is present (bit 0), and Flush's
+// broadcast NSID support (bits 2:1, 11b: supported).
+const (
+	VWCPresent        = 1 << 0
+	VWCFlushBroadcast = 0x3 << 1
+)
+
+// DLFEAT bits: what deallocated blocks read as (bits 2:0, 001b: zeros) and
+// whether Write Zeroes supports the Deallocate bit (bit 3).
+const (
+	DLFEATReadsZeroes           = 0x1
+	DLFEATWriteZeroesDeallocate = 1 << 3
+)
+
 // NSFEAT bits.
 const (
 	NSFEATThinProvisioning = 1 << 0

@@ -2,12 +2,16 @@ package nvme
 
 import "encoding/binary"
 
+// Firmware Slot log: AFI (bits 2:0 are the running slot), then from
+// FirmwareSlotOff the revision of each slot, FirmwareRevSize bytes each.
+const (
+	FirmwareAFI     = 0
+	FirmwareSlotOff = 8
+	FirmwareRevSize = 8
+)
+
 // Log page sizes.
 const (
-	// FirmwareSlotOff is where the Firmware Slot log's revisions start
-	// (after AFI and reserved bytes), FirmwareRevSize each.
-	FirmwareSlotOff   = 8
-	FirmwareRevSize   = 8
 	SMARTLogSize      = 512
 	ErrorLogEntrySize = 64
 	EffectsLogSize    = 4096
