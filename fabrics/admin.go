@@ -390,10 +390,10 @@ func setWriteCache(q *Queue, r *Request, enable bool) bool {
 	if enable || wasThrough {
 		return true
 	}
-	q.outstanding.Add(1)
-	go func() {
+	q.hold()
+	q.target.background(func() {
 		r.status = ioStatus(c.Subsystem.FlushNamespaces(), true)
 		q.completeAsync(r)
-	}()
+	})
 	return false
 }

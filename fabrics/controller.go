@@ -21,6 +21,9 @@ const (
 	// when the host asks for none, as the Linux target's: a host that
 	// connected persistently and went away does not hold it for ever.
 	discoveryKATO = 120_000 // milliseconds
+	// keepAliveSlack is added to KATO: the host's transport gets some
+	// slack, as the Linux target allows.
+	keepAliveSlack = time.Second
 )
 
 // Controller is the state one host's Connect on an admin queue creates:
@@ -64,7 +67,7 @@ type Controller struct {
 	nsOverflow  bool // more changes than the Changed Namespace List holds
 	errLog      [errorLogLen]nvme.ErrorLogEntry
 	errCount    uint64
-	kaTimer     timer
+	kaTimer     Timer
 	kaGen       uint64 // which arming of the timer is current
 	shutdownGen uint64 // bumped by every CC.SHN change: a flush finishing late checks it
 	dead        bool
@@ -217,7 +220,7 @@ func (c *Controller) setCC(v uint32) {
 		c.dropIOQueues()
 	}
 	if shutdown {
-		go c.shutdown(gen)
+		c.Subsystem.target.background(func() { c.shutdown(gen) })
 	}
 }
 
@@ -293,7 +296,7 @@ func (c *Controller) detach(q *Queue) {
 	kept := c.aers[:0]
 	for _, r := range c.aers {
 		if r.q == q {
-			q.outstanding.Add(-1)
+			q.unhold()
 			continue
 		}
 		kept = append(kept, r)
@@ -349,11 +352,10 @@ func (c *Controller) armKeepAlive() {
 	if c.dead || kato == 0 {
 		return
 	}
-	// Allow the host's transport some slack, as the Linux target does.
-	d := time.Duration(kato)*time.Millisecond + time.Second
+	d := time.Duration(kato)*time.Millisecond + keepAliveSlack
 	c.kaGen++
 	gen := c.kaGen
-	c.kaTimer = c.Subsystem.target.afterFunc(d, func() { c.keepAliveExpired(gen, kato) })
+	c.kaTimer = c.Subsystem.target.clock.AfterFunc(d, func() { c.keepAliveExpired(gen, kato) })
 }
 
 func (c *Controller) stopKeepAlive() {
@@ -411,7 +413,7 @@ func (c *Controller) submitAER(r *Request) bool {
 		c.mu.Unlock()
 		return false
 	}
-	r.q.outstanding.Add(1)
+	r.q.hold()
 	c.aers = append(c.aers, r)
 	c.mu.Unlock()
 	c.deliverEvents()

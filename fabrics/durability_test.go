@@ -288,17 +288,21 @@ func TestFusedPairAtomicAgainstPlainWrites(t *testing.T) {
 	t.Cleanup(releaseCompare)
 
 	plain := io2.SubmitAsync(ioCmd(nvme.IOWrite, 1, 4, 1, 512), other)
-	deadline := time.Now().Add(5 * time.Second)
-	for ns.gate.waits.Load() == 0 {
-		select {
-		case <-plain:
-			t.Fatal("a plain write landed between a fused compare and its write")
-		default:
+	// Either the plain write waits at the gate or, wrongly, completes.
+	waited := make(chan struct{})
+	go func() {
+		g := &ns.gate
+		g.mu.Lock()
+		for g.waits.Load() == 0 {
+			g.cond.Wait()
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the plain write neither completed nor waited for the fused pair")
-		}
-		time.Sleep(time.Millisecond)
+		g.mu.Unlock()
+		close(waited)
+	}()
+	select {
+	case <-waited:
+	case <-plain:
+		t.Fatal("a plain write landed between a fused compare and its write")
 	}
 	releaseCompare()
 	if f, s := <-first, <-second; f.Status() != 0 || s.Status() != 0 {

@@ -45,7 +45,7 @@ func (q *Queue) prepareFused(r *Request) nvme.Status {
 		}
 		r.handler = execFusedFirst
 		q.fuseFirst = r
-		q.outstanding.Add(1) // held until its second completes it
+		q.hold() // held until its second completes it
 	case nvme.FuseSecond:
 		if first == nil {
 			return nvme.StatusFusedMissing | nvme.DNR
@@ -89,7 +89,7 @@ func (q *Queue) abortFirst(first *Request) {
 		return
 	}
 	first.status = nvme.StatusFusedMissing
-	q.outstanding.Add(-1)
+	q.unhold()
 	q.complete(first)
 }
 
@@ -97,7 +97,7 @@ func (q *Queue) abortFirst(first *Request) {
 func execFusedFirst(q *Queue, r *Request) bool {
 	r.fuseReady = true
 	if r.fuseAbort {
-		q.outstanding.Add(-1)
+		q.unhold()
 		r.status = nvme.StatusFusedMissing
 		return true
 	}
@@ -196,6 +196,7 @@ func (ns *Namespace) enterWrite(r *Request, off, n int64) bool {
 	g.mu.Lock()
 	if g.busy(off, off+n, true) {
 		g.waits.Add(1)
+		g.cond.Broadcast() // for whoever watches the gate (tests)
 	}
 	for g.busy(off, off+n, true) {
 		g.cond.Wait()
