@@ -1,8 +1,6 @@
 package fabrics
 
 import (
-	"time"
-
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
@@ -247,38 +245,6 @@ func grow(b []byte, n int) []byte {
 	b = b[:n]
 	clear(b)
 	return b
-}
-
-// smart builds the health page. Its counters belong to the subsystem,
-// so they survive reconnects; power-on time, power cycles and unsafe
-// shutdowns belong to the daemon and survive restarts (Target.SetLifetime).
-// Data units are thousands of 512-byte units, rounded up.
-func (c *Controller) smart() nvme.SMARTLog {
-	s := c.Subsystem
-	io, busy := s.healthCounters()
-	var errs uint64
-	for _, n := range s.ErrorsByType() {
-		errs += n
-	}
-	life := Lifetime{}
-	if t := s.target; t != nil {
-		life = t.Lifetime()
-	}
-	units := func(bytes uint64) uint64 { return (bytes/512 + 999) / 1000 }
-	return nvme.SMARTLog{
-		TemperatureK:     293,
-		AvailableSpare:   100,
-		SpareThreshold:   10,
-		DataUnitsRead:    units(io.BytesRead),
-		DataUnitsWritten: units(io.BytesWritten),
-		HostReads:        io.Reads,
-		HostWrites:       io.Writes,
-		BusyMinutes:      busy / uint64(time.Minute),
-		PowerCycles:      life.PowerCycles,
-		PowerOnHours:     uint64(life.PowerOn / time.Hour),
-		UnsafeShutdowns:  life.UnsafeShutdowns,
-		ErrorLogEntries:  errs,
-	}
 }
 
 func execSetFeatures(q *Queue, r *Request) bool {

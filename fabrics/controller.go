@@ -524,3 +524,35 @@ func (c *Controller) recordError(r *Request, qid uint16) {
 		e.LBA = r.Cmd.SLBA()
 	}
 }
+
+// smart builds the health page. Its counters belong to the subsystem,
+// so they survive reconnects; power-on time, power cycles and unsafe
+// shutdowns belong to the daemon and survive restarts (Target.SetLifetime).
+// Data units are thousands of 512-byte units, rounded up.
+func (c *Controller) smart() nvme.SMARTLog {
+	s := c.Subsystem
+	io, busy := s.healthCounters()
+	var errs uint64
+	for _, n := range s.ErrorsByType() {
+		errs += n
+	}
+	life := Lifetime{}
+	if t := s.target; t != nil {
+		life = t.Lifetime()
+	}
+	units := func(bytes uint64) uint64 { return (bytes/512 + 999) / 1000 }
+	return nvme.SMARTLog{
+		TemperatureK:     293,
+		AvailableSpare:   100,
+		SpareThreshold:   10,
+		DataUnitsRead:    units(io.BytesRead),
+		DataUnitsWritten: units(io.BytesWritten),
+		HostReads:        io.Reads,
+		HostWrites:       io.Writes,
+		BusyMinutes:      busy / uint64(time.Minute),
+		PowerCycles:      life.PowerCycles,
+		PowerOnHours:     uint64(life.PowerOn / time.Hour),
+		UnsafeShutdowns:  life.UnsafeShutdowns,
+		ErrorLogEntries:  errs,
+	}
+}

@@ -65,9 +65,9 @@ func (p *bufferPool) put(d int32) { p.free = append(p.free, d) }
 // registered region: in-capsule data and data buffers first, on page
 // boundaries for O_DIRECT backends, then commands and responses.
 type memLayout struct {
-	inlineStride                   int
+	inlineStride                  int
 	inline, data, large, cmd, rsp int
-	total                          int
+	total                         int
 }
 
 func layOut(sz queueSizes) memLayout {

@@ -351,7 +351,6 @@ func (qp *QueuePair) flushPosts() error {
 	return nil
 }
 
-
 // dropPosts accounts for a batch of n work requests dropped because the
 // queue pair is stopping: a request whose signaled work request was in it
 // will see no completion, so it goes back now.

@@ -72,8 +72,8 @@ type QueuePair struct {
 	reqs       []request
 	freeReqs   []int32
 	inState    [numStates]int32 // requests in each state
-	small      bufferPool // dataBufs[:nsmall], smallBuffer bytes each
-	large      bufferPool // dataBufs[nsmall:], fabrics.MaxDataTransfer bytes each
+	small      bufferPool       // dataBufs[:nsmall], smallBuffer bytes each
+	large      bufferPool       // dataBufs[nsmall:], fabrics.MaxDataTransfer bytes each
 	nsmall     int32
 	wrs        []C.struct_nt_wr
 	wrsPtr     unsafe.Pointer
