@@ -127,9 +127,9 @@ func (c *Controller) propertyGet(off uint32, size8 bool) (uint64, nvme.Status) {
 	case off == nvme.RegCAP && size8:
 		return capReg, 0
 	case off == nvme.RegCAP && !size8:
-		return capReg & 0xffffffff, 0
+		return nvme.CAPLow(capReg), 0
 	case off == nvme.RegCAPHigh && !size8:
-		return capReg >> 32, 0
+		return nvme.CAPHigh(capReg), 0
 	case off == nvme.RegVS && !size8:
 		return uint64(nvme.Version(1, 3, 0)), 0
 	case off == nvme.RegCC && !size8:
@@ -152,12 +152,12 @@ func (c *Controller) propertySet(off uint32, val uint64, size8 bool) nvme.Status
 // discovery controller has no I/O queues, so it ignores their entry sizes
 // (hosts leave them 0 there), as the Linux target does.
 func (c *Controller) ccSupported(v uint32) bool {
-	iosqes := (v >> nvme.CCIOSQEShift) & 0xf
-	iocqes := (v >> nvme.CCIOCQEShift) & 0xf
-	mps := (v >> nvme.CCMPSShift) & 0xf
-	ams := (v >> nvme.CCAMSShift) & 0x7
-	css := (v >> nvme.CCCSSShift) & 0x7
-	if !c.Subsystem.isDiscovery && (iosqes != 6 || iocqes != 4) {
+	iosqes := (v >> nvme.CCIOSQEShift) & nvme.CCQESMask
+	iocqes := (v >> nvme.CCIOCQEShift) & nvme.CCQESMask
+	mps := (v >> nvme.CCMPSShift) & nvme.CCMPSMask
+	ams := (v >> nvme.CCAMSShift) & nvme.CCAMSMask
+	css := (v >> nvme.CCCSSShift) & nvme.CCCSSMask
+	if !c.Subsystem.isDiscovery && (iosqes != nvme.CCIOSQE || iocqes != nvme.CCIOCQE) {
 		return false
 	}
 	return mps == 0 && ams == 0 && css == 0
@@ -445,7 +445,7 @@ func (c *Controller) raiseEvent(typ, info, logPage uint8) {
 		}
 		c.aenMasked |= bit
 	}
-	c.events = append(c.events, uint32(typ)|uint32(info)<<8|uint32(logPage)<<16)
+	c.events = append(c.events, nvme.AsyncEventResult(typ, info, logPage))
 	c.mu.Unlock()
 	c.deliverEvents()
 }
@@ -540,7 +540,7 @@ func (c *Controller) smart() nvme.SMARTLog {
 	if t := s.target; t != nil {
 		life = t.Lifetime()
 	}
-	units := func(bytes uint64) uint64 { return (bytes/512 + 999) / 1000 }
+	units := nvme.SMARTDataUnits
 	return nvme.SMARTLog{
 		TemperatureK:     293,
 		AvailableSpare:   100,

@@ -5,6 +5,10 @@ import "encoding/binary"
 // CompletionSize is the size of a completion queue entry.
 const CompletionSize = 16
 
+// CapsuleUnit is the unit of Identify IOCCSZ and IORCSZ, the command and
+// response capsule sizes.
+const CapsuleUnit = 16
+
 // Offsets within a completion queue entry.
 const (
 	cqeResult = 0 // DW0-DW1

@@ -41,6 +41,10 @@ const (
 	smartErrorEntries    = 176
 )
 
+// SMARTDataUnits converts a byte count to the unit of the SMART data units
+// read and written counters: thousands of 512-byte units, rounded up.
+func SMARTDataUnits(bytes uint64) uint64 { return (bytes/512 + 999) / 1000 }
+
 // SMARTLog holds the SMART / Health Information fields the target reports.
 // Data units are thousands of 512-byte units, rounded up.
 type SMARTLog struct {

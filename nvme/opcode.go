@@ -98,3 +98,10 @@ const (
 	AsyncNoticeNSChanged    = 0x00
 	AsyncNoticeDiscoveryLog = 0xf0
 )
+
+// AsyncEventResult is the completion DW0 of an Asynchronous Event Request:
+// the event type (bits 2:0), its information (15:8) and the log page that
+// tells more (23:16).
+func AsyncEventResult(typ, info, logPage uint8) uint32 {
+	return uint32(typ) | uint32(info)<<8 | uint32(logPage)<<16
+}
