@@ -35,7 +35,7 @@ func (c *command) supported() bool { return c.handler != nil }
 
 // adminCommands and ioCommands are indexed by opcode, so that dispatch is
 // one bounds-check-free load on the I/O path.
-var adminCommands = [256]command{
+var adminCommands = [nvme.Opcodes]command{
 	nvme.AdminGetLogPage:  {handler: execGetLogPage, dir: DirCtrlToHost, size: sizeGetLogPage, discovery: true},
 	nvme.AdminIdentify:    {handler: execIdentify, dir: DirCtrlToHost, fixedLen: nvme.IdentifySize, discovery: true},
 	nvme.AdminAbort:       {handler: execAbort},
@@ -45,7 +45,7 @@ var adminCommands = [256]command{
 	nvme.AdminKeepAlive:   {handler: execKeepAlive, discovery: true},
 }
 
-var ioCommands = [256]command{
+var ioCommands = [nvme.Opcodes]command{
 	nvme.IOFlush: {handler: execFlush, needsNS: true, broadcast: execFlushAll},
 	nvme.IOWrite: {handler: execWrite, dir: DirHostToCtrl, size: sizeBlocks, needsNS: true, writes: true, lba: true,
 		effects: nvme.EffectsLBC},

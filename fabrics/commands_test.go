@@ -51,7 +51,7 @@ func TestCommandTablesDriveDispatchAndEffects(t *testing.T) {
 	for _, side := range []struct {
 		name  string
 		io    bool
-		table *[256]command
+		table *[nvme.Opcodes]command
 		lq    *LoopQueue
 	}{{"admin", false, &adminCommands, h.admin}, {"io", true, &ioCommands, h.io}} {
 		supported := 0

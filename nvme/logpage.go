@@ -159,9 +159,8 @@ const (
 // I/O dwords, then reserved space up to EffectsLogSize.
 const (
 	EffectsEntrySize = 4
-	EffectsOpcodes   = 256
 	EffectsAdminOff  = 0
-	EffectsIOOff     = EffectsAdminOff + EffectsOpcodes*EffectsEntrySize
+	EffectsIOOff     = EffectsAdminOff + Opcodes*EffectsEntrySize
 )
 
 // PutEffects sets the effects of one admin (io=false) or I/O opcode in an

@@ -1,5 +1,8 @@
 package nvme
 
+// Opcodes is how many opcodes a command set has: the opcode is one byte.
+const Opcodes = 1 << 8
+
 // Admin command opcodes.
 const (
 	AdminDeleteSQ     = 0x00
