@@ -115,7 +115,7 @@ func execIdentify(q *Queue, r *Request) bool {
 		}
 		nvme.PutNSIDList(b, ids)
 	case nvme.CNSCommandSetVector:
-		b[0] = 1 // NVM command set only
+		nvme.PutCommandSetVector(b)
 	default:
 		r.status = nvme.StatusInvalidField | nvme.DNR
 	}

@@ -275,6 +275,20 @@ func PutNSDescriptor(b []byte, off int, nidt uint8, nid []byte) int {
 // target's NVMET_MAX_NAMESPACES. One constant so that the two agree.
 const MaxNamespaces = 1024
 
+// Identify I/O Command Set data structure (CNS 1Ch): command set
+// combination vectors of 8 bytes each; bit 0 of a vector is the NVM
+// command set.
+const (
+	CommandSetVectorSize = 8
+	CommandSetVectorNVM  = 1 << CSINVM
+)
+
+// PutCommandSetVector writes the one combination the target supports, the
+// NVM command set alone, as vector 0 of b.
+func PutCommandSetVector(b []byte) {
+	binary.LittleEndian.PutUint64(b[:CommandSetVectorSize], CommandSetVectorNVM)
+}
+
 // PutNSIDList writes a list of namespace IDs (Identify CNS 0x02) into b,
 // which must be IdentifySize bytes; ids beyond 1024 entries are dropped.
 func PutNSIDList(b []byte, ids []uint32) {
