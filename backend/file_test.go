@@ -86,90 +86,103 @@ func TestFileIO(t *testing.T) {
 	}
 }
 
+// fileIO is one file backend under test, with a pattern to write and a
+// buffer to read into.
+type fileIO struct {
+	outer *testing.T
+	opts  Options
+	b     Backend
+	data  []byte
+	got   []byte
+}
+
+func (f *fileIO) read(t *testing.T, off int64) []byte {
+	t.Helper()
+	clear(f.got)
+	if err := f.b.ReadAt(f.got, off); err != nil {
+		t.Fatal(err)
+	}
+	return f.got
+}
+
+func (f *fileIO) write(t *testing.T, off int64) {
+	t.Helper()
+	if err := f.b.WriteAt(f.data, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fileIOSteps run in order against one backend.
+var fileIOSteps = []struct {
+	name string
+	run  func(f *fileIO, t *testing.T)
+}{
+	{"unwritten range reads zeros", func(f *fileIO, t *testing.T) {
+		if !isZero(f.read(t, 8<<20)) {
+			t.Fatal("sparse range has data")
+		}
+	}},
+	{"read back what was written", func(f *fileIO, t *testing.T) {
+		f.write(t, 1<<20)
+		if !bytes.Equal(f.read(t, 1<<20), f.data) {
+			t.Fatal("read back differs")
+		}
+	}},
+	{"last block", func(f *fileIO, t *testing.T) {
+		f.write(t, f.b.Size()-8192)
+		if !bytes.Equal(f.read(t, f.b.Size()-8192), f.data) {
+			t.Fatal("read back differs")
+		}
+	}},
+	{"data kept across reopen", func(f *fileIO, t *testing.T) {
+		if err := f.b.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		f.b.Close()
+		f.b = mustOpen(f.outer, "file", f.opts)
+		if !bytes.Equal(f.read(t, 1<<20), f.data) {
+			t.Fatal("data lost on reopen")
+		}
+	}},
+	{"discard reads back zeros", func(f *fileIO, t *testing.T) {
+		f.write(t, 2<<20)
+		if err := f.b.(Discarder).Discard(2<<20, 4096); err != nil {
+			t.Fatal(err)
+		}
+		g := f.read(t, 2<<20)
+		if !isZero(g[:4096]) || !bytes.Equal(g[4096:], f.data[4096:]) {
+			t.Fatal("discard did not zero exactly its range")
+		}
+	}},
+	{"write zeroes", func(f *fileIO, t *testing.T) {
+		f.write(t, 3<<20)
+		if err := f.b.(Zeroer).WriteZeroes(3<<20+4096, 4096); err != nil {
+			t.Fatal(err)
+		}
+		g := f.read(t, 3<<20)
+		if !bytes.Equal(g[:4096], f.data[:4096]) || !isZero(g[4096:]) {
+			t.Fatal("write zeroes did not zero exactly its range")
+		}
+	}},
+	{"write zeroes without fallocate", func(f *fileIO, t *testing.T) {
+		f.write(t, 4<<20)
+		// The last resort for file systems with neither zero range nor
+		// punch hole, spanning more than one zero page.
+		fb := f.b.(*fileBackend)
+		if err := fb.writeZeroesSlow(4<<20, int64(len(zeroPage))+4096); err != nil {
+			t.Fatal(err)
+		}
+		if !isZero(f.read(t, 4<<20)) || !isZero(f.read(t, 4<<20+int64(len(zeroPage))-4096)) {
+			t.Fatal("range not zeroed")
+		}
+	}},
+}
+
 func testFileIO(outer *testing.T, opts Options) {
-	b := mustOpen(outer, "file", opts)
-	data := pattern(outer, 8192, 3)
-	got := alignedBuf(outer, 8192)
-	read := func(t *testing.T, off int64) []byte {
-		t.Helper()
-		clear(got)
-		if err := b.ReadAt(got, off); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
-	write := func(t *testing.T, off int64) {
-		t.Helper()
-		if err := b.WriteAt(data, off); err != nil {
-			t.Fatal(err)
-		}
-	}
-	steps := []struct {
-		name string
-		run  func(t *testing.T)
-	}{
-		{"unwritten range reads zeros", func(t *testing.T) {
-			if !isZero(read(t, 8<<20)) {
-				t.Fatal("sparse range has data")
-			}
-		}},
-		{"read back what was written", func(t *testing.T) {
-			write(t, 1<<20)
-			if !bytes.Equal(read(t, 1<<20), data) {
-				t.Fatal("read back differs")
-			}
-		}},
-		{"last block", func(t *testing.T) {
-			write(t, b.Size()-8192)
-			if !bytes.Equal(read(t, b.Size()-8192), data) {
-				t.Fatal("read back differs")
-			}
-		}},
-		{"data kept across reopen", func(t *testing.T) {
-			if err := b.Flush(); err != nil {
-				t.Fatal(err)
-			}
-			b.Close()
-			b = mustOpen(outer, "file", opts)
-			if !bytes.Equal(read(t, 1<<20), data) {
-				t.Fatal("data lost on reopen")
-			}
-		}},
-		{"discard reads back zeros", func(t *testing.T) {
-			write(t, 2<<20)
-			if err := b.(Discarder).Discard(2<<20, 4096); err != nil {
-				t.Fatal(err)
-			}
-			g := read(t, 2<<20)
-			if !isZero(g[:4096]) || !bytes.Equal(g[4096:], data[4096:]) {
-				t.Fatal("discard did not zero exactly its range")
-			}
-		}},
-		{"write zeroes", func(t *testing.T) {
-			write(t, 3<<20)
-			if err := b.(Zeroer).WriteZeroes(3<<20+4096, 4096); err != nil {
-				t.Fatal(err)
-			}
-			g := read(t, 3<<20)
-			if !bytes.Equal(g[:4096], data[:4096]) || !isZero(g[4096:]) {
-				t.Fatal("write zeroes did not zero exactly its range")
-			}
-		}},
-		{"write zeroes without fallocate", func(t *testing.T) {
-			write(t, 4<<20)
-			// The last resort for file systems with neither zero range nor
-			// punch hole, spanning more than one zero page.
-			fb := b.(*fileBackend)
-			if err := fb.writeZeroesSlow(4<<20, int64(len(zeroPage))+4096); err != nil {
-				t.Fatal(err)
-			}
-			if !isZero(read(t, 4<<20)) || !isZero(read(t, 4<<20+int64(len(zeroPage))-4096)) {
-				t.Fatal("range not zeroed")
-			}
-		}},
-	}
-	for _, s := range steps {
-		outer.Run(s.name, s.run)
+	f := &fileIO{outer: outer, opts: opts, b: mustOpen(outer, "file", opts),
+		data: pattern(outer, 8192, 3), got: alignedBuf(outer, 8192)}
+	for _, s := range fileIOSteps {
+		outer.Run(s.name, func(t *testing.T) { s.run(f, t) })
 	}
 }
 

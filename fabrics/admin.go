@@ -1,52 +1,31 @@
 package fabrics
 
 import (
-	"time"
-
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
 // Version is the firmware revision reported in Identify; set by main.
 var Version = "0.1.0"
 
+// prepareAdmin dispatches an admin command through adminCommands.
 func (q *Queue) prepareAdmin(r *Request) nvme.Status {
-	cmd := r.Cmd
-	disc := q.ctrl.Subsystem.isDiscovery
 	if !q.ctrl.enabled() {
 		// Before CC.EN=1 (or after a reset) only Fabrics commands are
 		// processed, as the Linux target's nvmet_check_ctrl_status.
 		return nvme.StatusCommandSequence | nvme.DNR
 	}
-	switch cmd.Opcode() {
-	case nvme.AdminIdentify:
-		r.Dir, r.Len, r.handler = DirCtrlToHost, nvme.IdentifySize, execIdentify
-	case nvme.AdminGetLogPage:
-		n := cmd.LogLength()
-		if n > MaxDataTransfer {
-			return nvme.StatusInvalidField | nvme.DNR
-		}
-		r.Dir, r.Len, r.handler = DirCtrlToHost, uint32(n), execGetLogPage
-	case nvme.AdminSetFeatures:
-		r.handler = execSetFeatures
-	case nvme.AdminGetFeatures:
-		if cmd.FeatureID() == nvme.FeatHostID && cmd.CDW(11)&1 != 0 {
-			r.Dir, r.Len = DirCtrlToHost, 16 // the extended, 128-bit identifier
-		}
-		r.handler = execGetFeatures
-	case nvme.AdminKeepAlive:
-		r.handler = execKeepAlive
-	case nvme.AdminAsyncEvent:
-		r.handler = execAsyncEvent
-	case nvme.AdminAbort:
-		if disc {
-			return nvme.StatusInvalidOpcode | nvme.DNR
-		}
-		r.handler = execAbort
-	default:
+	c := &adminCommands[r.Cmd.Opcode()]
+	if !c.supported() || (q.ctrl.Subsystem.isDiscovery && !c.discovery) {
 		return nvme.StatusInvalidOpcode | nvme.DNR
 	}
-	return 0
+	return c.use(q, r)
 }
+
+// The temperature thresholds reported (Kelvin), as the Linux target's.
+const (
+	warningTempK  = 0x157
+	criticalTempK = 0x175
+)
 
 func execKeepAlive(q *Queue, r *Request) bool {
 	q.ctrl.keepAlive()
@@ -83,7 +62,7 @@ func execIdentify(q *Queue, r *Request) bool {
 		q.identifyController(b)
 	case nvme.CNSNamespace:
 		nsid := cmd.NSID()
-		if nsid == 0 || nsid == 0xffffffff {
+		if nsid == 0 || nsid == nvme.NSIDBroadcast {
 			r.status = nvme.StatusInvalidNamespace | nvme.DNR
 			return true
 		}
@@ -93,7 +72,7 @@ func execIdentify(q *Queue, r *Request) bool {
 		}
 	case nvme.CNSActiveNSList:
 		after := cmd.NSID()
-		if after >= 0xfffffffe {
+		if after >= nvme.NSIDListLimit {
 			r.status = nvme.StatusInvalidNamespace | nvme.DNR
 			return true
 		}
@@ -136,7 +115,7 @@ func execIdentify(q *Queue, r *Request) bool {
 		}
 		nvme.PutNSIDList(b, ids)
 	case nvme.CNSCommandSetVector:
-		b[0] = 1 // NVM command set only
+		nvme.PutCommandSetVector(b)
 	default:
 		r.status = nvme.StatusInvalidField | nvme.DNR
 	}
@@ -160,8 +139,8 @@ func (q *Queue) identifyController(b []byte) {
 		AERL:           maxOutstandAER - 1,
 		LPA:            nvme.LPAExtendedData,
 		ELPE:           errorLogLen - 1,
-		IOCCSZ:         (nvme.CommandSize + q.port.InlineDataSize) / 16,
-		IORCSZ:         nvme.CompletionSize / 16,
+		IOCCSZ:         (nvme.CommandSize + q.port.InlineDataSize) / nvme.CapsuleUnit,
+		IORCSZ:         nvme.CompletionSize / nvme.CapsuleUnit,
 		MSDBD:          MaxKeyedDescriptors,
 		SGLS:           nvme.SGLSSupported | nvme.SGLSKeyed,
 		PowerMaxCentiW: 0,
@@ -183,10 +162,10 @@ func (q *Queue) identifyController(b []byte) {
 		id.ONCS = nvme.ONCSDSM | nvme.ONCSWriteZeroes | nvme.ONCSCompare
 		if c.vwc {
 			// Present, and Flush takes the broadcast NSID.
-			id.VWC = 0x7
+			id.VWC = nvme.VWCPresent | nvme.VWCFlushBroadcast
 		}
 		id.FUSES = 1 // Compare and Write
-		id.WCTEMP, id.CCTEMP = 0x157, 0x175
+		id.WCTEMP, id.CCTEMP = warningTempK, criticalTempK
 	}
 	id.Encode(b)
 }
@@ -198,10 +177,10 @@ func identifyNamespace(ns *Namespace, b []byte) {
 		NMIC:         1,
 		WriteProtect: ns.ReadOnly,
 		NSFEAT:       nvme.NSFEATThinProvisioning,
-		DLFEAT:       0x8, // Write Zeroes takes DEAC
+		DLFEAT:       nvme.DLFEATWriteZeroesDeallocate,
 	}
 	if ns.traits.DiscardZeroes {
-		id.DLFEAT |= 0x1 // deallocated blocks read as zeros
+		id.DLFEAT |= nvme.DLFEATReadsZeroes
 	}
 	copy(id.NGUID[:], ns.UUID[:])
 	id.EUI64 = ns.EUI64()
@@ -236,23 +215,13 @@ func execGetLogPage(q *Queue, r *Request) bool {
 		smart.Encode(page)
 	case lid == nvme.LogFirmwareSlot:
 		page = grow(page, nvme.FirmwareLogSize)
-		page[0] = 1 // active slot 1
-		nvme.PutString(page[8:16], Version)
+		page[nvme.FirmwareAFI] = 1 // running from slot 1
+		nvme.PutString(page[nvme.FirmwareSlotOff:][:nvme.FirmwareRevSize], Version)
 	case lid == nvme.LogChangedNS:
 		page = grow(page, nvme.ChangedNSLogSize)
 		c.changedNSLog(page, cmd.LogRAE())
 	case lid == nvme.LogCmdEffects:
-		page = grow(page, nvme.EffectsLogSize)
-		for _, op := range []uint8{nvme.AdminGetLogPage, nvme.AdminIdentify, nvme.AdminAbort,
-			nvme.AdminSetFeatures, nvme.AdminGetFeatures, nvme.AdminAsyncEvent, nvme.AdminKeepAlive} {
-			nvme.PutEffects(page, false, op, nvme.EffectsSupported)
-		}
-		for _, op := range []uint8{nvme.IOFlush, nvme.IORead, nvme.IOCompare} {
-			nvme.PutEffects(page, true, op, nvme.EffectsSupported)
-		}
-		for _, op := range []uint8{nvme.IOWrite, nvme.IOWriteZeroes, nvme.IODatasetMgmt} {
-			nvme.PutEffects(page, true, op, nvme.EffectsSupported|nvme.EffectsLBC)
-		}
+		page = append(page, effectsLog[:]...)
 	default:
 		r.status = nvme.StatusInvalidLogPage | nvme.DNR
 		return true
@@ -278,38 +247,6 @@ func grow(b []byte, n int) []byte {
 	return b
 }
 
-// smart builds the health page. Its counters belong to the subsystem,
-// so they survive reconnects; power-on time, power cycles and unsafe
-// shutdowns belong to the daemon and survive restarts (Target.SetLifetime).
-// Data units are thousands of 512-byte units, rounded up.
-func (c *Controller) smart() nvme.SMARTLog {
-	s := c.Subsystem
-	io, busy := s.healthCounters()
-	var errs uint64
-	for _, n := range s.ErrorsByType() {
-		errs += n
-	}
-	life := Lifetime{}
-	if t := s.target; t != nil {
-		life = t.Lifetime()
-	}
-	units := func(bytes uint64) uint64 { return (bytes/512 + 999) / 1000 }
-	return nvme.SMARTLog{
-		TemperatureK:     293,
-		AvailableSpare:   100,
-		SpareThreshold:   10,
-		DataUnitsRead:    units(io.BytesRead),
-		DataUnitsWritten: units(io.BytesWritten),
-		HostReads:        io.Reads,
-		HostWrites:       io.Writes,
-		BusyMinutes:      busy / uint64(time.Minute),
-		PowerCycles:      life.PowerCycles,
-		PowerOnHours:     uint64(life.PowerOn / time.Hour),
-		UnsafeShutdowns:  life.UnsafeShutdowns,
-		ErrorLogEntries:  errs,
-	}
-}
-
 func execSetFeatures(q *Queue, r *Request) bool {
 	cmd := r.Cmd
 	c := q.ctrl
@@ -317,7 +254,7 @@ func execSetFeatures(q *Queue, r *Request) bool {
 		r.status = nvme.StatusFeatureNotSaveable | nvme.DNR
 		return true
 	}
-	v := cmd.CDW(11)
+	v := cmd.FeatureValue()
 	switch fid := cmd.FeatureID(); {
 	case fid == nvme.FeatKeepAlive:
 		c.setKATO(v)
@@ -328,8 +265,8 @@ func execSetFeatures(q *Queue, r *Request) bool {
 	case c.Subsystem.isDiscovery:
 		r.status = nvme.StatusInvalidField | nvme.DNR
 	case fid == nvme.FeatNumQueues:
-		nsq, ncq := v&0xffff, v>>16
-		if nsq == 0xffff || ncq == 0xffff {
+		nsq, ncq, ok := nvme.NumQueues(v)
+		if !ok {
 			r.status = nvme.StatusInvalidField | nvme.DNR
 			return true
 		}
@@ -344,7 +281,7 @@ func execSetFeatures(q *Queue, r *Request) bool {
 		c.mu.Lock()
 		c.ioQueues = uint16(n)
 		c.mu.Unlock()
-		r.result = uint64(n-1) | uint64(n-1)<<16
+		r.result = uint64(nvme.NumQueuesValue(n-1, n-1))
 	case fid == nvme.FeatVolatileWC:
 		return setWriteCache(q, r, v&1 != 0)
 	case fid == nvme.FeatArbitration, fid == nvme.FeatPowerMgmt,
@@ -373,9 +310,9 @@ func execGetFeatures(q *Queue, r *Request) bool {
 		r.status = nvme.StatusInvalidField
 	case fid == nvme.FeatNumQueues:
 		c.mu.Lock()
-		n := uint64(c.ioQueues - 1)
+		n := uint32(c.ioQueues - 1)
 		c.mu.Unlock()
-		r.result = n | n<<16
+		r.result = uint64(nvme.NumQueuesValue(n, n))
 	case fid == nvme.FeatVolatileWC:
 		if !c.vwc {
 			r.status = nvme.StatusInvalidField
@@ -385,12 +322,12 @@ func execGetFeatures(q *Queue, r *Request) bool {
 			r.result = 1
 		}
 	case fid == nvme.FeatTempThreshold:
-		r.result = 0x157
+		r.result = warningTempK
 	case fid == nvme.FeatArbitration, fid == nvme.FeatPowerMgmt,
 		fid == nvme.FeatErrorRecovery, fid == nvme.FeatWriteAtomic:
 		r.result = 0
 	case fid == nvme.FeatHostID:
-		if cmd.CDW(11)&1 == 0 {
+		if cmd.FeatureValue()&nvme.FeatHostIDExtended == 0 {
 			// Only the 128-bit identifier exists on fabrics.
 			r.status = nvme.StatusInvalidField
 			return true
@@ -419,10 +356,10 @@ func setWriteCache(q *Queue, r *Request, enable bool) bool {
 	if enable || wasThrough {
 		return true
 	}
-	q.outstanding.Add(1)
-	go func() {
+	q.hold()
+	q.target.background(func() {
 		r.status = ioStatus(c.Subsystem.FlushNamespaces(), true)
 		q.completeAsync(r)
-	}()
+	})
 	return false
 }

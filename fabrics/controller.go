@@ -1,7 +1,6 @@
 package fabrics
 
 import (
-	"encoding/binary"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -22,6 +21,9 @@ const (
 	// when the host asks for none, as the Linux target's: a host that
 	// connected persistently and went away does not hold it for ever.
 	discoveryKATO = 120_000 // milliseconds
+	// keepAliveSlack is added to KATO: the host's transport gets some
+	// slack, as the Linux target allows.
+	keepAliveSlack = time.Second
 )
 
 // Controller is the state one host's Connect on an admin queue creates:
@@ -31,7 +33,7 @@ type Controller struct {
 	ID        uint16
 	Subsystem *Subsystem
 	HostNQN   string
-	HostID    [16]byte
+	HostID    [nvme.HostIDSize]byte
 	Port      *Port
 	Created   time.Time
 	log       *logrus.Entry
@@ -65,7 +67,7 @@ type Controller struct {
 	nsOverflow  bool // more changes than the Changed Namespace List holds
 	errLog      [errorLogLen]nvme.ErrorLogEntry
 	errCount    uint64
-	kaTimer     timer
+	kaTimer     Timer
 	kaGen       uint64 // which arming of the timer is current
 	shutdownGen uint64 // bumped by every CC.SHN change: a flush finishing late checks it
 	dead        bool
@@ -125,9 +127,9 @@ func (c *Controller) propertyGet(off uint32, size8 bool) (uint64, nvme.Status) {
 	case off == nvme.RegCAP && size8:
 		return capReg, 0
 	case off == nvme.RegCAP && !size8:
-		return capReg & 0xffffffff, 0
+		return nvme.CAPLow(capReg), 0
 	case off == nvme.RegCAPHigh && !size8:
-		return capReg >> 32, 0
+		return nvme.CAPHigh(capReg), 0
 	case off == nvme.RegVS && !size8:
 		return uint64(nvme.Version(1, 3, 0)), 0
 	case off == nvme.RegCC && !size8:
@@ -150,12 +152,12 @@ func (c *Controller) propertySet(off uint32, val uint64, size8 bool) nvme.Status
 // discovery controller has no I/O queues, so it ignores their entry sizes
 // (hosts leave them 0 there), as the Linux target does.
 func (c *Controller) ccSupported(v uint32) bool {
-	iosqes := (v >> nvme.CCIOSQEShift) & 0xf
-	iocqes := (v >> nvme.CCIOCQEShift) & 0xf
-	mps := (v >> nvme.CCMPSShift) & 0xf
-	ams := (v >> nvme.CCAMSShift) & 0x7
-	css := (v >> nvme.CCCSSShift) & 0x7
-	if !c.Subsystem.isDiscovery && (iosqes != 6 || iocqes != 4) {
+	iosqes := (v >> nvme.CCIOSQEShift) & nvme.CCQESMask
+	iocqes := (v >> nvme.CCIOCQEShift) & nvme.CCQESMask
+	mps := (v >> nvme.CCMPSShift) & nvme.CCMPSMask
+	ams := (v >> nvme.CCAMSShift) & nvme.CCAMSMask
+	css := (v >> nvme.CCCSSShift) & nvme.CCCSSMask
+	if !c.Subsystem.isDiscovery && (iosqes != nvme.CCIOSQE || iocqes != nvme.CCIOCQE) {
 		return false
 	}
 	return mps == 0 && ams == 0 && css == 0
@@ -218,7 +220,7 @@ func (c *Controller) setCC(v uint32) {
 		c.dropIOQueues()
 	}
 	if shutdown {
-		go c.shutdown(gen)
+		c.Subsystem.target.background(func() { c.shutdown(gen) })
 	}
 }
 
@@ -294,7 +296,7 @@ func (c *Controller) detach(q *Queue) {
 	kept := c.aers[:0]
 	for _, r := range c.aers {
 		if r.q == q {
-			q.outstanding.Add(-1)
+			q.unhold()
 			continue
 		}
 		kept = append(kept, r)
@@ -350,11 +352,10 @@ func (c *Controller) armKeepAlive() {
 	if c.dead || kato == 0 {
 		return
 	}
-	// Allow the host's transport some slack, as the Linux target does.
-	d := time.Duration(kato)*time.Millisecond + time.Second
+	d := time.Duration(kato)*time.Millisecond + keepAliveSlack
 	c.kaGen++
 	gen := c.kaGen
-	c.kaTimer = c.Subsystem.target.afterFunc(d, func() { c.keepAliveExpired(gen, kato) })
+	c.kaTimer = c.Subsystem.target.clock.AfterFunc(d, func() { c.keepAliveExpired(gen, kato) })
 }
 
 func (c *Controller) stopKeepAlive() {
@@ -412,7 +413,7 @@ func (c *Controller) submitAER(r *Request) bool {
 		c.mu.Unlock()
 		return false
 	}
-	r.q.outstanding.Add(1)
+	r.q.hold()
 	c.aers = append(c.aers, r)
 	c.mu.Unlock()
 	c.deliverEvents()
@@ -444,7 +445,7 @@ func (c *Controller) raiseEvent(typ, info, logPage uint8) {
 		}
 		c.aenMasked |= bit
 	}
-	c.events = append(c.events, uint32(typ)|uint32(info)<<8|uint32(logPage)<<16)
+	c.events = append(c.events, nvme.AsyncEventResult(typ, info, logPage))
 	c.mu.Unlock()
 	c.deliverEvents()
 }
@@ -496,10 +497,10 @@ func (c *Controller) changedNSLog(page []byte, rae bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.nsOverflow {
-		binary.LittleEndian.PutUint32(page, nvme.ChangedNSOverflow)
+		nvme.PutChangedNS(page, 0, nvme.ChangedNSOverflow)
 	} else {
 		for i, id := range c.changedNS {
-			binary.LittleEndian.PutUint32(page[4*i:], id)
+			nvme.PutChangedNS(page, i, id)
 		}
 	}
 	if !rae {
@@ -519,7 +520,39 @@ func (c *Controller) recordError(r *Request, qid uint16) {
 		Count: c.errCount, SQID: qid, CID: r.Cmd.CID(), Status: r.status,
 		NSID: r.Cmd.NSID(),
 	}
-	if op := r.Cmd.Opcode(); qid != 0 && (op == nvme.IORead || op == nvme.IOWrite || op == nvme.IOCompare || op == nvme.IOWriteZeroes) {
+	if qid != 0 && ioCommands[r.Cmd.Opcode()].lba {
 		e.LBA = r.Cmd.SLBA()
+	}
+}
+
+// smart builds the health page. Its counters belong to the subsystem,
+// so they survive reconnects; power-on time, power cycles and unsafe
+// shutdowns belong to the daemon and survive restarts (Target.SetLifetime).
+// Data units are thousands of 512-byte units, rounded up.
+func (c *Controller) smart() nvme.SMARTLog {
+	s := c.Subsystem
+	io, busy := s.healthCounters()
+	var errs uint64
+	for _, n := range s.ErrorsByType() {
+		errs += n
+	}
+	life := Lifetime{}
+	if t := s.target; t != nil {
+		life = t.Lifetime()
+	}
+	units := nvme.SMARTDataUnits
+	return nvme.SMARTLog{
+		TemperatureK:     293,
+		AvailableSpare:   100,
+		SpareThreshold:   10,
+		DataUnitsRead:    units(io.BytesRead),
+		DataUnitsWritten: units(io.BytesWritten),
+		HostReads:        io.Reads,
+		HostWrites:       io.Writes,
+		BusyMinutes:      busy / uint64(time.Minute),
+		PowerCycles:      life.PowerCycles,
+		PowerOnHours:     uint64(life.PowerOn / time.Hour),
+		UnsafeShutdowns:  life.UnsafeShutdowns,
+		ErrorLogEntries:  errs,
 	}
 }

@@ -19,6 +19,14 @@
 // So a queue's state is touched by one goroutine and the I/O path takes no
 // lock that another queue contends.
 //
+// Admin and I/O commands are dispatched through one table per queue type
+// (commands.go): opcode → handler, data direction and length, namespace
+// and write-protection checks, and the effects the Commands Supported and
+// Effects log reports, which is built from the same tables.
+//
+// Timers (keep alive) come from the target's Clock (clock.go): the wall
+// clock in the daemon, a ManualClock that tests advance step by step.
+//
 // The target changes while hosts are connected (reconfigure.go): the
 // namespaces of a subsystem are an immutable set swapped whole, and each
 // I/O command counts itself in flight on its namespace in its own queue's

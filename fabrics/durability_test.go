@@ -98,7 +98,7 @@ func TestFUAWriteIsDurable(t *testing.T) {
 	if st := h.write(0, buf, 0); st != 0 {
 		t.Fatal(st)
 	}
-	if st := h.write(8, buf, cdw12FUA); st != 0 {
+	if st := h.write(8, buf, nvme.CDW12FUA); st != 0 {
 		t.Fatal(st)
 	}
 	if w, s := rec.writes.Load(), rec.syncWrites.Load(); w != 1 || s != 1 {
@@ -106,7 +106,7 @@ func TestFUAWriteIsDurable(t *testing.T) {
 	}
 	// Write Zeroes with FUA is flushed before it completes.
 	c := ioCmd(nvme.IOWriteZeroes, 1, 0, 8, 0)
-	c.SetCDW(12, c.CDW(12)|cdw12FUA)
+	c.SetCDW(12, c.CDW(12)|nvme.CDW12FUA)
 	if st := h.submit(h.io, c, nil).Status(); st != 0 || rec.flushes.Load() != 1 {
 		t.Fatalf("FUA write zeroes: %v, %d flushes, want one", st, rec.flushes.Load())
 	}
@@ -185,7 +185,7 @@ func TestWriteZeroesReadsZeroes(t *testing.T) {
 			rec := newRecorder(backend.Traits{VolatileCache: true, DiscardZeroes: tc.discardZeroes})
 			h := recorderTarget(t, rec)
 			c := ioCmd(nvme.IOWriteZeroes, 1, 0, 8, 0)
-			c.SetCDW(12, c.CDW(12)|cdw12DEAC)
+			c.SetCDW(12, c.CDW(12)|nvme.CDW12DEAC)
 			if st := h.submit(h.io, c, nil).Status(); st != 0 {
 				t.Fatal(st)
 			}
@@ -288,17 +288,21 @@ func TestFusedPairAtomicAgainstPlainWrites(t *testing.T) {
 	t.Cleanup(releaseCompare)
 
 	plain := io2.SubmitAsync(ioCmd(nvme.IOWrite, 1, 4, 1, 512), other)
-	deadline := time.Now().Add(5 * time.Second)
-	for ns.gate.waits.Load() == 0 {
-		select {
-		case <-plain:
-			t.Fatal("a plain write landed between a fused compare and its write")
-		default:
+	// Either the plain write waits at the gate or, wrongly, completes.
+	waited := make(chan struct{})
+	go func() {
+		g := &ns.gate
+		g.mu.Lock()
+		for g.waits.Load() == 0 {
+			g.cond.Wait()
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the plain write neither completed nor waited for the fused pair")
-		}
-		time.Sleep(time.Millisecond)
+		g.mu.Unlock()
+		close(waited)
+	}()
+	select {
+	case <-waited:
+	case <-plain:
+		t.Fatal("a plain write landed between a fused compare and its write")
 	}
 	releaseCompare()
 	if f, s := <-first, <-second; f.Status() != 0 || s.Status() != 0 {

@@ -2,7 +2,6 @@ package fabrics
 
 import (
 	"bytes"
-	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -45,7 +44,7 @@ func (q *Queue) prepareFused(r *Request) nvme.Status {
 		}
 		r.handler = execFusedFirst
 		q.fuseFirst = r
-		q.outstanding.Add(1) // held until its second completes it
+		q.hold() // held until its second completes it
 	case nvme.FuseSecond:
 		if first == nil {
 			return nvme.StatusFusedMissing | nvme.DNR
@@ -89,7 +88,7 @@ func (q *Queue) abortFirst(first *Request) {
 		return
 	}
 	first.status = nvme.StatusFusedMissing
-	q.outstanding.Add(-1)
+	q.unhold()
 	q.complete(first)
 }
 
@@ -97,7 +96,7 @@ func (q *Queue) abortFirst(first *Request) {
 func execFusedFirst(q *Queue, r *Request) bool {
 	r.fuseReady = true
 	if r.fuseAbort {
-		q.outstanding.Add(-1)
+		q.unhold()
 		r.status = nvme.StatusFusedMissing
 		return true
 	}
@@ -194,8 +193,10 @@ func (ns *Namespace) enterWrite(r *Request, off, n int64) bool {
 	r.nsStats.Writing.Add(-1)
 	g := &ns.gate
 	g.mu.Lock()
+	g.cond.Broadcast() // no longer an unfenced write: see lockFused
 	if g.busy(off, off+n, true) {
 		g.waits.Add(1)
+		g.cond.Broadcast() // for whoever watches the gate (tests)
 	}
 	for g.busy(off, off+n, true) {
 		g.cond.Wait()
@@ -208,6 +209,9 @@ func (ns *Namespace) enterWrite(r *Request, off, n int64) bool {
 func (ns *Namespace) exitWrite(r *Request, off, n int64, gated bool) {
 	if !gated {
 		r.nsStats.Writing.Add(-1)
+		if ns.gate.fused.Load() != 0 {
+			ns.gate.wake() // a pair may wait for the unfenced writes to end
+		}
 		return
 	}
 	g := &ns.gate
@@ -225,15 +229,19 @@ func (g *writeGate) lockFused(ns *Namespace, off, n int64) {
 		g.cond.Wait()
 	}
 	g.spans = append(g.spans, gateSpan{off, off + n, true})
-	for g.busy(off, off+n, false) {
+	// Writes that passed before fused was raised run without a span; they
+	// wake the gate as they end (exitWrite).
+	for g.busy(off, off+n, false) || ns.unfencedWrites() != 0 {
 		g.cond.Wait()
 	}
 	g.mu.Unlock()
-	// Writes that passed before fused was raised run without a span;
-	// they are few and short.
-	for ns.unfencedWrites() != 0 {
-		runtime.Gosched()
-	}
+}
+
+// wake lets whoever waits at the gate look again.
+func (g *writeGate) wake() {
+	g.mu.Lock()
+	g.cond.Broadcast()
+	g.mu.Unlock()
 }
 
 func (g *writeGate) unlockFused(off, n int64) {

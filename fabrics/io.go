@@ -2,7 +2,6 @@ package fabrics
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"sync"
 	"syscall"
@@ -11,19 +10,27 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
+// prepareIO dispatches an I/O command through ioCommands: the namespace
+// it needs is claimed, its range checked and its transfer sized.
 func (q *Queue) prepareIO(r *Request) nvme.Status {
-	cmd := r.Cmd
 	if !q.ctrl.Ready() {
 		return nvme.StatusCommandSequence | nvme.DNR
 	}
-	op := cmd.Opcode()
-	if op == nvme.IOFlush && cmd.NSID() == 0xffffffff {
-		// Each namespace's flush can take long: off the poller, as any
+	c := &ioCommands[r.Cmd.Opcode()]
+	if !c.supported() {
+		return nvme.StatusInvalidOpcode | nvme.DNR
+	}
+	nsid := r.Cmd.NSID()
+	if nsid == nvme.NSIDBroadcast && c.broadcast != nil {
+		// Each namespace's call can take long: off the poller, as any
 		// other backend call.
-		r.handler, r.blocking = execFlushAll, true
+		r.handler, r.blocking = c.broadcast, true
 		return 0
 	}
-	ns := q.ctrl.Subsystem.Namespace(cmd.NSID())
+	if !c.needsNS {
+		return c.use(q, r)
+	}
+	ns := q.ctrl.Subsystem.Namespace(nsid)
 	if ns == nil {
 		return nvme.StatusInvalidNamespace | nvme.DNR
 	}
@@ -31,53 +38,14 @@ func (q *Queue) prepareIO(r *Request) nvme.Status {
 		return st
 	}
 	r.blocking = ns.blocking
-	switch op {
-	case nvme.IORead, nvme.IOWrite, nvme.IOWriteZeroes, nvme.IOCompare:
-		slba, nlb := cmd.SLBA(), uint64(cmd.NLB())+1
-		if blocks := ns.Blocks(); slba >= blocks || nlb > blocks-slba {
-			return nvme.StatusLBARange | nvme.DNR
-		}
-		r.off = int64(slba << ns.BlockShift)
-		r.length = int64(nlb << ns.BlockShift)
-		if op != nvme.IORead && op != nvme.IOCompare && ns.ReadOnly {
-			return nvme.StatusNamespaceWriteProt | nvme.DNR
-		}
-		switch op {
-		case nvme.IORead:
-			if r.length > MaxDataTransfer {
-				return nvme.StatusInvalidField | nvme.DNR
-			}
-			r.Dir, r.Len, r.handler = DirCtrlToHost, uint32(r.length), execRead
-		case nvme.IOWrite, nvme.IOCompare:
-			if r.length > MaxDataTransfer {
-				return nvme.StatusInvalidField | nvme.DNR
-			}
-			r.Dir, r.Len, r.handler = DirHostToCtrl, uint32(r.length), execWrite
-			if op == nvme.IOCompare {
-				r.handler = execCompare
-			}
-		default:
-			r.handler = execWriteZeroes
-		}
-	case nvme.IOFlush:
-		r.handler = execFlush
-	case nvme.IODatasetMgmt:
-		if ns.ReadOnly {
-			return nvme.StatusNamespaceWriteProt | nvme.DNR
-		}
-		nr := cmd.CDW(10)&0xff + 1
-		r.Dir, r.Len, r.handler = DirHostToCtrl, nr*16, execDSM
-	default:
-		return nvme.StatusInvalidOpcode | nvme.DNR
+	if st := c.use(q, r); st != 0 {
+		return st
+	}
+	if c.writes && ns.ReadOnly {
+		return nvme.StatusNamespaceWriteProt | nvme.DNR
 	}
 	return 0
 }
-
-// CDW12 bits of Write, Write Zeroes and Compare.
-const (
-	cdw12FUA  = 1 << 30 // Force Unit Access: on stable media before completion
-	cdw12DEAC = 1 << 25 // Write Zeroes: the blocks may be deallocated
-)
 
 // ioStatus maps a backend error to the status the host should see, as
 // the Linux target does for block errors: a full file system is Capacity
@@ -107,7 +75,7 @@ func (r *Request) durable() bool {
 	if !r.ns.traits.VolatileCache {
 		return false
 	}
-	return r.Cmd.CDW(12)&cdw12FUA != 0 || r.q.ctrl.writeThrough.Load()
+	return r.Cmd.FUA() || r.q.ctrl.writeThrough.Load()
 }
 
 func execRead(q *Queue, r *Request) bool {
@@ -177,7 +145,7 @@ func execWriteZeroes(q *Queue, r *Request) bool {
 	d, canDiscard := ns.Backend.(backend.Discarder)
 	z, canZero := ns.Backend.(backend.Zeroer)
 	switch {
-	case r.Cmd.CDW(12)&cdw12DEAC != 0 && canDiscard && ns.traits.DiscardZeroes:
+	case r.Cmd.DEAC() && canDiscard && ns.traits.DiscardZeroes:
 		err = d.Discard(r.off, r.length)
 	case canZero:
 		err = z.WriteZeroes(r.off, r.length)
@@ -194,8 +162,7 @@ func execWriteZeroes(q *Queue, r *Request) bool {
 
 func execDSM(q *Queue, r *Request) bool {
 	ns := r.ns
-	const attrDeallocate = 1 << 2
-	if r.Cmd.CDW(11)&attrDeallocate == 0 {
+	if !r.Cmd.DSMDeallocate() {
 		return true // hints only: nothing to do
 	}
 	d, ok := ns.Backend.(backend.Discarder)
@@ -205,9 +172,9 @@ func execDSM(q *Queue, r *Request) bool {
 	// The ranges are many and scattered: a fused pair waits for all.
 	gated := ns.enterWrite(r, 0, wholeNamespace)
 	defer ns.exitWrite(r, 0, wholeNamespace, gated)
-	for i := 0; i+16 <= len(r.Data); i += 16 {
-		nlb := uint64(binary.LittleEndian.Uint32(r.Data[i+4:]))
-		slba := binary.LittleEndian.Uint64(r.Data[i+8:])
+	for i := 0; i+nvme.DSMRangeSize <= len(r.Data); i += nvme.DSMRangeSize {
+		rng := nvme.DSMRange(r.Data[i : i+nvme.DSMRangeSize])
+		nlb, slba := uint64(rng.NLB()), rng.SLBA()
 		if blocks := ns.Blocks(); slba >= blocks || nlb > blocks-slba {
 			r.status = nvme.StatusLBARange | nvme.DNR
 			return true

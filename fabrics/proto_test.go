@@ -54,22 +54,16 @@ func (h *host) feature(set bool, fid uint8, v uint32) (uint32, nvme.Status) {
 	return uint32(rsp.Result()), rsp.Status()
 }
 
-// waitAERs waits until the controller holds n Asynchronous Event Requests:
-// SubmitAsync hands them over from another goroutine.
-func waitAERs(t *testing.T, c *Controller, n int) {
+// holdsAERs checks that the controller holds n Asynchronous Event
+// Requests: SubmitAsync returns once the target has taken the command, and
+// the target holds an AER on the spot when no event is waiting.
+func holdsAERs(t *testing.T, c *Controller, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		c.mu.Lock()
-		got := len(c.aers)
-		c.mu.Unlock()
-		if got == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("controller holds %d AERs, want %d", got, n)
-		}
-		time.Sleep(time.Millisecond)
+	c.mu.Lock()
+	got := len(c.aers)
+	c.mu.Unlock()
+	if got != n {
+		t.Fatalf("controller holds %d AERs, want %d", got, n)
 	}
 }
 
@@ -103,50 +97,29 @@ func TestAdminCommandsNeedEnabledController(t *testing.T) {
 	}
 }
 
-// fakeTimers records the keep alive timers the target starts, so tests
-// neither wait nor depend on the wall clock.
-type fakeTimers struct {
-	mu     sync.Mutex
-	timers []*fakeTimer
+// recordingClock is a ManualClock that keeps every timer function it was
+// given, so a test can run one that was stopped just as it fired.
+type recordingClock struct {
+	ManualClock
+	funcs []func()
 }
 
-type fakeTimer struct {
-	d       time.Duration
-	f       func()
-	stopped bool
+func (c *recordingClock) AfterFunc(d time.Duration, f func()) Timer {
+	c.funcs = append(c.funcs, f)
+	return c.ManualClock.AfterFunc(d, f)
 }
 
-func (ft *fakeTimer) Stop() bool { ft.stopped = true; return true }
-
-func (fs *fakeTimers) afterFunc(d time.Duration, f func()) timer {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	t := &fakeTimer{d: d, f: f}
-	fs.timers = append(fs.timers, t)
-	return t
-}
-
-func (fs *fakeTimers) count() int {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	return len(fs.timers)
-}
-
-func (fs *fakeTimers) last() *fakeTimer {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	return fs.timers[len(fs.timers)-1]
-}
+func (c *recordingClock) last() func() { return c.funcs[len(c.funcs)-1] }
 
 // The discovery controller takes CC without I/O queue entry sizes, has no
 // I/O queues, and keeps a host that asked for no keep alive for 120 s.
 func TestDiscoveryController(t *testing.T) {
 	tg, p, _ := testTarget(t)
-	ft := &fakeTimers{}
-	tg.afterFunc = ft.afterFunc
+	clk := &ManualClock{}
+	tg.SetClock(clk)
 	h := adminOnly(t, tg, p, nvme.DiscoveryNQN, 0)
-	if ft.count() != 1 || ft.last().d != 121*time.Second {
-		t.Fatalf("keep alive timers %d, want one of 120 s plus 1 s slack", ft.count())
+	if clk.Pending() != 1 {
+		t.Fatalf("%d keep alive timers, want one", clk.Pending())
 	}
 	h.setProperty(nvme.RegCC, nvme.CCEnable) // IOSQES = IOCQES = 0
 	if csts := h.getProperty(nvme.RegCSTS, false); csts != nvme.CSTSReady {
@@ -277,7 +250,7 @@ func TestResetEndsAERsAndRestoresFeatures(t *testing.T) {
 		t.Fatalf("set keep alive: %v", st)
 	}
 	aer := enableAEN(t, h, nvme.OAESNSAttrChanged)
-	waitAERs(t, h.ctrl(), 1)
+	holdsAERs(t, h.ctrl(), 1)
 	h.setProperty(nvme.RegCC, 0)
 	rsp := <-aer
 	if rsp == nil || rsp.Status() != nvme.StatusInternal|nvme.DNR {
@@ -322,7 +295,7 @@ func TestNamespaceEventsMaskedUntilLogRead(t *testing.T) {
 		t.Fatalf("first AER: %v", rsp)
 	}
 	aer2 := h.admin.SubmitAsync(newCmd(nvme.AdminAsyncEvent), nil)
-	waitAERs(t, c, 1)
+	holdsAERs(t, c, 1)
 	// Masked: more changes, including one to namespace 2 again, keep the
 	// second AER outstanding and queue nothing.
 	addNS(3)
@@ -404,33 +377,33 @@ func TestChangedNamespaceListOverflow(t *testing.T) {
 // and a timer that fires after Keep Alive replaced it does nothing.
 func TestKeepAliveTimerAfterTeardown(t *testing.T) {
 	tg, p, _ := testTarget(t)
-	ft := &fakeTimers{}
-	tg.afterFunc = ft.afterFunc
+	clk := &recordingClock{}
+	tg.SetClock(clk)
 	h := adminOnly(t, tg, p, testNQN, 5000)
 	c := h.ctrl()
 	h.setProperty(nvme.RegCC, ccEnableNVM)
-	first := ft.last()
+	first, armed := clk.last(), clk.Armed()
 	if st := h.submit(h.admin, newCmd(nvme.AdminKeepAlive), nil).Status(); st != 0 {
 		t.Fatalf("keep alive: %v", st)
 	}
-	if ft.last() == first || !first.stopped {
-		t.Fatal("keep alive did not replace the timer")
+	if clk.Armed() != armed+1 || clk.Pending() != 1 {
+		t.Fatalf("keep alive armed %d timers, %d pending; want the timer replaced", clk.Armed()-armed, clk.Pending())
 	}
-	first.f() // fired just as it was replaced
+	first() // fired just as it was replaced
 	if h.admin.Disconnected() || c.Subsystem.Stats.KeepAliveExpired.Load() != 0 {
 		t.Fatal("a replaced keep alive timer tore the controller down")
 	}
 	h.admin.Close()
-	n := ft.count()
-	if !ft.last().stopped {
+	if clk.Pending() != 0 {
 		t.Fatal("keep alive timer still running after teardown")
 	}
+	armed = clk.Armed()
 	c.keepAlive()
 	c.setKATO(1000)
-	if ft.count() != n {
-		t.Fatalf("keep alive timer armed %d more times after teardown", ft.count()-n)
+	if clk.Armed() != armed {
+		t.Fatalf("keep alive timer armed %d more times after teardown", clk.Armed()-armed)
 	}
-	ft.last().f()
+	clk.last()()
 	if got := c.Subsystem.Stats.KeepAliveExpired.Load(); got != 0 {
 		t.Fatalf("%d keep alive expiries counted for a controller already gone", got)
 	}
@@ -477,8 +450,23 @@ func (m *memBackend) flushCount() int {
 
 // A shutdown notification reports "processing" until every namespace is
 // flushed, then "complete".
+// trackBackground makes tg's background work waitable: Wait on the
+// group returns once all of it finished.
+func trackBackground(tg *Target) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	tg.background = func(f func()) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f()
+		}()
+	}
+	return &wg
+}
+
 func TestShutdownFlushesBeforeComplete(t *testing.T) {
 	tg, p, mem := testTarget(t)
+	bg := trackBackground(tg)
 	fg := &flushGate{memBackend: newMem(1<<20, 512), entered: make(chan struct{}, 1), release: make(chan struct{})}
 	addNamespace(t, tg, 2, fg)
 	h := connect(t, tg, p, testNQN)
@@ -492,12 +480,9 @@ func TestShutdownFlushesBeforeComplete(t *testing.T) {
 		t.Fatalf("identify during shutdown: %v", st)
 	}
 	close(fg.release)
-	deadline := time.Now().Add(5 * time.Second)
-	for h.getProperty(nvme.RegCSTS, false)&nvme.CSTSShstMask != nvme.CSTSShstComplete {
-		if time.Now().After(deadline) {
-			t.Fatal("shutdown not complete 5 s after the flush returned")
-		}
-		time.Sleep(time.Millisecond)
+	bg.Wait()
+	if csts := h.getProperty(nvme.RegCSTS, false); csts&nvme.CSTSShstMask != nvme.CSTSShstComplete {
+		t.Fatalf("CSTS %#x once the flush returned, want SHST complete", csts)
 	}
 	if a, b := mem.flushCount(), fg.flushCount(); a != 1 || b != 1 {
 		t.Fatalf("flushes: namespace 1 %d, namespace 2 %d; want one each", a, b)
@@ -564,26 +549,19 @@ func (g *closeGate) Close() error { g.closed.Store(true); return nil }
 func TestCloseWaitsForShutdownFlush(t *testing.T) {
 	tg, p, _ := testTarget(t)
 	g := &closeGate{flushGate: flushGate{memBackend: newMem(1<<20, 512), entered: make(chan struct{}, 1), release: make(chan struct{})}, flushed: make(chan struct{})}
-	ns := addNamespace(t, tg, 2, g)
+	addNamespace(t, tg, 2, g)
 	h := connect(t, tg, p, testNQN)
 	h.setProperty(nvme.RegCC, ccEnableNVM|1<<nvme.CCShnShift)
 	<-g.entered
 	closed := make(chan struct{})
 	go func() { tg.Close(); close(closed) }()
-	// Close has either closed the backend (and returned) or is waiting
-	// for the flush, namespace 2 marked removed.
-	deadline := time.Now().Add(5 * time.Second)
-wait:
-	for !ns.removed.Load() {
-		select {
-		case <-closed:
-			break wait
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("Close neither returned nor started closing namespace 2 within 5 s")
-		}
-		time.Sleep(time.Millisecond)
+	// Close disconnects the host before it closes namespaces; it must not
+	// return while the flush holds namespace 2.
+	<-h.admin.gone
+	select {
+	case <-closed:
+		t.Fatal("Close returned while the shutdown flush still ran")
+	default:
 	}
 	close(g.release)
 	<-closed
@@ -598,21 +576,36 @@ wait:
 // first Keep Alive keeps its controller.
 func TestKeepAliveCountsTraffic(t *testing.T) {
 	tg, p, _ := testTarget(t)
-	ft := &fakeTimers{}
-	tg.afterFunc = ft.afterFunc
+	clk := &ManualClock{}
+	tg.SetClock(clk)
 	h := adminOnly(t, tg, p, testNQN, 5000)
 	h.setProperty(nvme.RegCC, ccEnableNVM)
-	timer := ft.last()
+	period := 5*time.Second + keepAliveSlack
+	clk.Advance(period) // the period of the CC write
 	h.identify(nvme.CNSController, 0)
-	timer.f()
+	clk.Advance(period)
 	if h.admin.Disconnected() {
-		t.Fatal("controller torn down although commands came in during the period")
+		t.Fatal("controller torn down although a command came in during the period")
 	}
-	if ft.last() == timer {
-		t.Fatal("keep alive timer not armed again")
-	}
-	ft.last().f() // a period without any command
+	clk.Advance(period) // a period without any command
 	if !h.admin.Disconnected() {
 		t.Fatal("controller kept through a period without any command")
+	}
+}
+
+// A discovery controller whose host asked for no keep alive goes after
+// discoveryKATO and the slack, not a moment before.
+func TestDiscoveryKeepAliveDefault(t *testing.T) {
+	tg, p, _ := testTarget(t)
+	clk := &ManualClock{}
+	tg.SetClock(clk)
+	h := adminOnly(t, tg, p, nvme.DiscoveryNQN, 0)
+	clk.Advance(discoveryKATO*time.Millisecond + keepAliveSlack - time.Millisecond)
+	if h.admin.Disconnected() {
+		t.Fatal("discovery controller gone before its keep alive timeout")
+	}
+	clk.Advance(time.Millisecond)
+	if !h.admin.Disconnected() {
+		t.Fatal("discovery controller kept past its keep alive timeout")
 	}
 }

@@ -1,7 +1,6 @@
 package fabrics
 
 import (
-	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -29,7 +28,8 @@ type Queue struct {
 
 	jobs        chan *Request // to the workers
 	done        chan *Request // from workers and event sources
-	outstanding atomic.Int32  // requests held outside the poller
+	outstanding atomic.Int32  // requests held outside the poller (hold, unhold)
+	drained     chan struct{} // a token each time outstanding drops to 0
 	workers     bool
 
 	Stats     QueueStats
@@ -42,7 +42,7 @@ type Queue struct {
 // counts live per namespace (IOStats), which the metrics and the SMART
 // log read.
 type QueueStats struct {
-	ErrorsByType [8]atomic.Uint64 // by status code type
+	ErrorsByType [nvme.StatusCodeTypes]atomic.Uint64 // by status code type
 	BusyNanos    atomic.Uint64
 }
 
@@ -52,6 +52,8 @@ func NewQueue(t *Target, port *Port, qid uint16, depth int, tr QueueTransport) *
 	q := &Queue{
 		QID: qid, target: t, port: port, tr: tr, depth: depth,
 		done: make(chan *Request, depth+maxOutstandAER),
+
+		drained: make(chan struct{}, 1),
 	}
 	q.log = t.Log.WithFields(logrus.Fields{"qid": qid, "peer": tr.Peer(), "port": port.ID})
 	return q
@@ -116,7 +118,7 @@ func (q *Queue) Execute(r *Request) {
 	// A fused first command only waits for its second: it stays here.
 	if r.blocking && r.Cmd.Fuse() != nvme.FuseFirst {
 		q.startWorkers()
-		q.outstanding.Add(1)
+		q.hold()
 		q.jobs <- r
 		return
 	}
@@ -126,7 +128,7 @@ func (q *Queue) Execute(r *Request) {
 		also := r.also
 		q.complete(r)
 		if also != nil {
-			q.outstanding.Add(-1)
+			q.unhold()
 			q.complete(also)
 		}
 	}
@@ -159,7 +161,7 @@ func (q *Queue) work() {
 func (q *Queue) completeAsync(r *Request) {
 	q.done <- r
 	q.tr.Wake()
-	q.outstanding.Add(-1)
+	q.unhold()
 }
 
 // Pending reports whether Reap has work, cheaply, for the poller's idle check.
@@ -204,7 +206,7 @@ func (q *Queue) Close() {
 	if q.fuseFirst != nil {
 		// A fused first command whose second never came.
 		q.fuseFirst = nil
-		q.outstanding.Add(-1)
+		q.unhold()
 	}
 	var stats []nsStat
 	if q.ctrl != nil {
@@ -220,12 +222,27 @@ func (q *Queue) Close() {
 		q.log.Info("queue disconnected")
 	}
 	for q.outstanding.Load() > 0 {
-		runtime.Gosched()
-		time.Sleep(time.Millisecond)
+		<-q.drained
 	}
 	unregisterStats(stats)
 	if q.jobs != nil {
 		close(q.jobs)
+	}
+}
+
+// hold counts a request held outside the poller: on a worker, in the
+// controller (AER), or waiting for its fused partner.
+func (q *Queue) hold() { q.outstanding.Add(1) }
+
+// unhold ends a hold. Reaching zero leaves a token for Close, which waits
+// for it instead of polling; a token left over from an earlier zero only
+// makes Close look again.
+func (q *Queue) unhold() {
+	if q.outstanding.Add(-1) == 0 {
+		select {
+		case q.drained <- struct{}{}:
+		default:
+		}
 	}
 }
 

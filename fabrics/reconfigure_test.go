@@ -10,15 +10,21 @@ import (
 )
 
 // gateBackend blocks reads until gate is closed and records Close.
+// gateBackend holds every read until gate closes; entered receives one
+// token per read that reached it.
 type gateBackend struct {
 	*memBackend
-	gate   chan struct{}
-	closed atomic.Bool
-	reads  atomic.Int32
+	gate    chan struct{}
+	entered chan struct{}
+	closed  atomic.Bool
+}
+
+func newGateBackend() *gateBackend {
+	return &gateBackend{memBackend: newMem(1<<20, 512), gate: make(chan struct{}), entered: make(chan struct{}, 16)}
 }
 
 func (g *gateBackend) ReadAt(p []byte, off int64) error {
-	g.reads.Add(1)
+	g.entered <- struct{}{}
 	<-g.gate
 	if g.closed.Load() {
 		panic("read on a closed backend")
@@ -44,7 +50,7 @@ func enableAEN(t *testing.T, h *host, bits uint32) <-chan nvme.Completion {
 func TestRemoveNamespaceWhileConnected(t *testing.T) {
 	tg, p, _ := testTarget(t)
 	s := tg.Subsystem(testNQN)
-	g := &gateBackend{memBackend: newMem(1<<20, 512), gate: make(chan struct{})}
+	g := newGateBackend()
 	ns2, err := NewNamespace(2, g, false, [16]byte{2})
 	if err != nil {
 		t.Fatal(err)
@@ -60,9 +66,7 @@ func TestRemoveNamespaceWhileConnected(t *testing.T) {
 	rd.SetNSID(2)
 	keyed(rd, 512)
 	inflight := h.io.SubmitAsync(rd, make([]byte, 512))
-	for g.reads.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	<-g.entered // the read is in the backend
 	removed := make(chan error, 1)
 	go func() { removed <- s.RemoveNamespace(2) }()
 
@@ -70,10 +74,12 @@ func TestRemoveNamespaceWhileConnected(t *testing.T) {
 	if rsp == nil || rsp.Result() != nvme.AsyncTypeNotice|uint64(nvme.LogChangedNS)<<16 {
 		t.Fatalf("AER completion %v, want namespace attribute changed", rsp)
 	}
+	// The event is raised once the namespace is out of the set; the
+	// removal must still be waiting for the read.
 	select {
 	case err := <-removed:
 		t.Fatalf("removal returned (%v) with a command in flight", err)
-	case <-time.After(50 * time.Millisecond):
+	default:
 	}
 	if g.closed.Load() {
 		t.Fatal("backend closed with a command in flight")
@@ -169,7 +175,7 @@ func TestRemoveSubsystemAndPort(t *testing.T) {
 // they started keeps its backend open until it returns.
 func TestRemoveSubsystemWaitsForBackendCalls(t *testing.T) {
 	tg, p, _ := testTarget(t)
-	g := &gateBackend{memBackend: newMem(1<<20, 512), gate: make(chan struct{})}
+	g := newGateBackend()
 	ns2, _ := NewNamespace(2, g, false, [16]byte{2})
 	if err := tg.Subsystem(testNQN).AddNamespace(ns2); err != nil {
 		t.Fatal(err)
@@ -179,9 +185,7 @@ func TestRemoveSubsystemWaitsForBackendCalls(t *testing.T) {
 	rd.SetNSID(2)
 	keyed(rd, 512)
 	h.io.SubmitAsync(rd, make([]byte, 512))
-	for g.reads.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	<-g.entered // the read is in the backend
 	removed := make(chan error, 1)
 	go func() { removed <- tg.RemoveSubsystem(testNQN) }()
 	select {

@@ -11,12 +11,16 @@ import (
 )
 
 // LatencyBuckets are the upper bounds of the I/O latency histograms.
-var LatencyBuckets = []time.Duration{
+var LatencyBuckets = [...]time.Duration{
 	100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond,
 	time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond, 10 * time.Millisecond,
 	25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond,
 	time.Second, 5 * time.Second,
 }
+
+// latencyHistSize is the number of histogram counters: one per bucket
+// bound and the last for +Inf.
+const latencyHistSize = len(LatencyBuckets) + 1
 
 // IOStats are the I/O counters of one namespace as seen by one queue (or,
 // summed, by all). Each queue writes its own from its poller, so counting
@@ -27,9 +31,9 @@ type IOStats struct {
 	BytesRead, BytesWritten   atomic.Uint64
 	ReadNanos, WriteNanos     atomic.Uint64
 	Flushes, Discards, Zeroes atomic.Uint64
-	ReadHist, WriteHist       [14]atomic.Uint64 // len(LatencyBuckets)+1, the last is +Inf
-	Inflight                  atomic.Int64      // commands dispatched, not completed
-	Writing                   atomic.Int64      // writes past the fused-pair gate (writeGate)
+	ReadHist, WriteHist       [latencyHistSize]atomic.Uint64
+	Inflight                  atomic.Int64 // commands dispatched, not completed
+	Writing                   atomic.Int64 // writes past the fused-pair gate (writeGate)
 }
 
 // IOSnapshot is a plain copy of IOStats.
@@ -38,7 +42,7 @@ type IOSnapshot struct {
 	BytesRead, BytesWritten   uint64
 	ReadNanos, WriteNanos     uint64
 	Flushes, Discards, Zeroes uint64
-	ReadHist, WriteHist       [14]uint64
+	ReadHist, WriteHist       [latencyHistSize]uint64
 }
 
 func (s *IOStats) addTo(out *IOSnapshot) {
@@ -195,9 +199,9 @@ type SubsystemStats struct {
 	Refused          Refusals
 	KeepAliveExpired atomic.Uint64
 	mu               sync.Mutex
-	errorsRetired    [8]uint64  // by status code type, of closed queues
-	busyRetired      uint64     // busy nanoseconds of closed queues
-	removedIO        IOSnapshot // counters of removed namespaces
+	errorsRetired    [nvme.StatusCodeTypes]uint64 // by status code type, of closed queues
+	busyRetired      uint64                       // busy nanoseconds of closed queues
+	removedIO        IOSnapshot                   // counters of removed namespaces
 }
 
 // Refusals counts refused connects by reason and port.
@@ -230,7 +234,7 @@ func (r *Refusals) Counts() map[RefusedKey]uint64 {
 }
 
 // ErrorsByType sums commands completed with an error, by status code type.
-func (s *Subsystem) ErrorsByType() [8]uint64 {
+func (s *Subsystem) ErrorsByType() [nvme.StatusCodeTypes]uint64 {
 	s.Stats.mu.Lock()
 	out := s.Stats.errorsRetired
 	s.Stats.mu.Unlock()

@@ -41,8 +41,12 @@ type Target struct {
 	queuePairs    atomic.Int64
 	maxQueuePairs atomic.Int64
 
-	// afterFunc starts the keep alive timers; tests replace it.
-	afterFunc func(time.Duration, func()) timer
+	// clock starts the keep alive timers (clock.go).
+	clock Clock
+	// background runs work that must not hold up a poller (a shutdown's
+	// flush, a write cache disable's flush) on a goroutine of its own;
+	// tests replace it to wait for that work rather than poll its effect.
+	background func(func())
 }
 
 // Lifetime is the daemon's life as the SMART log reports it: like a
@@ -66,11 +70,6 @@ func (t *Target) Lifetime() Lifetime {
 	return l
 }
 
-// timer is the part of *time.Timer the controllers use.
-type timer interface{ Stop() bool }
-
-func realAfterFunc(d time.Duration, f func()) timer { return time.AfterFunc(d, f) }
-
 // NewTarget returns an empty target.
 func NewTarget(log *logrus.Entry) *Target {
 	if log == nil {
@@ -80,7 +79,8 @@ func NewTarget(log *logrus.Entry) *Target {
 		Log:        log,
 		ports:      map[uint16]*Port{},
 		subsystems: map[string]*Subsystem{},
-		afterFunc:  realAfterFunc,
+		clock:      wallClock{},
+		background: func(f func()) { go f() },
 	}
 	t.discovery = newSubsystem(t, nvme.DiscoveryNQN, "", "", true)
 	t.discovery.isDiscovery = true

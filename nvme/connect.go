@@ -2,6 +2,7 @@ package nvme
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 )
 
@@ -35,6 +36,11 @@ const (
 	ConnectDataCNTLID  = 16
 	ConnectDataSubNQN  = 256
 	ConnectDataHostNQN = 512
+	// ConnectNQNFieldSize is the width of each NQN field of the data,
+	// NUL-terminated within it.
+	ConnectNQNFieldSize = 256
+	// HostIDSize is the size of the 128-bit host identifier.
+	HostIDSize = 16
 )
 
 // ConnectInvalidParam is the DW0 of a Connect Invalid Parameters
@@ -50,7 +56,7 @@ func ConnectInvalidParam(offset uint16, inData bool) uint32 {
 
 // ConnectData is the decoded data of a Connect command.
 type ConnectData struct {
-	HostID  [16]byte
+	HostID  [HostIDSize]byte
 	CNTLID  uint16
 	SubNQN  string
 	HostNQN string
@@ -84,13 +90,13 @@ func ParseConnectData(b []byte) (ConnectData, error) {
 	if len(b) < ConnectDataSize {
 		return d, &ConnectDataError{}
 	}
-	copy(d.HostID[:], b[ConnectDataHostID:ConnectDataHostID+16])
-	d.CNTLID = uint16(b[ConnectDataCNTLID]) | uint16(b[ConnectDataCNTLID+1])<<8
+	copy(d.HostID[:], b[ConnectDataHostID:ConnectDataHostID+HostIDSize])
+	d.CNTLID = binary.LittleEndian.Uint16(b[ConnectDataCNTLID:])
 	var ok bool
-	if d.SubNQN, ok = cString(b[ConnectDataSubNQN:ConnectDataHostNQN]); !ok {
+	if d.SubNQN, ok = cString(b[ConnectDataSubNQN : ConnectDataSubNQN+ConnectNQNFieldSize]); !ok {
 		return d, &ConnectDataError{ConnectDataSubNQN}
 	}
-	if d.HostNQN, ok = cString(b[ConnectDataHostNQN : ConnectDataHostNQN+256]); !ok {
+	if d.HostNQN, ok = cString(b[ConnectDataHostNQN : ConnectDataHostNQN+ConnectNQNFieldSize]); !ok {
 		return d, &ConnectDataError{ConnectDataHostNQN}
 	}
 	return d, nil
@@ -99,10 +105,10 @@ func ParseConnectData(b []byte) (ConnectData, error) {
 // Encode writes d into b (at least ConnectDataSize bytes).
 func (d ConnectData) Encode(b []byte) {
 	clear(b[:ConnectDataSize])
-	copy(b[0:16], d.HostID[:])
-	b[16], b[17] = byte(d.CNTLID), byte(d.CNTLID>>8)
-	copy(b[256:256+NQNMaxLen], d.SubNQN)
-	copy(b[512:512+NQNMaxLen], d.HostNQN)
+	copy(b[ConnectDataHostID:ConnectDataHostID+HostIDSize], d.HostID[:])
+	binary.LittleEndian.PutUint16(b[ConnectDataCNTLID:], d.CNTLID)
+	copy(b[ConnectDataSubNQN:ConnectDataSubNQN+NQNMaxLen], d.SubNQN)
+	copy(b[ConnectDataHostNQN:ConnectDataHostNQN+NQNMaxLen], d.HostNQN)
 }
 
 // cString returns the NUL-terminated string in b; ok is false when there is

@@ -52,6 +52,11 @@ func FuzzCommand(f *testing.F) {
 			uint64(c.ConnectQID()) + uint64(c.ConnectSQSize()) + uint64(c.ConnectKATO()) + uint64(c.ConnectRecFmt()) +
 			uint64(c.PropertyOffset()) + c.PropertyValue() + uint64(c.IdentifyCNTID())
 		_, _, _ = c.LogRAE(), c.FeatureSave(), c.PropertySize8()
+		_, _, _ = c.FUA(), c.DEAC(), c.DSMDeallocate()
+		if n := c.DSMRanges(); n == 0 || n > DSMMaxRanges {
+			t.Fatalf("%d DSM ranges", n)
+		}
+		_ = c.FeatureValue()
 		for n := 10; n <= 15; n++ {
 			_ = c.CDW(n)
 		}
@@ -71,6 +76,26 @@ func FuzzCompletion(f *testing.F) {
 		c.Set(result, sqhd, sqid, cid, status)
 		if c.Result() != result || c.SQHD() != sqhd || c.SQID() != sqid || c.CID() != cid || c.Status() != status {
 			t.Fatalf("round trip mismatch")
+		}
+	})
+}
+
+// FuzzDSMRanges decodes arbitrary Dataset Management data range by range,
+// as the target does with what a host sent.
+func FuzzDSMRanges(f *testing.F) {
+	b := make([]byte, 2*DSMRangeSize)
+	DSMRange(b).Set(8, 16)
+	DSMRange(b[DSMRangeSize:]).Set(1<<40, 1)
+	f.Add(b)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		out := make(DSMRange, DSMRangeSize) // the fuzzer's input is read-only
+		for i := 0; i+DSMRangeSize <= len(data); i += DSMRangeSize {
+			r := DSMRange(data[i : i+DSMRangeSize])
+			slba, nlb := r.SLBA(), r.NLB()
+			out.Set(slba, nlb)
+			if out.SLBA() != slba || out.NLB() != nlb {
+				t.Fatalf("range %d does not round-trip", i/DSMRangeSize)
+			}
 		}
 	})
 }

@@ -190,6 +190,20 @@ const (
 	nsLBAF0  = 128
 )
 
+// VWC bits: a volatile write cache is present (bit 0), and Flush's
+// broadcast NSID support (bits 2:1, 11b: supported).
+const (
+	VWCPresent        = 1 << 0
+	VWCFlushBroadcast = 0x3 << 1
+)
+
+// DLFEAT bits: what deallocated blocks read as (bits 2:0, 001b: zeros) and
+// whether Write Zeroes supports the Deallocate bit (bit 3).
+const (
+	DLFEATReadsZeroes           = 0x1
+	DLFEATWriteZeroesDeallocate = 1 << 3
+)
+
 // NSFEAT bits.
 const (
 	NSFEATThinProvisioning = 1 << 0
@@ -260,6 +274,20 @@ func PutNSDescriptor(b []byte, off int, nidt uint8, nid []byte) int {
 // as Identify NN and MNAN, and what the configuration accepts: the Linux
 // target's NVMET_MAX_NAMESPACES. One constant so that the two agree.
 const MaxNamespaces = 1024
+
+// Identify I/O Command Set data structure (CNS 1Ch): command set
+// combination vectors of 8 bytes each; bit 0 of a vector is the NVM
+// command set.
+const (
+	CommandSetVectorSize = 8
+	CommandSetVectorNVM  = 1 << CSINVM
+)
+
+// PutCommandSetVector writes the one combination the target supports, the
+// NVM command set alone, as vector 0 of b.
+func PutCommandSetVector(b []byte) {
+	binary.LittleEndian.PutUint64(b[:CommandSetVectorSize], CommandSetVectorNVM)
+}
 
 // PutNSIDList writes a list of namespace IDs (Identify CNS 0x02) into b,
 // which must be IdentifySize bytes; ids beyond 1024 entries are dropped.

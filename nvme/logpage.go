@@ -2,6 +2,14 @@ package nvme
 
 import "encoding/binary"
 
+// Firmware Slot log: AFI (bits 2:0 are the running slot), then from
+// FirmwareSlotOff the revision of each slot, FirmwareRevSize bytes each.
+const (
+	FirmwareAFI     = 0
+	FirmwareSlotOff = 8
+	FirmwareRevSize = 8
+)
+
 // Log page sizes.
 const (
 	SMARTLogSize      = 512
@@ -12,6 +20,30 @@ const (
 	DiscoveryHdrSize  = 1024
 	DiscoveryEntSize  = 1024
 )
+
+// SMART / Health Information log offsets (NVMe base specification, "SMART /
+// Health Information"). The counters from smartDataUnitsRead on are 128-bit.
+const (
+	smartCriticalWarning = 0
+	smartTemperature     = 1
+	smartAvailableSpare  = 3
+	smartSpareThreshold  = 4
+	smartPercentUsed     = 5
+	smartDataUnitsRead   = 32
+	smartDataUnitsWrite  = 48
+	smartHostReads       = 64
+	smartHostWrites      = 80
+	smartBusyTime        = 96
+	smartPowerCycles     = 112
+	smartPowerOnHours    = 128
+	smartUnsafeShutdowns = 144
+	smartMediaErrors     = 160
+	smartErrorEntries    = 176
+)
+
+// SMARTDataUnits converts a byte count to the unit of the SMART data units
+// read and written counters: thousands of 512-byte units, rounded up.
+func SMARTDataUnits(bytes uint64) uint64 { return (bytes/512 + 999) / 1000 }
 
 // SMARTLog holds the SMART / Health Information fields the target reports.
 // Data units are thousands of 512-byte units, rounded up.
@@ -39,22 +71,35 @@ func (s *SMARTLog) Encode(b []byte) {
 	b = b[:SMARTLogSize]
 	clear(b)
 	le := binary.LittleEndian
-	b[0] = s.CriticalWarning
-	le.PutUint16(b[1:], s.TemperatureK)
-	b[3] = s.AvailableSpare
-	b[4] = s.SpareThreshold
-	b[5] = s.PercentUsed
-	le.PutUint64(b[32:], s.DataUnitsRead)
-	le.PutUint64(b[48:], s.DataUnitsWritten)
-	le.PutUint64(b[64:], s.HostReads)
-	le.PutUint64(b[80:], s.HostWrites)
-	le.PutUint64(b[96:], s.BusyMinutes)
-	le.PutUint64(b[112:], s.PowerCycles)
-	le.PutUint64(b[128:], s.PowerOnHours)
-	le.PutUint64(b[144:], s.UnsafeShutdowns)
-	le.PutUint64(b[160:], s.MediaErrors)
-	le.PutUint64(b[176:], s.ErrorLogEntries)
+	b[smartCriticalWarning] = s.CriticalWarning
+	le.PutUint16(b[smartTemperature:], s.TemperatureK)
+	b[smartAvailableSpare] = s.AvailableSpare
+	b[smartSpareThreshold] = s.SpareThreshold
+	b[smartPercentUsed] = s.PercentUsed
+	le.PutUint64(b[smartDataUnitsRead:], s.DataUnitsRead)
+	le.PutUint64(b[smartDataUnitsWrite:], s.DataUnitsWritten)
+	le.PutUint64(b[smartHostReads:], s.HostReads)
+	le.PutUint64(b[smartHostWrites:], s.HostWrites)
+	le.PutUint64(b[smartBusyTime:], s.BusyMinutes)
+	le.PutUint64(b[smartPowerCycles:], s.PowerCycles)
+	le.PutUint64(b[smartPowerOnHours:], s.PowerOnHours)
+	le.PutUint64(b[smartUnsafeShutdowns:], s.UnsafeShutdowns)
+	le.PutUint64(b[smartMediaErrors:], s.MediaErrors)
+	le.PutUint64(b[smartErrorEntries:], s.ErrorLogEntries)
 }
+
+// Error Information log entry offsets.
+const (
+	errCount        = 0
+	errSQID         = 8
+	errCID          = 10
+	errStatus       = 12 // the status field of the completion: bit 0 is the phase tag
+	errParamLoc     = 14
+	errLBA          = 16
+	errNSID         = 24
+	errTransport    = 29 // TRTYPE of the transport that saw the error
+	errParamLocNone = 0xffff
+)
 
 // ErrorLogEntry is one entry of the Error Information log.
 type ErrorLogEntry struct {
@@ -71,41 +116,71 @@ func (e *ErrorLogEntry) Encode(b []byte) {
 	b = b[:ErrorLogEntrySize]
 	clear(b)
 	le := binary.LittleEndian
-	le.PutUint64(b[0:], e.Count)
-	le.PutUint16(b[8:], e.SQID)
-	le.PutUint16(b[10:], e.CID)
-	le.PutUint16(b[12:], uint16(e.Status)<<1)
-	le.PutUint16(b[14:], 0xffff) // parameter error location: not specified
-	le.PutUint64(b[16:], e.LBA)
-	le.PutUint32(b[24:], e.NSID)
-	b[29] = TransportRDMA
+	le.PutUint64(b[errCount:], e.Count)
+	le.PutUint16(b[errSQID:], e.SQID)
+	le.PutUint16(b[errCID:], e.CID)
+	le.PutUint16(b[errStatus:], uint16(e.Status)<<1)
+	le.PutUint16(b[errParamLoc:], errParamLocNone)
+	le.PutUint64(b[errLBA:], e.LBA)
+	le.PutUint32(b[errNSID:], e.NSID)
+	b[errTransport] = TransportRDMA
 }
 
 // The Changed Namespace List holds up to ChangedNSMax IDs; past that its
 // first entry is ChangedNSOverflow and the rest are zero: the host then
 // rescans every namespace.
 const (
-	ChangedNSMax      = ChangedNSLogSize / 4
-	ChangedNSOverflow = 0xffffffff
+	ChangedNSEntrySize = 4
+	ChangedNSMax       = ChangedNSLogSize / ChangedNSEntrySize
+	ChangedNSOverflow  = 0xffffffff
 )
 
-// Commands Supported and Effects bits.
+// PutChangedNS writes entry i of a Changed Namespace List.
+func PutChangedNS(b []byte, i int, nsid uint32) {
+	binary.LittleEndian.PutUint32(b[i*ChangedNSEntrySize:], nsid)
+}
+
+// Commands Supported and Effects data structure bits (one dword per opcode).
 const (
-	EffectsSupported = 1 << 0 // CSUPP
-	EffectsLBC       = 1 << 1 // logical block content change
-	EffectsNCC       = 1 << 2 // namespace capability change
-	EffectsNIC       = 1 << 3 // namespace inventory change
-	EffectsCCC       = 1 << 4 // controller capability change
+	EffectsSupported = 1 << 0 // CSUPP: the command is supported
+	EffectsLBC       = 1 << 1 // LBCC: logical block content change
+	EffectsNCC       = 1 << 2 // NCC: namespace capability change
+	EffectsNIC       = 1 << 3 // NIC: namespace inventory change
+	EffectsCCC       = 1 << 4 // CCC: controller capability change
+	// CSE (bits 18:16): how the command must be serialised with others.
+	EffectsCSEShift = 16
+	EffectsCSEMask  = 0x7 << EffectsCSEShift
+	EffectsCSENone  = 0 << EffectsCSEShift // no restriction
+	EffectsCSEOneNS = 1 << EffectsCSEShift // no other command to the same namespace
+	EffectsCSEAllNS = 2 << EffectsCSEShift // no other command to any namespace
+)
+
+// Commands Supported and Effects log layout: 256 admin dwords, then 256
+// I/O dwords, then reserved space up to EffectsLogSize.
+const (
+	EffectsEntrySize = 4
+	EffectsAdminOff  = 0
+	EffectsIOOff     = EffectsAdminOff + Opcodes*EffectsEntrySize
 )
 
 // PutEffects sets the effects of one admin (io=false) or I/O opcode in an
 // effects log page b (EffectsLogSize bytes).
 func PutEffects(b []byte, io bool, opcode uint8, effects uint32) {
-	off := 4 * int(opcode)
+	binary.LittleEndian.PutUint32(b[effectsOffset(io, opcode):], effects)
+}
+
+// Effects reads the effects of one admin (io=false) or I/O opcode from an
+// effects log page b.
+func Effects(b []byte, io bool, opcode uint8) uint32 {
+	return binary.LittleEndian.Uint32(b[effectsOffset(io, opcode):])
+}
+
+func effectsOffset(io bool, opcode uint8) int {
+	off := EffectsAdminOff
 	if io {
-		off += 1024
+		off = EffectsIOOff
 	}
-	binary.LittleEndian.PutUint32(b[off:], effects)
+	return off + EffectsEntrySize*int(opcode)
 }
 
 // Transport types (TRTYPE).
@@ -134,14 +209,42 @@ const (
 	RDMACMSRDMACM       = 1
 )
 
+// Discovery log page header offsets.
+const (
+	discGenCtr = 0
+	discNumRec = 8
+	discRecFmt = 16
+)
+
+// Discovery log page entry offsets (NVMe-oF "Discovery Log Page Entry").
+const (
+	discTRType     = 0
+	discAdrFam     = 1
+	discSubType    = 2
+	discTReq       = 3
+	discPortID     = 4
+	discCNTLID     = 6
+	discASQSZ      = 8
+	discTRSvcID    = 32 // 32 bytes
+	discSubNQN     = 256
+	discTRAddr     = 512 // 256 bytes
+	discTSAS       = 768 // transport specific address subtype
+	discTRSvcIDLen = 32
+	discTRAddrLen  = 256
+	// RDMA TSAS: QP service type, provider type, connection management.
+	discRDMAQPType = discTSAS + 0
+	discRDMAPrType = discTSAS + 1
+	discRDMACMS    = discTSAS + 2
+)
+
 // PutDiscoveryHeader writes the discovery log page header into b (at least
 // DiscoveryHdrSize bytes).
 func PutDiscoveryHeader(b []byte, genctr, numrec uint64) {
 	b = b[:DiscoveryHdrSize]
 	clear(b)
-	binary.LittleEndian.PutUint64(b[0:], genctr)
-	binary.LittleEndian.PutUint64(b[8:], numrec)
-	// recfmt 0
+	binary.LittleEndian.PutUint64(b[discGenCtr:], genctr)
+	binary.LittleEndian.PutUint64(b[discNumRec:], numrec)
+	binary.LittleEndian.PutUint16(b[discRecFmt:], 0)
 }
 
 // DiscoveryEntry is one record of the discovery log page.
@@ -163,20 +266,20 @@ func (e *DiscoveryEntry) Encode(b []byte) {
 	b = b[:DiscoveryEntSize]
 	clear(b)
 	le := binary.LittleEndian
-	b[0] = e.TransportType
-	b[1] = e.AddrFamily
-	b[2] = e.Subtype
-	b[3] = e.TREQ
-	le.PutUint16(b[4:], e.PortID)
-	le.PutUint16(b[6:], e.CNTLID)
-	le.PutUint16(b[8:], e.ASQSZ)
-	putPadded(b[32:64], e.TRSVCID)
-	copy(b[256:256+NQNMaxLen], e.SubNQN)
-	putPadded(b[512:768], e.TRADDR)
+	b[discTRType] = e.TransportType
+	b[discAdrFam] = e.AddrFamily
+	b[discSubType] = e.Subtype
+	b[discTReq] = e.TREQ
+	le.PutUint16(b[discPortID:], e.PortID)
+	le.PutUint16(b[discCNTLID:], e.CNTLID)
+	le.PutUint16(b[discASQSZ:], e.ASQSZ)
+	putPadded(b[discTRSvcID:discTRSvcID+discTRSvcIDLen], e.TRSVCID)
+	copy(b[discSubNQN:discSubNQN+NQNMaxLen], e.SubNQN)
+	putPadded(b[discTRAddr:discTRAddr+discTRAddrLen], e.TRADDR)
 	if e.TransportType == TransportRDMA {
-		b[768] = RDMAQPTypeConnected
-		b[769] = RDMAPrTypeNotSpec
-		b[770] = RDMACMSRDMACM
+		b[discRDMAQPType] = RDMAQPTypeConnected
+		b[discRDMAPrType] = RDMAPrTypeNotSpec
+		b[discRDMACMS] = RDMACMSRDMACM
 	}
 }
 

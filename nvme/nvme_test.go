@@ -148,3 +148,10 @@ func TestParseCMRequest(t *testing.T) {
 		})
 	}
 }
+
+// The CC entry sizes fabrics allows are the sizes of the entries.
+func TestCCEntrySizes(t *testing.T) {
+	if 1<<CCIOSQE != CommandSize || 1<<CCIOCQE != CompletionSize {
+		t.Fatalf("IOSQES %d, IOCQES %d for %d- and %d-byte entries", CCIOSQE, CCIOCQE, CommandSize, CompletionSize)
+	}
+}

@@ -1,5 +1,8 @@
 package nvme
 
+// Opcodes is how many opcodes a command set has: the opcode is one byte.
+const Opcodes = 1 << 8
+
 // Admin command opcodes.
 const (
 	AdminDeleteSQ     = 0x00
@@ -98,3 +101,10 @@ const (
 	AsyncNoticeNSChanged    = 0x00
 	AsyncNoticeDiscoveryLog = 0xf0
 )
+
+// AsyncEventResult is the completion DW0 of an Asynchronous Event Request:
+// the event type (bits 2:0), its information (15:8) and the log page that
+// tells more (23:16).
+func AsyncEventResult(typ, info, logPage uint8) uint32 {
+	return uint32(typ) | uint32(info)<<8 | uint32(logPage)<<16
+}

@@ -19,6 +19,22 @@ const CMAcceptSize = 32
 // CMRejectSize is the size of the target's reject private data.
 const CMRejectSize = 4
 
+// Offsets within the CM private data (NVMe-oF RDMA transport binding,
+// "RDMA_CM_REQUEST", "RDMA_CM_ACCEPT", "RDMA_CM_REJECT").
+const (
+	cmReqRecFmt  = 0
+	cmReqQID     = 2
+	cmReqHRQSize = 4
+	cmReqHSQSize = 6
+	cmReqCNTLID  = 8
+
+	cmAccRecFmt  = 0
+	cmAccCRQSize = 2
+
+	cmRejRecFmt = 0
+	cmRejStatus = 2
+)
+
 // CM reject status values.
 const (
 	CMRejectInvalidLength  = 0x01
@@ -63,11 +79,11 @@ func ParseCMRequest(b []byte, maxQueueSize uint16) (CMRequest, error) {
 	if len(b) < CMRequestSize {
 		return r, &CMRequestError{CMRejectInvalidLength, "private data too short"}
 	}
-	r.RecFmt = binary.LittleEndian.Uint16(b[0:])
-	r.QID = binary.LittleEndian.Uint16(b[2:])
-	r.HRQSize = binary.LittleEndian.Uint16(b[4:])
-	r.HSQSize = binary.LittleEndian.Uint16(b[6:])
-	r.CNTLID = binary.LittleEndian.Uint16(b[8:])
+	r.RecFmt = binary.LittleEndian.Uint16(b[cmReqRecFmt:])
+	r.QID = binary.LittleEndian.Uint16(b[cmReqQID:])
+	r.HRQSize = binary.LittleEndian.Uint16(b[cmReqHRQSize:])
+	r.HSQSize = binary.LittleEndian.Uint16(b[cmReqHSQSize:])
+	r.CNTLID = binary.LittleEndian.Uint16(b[cmReqCNTLID:])
 	switch {
 	case r.RecFmt != 0:
 		return r, &CMRequestError{CMRejectInvalidRecFmt, "unsupported record format"}
@@ -82,11 +98,11 @@ func ParseCMRequest(b []byte, maxQueueSize uint16) (CMRequest, error) {
 // Encode writes r into b (at least CMRequestSize bytes), for test hosts.
 func (r CMRequest) Encode(b []byte) {
 	clear(b[:CMRequestSize])
-	binary.LittleEndian.PutUint16(b[0:], r.RecFmt)
-	binary.LittleEndian.PutUint16(b[2:], r.QID)
-	binary.LittleEndian.PutUint16(b[4:], r.HRQSize)
-	binary.LittleEndian.PutUint16(b[6:], r.HSQSize)
-	binary.LittleEndian.PutUint16(b[8:], r.CNTLID)
+	binary.LittleEndian.PutUint16(b[cmReqRecFmt:], r.RecFmt)
+	binary.LittleEndian.PutUint16(b[cmReqQID:], r.QID)
+	binary.LittleEndian.PutUint16(b[cmReqHRQSize:], r.HRQSize)
+	binary.LittleEndian.PutUint16(b[cmReqHSQSize:], r.HSQSize)
+	binary.LittleEndian.PutUint16(b[cmReqCNTLID:], r.CNTLID)
 }
 
 // RecvDepth is how many command capsules the host may have outstanding.
@@ -96,11 +112,12 @@ func (r CMRequest) RecvDepth() int { return int(r.HSQSize) + 1 }
 // controller receive queue size (RecvDepth).
 func PutCMAccept(b []byte, crqsize uint16) {
 	clear(b[:CMAcceptSize])
-	binary.LittleEndian.PutUint16(b[2:], crqsize)
+	binary.LittleEndian.PutUint16(b[cmAccRecFmt:], 0)
+	binary.LittleEndian.PutUint16(b[cmAccCRQSize:], crqsize)
 }
 
 // PutCMReject writes the reject private data.
 func PutCMReject(b []byte, status uint16) {
-	binary.LittleEndian.PutUint16(b[0:], 0)
-	binary.LittleEndian.PutUint16(b[2:], status)
+	binary.LittleEndian.PutUint16(b[cmRejRecFmt:], 0)
+	binary.LittleEndian.PutUint16(b[cmRejStatus:], status)
 }

@@ -23,8 +23,21 @@ func Version(major, minor, tertiary uint32) uint32 {
 // clear because the Linux host then expects I/O command set profiles and
 // ready-mode handshakes we do not implement.
 func CAP(mqes uint16, timeout uint8) uint64 {
-	return uint64(mqes) | 1<<16 /* CQR */ | uint64(timeout)<<24 | 1<<37
+	return uint64(mqes) | capCQR | uint64(timeout)<<capTOShift | capCSSNVM
 }
+
+// CAP bits: MQES is bits 15:0, CQR 16, TO 31:24, CSS 44:37 (bit 37: the
+// NVM command set).
+const (
+	capCQR     = 1 << 16
+	capTOShift = 24
+	capCSSNVM  = 1 << 37
+)
+
+// CAPLow and CAPHigh are the halves of CAP a 4-byte Property Get at RegCAP
+// or RegCAPHigh reads.
+func CAPLow(cap uint64) uint64  { return cap & 0xffffffff }
+func CAPHigh(cap uint64) uint64 { return cap >> 32 }
 
 // CC fields.
 const (
@@ -36,6 +49,16 @@ const (
 	CCMPSShift   = 7
 	CCAMSShift   = 11
 	CCCSSShift   = 4
+	// The widths of the fields above: IOSQES, IOCQES and MPS are 4 bits,
+	// AMS and CSS 3.
+	CCQESMask = 0xf
+	CCMPSMask = 0xf
+	CCAMSMask = 0x7
+	CCCSSMask = 0x7
+	// CCIOSQE and CCIOCQE are the only entry sizes fabrics allows, as
+	// log2 of CommandSize and CompletionSize.
+	CCIOSQE = 6
+	CCIOCQE = 4
 )
 
 // CSTS fields.

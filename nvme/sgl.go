@@ -21,49 +21,62 @@ const (
 	SGLTypeKeyed       = 0x4
 )
 
+// Offsets within an SGL descriptor. Keyed descriptors have a 24-bit length
+// and the key where unkeyed ones have a 32-bit length and reserved bytes.
+const (
+	sglAddress   = 0
+	sglLength    = 8
+	sglKeyedLen  = 8 // 3 bytes
+	sglKey       = 11
+	sglReserved  = 12 // 3 bytes, unkeyed only
+	sglID        = 15
+	sglTypeShift = 4
+	sglSubMask   = 0xf
+)
+
 // SGLDescriptor is a view over a 16-byte SGL descriptor.
 type SGLDescriptor []byte
 
 // ID is the descriptor identifier byte (type<<4 | subtype).
-func (d SGLDescriptor) ID() uint8 { return d[15] }
+func (d SGLDescriptor) ID() uint8 { return d[sglID] }
 
 // Type is the descriptor type.
-func (d SGLDescriptor) Type() uint8 { return d[15] >> 4 }
+func (d SGLDescriptor) Type() uint8 { return d[sglID] >> sglTypeShift }
 
 // Subtype is the descriptor subtype.
-func (d SGLDescriptor) Subtype() uint8 { return d[15] & 0xf }
+func (d SGLDescriptor) Subtype() uint8 { return d[sglID] & sglSubMask }
 
 // Address is the host address (keyed) or the offset into the in-capsule
 // data (offset subtype).
-func (d SGLDescriptor) Address() uint64 { return binary.LittleEndian.Uint64(d[0:]) }
+func (d SGLDescriptor) Address() uint64 { return binary.LittleEndian.Uint64(d[sglAddress:]) }
 
 // Length is the 32-bit length of an unkeyed descriptor.
-func (d SGLDescriptor) Length() uint32 { return binary.LittleEndian.Uint32(d[8:]) }
+func (d SGLDescriptor) Length() uint32 { return binary.LittleEndian.Uint32(d[sglLength:]) }
 
 // KeyedLength is the 24-bit length of a keyed data block descriptor.
 func (d SGLDescriptor) KeyedLength() uint32 {
-	return uint32(d[8]) | uint32(d[9])<<8 | uint32(d[10])<<16
+	return uint32(d[sglKeyedLen]) | uint32(d[sglKeyedLen+1])<<8 | uint32(d[sglKeyedLen+2])<<16
 }
 
 // Key is the remote key of a keyed data block descriptor.
-func (d SGLDescriptor) Key() uint32 { return binary.LittleEndian.Uint32(d[11:]) }
+func (d SGLDescriptor) Key() uint32 { return binary.LittleEndian.Uint32(d[sglKey:]) }
 
 // SetKeyed builds a keyed data block descriptor.
 func (d SGLDescriptor) SetKeyed(addr uint64, length uint32, key uint32, invalidate bool) {
-	binary.LittleEndian.PutUint64(d[0:], addr)
-	d[8], d[9], d[10] = byte(length), byte(length>>8), byte(length>>16)
-	binary.LittleEndian.PutUint32(d[11:], key)
-	d[15] = SGLKeyed
+	binary.LittleEndian.PutUint64(d[sglAddress:], addr)
+	d[sglKeyedLen], d[sglKeyedLen+1], d[sglKeyedLen+2] = byte(length), byte(length>>8), byte(length>>16)
+	binary.LittleEndian.PutUint32(d[sglKey:], key)
+	d[sglID] = SGLKeyed
 	if invalidate {
-		d[15] = SGLKeyedInvalidate
+		d[sglID] = SGLKeyedInvalidate
 	}
 }
 
 // SetOffset builds an unkeyed descriptor of the given identifier (data
 // block or last segment, offset subtype).
 func (d SGLDescriptor) SetOffset(id uint8, offset uint64, length uint32) {
-	binary.LittleEndian.PutUint64(d[0:], offset)
-	binary.LittleEndian.PutUint32(d[8:], length)
-	d[12], d[13], d[14] = 0, 0, 0
-	d[15] = id
+	binary.LittleEndian.PutUint64(d[sglAddress:], offset)
+	binary.LittleEndian.PutUint32(d[sglLength:], length)
+	clear(d[sglReserved:sglID])
+	d[sglID] = id
 }

@@ -74,7 +74,15 @@ const (
 )
 
 // Type is the Status Code Type.
-func (s Status) Type() uint8 { return uint8(s>>8) & 0x7 }
+func (s Status) Type() uint8 { return uint8(s>>statusSCTShift) & statusSCTMask }
+
+// The status field (without the phase tag): SC in bits 7:0, SCT in 10:8.
+// StatusCodeTypes is how many values SCT can take, for counters by type.
+const (
+	statusSCTShift  = 8
+	statusSCTMask   = 0x7
+	StatusCodeTypes = statusSCTMask + 1
+)
 
 // Code is the Status Code.
 func (s Status) Code() uint8 { return uint8(s) }

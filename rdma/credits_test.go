@@ -86,86 +86,116 @@ func TestSendBudgetFullDepthSimulation(t *testing.T) {
 	const (
 		depth    = 128
 		nreq     = 2 * depth
-		sqSize   = 2*nreq + 1
-		readMax  = 16
 		commands = 20000
 	)
+	sim := newBudgetSim(t, nreq, 2*nreq+1, 16)
 	rng := rand.New(rand.NewSource(1))
-	b := newSendBudget(sqSize, readMax, nreq)
-	type chain struct {
-		c    charge
-		read bool
-	}
-	var inflight []chain // posted, completing in order
-	posted, readsPosted := 0, 0
-	post := func(c charge, read bool) {
-		posted += int(c.slots)
-		if read {
-			readsPosted += int(c.slots)
-		}
-		if posted > sqSize {
-			t.Fatalf("ibv_post_send would fail: %d work requests on a send queue of %d", posted, sqSize)
-		}
-		if readsPosted > readMax && int(c.slots) <= readMax {
-			t.Fatalf("%d RDMA READs in flight, initiator depth %d", readsPosted, readMax)
-		}
-		inflight = append(inflight, chain{c, read})
-	}
-	descs := make([]int, nreq)
-	writes := make([]bool, nreq)
-	free := make([]int32, 0, nreq)
-	for i := range nreq {
-		free = append(free, int32(i))
-	}
 	started, done := 0, 0
-	respond := func(tag int32) {
-		n := 0
-		if !writes[tag] {
-			n = descs[tag] // a read command: WRITEs, then the SEND
-		}
-		if c, ok := b.trySend(tag, n); ok {
-			post(c, false)
-		}
-	}
 	for done < commands {
 		// The host keeps depth commands outstanding.
-		for started-done < depth && started < commands && len(free) > 0 {
-			tag := free[len(free)-1]
-			free = free[:len(free)-1]
-			descs[tag] = 1 + rng.Intn(16)
-			writes[tag] = rng.Intn(2) == 0
+		for started-done < depth && started < commands && len(sim.free) > 0 {
+			sim.start(1+rng.Intn(16), rng.Intn(2) == 0)
 			started++
-			if writes[tag] {
-				if c, ok := b.tryRead(tag, descs[tag]); ok {
-					post(c, true)
-				}
-			} else {
-				respond(tag)
-			}
 		}
-		if len(inflight) == 0 {
+		if len(sim.inflight) == 0 {
 			t.Fatalf("stalled: nothing in flight, %d started, %d done, %d+%d waiting",
-				started, done, b.sendWait.size, b.readWait.size)
+				started, done, sim.b.sendWait.size, sim.b.readWait.size)
 		}
-		// The oldest chain completes.
-		ch := inflight[0]
-		inflight = inflight[1:]
-		posted -= int(ch.c.slots)
-		if ch.read {
-			readsPosted -= int(ch.c.slots)
-		}
-		b.retire(ch.c)
-		if ch.read {
-			respond(ch.c.tag) // executed at once; its response follows
-		} else {
+		if sim.completeOldest() {
 			done++
-			free = append(free, ch.c.tag)
-		}
-		for c, read, ok := b.next(); ok; c, read, ok = b.next() {
-			post(c, read)
 		}
 	}
-	if b.slots != posted || b.reads < 0 {
-		t.Fatalf("budget says %d slots held, %d are posted", b.slots, posted)
+	if sim.b.slots != sim.posted || sim.b.reads < 0 {
+		t.Fatalf("budget says %d slots held, %d are posted", sim.b.slots, sim.posted)
 	}
+}
+
+// budgetSim is a queue pair's send queue as the budget sees it: chains
+// posted in order and completing in order, commands with their number of
+// descriptors and direction.
+type budgetSim struct {
+	t                   *testing.T
+	b                   sendBudget
+	sqSize, readMax     int
+	inflight            []simChain // posted, completing in order
+	posted, readsPosted int
+	descs               []int
+	writes              []bool
+	free                []int32
+}
+
+type simChain struct {
+	c    charge
+	read bool
+}
+
+func newBudgetSim(t *testing.T, nreq, sqSize, readMax int) *budgetSim {
+	s := &budgetSim{t: t, b: newSendBudget(sqSize, readMax, nreq), sqSize: sqSize, readMax: readMax,
+		descs: make([]int, nreq), writes: make([]bool, nreq), free: make([]int32, 0, nreq)}
+	for i := range nreq {
+		s.free = append(s.free, int32(i))
+	}
+	return s
+}
+
+// post puts a chain on the send queue, checking the device's limits.
+func (s *budgetSim) post(c charge, read bool) {
+	s.posted += int(c.slots)
+	if read {
+		s.readsPosted += int(c.slots)
+	}
+	if s.posted > s.sqSize {
+		s.t.Fatalf("ibv_post_send would fail: %d work requests on a send queue of %d", s.posted, s.sqSize)
+	}
+	if s.readsPosted > s.readMax && int(c.slots) <= s.readMax {
+		s.t.Fatalf("%d RDMA READs in flight, initiator depth %d", s.readsPosted, s.readMax)
+	}
+	s.inflight = append(s.inflight, simChain{c, read})
+}
+
+// start runs a new command: a write reads the host's data first, a read
+// responds at once.
+func (s *budgetSim) start(descs int, write bool) {
+	tag := s.free[len(s.free)-1]
+	s.free = s.free[:len(s.free)-1]
+	s.descs[tag], s.writes[tag] = descs, write
+	if !write {
+		s.respond(tag)
+		return
+	}
+	if c, ok := s.b.tryRead(tag, descs); ok {
+		s.post(c, true)
+	}
+}
+
+func (s *budgetSim) respond(tag int32) {
+	n := 0
+	if !s.writes[tag] {
+		n = s.descs[tag] // a read command: WRITEs, then the SEND
+	}
+	if c, ok := s.b.trySend(tag, n); ok {
+		s.post(c, false)
+	}
+}
+
+// completeOldest completes the oldest chain and posts what then fits. It
+// reports whether a command finished.
+func (s *budgetSim) completeOldest() bool {
+	ch := s.inflight[0]
+	s.inflight = s.inflight[1:]
+	s.posted -= int(ch.c.slots)
+	if ch.read {
+		s.readsPosted -= int(ch.c.slots)
+	}
+	s.b.retire(ch.c)
+	finished := !ch.read
+	if ch.read {
+		s.respond(ch.c.tag) // executed at once; its response follows
+	} else {
+		s.free = append(s.free, ch.c.tag)
+	}
+	for c, read, ok := s.b.next(); ok; c, read, ok = s.b.next() {
+		s.post(c, read)
+	}
+	return finished
 }

@@ -7,8 +7,8 @@
 // heap) holding its receive buffers, response capsules and data buffers,
 // registered once when the queue pair is created. A single poller
 // goroutine, locked to its OS thread, drives the queue pair: it polls the
-// completion queue in batches, runs each command through its request
-// state machine (see request states in queuepair.go) and posts every work
+// completion queue in batches, runs each command through its checked
+// request state machine (request.go) and posts every work
 // request the pass produced in one chained post. When the queue pair is
 // idle it arms the completion queue and sleeps on the completion channel
 // and an eventfd that backend workers write when they finish.
@@ -17,6 +17,12 @@
 // queue slots and RDMA READs in flight. Requests that do not fit wait in
 // order, so ibv_post_send never fails for want of room, and the completion
 // queue is sized for everything that can be outstanding.
+//
+// Teardown is driven by the request states (drain.go): once fabrics let go
+// of the queue, the queue pair goes to the error state and is polled until
+// every request with work requests on the wire has its completion; only
+// then do requests and data buffers go back, and only then is the
+// registered memory freed.
 //
 // Lifetimes, from the longest: a listener's CM event channel outlives the
 // CM ids of its queue pairs (conntable.go); a device (device.go: the

@@ -22,21 +22,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Request states. A request moves NEW → (NEED_BUFFER) → (READ_WAIT) →
-// (READING) → EXECUTING → (SEND_WAIT) → SENDING → FREE; errors jump
-// straight to SEND_WAIT or SENDING with a failure status. The WAIT states
-// hold a request whose work requests do not fit the send queue budget
-// (credits.go) yet.
-const (
-	stateFree = iota
-	stateNeedBuffer
-	stateReadWait
-	stateReading
-	stateExecuting
-	stateSendWait
-	stateSending
-)
-
 // Work request IDs carry their kind in the top byte and an index below.
 const (
 	kindRecv = 1 << 56
@@ -58,70 +43,8 @@ var spinWindow = func() time.Duration {
 	return 200 * time.Microsecond
 }()
 
-const (
-	pollBatch = 32
-	// adminDataBuffers is the number of data buffers of an admin queue:
-	// admin commands are few and mostly small.
-	adminDataBuffers = 4
-	// smallBuffer is the size of the data buffers most commands use; one
-	// per receive. Transfers above it, up to fabrics.MaxDataTransfer, take
-	// one of a few large buffers, so MDTS costs little pinned memory.
-	smallBuffer = 128 << 10
-)
-
-// largeBuffers is how many MaxDataTransfer-sized buffers a queue pair of
-// depth has.
-func largeBuffers(depth int, admin bool) int {
-	if admin {
-		return 1
-	}
-	return max(2, depth/32)
-}
-
-// bufferPool is one size class of data buffers: the free ones, and the
-// requests waiting for one, oldest first.
-type bufferPool struct {
-	free    []int32
-	waiting []int32
-}
-
-// take returns a free buffer, or queues request tag and returns -1.
-func (p *bufferPool) take(tag int32) int32 {
-	if len(p.free) == 0 {
-		p.waiting = append(p.waiting, tag)
-		return -1
-	}
-	d := p.free[len(p.free)-1]
-	p.free = p.free[:len(p.free)-1]
-	return d
-}
-
-// give hands buffer d to the oldest waiting request, returned, or frees it
-// and returns -1.
-func (p *bufferPool) give(d int32) int32 {
-	if len(p.waiting) == 0 {
-		p.free = append(p.free, d)
-		return -1
-	}
-	next := p.waiting[0]
-	copy(p.waiting, p.waiting[1:])
-	p.waiting = p.waiting[:len(p.waiting)-1]
-	return next
-}
-
-// request is the transport's state of one command, wrapping the fabrics
-// request. It is preallocated and reused.
-type request struct {
-	fabrics.Request
-	state      uint8
-	recv       int32 // receive buffer holding the capsule, -1 once reposted
-	data       int32 // data buffer, -1 if none
-	inline     []byte
-	descs      [fabrics.MaxKeyedDescriptors]fabrics.Keyed
-	ndesc      int
-	invalidate bool
-	held       charge // send queue credits of the chain in flight
-}
+// pollBatch is how many completions one pass polls.
+const pollBatch = 32
 
 // QueuePair is one accepted NVMe-oF queue: an RC queue pair, its completion
 // queue and channel, its registered memory and its poller.
@@ -148,8 +71,9 @@ type QueuePair struct {
 	dataBufs   [][]byte
 	reqs       []request
 	freeReqs   []int32
-	small      bufferPool // dataBufs[:nsmall], smallBuffer bytes each
-	large      bufferPool // dataBufs[nsmall:], fabrics.MaxDataTransfer bytes each
+	inState    [numStates]int32 // requests in each state
+	small      bufferPool       // dataBufs[:nsmall], smallBuffer bytes each
+	large      bufferPool       // dataBufs[nsmall:], fabrics.MaxDataTransfer bytes each
 	nsmall     int32
 	wrs        []C.struct_nt_wr
 	wrsPtr     unsafe.Pointer
@@ -251,7 +175,7 @@ func (qp *QueuePair) setUp(sz queueSizes) error {
 	}
 	var err error
 	// Every completion of a pass may produce a receive, a write and a send.
-	if qp.wrs, qp.wrsPtr, err = cArray[C.struct_nt_wr](3*sz.nreq + 3*pollBatch); err != nil {
+	if qp.wrs, qp.wrsPtr, err = newBatch(3*sz.nreq + 3*pollBatch); err != nil {
 		return err
 	}
 	if qp.wcs, qp.wcsPtr, err = cArray[C.struct_nt_wc](pollBatch); err != nil {
@@ -294,62 +218,17 @@ func (qp *QueuePair) createVerbs(sz queueSizes) error {
 	return nil
 }
 
-// layOutMemory registers the queue pair's one region and carves it up:
-// in-capsule data and data buffers first, on page boundaries for
-// O_DIRECT backends, then commands and responses.
+// layOutMemory registers the queue pair's one region and carves it up
+// (bufferpool.go).
 func (qp *QueuePair) layOutMemory(sz queueSizes) error {
-	// In-capsule data gets its own page-aligned segment so that O_DIRECT
-	// backends can write it where it landed.
-	inlineStride := align(sz.inline, 4096)
-	inlineOff := 0
-	dataOff := inlineOff + sz.depth*inlineStride
-	largeOff := dataOff + sz.ndata*smallBuffer
-	cmdOff := largeOff + sz.nlarge*fabrics.MaxDataTransfer
-	rspOff := cmdOff + sz.depth*nvme.CommandSize
-	total := align(rspOff+sz.nreq*nvme.CompletionSize, 4096)
+	m := layOut(sz)
 	var err error
-	if qp.mem, err = registerRegion(qp.dev.pd, total, qp.dev.caps().regionAccess()); err != nil {
+	if qp.mem, err = registerRegion(qp.dev.pd, m.total, qp.dev.caps().regionAccess()); err != nil {
 		return err
 	}
-	buf := qp.mem.buf
-	qp.cmdBufs = make([][]byte, sz.depth)
-	qp.inlineBufs = make([][]byte, sz.depth)
-	for i := range qp.cmdBufs {
-		c := cmdOff + i*nvme.CommandSize
-		qp.cmdBufs[i] = buf[c : c+nvme.CommandSize : c+nvme.CommandSize]
-		d := inlineOff + i*inlineStride
-		qp.inlineBufs[i] = buf[d : d+sz.inline : d+sz.inline]
-	}
-	qp.dataBufs = make([][]byte, sz.ndata+sz.nlarge)
-	qp.nsmall = int32(sz.ndata)
-	qp.small.free = make([]int32, 0, sz.ndata)
-	qp.large.free = make([]int32, 0, sz.nlarge)
-	for i := sz.ndata - 1; i >= 0; i-- {
-		off := dataOff + i*smallBuffer
-		qp.dataBufs[i] = buf[off : off+smallBuffer : off+smallBuffer]
-		qp.small.free = append(qp.small.free, int32(i))
-	}
-	for i := sz.nlarge - 1; i >= 0; i-- {
-		off := largeOff + i*fabrics.MaxDataTransfer
-		qp.dataBufs[sz.ndata+i] = buf[off : off+fabrics.MaxDataTransfer : off+fabrics.MaxDataTransfer]
-		qp.large.free = append(qp.large.free, int32(sz.ndata+i))
-	}
-	qp.reqs = make([]request, sz.nreq)
-	qp.freeReqs = make([]int32, 0, sz.nreq)
-	qp.small.waiting = make([]int32, 0, sz.nreq)
-	qp.large.waiting = make([]int32, 0, sz.nreq)
-	for i := range qp.reqs {
-		r := &qp.reqs[i]
-		off := rspOff + i*nvme.CompletionSize
-		r.Rsp = nvme.Completion(buf[off : off+nvme.CompletionSize])
-		r.Tag = i
-		r.recv, r.data = -1, -1
-		qp.freeReqs = append(qp.freeReqs, int32(sz.nreq-1-i))
-	}
+	qp.carve(qp.mem.buf, sz, m)
 	return nil
 }
-
-func align(n, a int) int { return (n + a - 1) / a * a }
 
 // start runs the poller.
 func (qp *QueuePair) start() { go qp.poll() }
@@ -469,310 +348,10 @@ func (qp *QueuePair) Disconnect() {
 	qp.kick()
 }
 
-func (qp *QueuePair) handle(wc *C.struct_nt_wc) {
-	id := uint64(wc.wr_id)
-	idx := int32(id &^ kindMask)
-	if debugWC {
-		qp.log.Debugf("wc id=%#x status=%d opcode=%d len=%d", id, wc.status, wc.opcode, wc.byte_len)
-	}
-	if wc.status != C.IBV_WC_SUCCESS {
-		qp.completionFailed(wc)
-		return
-	}
-	switch id & kindMask {
-	case kindRecv:
-		qp.onRecv(idx, int(wc.byte_len))
-	case kindRead:
-		qp.onReadDone(&qp.reqs[idx])
-	case kindSend:
-		qp.onSendDone(&qp.reqs[idx])
-	}
-}
-
-// completionFailed disconnects the queue on a failed work request. Only
-// the first failure is worth a warning: once the queue pair is in the
-// error state the device flushes every other posted work request.
-func (qp *QueuePair) completionFailed(wc *C.struct_nt_wc) {
-	level := completionLogLevel(wc.status == C.IBV_WC_WR_FLUSH_ERR, qp.stopping.Load(), qp.failed)
-	qp.failed = true
-	if qp.log.Logger.IsLevelEnabled(level) {
-		qp.log.WithFields(logrus.Fields{
-			"status": C.GoString(C.ibv_wc_status_str(C.enum_ibv_wc_status(wc.status))), "vendor_err": uint32(wc.vendor_err),
-		}).Log(level, "work request failed; disconnecting the queue (the host reconnects)")
-	}
-	qp.Disconnect()
-}
-
-// completionLogLevel is how loud a failed completion is: a warning for the
-// first real error of a queue, debug for flushes (they follow an error or
-// a disconnect, which is logged already) and for anything at teardown.
-func completionLogLevel(flush, stopping, failedBefore bool) logrus.Level {
-	if flush || stopping || failedBefore {
-		return logrus.DebugLevel
-	}
-	return logrus.WarnLevel
-}
-
-func (qp *QueuePair) onRecv(ri int32, n int) {
-	if n < nvme.CommandSize {
-		qp.log.WithField("bytes", n).Warn("capsule shorter than a command; disconnecting the queue")
-		qp.Disconnect()
-		return
-	}
-	if len(qp.freeReqs) == 0 {
-		qp.log.Warn("host exceeded its queue depth; disconnecting the queue")
-		qp.Disconnect()
-		return
-	}
-	r := &qp.reqs[qp.freeReqs[len(qp.freeReqs)-1]]
-	qp.freeReqs = qp.freeReqs[:len(qp.freeReqs)-1]
-	r.recv, r.data, r.invalidate, r.ndesc = ri, -1, false, 0
-	r.Cmd = nvme.Command(qp.cmdBufs[ri])
-	r.inline = qp.inlineBufs[ri][:n-nvme.CommandSize]
-	r.state = stateExecuting
-	if !qp.fq.Prepare(&r.Request) {
-		return // completed with an error already
-	}
-	qp.mapData(r)
-}
-
-// mapData resolves the command's SGL: in-capsule data, or a keyed host
-// buffer that needs a data buffer and, for writes, an RDMA READ.
-func (qp *QueuePair) mapData(r *request) {
-	sgl := r.Cmd.SGL()
-	switch sgl.ID() {
-	case nvme.SGLDataBlockOffset:
-		if r.Len > 0 {
-			if st := r.MapInline(r.inline); st != 0 {
-				qp.fq.Fail(&r.Request, st)
-				return
-			}
-		}
-		qp.fq.Execute(&r.Request)
-	default:
-		if r.Len == 0 {
-			// No data: the Linux host sends a null keyed descriptor.
-			if id := sgl.ID(); id != nvme.SGLKeyed && id != nvme.SGLKeyedInvalidate {
-				qp.fq.Fail(&r.Request, nvme.StatusSGLInvalidType|nvme.DNR)
-				return
-			}
-			qp.fq.Execute(&r.Request)
-			return
-		}
-		n, st := r.KeyedDescriptors(r.inline, &r.descs)
-		if st != 0 {
-			qp.fq.Fail(&r.Request, st)
-			return
-		}
-		r.ndesc = transferDescriptors(r.descs[:n], r.Len)
-		// One response can invalidate one key only, and only where the
-		// device can Send with Invalidate; otherwise the host
-		// invalidates the key itself.
-		r.invalidate = qp.sendInv && n == 1 && r.descs[0].Invalidate
-		pool := &qp.small
-		if r.Len > smallBuffer {
-			pool = &qp.large
-		}
-		if r.data = pool.take(int32(r.Tag)); r.data < 0 {
-			r.state = stateNeedBuffer
-			return
-		}
-		qp.startTransfer(r)
-	}
-}
-
-// transferDescriptors is how many of descs a transfer of n bytes touches:
-// one RDMA READ or WRITE each.
-func transferDescriptors(descs []fabrics.Keyed, n uint32) int {
-	pos := uint32(0)
-	for i := range descs {
-		if pos >= n {
-			return i
-		}
-		pos += min(descs[i].Len, n-pos)
-	}
-	return len(descs)
-}
-
-// startTransfer runs a request that holds a data buffer: it reads the
-// host's data first for writes, or executes at once.
-func (qp *QueuePair) startTransfer(r *request) {
-	r.Data = qp.dataBufs[r.data][:r.Len]
-	if r.Dir == fabrics.DirHostToCtrl {
-		c, ok := qp.budget.tryRead(int32(r.Tag), r.ndesc)
-		if !ok {
-			r.state = stateReadWait
-			return
-		}
-		qp.postReads(r, c)
-		return
-	}
-	r.state = stateExecuting
-	qp.fq.Execute(&r.Request)
-}
-
-// postReads posts the RDMA READs of r, holding credits c. RC completes
-// them in order, so only the last is signaled.
-func (qp *QueuePair) postReads(r *request, c charge) {
-	r.held = c
-	r.state = stateReading
-	qp.postTransfers(r, C.NT_READ, true)
-}
-
-// postTransfers queues the RDMA READs or WRITEs that move r.Data to or from
-// the host buffers of its keyed descriptors, in order.
-func (qp *QueuePair) postTransfers(r *request, op C.uint8_t, signalLast bool) {
-	kind := uint64(kindSend)
-	if op == C.NT_READ {
-		kind = kindRead
-	}
-	pos := uint32(0)
-	for i := 0; i < r.ndesc && pos < r.Len; i++ {
-		d := &r.descs[i]
-		n := min(d.Len, r.Len-pos)
-		w := qp.nextWR()
-		*w = C.struct_nt_wr{wr_id: C.uint64_t(kind | uint64(r.Tag)), laddr: C.uint64_t(addr(r.Data[pos:])),
-			raddr: C.uint64_t(d.Addr), len: C.uint32_t(n), lkey: C.uint32_t(qp.mem.lkey),
-			rkey: C.uint32_t(d.Key), op: op}
-		pos += n
-		if signalLast && pos == r.Len {
-			w.signaled = 1
-		}
-	}
-}
-
-func (qp *QueuePair) onReadDone(r *request) {
-	qp.budget.retire(r.held)
-	r.held = charge{}
-	r.state = stateExecuting
-	qp.fq.Execute(&r.Request)
-	qp.resume()
-}
-
-// Complete implements fabrics.QueueTransport: the capsule's receive buffer
-// goes back to the host, then the data (for reads) and the response go out
-// in one chain once the send queue has room for it.
-func (qp *QueuePair) Complete(fr *fabrics.Request) {
-	r := &qp.reqs[fr.Tag]
-	if r.recv >= 0 {
-		qp.postRecv(r.recv)
-		r.recv = -1
-	}
-	c, ok := qp.budget.trySend(int32(r.Tag), qp.responseWrites(r))
-	if !ok {
-		r.state = stateSendWait
-		return
-	}
-	qp.postResponse(r, c)
-}
-
-// responseWrites is how many RDMA WRITEs go before r's response.
-func (qp *QueuePair) responseWrites(r *request) int {
-	if r.Dir == fabrics.DirCtrlToHost && r.Status().Success() && r.data >= 0 {
-		return r.ndesc
-	}
-	return 0
-}
-
-// postResponse posts r's data (for reads) and response, holding credits c.
-func (qp *QueuePair) postResponse(r *request, c charge) {
-	r.held = c
-	if qp.responseWrites(r) > 0 {
-		qp.postTransfers(r, C.NT_WRITE, false)
-	}
-	w := qp.nextWR()
-	*w = C.struct_nt_wr{wr_id: C.uint64_t(kindSend | uint64(r.Tag)), laddr: C.uint64_t(addr(r.Rsp)),
-		len: nvme.CompletionSize, lkey: C.uint32_t(qp.mem.lkey), op: C.NT_SEND, signaled: 1}
-	if r.invalidate {
-		w.op, w.inv_rkey = C.NT_SEND_INV, C.uint32_t(r.descs[0].Key)
-	}
-	r.state = stateSending
-}
-
-func (qp *QueuePair) onSendDone(r *request) {
-	qp.budget.retire(r.held)
-	r.held = charge{}
-	if r.data >= 0 {
-		d := r.data
-		r.data = -1
-		pool := &qp.small
-		if d >= qp.nsmall {
-			pool = &qp.large
-		}
-		if next := pool.give(d); next >= 0 {
-			n := &qp.reqs[next]
-			n.data = d
-			qp.startTransfer(n)
-		}
-	}
-	r.Data, r.inline = nil, nil
-	r.state = stateFree
-	qp.freeReqs = append(qp.freeReqs, int32(r.Tag))
-	qp.resume()
-}
-
-// resume posts the waiting chains that fit now that credits came back,
-// oldest first, responses before reads.
-func (qp *QueuePair) resume() {
-	for {
-		c, read, ok := qp.budget.next()
-		if !ok {
-			return
-		}
-		r := &qp.reqs[c.tag]
-		if read {
-			qp.postReads(r, c)
-		} else {
-			qp.postResponse(r, c)
-		}
-	}
-}
-
-func (qp *QueuePair) postRecv(i int32) {
-	cmd, inline := qp.cmdBufs[i], qp.inlineBufs[i]
-	w := qp.nextWR()
-	*w = C.struct_nt_wr{wr_id: C.uint64_t(kindRecv | uint64(i)), laddr: C.uint64_t(addr(cmd)),
-		len: C.uint32_t(len(cmd)), lkey: C.uint32_t(qp.mem.lkey), op: C.NT_RECV}
-	if len(inline) > 0 {
-		w.laddr2, w.len2 = C.uint64_t(addr(inline)), C.uint32_t(len(inline))
-	}
-}
-
-// nextWR returns the next free slot of the pending batch, posting the
-// batch first if it is full.
-func (qp *QueuePair) nextWR() *C.struct_nt_wr {
-	if qp.nwr == len(qp.wrs) {
-		if err := qp.flushPosts(); err != nil {
-			qp.log.WithError(err).Error("posting work requests failed; disconnecting the queue")
-			qp.Disconnect()
-		}
-	}
-	w := &qp.wrs[qp.nwr]
-	qp.nwr++
-	return w
-}
-
-// flushPosts posts the pending batch in one call.
-func (qp *QueuePair) flushPosts() error {
-	n := qp.nwr
-	if n == 0 {
-		return nil
-	}
-	qp.nwr = 0
-	if qp.stopping.Load() {
-		return nil
-	}
-	var failed C.int
-	if ret := C.nt_post(qp.qp, (*C.struct_nt_wr)(qp.wrsPtr), C.int(n), &failed); ret != 0 {
-		return fmt.Errorf("ibv_post (op %d): %w", int(failed), unix.Errno(ret))
-	}
-	return nil
-}
-
 // teardown runs on the poller once it stops: fabrics lets go of the
-// queue, then the verbs resources and memory are freed, then the queue
-// pair's hold on its device and its CM id, and last its hold on the
-// listener's event channel, which outlives it.
+// queue, the requests drain (drain.go), then the verbs resources and
+// memory are freed, then the queue pair's hold on its device and its CM
+// id, and last its hold on the listener's event channel, which outlives it.
 func (qp *QueuePair) teardown() {
 	qp.mu.Lock()
 	if !qp.discDone {
@@ -781,6 +360,7 @@ func (qp *QueuePair) teardown() {
 	}
 	qp.mu.Unlock()
 	qp.fq.Close()
+	qp.drain()
 	qp.l.target.ReleaseQueue()
 	qp.l.forget(qp)
 	qp.mu.Lock()
@@ -812,10 +392,8 @@ func (qp *QueuePair) free() {
 	}
 	qp.mem.free()
 	qp.mem = nil
-	if qp.wrsPtr != nil {
-		C.free(qp.wrsPtr)
-		qp.wrsPtr, qp.wrs = nil, nil
-	}
+	freeBatch(qp.wrs, qp.wrsPtr)
+	qp.wrsPtr, qp.wrs = nil, nil
 	if qp.wcsPtr != nil {
 		C.free(qp.wcsPtr)
 		qp.wcsPtr, qp.wcs = nil, nil

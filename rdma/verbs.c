@@ -337,3 +337,11 @@ int nt_release_removed_context(struct ibv_context *ctx)
 	close(fd);
 	return ret;
 }
+
+int nt_qp_to_error(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr attr;
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_state = IBV_QPS_ERR;
+	return ibv_modify_qp(qp, &attr, IBV_QP_STATE);
+}

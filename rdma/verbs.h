@@ -92,5 +92,8 @@ int nt_id_port(struct rdma_cm_id *id);
 const char *nt_id_device_name(struct rdma_cm_id *id);
 int nt_release_removed_context(struct ibv_context *ctx);
 int nt_set_nonblock(int fd);
+// Moves the queue pair to the error state: the device then completes every
+// posted work request with a flush status.
+int nt_qp_to_error(struct ibv_qp *qp);
 
 #endif

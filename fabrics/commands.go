@@ -1,0 +1,129 @@
+package fabrics
+
+import "github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+
+// command is one opcode's entry in the command tables: everything admin
+// and I/O dispatch need to know about it, and what the Commands Supported
+// and Effects log reports. An opcode whose handler is nil is not
+// supported: it completes with Invalid Command Opcode.
+type command struct {
+	handler func(*Queue, *Request) bool
+	dir     DataDir
+	// size sets r.Len (and checks the fields it depends on) for commands
+	// whose transfer length is not fixedLen.
+	size     func(q *Queue, r *Request) nvme.Status
+	fixedLen uint32
+	// needsNS: the NSID must name an active namespace, which the command
+	// holds while it runs (I/O commands).
+	needsNS bool
+	// writes: refused on a write-protected namespace.
+	writes bool
+	// lba: CDW10-11 hold a starting LBA, which the error log reports.
+	lba bool
+	// broadcast runs instead of handler when the NSID is FFFFFFFFh
+	// (Flush of every namespace); it may block.
+	broadcast func(*Queue, *Request) bool
+	// discovery: a discovery controller accepts it too (admin commands).
+	discovery bool
+	// effects are the Commands Supported and Effects bits (CSUPP is added
+	// for every supported opcode).
+	effects uint32
+}
+
+// supported reports whether the entry is a command the target runs.
+func (c *command) supported() bool { return c.handler != nil }
+
+// adminCommands and ioCommands are indexed by opcode, so that dispatch is
+// one bounds-check-free load on the I/O path.
+var adminCommands = [nvme.Opcodes]command{
+	nvme.AdminGetLogPage:  {handler: execGetLogPage, dir: DirCtrlToHost, size: sizeGetLogPage, discovery: true},
+	nvme.AdminIdentify:    {handler: execIdentify, dir: DirCtrlToHost, fixedLen: nvme.IdentifySize, discovery: true},
+	nvme.AdminAbort:       {handler: execAbort},
+	nvme.AdminSetFeatures: {handler: execSetFeatures, discovery: true},
+	nvme.AdminGetFeatures: {handler: execGetFeatures, size: sizeGetFeatures, discovery: true},
+	nvme.AdminAsyncEvent:  {handler: execAsyncEvent, discovery: true},
+	nvme.AdminKeepAlive:   {handler: execKeepAlive, discovery: true},
+}
+
+var ioCommands = [nvme.Opcodes]command{
+	nvme.IOFlush: {handler: execFlush, needsNS: true, broadcast: execFlushAll},
+	nvme.IOWrite: {handler: execWrite, dir: DirHostToCtrl, size: sizeBlocks, needsNS: true, writes: true, lba: true,
+		effects: nvme.EffectsLBC},
+	nvme.IORead:    {handler: execRead, dir: DirCtrlToHost, size: sizeBlocks, needsNS: true, lba: true},
+	nvme.IOCompare: {handler: execCompare, dir: DirHostToCtrl, size: sizeBlocks, needsNS: true, lba: true},
+	nvme.IOWriteZeroes: {handler: execWriteZeroes, size: sizeBlocks, needsNS: true, writes: true, lba: true,
+		effects: nvme.EffectsLBC},
+	nvme.IODatasetMgmt: {handler: execDSM, dir: DirHostToCtrl, size: sizeDSM, needsNS: true, writes: true,
+		effects: nvme.EffectsLBC},
+}
+
+// effectsLog is the Commands Supported and Effects log page, built once
+// from the command tables.
+var effectsLog [nvme.EffectsLogSize]byte
+
+func init() {
+	for op := range adminCommands {
+		if c := &adminCommands[op]; c.supported() {
+			nvme.PutEffects(effectsLog[:], false, uint8(op), nvme.EffectsSupported|c.effects)
+		}
+	}
+	for op := range ioCommands {
+		if c := &ioCommands[op]; c.supported() {
+			nvme.PutEffects(effectsLog[:], true, uint8(op), nvme.EffectsSupported|c.effects)
+		}
+	}
+}
+
+// use points r at the entry's handler, direction and length.
+func (c *command) use(q *Queue, r *Request) nvme.Status {
+	r.handler, r.Dir, r.Len = c.handler, c.dir, c.fixedLen
+	if c.size != nil {
+		return c.size(q, r)
+	}
+	return 0
+}
+
+func sizeGetLogPage(q *Queue, r *Request) nvme.Status {
+	n := r.Cmd.LogLength()
+	if n > MaxDataTransfer {
+		return nvme.StatusInvalidField | nvme.DNR
+	}
+	r.Len = uint32(n)
+	return 0
+}
+
+// sizeGetFeatures: only Host Identifier returns data, the extended
+// 128-bit identifier.
+func sizeGetFeatures(q *Queue, r *Request) nvme.Status {
+	if r.Cmd.FeatureID() == nvme.FeatHostID && r.Cmd.FeatureValue()&nvme.FeatHostIDExtended != 0 {
+		r.Dir, r.Len = DirCtrlToHost, nvme.HostIDExtSize
+	}
+	return 0
+}
+
+// sizeBlocks checks the LBA range of Read, Write, Compare and Write Zeroes
+// and sets the byte offset and length; only the commands with data
+// transfer it.
+func sizeBlocks(q *Queue, r *Request) nvme.Status {
+	ns := r.ns
+	slba, nlb := r.Cmd.SLBA(), uint64(r.Cmd.NLB())+1
+	if blocks := ns.Blocks(); slba >= blocks || nlb > blocks-slba {
+		return nvme.StatusLBARange | nvme.DNR
+	}
+	r.off = int64(slba << ns.BlockShift)
+	r.length = int64(nlb << ns.BlockShift)
+	if r.Dir == DirNone {
+		return 0
+	}
+	if r.length > MaxDataTransfer {
+		return nvme.StatusInvalidField | nvme.DNR
+	}
+	r.Len = uint32(r.length)
+	return 0
+}
+
+// sizeDSM: the data is the command's range descriptors.
+func sizeDSM(q *Queue, r *Request) nvme.Status {
+	r.Len = r.Cmd.DSMRanges() * nvme.DSMRangeSize
+	return 0
+}

@@ -1,0 +1,162 @@
+package rdma
+
+import (
+	"sync/atomic"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/sirupsen/logrus"
+)
+
+// reqState is where one command is in its life on the queue pair, as
+// SPDK's enum spdk_nvmf_rdma_request_state. The state says who holds the
+// request and its data buffer, and so what teardown must wait for: a
+// request whose work requests are on the wire (stateReading,
+// stateSending) is the device's until their completion is polled, even a
+// flushed one.
+type reqState uint8
+
+const (
+	// stateFree: on the free list; holds no buffer.
+	stateFree reqState = iota
+	// stateExecuting: fabrics holds it, from the capsule's arrival
+	// through Prepare and Execute (on the poller or a backend worker)
+	// until QueueTransport.Complete.
+	stateExecuting
+	// stateNeedBuffer: waits in a bufferPool for a data buffer.
+	stateNeedBuffer
+	// stateReadWait: holds a data buffer; its RDMA READs wait for send
+	// queue credits (credits.go).
+	stateReadWait
+	// stateReading: its RDMA READs are posted.
+	stateReading
+	// stateSendWait: its response waits for send queue credits.
+	stateSendWait
+	// stateSending: its response (RDMA WRITEs and the SEND) is posted.
+	stateSending
+	numStates
+)
+
+var stateNames = [numStates]string{"free", "executing", "need_buffer", "read_wait", "reading", "send_wait", "sending"}
+
+func (s reqState) String() string {
+	if s < numStates {
+		return stateNames[s]
+	}
+	return "invalid"
+}
+
+// stateSet is a set of states, one bit each.
+type stateSet uint16
+
+func states(ss ...reqState) stateSet {
+	var set stateSet
+	for _, s := range ss {
+		set |= 1 << s
+	}
+	return set
+}
+
+func (set stateSet) has(s reqState) bool { return set&(1<<s) != 0 }
+
+// transitions are the moves of a live queue pair. A command needs a
+// buffer only for keyed data, reads the host's data only for writes, and
+// waits for credits only when the send queue is full; errors complete it
+// from wherever it is fabrics'.
+var transitions = [numStates]stateSet{
+	stateFree:       states(stateExecuting),
+	stateExecuting:  states(stateNeedBuffer, stateReadWait, stateReading, stateSendWait, stateSending),
+	stateNeedBuffer: states(stateExecuting, stateReadWait, stateReading),
+	stateReadWait:   states(stateReading),
+	stateReading:    states(stateExecuting),
+	stateSendWait:   states(stateSending),
+	stateSending:    states(stateFree),
+}
+
+// teardownTransitions are the moves a stopping queue pair adds: every
+// request goes back to the free list, but one on the wire only at its
+// completion (drain) or when its work requests were never handed to the
+// device (dropPending), and one fabrics holds only after fabrics.Queue.Close.
+var teardownTransitions = [numStates]stateSet{
+	stateExecuting:  states(stateFree),
+	stateNeedBuffer: states(stateFree),
+	stateReadWait:   states(stateFree),
+	stateReading:    states(stateFree),
+	stateSendWait:   states(stateFree),
+}
+
+// invalidTransitions counts state machine violations, all queue pairs
+// together: each is a bug, which disconnects the queue pair it happened on.
+var invalidTransitions atomic.Uint64
+
+// InvalidTransitions is how many request state violations the transport
+// saw (0 unless there is a bug).
+func InvalidTransitions() uint64 { return invalidTransitions.Load() }
+
+// request is the transport's state of one command, wrapping the fabrics
+// request. It is preallocated and reused.
+type request struct {
+	fabrics.Request
+	state      reqState
+	recv       int32 // receive buffer holding the capsule, -1 once reposted
+	data       int32 // data buffer, -1 if none
+	inline     []byte
+	descs      [fabrics.MaxKeyedDescriptors]fabrics.Keyed
+	ndesc      int
+	invalidate bool
+	held       charge // send queue credits of the chain in flight
+}
+
+// move checks and makes r's transition to state to. An invalid one is a
+// bug: it is counted and logged, and the queue pair is disconnected (the
+// host reconnects) rather than trusted further; the move is still made,
+// so that teardown accounts for r where it now is.
+func (qp *QueuePair) move(r *request, to reqState) {
+	from := r.state
+	ok := transitions[from].has(to) || (qp.stopping.Load() && teardownTransitions[from].has(to))
+	qp.inState[from]--
+	qp.inState[to]++
+	r.state = to
+	if !ok {
+		qp.invalidTransition(r, from, to)
+	}
+}
+
+func (qp *QueuePair) invalidTransition(r *request, from, to reqState) {
+	invalidTransitions.Add(1)
+	qp.log.WithFields(logrus.Fields{"tag": r.Tag, "from": from, "to": to}).
+		Error("request state machine violated; disconnecting the queue (the host reconnects)")
+	qp.Disconnect()
+}
+
+// release returns r and its data buffer. Live, the buffer goes to the
+// oldest request waiting for one; stopping, to the free list.
+func (qp *QueuePair) release(r *request) {
+	qp.budget.retire(r.held)
+	r.held = charge{}
+	if d := r.data; d >= 0 {
+		r.data = -1
+		pool := qp.poolOf(d)
+		if qp.stopping.Load() {
+			pool.put(d)
+		} else if next := pool.give(d); next >= 0 {
+			n := &qp.reqs[next]
+			n.data = d
+			qp.startTransfer(n)
+		}
+	}
+	r.Data, r.inline = nil, nil
+	qp.move(r, stateFree)
+	qp.freeReqs = append(qp.freeReqs, int32(r.Tag))
+}
+
+// onWire reports whether r's work requests are posted and not completed.
+func (r *request) onWire() bool { return r.state == stateReading || r.state == stateSending }
+
+// settle accounts for a failed completion of one of r's work requests:
+// the queue pair is in the error state, so the chain is over and r goes
+// back. Further flushed work requests of the same chain find r free.
+func (qp *QueuePair) settle(r *request) {
+	if r.onWire() {
+		qp.release(r)
+	}
+}
