@@ -77,24 +77,13 @@ func (s *session) removeNamespace(p namespaceRef) (changeResult, error) {
 }
 
 // addHost allows a host NQN into a subsystem.
-func (s *session) addHost(p hostParams) (changeResult, error) {
-	return s.api.change(func(c *config.Config) (string, error) {
-		i, err := findSubsystem(c, p.NQN)
-		if err != nil {
-			return "", err
-		}
-		sc := &c.Subsystems[i]
-		if slices.Contains(sc.Hosts, p.Host) {
-			return "", alreadyExists("host", "host %s is already allowed into %s", p.Host, p.NQN)
-		}
-		sc.Hosts = append(sc.Hosts, p.Host)
-		return "", nil
-	})
-}
+func (s *session) addHost(p hostParams) (changeResult, error) { return s.editHosts(p, true) }
 
 // removeHost takes a host NQN off a subsystem's allow-list; its
 // controllers are disconnected unless the subsystem allows any host.
-func (s *session) removeHost(p hostParams) (changeResult, error) {
+func (s *session) removeHost(p hostParams) (changeResult, error) { return s.editHosts(p, false) }
+
+func (s *session) editHosts(p hostParams, add bool) (changeResult, error) {
 	return s.api.change(func(c *config.Config) (string, error) {
 		i, err := findSubsystem(c, p.NQN)
 		if err != nil {
@@ -102,10 +91,16 @@ func (s *session) removeHost(p hostParams) (changeResult, error) {
 		}
 		sc := &c.Subsystems[i]
 		j := slices.Index(sc.Hosts, p.Host)
-		if j < 0 {
+		switch {
+		case add && j >= 0:
+			return "", alreadyExists("host", "host %s is already allowed into %s", p.Host, p.NQN)
+		case add:
+			sc.Hosts = append(sc.Hosts, p.Host)
+		case j < 0:
 			return "", notFound("host", "host %s is not on the allow-list of %s", p.Host, p.NQN)
+		default:
+			sc.Hosts = slices.Delete(sc.Hosts, j, j+1)
 		}
-		sc.Hosts = slices.Delete(sc.Hosts, j, j+1)
 		return "", nil
 	})
 }
