@@ -39,10 +39,14 @@ type api struct {
 	// editMu makes each change's read, edit and apply one step, so that
 	// two clients' changes never overwrite each other.
 	editMu sync.Mutex
+
+	connMu  sync.Mutex       // guards the fields below
+	conns   map[rpcConn]bool // open connections, for shutdown
+	closing bool
 }
 
 func newAPI(m managed, cfgPath string, log *logrus.Entry) *api {
-	return &api{m: m, cfgPath: cfgPath, log: log, write: writeFileAtomic}
+	return &api{m: m, cfgPath: cfgPath, log: log, write: writeFileAtomic, conns: map[rpcConn]bool{}}
 }
 
 // method is one entry of the method table.

@@ -67,10 +67,6 @@ type controlServer struct {
 	path string
 	api  *api
 	wg   sync.WaitGroup
-
-	mu     sync.Mutex // guards conns
-	conns  map[net.Conn]bool
-	closed bool
 }
 
 // serveControl listens on the admin socket, readable by root (and the
@@ -90,7 +86,7 @@ func serveControl(path string, d *daemon, cfgPath string) (*controlServer, error
 	if err != nil {
 		return nil, fmt.Errorf("control.socket %s: %w", path, err)
 	}
-	cs := &controlServer{ln: ln, path: path, api: newAPI(d, cfgPath, d.log), conns: map[net.Conn]bool{}}
+	cs := &controlServer{ln: ln, path: path, api: newAPI(d, cfgPath, d.log)}
 	d.log.WithField("socket", path).Info("admin socket ready")
 	go cs.accept()
 	return cs, nil
@@ -102,14 +98,9 @@ func (cs *controlServer) accept() {
 		if err != nil {
 			return
 		}
-		if !cs.track(c, true) {
-			c.Close()
-			return
-		}
 		cs.wg.Add(1)
 		go func() {
 			defer cs.wg.Done()
-			defer cs.track(c, false)
 			defer c.Close()
 			if err := checkPeer(c.(*net.UnixConn)); err != nil {
 				c.SetWriteDeadline(time.Now().Add(replyTimeout))
@@ -121,32 +112,11 @@ func (cs *controlServer) accept() {
 	}
 }
 
-// track adds or drops an open connection; it refuses new ones once the
-// server closes.
-func (cs *controlServer) track(c net.Conn, open bool) bool {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	if !open {
-		delete(cs.conns, c)
-		return true
-	}
-	if cs.closed {
-		return false
-	}
-	cs.conns[c] = true
-	return true
-}
-
 // close stops accepting, ends idle connections and waits for the requests
 // under way to finish.
 func (cs *controlServer) close() {
 	cs.ln.Close()
-	cs.mu.Lock()
-	cs.closed = true
-	for c := range cs.conns {
-		c.SetReadDeadline(time.Now()) // a request being handled still gets its response
-	}
-	cs.mu.Unlock()
+	cs.api.shutdown()
 	cs.wg.Wait()
 	os.Remove(cs.path)
 }
@@ -170,12 +140,16 @@ func checkPeer(c *net.UnixConn) error {
 }
 
 // serveConn answers the requests on c until the client hangs up, stays
-// idle past idleTimeout, or sends a line that is not JSON or too large.
+// idle past idleTimeout, sends a line that is not JSON or too large, or
+// the server shuts down.
 func (a *api) serveConn(c rpcConn) {
+	if !a.track(c, true) {
+		return
+	}
+	defer a.track(c, false)
 	s := &session{api: a}
 	r := bufio.NewReaderSize(c, 64<<10)
-	for {
-		c.SetReadDeadline(time.Now().Add(idleTimeout))
+	for a.armRead(c) {
 		line, rerr := readLine(r, maxRequest)
 		var resp *response
 		fatal := rerr != nil
@@ -196,6 +170,45 @@ func (a *api) serveConn(c rpcConn) {
 		if fatal {
 			return
 		}
+	}
+}
+
+// track adds or drops an open connection; it refuses new ones once the
+// server shuts down.
+func (a *api) track(c rpcConn, open bool) bool {
+	a.connMu.Lock()
+	defer a.connMu.Unlock()
+	switch {
+	case !open:
+		delete(a.conns, c)
+	case a.closing:
+		return false
+	default:
+		a.conns[c] = true
+	}
+	return true
+}
+
+// armRead sets the idle deadline for the next request, unless the server
+// shuts down.
+func (a *api) armRead(c rpcConn) bool {
+	a.connMu.Lock()
+	defer a.connMu.Unlock()
+	if a.closing {
+		return false
+	}
+	c.SetReadDeadline(time.Now().Add(idleTimeout))
+	return true
+}
+
+// shutdown ends every connection waiting for a request; one being
+// answered ends after its response.
+func (a *api) shutdown() {
+	a.connMu.Lock()
+	defer a.connMu.Unlock()
+	a.closing = true
+	for c := range a.conns {
+		c.SetReadDeadline(time.Now())
 	}
 }
 
@@ -227,9 +240,8 @@ func writeResponse(w io.Writer, resp *response) error {
 
 // session is one connection's state: whether the handshake happened.
 type session struct {
-	api      *api
-	greeted  bool
-	clientAV int // the API version the client stated, 0 if none
+	api     *api
+	greeted bool
 }
 
 // handle answers one request line. fatal says the connection must close:
@@ -294,9 +306,13 @@ func (s *session) call(req *request) (any, error) {
 	result, err := m.call(s, req.Params)
 	if m.changes {
 		log := s.api.log.WithField("method", req.Method)
-		if err != nil {
+		var re *rpcError
+		switch {
+		case errors.As(err, &re) && re.Code == codeAppliedInPart:
+			log.WithError(err).Error("admin change applied in part: the items named were left out")
+		case err != nil:
 			log.WithError(err).Warn("admin change refused")
-		} else {
+		default:
 			log.Info("admin change applied")
 		}
 	}

@@ -174,17 +174,16 @@ func TestRPCHandshake(t *testing.T) {
 	}
 }
 
-// An idle connection is closed after idleTimeout, and closing the server
-// ends the connections still open.
-func TestRPCIdleAndClose(t *testing.T) {
+// An idle connection is closed after idleTimeout.
+func TestRPCIdleTimeout(t *testing.T) {
 	_, dir, d := startBase(t)
 	old := idleTimeout
-	idleTimeout = 50 * time.Millisecond
-	defer func() { idleTimeout = old }()
+	idleTimeout = 50 * time.Millisecond // before the server starts: its goroutines read it
 	cs, err := serveControl(dir+"/api.sock", d, "")
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer func() { cs.close(); idleTimeout = old }() // close waits for the readers
 	c, err := net.Dial("unix", dir+"/api.sock")
 	if err != nil {
 		t.Fatal(err)
@@ -194,15 +193,21 @@ func TestRPCIdleAndClose(t *testing.T) {
 	if n, err := c.Read(make([]byte, 1)); err != io.EOF {
 		t.Fatalf("idle connection: read %d, %v; want EOF", n, err)
 	}
+}
 
-	// A connection that is open and quiet does not hold up the shutdown.
-	idleTimeout = time.Hour
-	c2, err := net.Dial("unix", dir+"/api.sock")
+// A connection that is open and quiet does not hold up the shutdown.
+func TestRPCCloseEndsIdleConnections(t *testing.T) {
+	_, dir, d := startBase(t)
+	cs, err := serveControl(dir+"/api.sock", d, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c2.Close()
-	if _, err := newAPIClient(c2); err != nil {
+	c, err := net.Dial("unix", dir+"/api.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := newAPIClient(c); err != nil {
 		t.Fatal(err)
 	}
 	closed := make(chan struct{})
