@@ -252,7 +252,11 @@ func (s *session) handle(line []byte) (resp *response, fatal bool) {
 	}
 	req, rerr := parseRequest(line)
 	if rerr != nil {
-		return &response{ID: nullID, Error: rerr}, false
+		id := nullID
+		if req != nil && req.ID != nil {
+			id = req.ID // the envelope is wrong, but the id is usable
+		}
+		return &response{ID: id, Error: rerr}, false
 	}
 	result, err := s.call(req)
 	if req.ID == nil { // a notification: no response, whatever happened
@@ -264,7 +268,8 @@ func (s *session) handle(line []byte) (resp *response, fatal bool) {
 	return &response{ID: req.ID, Result: result}, false
 }
 
-// parseRequest checks the envelope of a request that is valid JSON.
+// parseRequest checks the envelope of a request that is valid JSON. With
+// an error, it returns the request too once its id is known to be valid.
 func parseRequest(line []byte) (*request, *rpcError) {
 	line = bytes.TrimSpace(line)
 	if len(line) > 0 && line[0] == '[' {
@@ -278,10 +283,10 @@ func parseRequest(line []byte) (*request, *rpcError) {
 		return nil, newError(codeInvalidRequest, "invalid request: id must be a string, a number or null", &errorData{Field: "id"})
 	}
 	if req.JSONRPC != "2.0" {
-		return nil, newError(codeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`, &errorData{Field: "jsonrpc"})
+		return &req, newError(codeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`, &errorData{Field: "jsonrpc"})
 	}
 	if req.Method == "" {
-		return nil, newError(codeInvalidRequest, `invalid request: "method" is missing`, &errorData{Field: "method"})
+		return &req, newError(codeInvalidRequest, `invalid request: "method" is missing`, &errorData{Field: "method"})
 	}
 	return &req, nil
 }

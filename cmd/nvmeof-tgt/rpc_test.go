@@ -60,23 +60,24 @@ var envelopeCases = []struct {
 	code       int
 	field      string
 	closes     bool
+	echoesID   bool
 }{
-	{"not JSON", `{"jsonrpc":"2.0",`, codeParseError, "", true},
-	{"batch", `[{"jsonrpc":"2.0","id":1,"method":"get_state"}]`, codeInvalidRequest, "", false},
-	{"not an object", `42`, codeInvalidRequest, "", false},
-	{"wrong version", `{"jsonrpc":"1.0","id":1,"method":"get_state"}`, codeInvalidRequest, "jsonrpc", false},
-	{"object id", `{"jsonrpc":"2.0","id":{},"method":"get_state"}`, codeInvalidRequest, "id", false},
-	{"no method", `{"jsonrpc":"2.0","id":1}`, codeInvalidRequest, "method", false},
-	{"unknown method", `{"jsonrpc":"2.0","id":1,"method":"frobnicate"}`, codeMethodNotFound, "method", false},
-	{"positional params", `{"jsonrpc":"2.0","id":1,"method":"get_state","params":[1]}`, codeInvalidParams, "params", false},
-	{"unknown param", `{"jsonrpc":"2.0","id":1,"method":"add_port","params":{"idd":1}}`, codeInvalidParams, "idd", false},
-	{"out of range", `{"jsonrpc":"2.0","id":1,"method":"add_port","params":{"id":70000}}`, codeInvalidParams, "id", false},
-	{"wrong type", `{"jsonrpc":"2.0","id":1,"method":"remove_subsystem","params":{"nqn":5}}`, codeInvalidParams, "nqn", false},
-	{"bad size", `{"jsonrpc":"2.0","id":1,"method":"add_namespace","params":{"nqn":"x","size":"lots"}}`, codeInvalidParams, "size", false},
-	{"negative size", `{"jsonrpc":"2.0","id":1,"method":"add_namespace","params":{"nqn":"x","size":-512}}`, codeInvalidParams, "size", false},
-	{"float size", `{"jsonrpc":"2.0","id":1,"method":"add_namespace","params":{"nqn":"x","size":1e9}}`, codeInvalidParams, "size", false},
+	{"not JSON", `{"jsonrpc":"2.0",`, codeParseError, "", true, false},
+	{"batch", `[{"jsonrpc":"2.0","id":1,"method":"get_state"}]`, codeInvalidRequest, "", false, false},
+	{"not an object", `42`, codeInvalidRequest, "", false, false},
+	{"wrong version", `{"jsonrpc":"1.0","id":1,"method":"get_state"}`, codeInvalidRequest, "jsonrpc", false, true},
+	{"object id", `{"jsonrpc":"2.0","id":{},"method":"get_state"}`, codeInvalidRequest, "id", false, false},
+	{"no method", `{"jsonrpc":"2.0","id":1}`, codeInvalidRequest, "method", false, true},
+	{"unknown method", `{"jsonrpc":"2.0","id":1,"method":"frobnicate"}`, codeMethodNotFound, "method", false, true},
+	{"positional params", `{"jsonrpc":"2.0","id":1,"method":"get_state","params":[1]}`, codeInvalidParams, "params", false, true},
+	{"unknown param", `{"jsonrpc":"2.0","id":1,"method":"add_port","params":{"idd":1}}`, codeInvalidParams, "idd", false, true},
+	{"out of range", `{"jsonrpc":"2.0","id":1,"method":"add_port","params":{"id":70000}}`, codeInvalidParams, "id", false, true},
+	{"wrong type", `{"jsonrpc":"2.0","id":1,"method":"remove_subsystem","params":{"nqn":5}}`, codeInvalidParams, "nqn", false, true},
+	{"bad size", `{"jsonrpc":"2.0","id":1,"method":"add_namespace","params":{"nqn":"x","size":"lots"}}`, codeInvalidParams, "size", false, true},
+	{"negative size", `{"jsonrpc":"2.0","id":1,"method":"add_namespace","params":{"nqn":"x","size":-512}}`, codeInvalidParams, "size", false, true},
+	{"float size", `{"jsonrpc":"2.0","id":1,"method":"add_namespace","params":{"nqn":"x","size":1e9}}`, codeInvalidParams, "size", false, true},
 	{"too large", `{"jsonrpc":"2.0","id":1,"method":"get_state","params":{"x":"` + strings.Repeat("a", maxRequest) + `"}}`,
-		codeInvalidRequest, "", true},
+		codeInvalidRequest, "", true, false},
 }
 
 func TestRPCEnvelope(t *testing.T) {
@@ -93,8 +94,8 @@ func TestRPCEnvelope(t *testing.T) {
 			if e.Code != tc.code || (tc.field != "" && (e.Data == nil || e.Data.Field != tc.field)) {
 				t.Fatalf("error %d %q data %+v, want code %d field %q", e.Code, e.Message, e.Data, tc.code, tc.field)
 			}
-			if string(rs[1].ID) != "null" && string(rs[1].ID) != "1" {
-				t.Fatalf("id %s", rs[1].ID)
+			if want := map[bool]string{true: "1", false: "null"}[tc.echoesID]; string(rs[1].ID) != want {
+				t.Fatalf("id %s, want %s", rs[1].ID, want)
 			}
 			if closed := len(rs) == 2; closed != tc.closes {
 				t.Fatalf("connection closed: %v, want %v (%d responses)", closed, tc.closes, len(rs))
