@@ -79,7 +79,7 @@ refused "before the handshake" -32001 "" --no-handshake get_state
 assert_eq "api_version" "$(rpc --no-handshake get_version | jq .result.api_version)" 1
 ok add_subsystem "{\"nqn\": \"$nqn\", \"hosts\": [\"$hostnqn\"], \"serial\": \"rpc0001\"}"
 assert_eq "NSID chosen" "$(ok add_namespace "{\"nqn\": \"$nqn\", \"backend\": \"file\", \"path\": \"/data/rpc1.img\", \"size\": \"64MiB\"}" | jq .nsid)" 1
-ok add_namespace "{\"nqn\": \"$nqn\", \"nsid\": 2, \"backend\": \"nullblk\", \"size\": 268435456, \"block_size\": 4096}"
+ok add_namespace "{\"nqn\": \"$nqn\", \"nsid\": 2, \"backend\": \"file\", \"path\": \"/data/rpc2.img\", \"size\": 134217728, \"block_size\": 4096}"
 ok add_host "{\"nqn\": \"$nqn\", \"host\": \"$other\"}"
 # Refusals: the field path -check would print, and the request parameter.
 refused "a file namespace without a path" -32006 "subsystems[0].namespaces[2].path" \
