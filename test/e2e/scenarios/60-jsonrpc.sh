@@ -35,7 +35,11 @@ def send(line):
 if args[0] in ("--raw", "--pad"):
     line = args[1].encode() if args[0] == "--raw" else b'{"pad": "' + b"x" * int(args[1]) + b'"}'
     sys.stdout.write(send(line).decode())
-    print("closed" if f.readline() == b"" else "open")
+    try:
+        rest = f.readline()
+    except ConnectionResetError:
+        rest = b""  # closed with the unread rest of our line still queued
+    print("closed" if rest == b"" else "open")
     sys.exit(0)
 if args[0] == "--no-handshake":
     args = args[1:]
