@@ -1,64 +1,109 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 )
 
-// runCtl is `nvmeof-tgt ctl`: it sends its arguments to the running
-// daemon's admin socket and prints the reply.
+// `nvmeof-tgt ctl` is a client of the management API (rpc.go, api.go): it
+// parses its command line here, calls one method and prints the result.
+// ctl_verbs.go holds the commands.
+
+const ctlUsage = `usage: nvmeof-tgt ctl [-socket PATH] COMMAND
+  list [-json]                         the running state: ports, subsystems, namespaces, hosts, controllers
+  add port -id N -address ADDR [-port 4420] [-inline-data-size B] [-max-queue-size N]
+  add subsystem NQN [-serial S] [-model M] [-allow-any-host] [-port ID]... [-host HOSTNQN]...
+  add namespace NQN -backend file|block|nullblk [-nsid N] [-path P] [-size S] [-block-size B]
+                    [-read-only] [-buffered] [-uuid U]
+  add host NQN HOSTNQN                 allow HOSTNQN into subsystem NQN
+  set subsystem NQN -allow-any-host=true|false
+  set namespace NQN NSID -size S       grow a namespace in place (hosts see the new size)
+  remove port ID | subsystem NQN | namespace NQN NSID | host NQN HOSTNQN
+  save FILE|-                          write the running configuration as YAML
+  reload                               re-read the configuration file, as SIGHUP does
+Changes apply at once and last until the daemon stops or reloads its
+file; save them to keep them. COMMAND -h lists the command's flags.
+The socket is -socket PATH or -socket=PATH, else $NVMEOF_TGT_SOCKET, else
+` + config.DefaultControlSocket + `.`
+
+// runCtl is `nvmeof-tgt ctl`. It exits 0 on success, 1 when the daemon
+// refused or could not be reached, 2 on a usage error.
 func runCtl(args []string, stdout, stderr io.Writer) int {
 	sock := os.Getenv("NVMEOF_TGT_SOCKET")
 	if sock == "" {
 		sock = config.DefaultControlSocket
 	}
-	for len(args) >= 2 && (args[0] == "-socket" || args[0] == "--socket") {
-		sock, args = args[1], args[2:]
+	fs := flag.NewFlagSet("nvmeof-tgt ctl", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&sock, "socket", sock, "the daemon's admin socket `PATH` (also $NVMEOF_TGT_SOCKET)")
+	err := fs.Parse(args)
+	var cmd *ctlCommand
+	if err == nil {
+		cmd, err = parseCtl(fs.Args())
 	}
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintln(stderr, ctlUsage)
+	var help *ctlHelp
+	switch {
+	case errors.As(err, &help):
+		fmt.Fprintln(stdout, help.text)
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprintln(stdout, ctlUsage)
+		return 0
+	case err != nil:
+		fmt.Fprintf(stderr, "nvmeof-tgt ctl: %v\n", err)
 		return 2
 	}
-	saveTo := ""
-	if args[0] == "save" {
-		if len(args) != 2 {
-			fmt.Fprintln(stderr, "usage: nvmeof-tgt ctl save FILE|-")
-			return 2
-		}
-		saveTo, args = args[1], args[:1]
+	c, err := dialAPI(sock)
+	if err == nil {
+		defer c.close()
+		err = cmd.run(c, stdout)
 	}
-	rep, err := ctlCall(sock, args)
 	if err != nil {
 		fmt.Fprintf(stderr, "nvmeof-tgt ctl: %v\n", err)
-		return 1
-	}
-	if saveTo != "" && saveTo != "-" && rep.Error == "" {
-		if err := writeFileAtomic(saveTo, []byte(rep.Output)); err != nil {
-			fmt.Fprintf(stderr, "nvmeof-tgt ctl: save: %v\n", err)
-			return 1
-		}
-		fmt.Fprintf(stdout, "saved the running configuration to %s\n", saveTo)
-	} else {
-		io.WriteString(stdout, rep.Output)
-	}
-	if rep.Error != "" {
-		fmt.Fprintf(stderr, "nvmeof-tgt ctl: %s\n", rep.Error)
 		return 1
 	}
 	return 0
 }
 
-func ctlCall(sock string, args []string) (*ctlReply, error) {
-	c, err := net.DialTimeout("unix", sock, 5*time.Second)
+// ctlCommand is one parsed command: the method to call and how to show
+// its result.
+type ctlCommand struct {
+	method string
+	params any
+	show   func(result json.RawMessage, out io.Writer) error // nil: print nothing
+}
+
+func (cmd *ctlCommand) run(c *apiClient, out io.Writer) error {
+	var result json.RawMessage
+	if err := c.call(cmd.method, cmd.params, &result); err != nil {
+		return err
+	}
+	if cmd.show == nil {
+		return nil
+	}
+	return cmd.show(result, out)
+}
+
+// apiClient calls methods over one connection to the admin socket.
+type apiClient struct {
+	conn net.Conn
+	dec  *json.Decoder
+	id   int
+}
+
+// dialAPI connects to the daemon and does the handshake.
+func dialAPI(sock string) (*apiClient, error) {
+	conn, err := net.DialTimeout("unix", sock, 5*time.Second)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
 			return nil, fmt.Errorf("no daemon answers at %s: is nvmeof-tgt running (systemctl status nvmeof-tgt)? Use -socket for another path", sock)
@@ -68,51 +113,55 @@ func ctlCall(sock string, args []string) (*ctlReply, error) {
 		}
 		return nil, err
 	}
-	defer c.Close()
 	// Removing a namespace waits for its in-flight commands.
-	c.SetDeadline(time.Now().Add(2 * time.Minute))
-	// A refusal may arrive before the request is written: read it anyway.
-	werr := json.NewEncoder(c).Encode(ctlRequest{Args: args})
-	var rep ctlReply
-	if err := json.NewDecoder(c).Decode(&rep); err != nil {
-		if werr != nil {
-			return nil, werr
-		}
-		return nil, fmt.Errorf("reading the daemon's reply: %w", err)
+	conn.SetDeadline(time.Now().Add(2 * time.Minute))
+	c, err := newAPIClient(conn)
+	if err != nil {
+		conn.Close()
+		return nil, err
 	}
-	return &rep, nil
+	return c, nil
 }
 
-// writeFileAtomic replaces path with data (mode 0600), or leaves it as it
-// was, also across a crash or power loss.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".nvmeof-tgt-*")
+// newAPIClient does the handshake on conn.
+func newAPIClient(conn net.Conn) (*apiClient, error) {
+	c := &apiClient{conn: conn, dec: json.NewDecoder(bufio.NewReader(conn))}
+	var v versionResult
+	if err := c.call("get_version", versionParams{APIVersion: apiVersion}, &v); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *apiClient) close() { c.conn.Close() }
+
+// call sends one request and decodes its response's result into result.
+// An error response comes back as an *rpcError.
+func (c *apiClient) call(method string, params, result any) error {
+	c.id++
+	req, err := json.Marshal(struct {
+		JSONRPC string `json:"jsonrpc"`
+		ID      int    `json:"id"`
+		Method  string `json:"method"`
+		Params  any    `json:"params,omitempty"`
+	}{"2.0", c.id, method, params})
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
+	// A refusal may arrive before the request is written: read it anyway.
+	_, werr := c.conn.Write(append(req, '\n'))
+	var resp struct {
+		Result json.RawMessage `json:"result"`
+		Error  *rpcError       `json:"error"`
 	}
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
+	if err := c.dec.Decode(&resp); err != nil {
+		if werr != nil {
+			return werr
+		}
+		return fmt.Errorf("reading the daemon's reply: %w", err)
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
+	if resp.Error != nil {
+		return resp.Error
 	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	// The rename itself is durable once the directory is.
-	if dir, err := os.Open(filepath.Dir(path)); err == nil {
-		dir.Sync()
-		dir.Close()
-	}
-	return nil
+	return json.Unmarshal(resp.Result, result)
 }

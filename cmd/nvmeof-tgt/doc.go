@@ -4,9 +4,10 @@
 // disconnects the hosts cleanly and exits.
 //
 // While it runs, SIGHUP re-reads the file and applies only the difference
-// (reload.go), and a Unix socket takes the same changes from `nvmeof-tgt
-// ctl` (control.go, ctl.go). Both go through daemon.apply, which opens
-// everything that can fail before it changes anything running.
+// (reload.go), and a Unix socket takes the same changes as JSON-RPC calls
+// (rpc.go, api*.go), which `nvmeof-tgt ctl` makes (ctl*.go). Both go
+// through daemon.apply, which opens everything that can fail before it
+// changes anything running.
 //
 // Usage:
 //

@@ -256,7 +256,7 @@ func TestControlRoundTrip(t *testing.T) {
 
 	// Save, start a second daemon from the file: the same state.
 	var saved bytes.Buffer
-	if err := control(d, "", []string{"save"}, &saved); err != nil {
+	if err := control(d, "", []string{"save", "-"}, &saved); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := config.Parse(saved.Bytes())

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/sirupsen/logrus"
+)
+
+// apiVersion is the version of the management API's methods and types.
+// It changes only when a method or a field changes incompatibly; adding a
+// method or an optional field keeps it.
+const apiVersion = 1
+
+// managed is what the API reads and changes: the daemon, or a stand-in
+// in the fuzz test that validates without opening anything.
+type managed interface {
+	running() *config.Config
+	apply(next *config.Config) error
+	reload(path string) error
+	generation() (uint64, bool, time.Time)
+	snapshot() State
+}
+
+// api holds what the methods share across connections.
+type api struct {
+	m       managed
+	cfgPath string // the file reload reads
+	log     *logrus.Entry
+	// write saves save_config's file; a variable so the fuzz test writes nothing.
+	write func(path string, data []byte) error
+	// editMu makes each change's read, edit and apply one step, so that
+	// two clients' changes never overwrite each other.
+	editMu sync.Mutex
+
+	connMu  sync.Mutex       // guards the fields below
+	conns   map[rpcConn]bool // open connections, for shutdown
+	closing bool
+}
+
+func newAPI(m managed, cfgPath string, log *logrus.Entry) *api {
+	return &api{m: m, cfgPath: cfgPath, log: log, write: writeFileAtomic, conns: map[rpcConn]bool{}}
+}
+
+// method is one entry of the method table.
+type method struct {
+	call    func(s *session, params json.RawMessage) (any, error)
+	changes bool // logged when it succeeds, as a configuration change
+}
+
+// typed binds a handler with typed parameters and result to the table.
+func typed[P, R any](f func(*session, P) (R, error), changes bool) method {
+	return method{changes: changes, call: func(s *session, raw json.RawMessage) (any, error) {
+		var p P
+		if err := decodeParams(raw, &p); err != nil {
+			return nil, err
+		}
+		return f(s, p)
+	}}
+}
+
+// methods is the management API: the README documents each entry.
+var methods = map[string]method{
+	"get_version":      typed((*session).getVersion, false),
+	"get_state":        typed((*session).getState, false),
+	"save_config":      typed((*session).saveConfig, false),
+	"reload":           typed((*session).reload, true),
+	"add_port":         typed((*session).addPort, true),
+	"remove_port":      typed((*session).removePort, true),
+	"add_subsystem":    typed((*session).addSubsystem, true),
+	"set_subsystem":    typed((*session).setSubsystem, true),
+	"remove_subsystem": typed((*session).removeSubsystem, true),
+	"add_namespace":    typed((*session).addNamespace, true),
+	"set_namespace":    typed((*session).setNamespace, true),
+	"remove_namespace": typed((*session).removeNamespace, true),
+	"add_host":         typed((*session).addHost, true),
+	"remove_host":      typed((*session).removeHost, true),
+}
+
+// unknownField reads the name out of encoding/json's DisallowUnknownFields error.
+var unknownField = regexp.MustCompile(`^json: unknown field "(.*)"$`)
+
+// decodeParams reads by-name params strictly: an unknown name or a
+// value of the wrong type is invalid params, naming the parameter.
+func decodeParams(raw json.RawMessage, p any) error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		raw = []byte("{}")
+	}
+	if raw[0] != '{' {
+		return paramError("params", "invalid params: params must be an object of named parameters")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(p)
+	var te *json.UnmarshalTypeError
+	var re *rpcError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &re):
+		return re
+	case errors.As(err, &te):
+		return paramError(te.Field, "invalid params: %s: %s is not a valid %s", te.Field, te.Value, te.Type)
+	}
+	if m := unknownField.FindStringSubmatch(err.Error()); m != nil {
+		return paramError(m[1], "invalid params: unknown parameter %q", m[1])
+	}
+	return paramError("params", "invalid params: %v", err)
+}
+
+type versionParams struct {
+	APIVersion int `json:"api_version,omitempty"` // the version the client speaks; 0: any
+}
+
+type versionResult struct {
+	Version    string `json:"version"`     // the daemon's release
+	APIVersion int    `json:"api_version"` // apiVersion
+}
+
+// getVersion is the handshake: the first call on every connection.
+func (s *session) getVersion(p versionParams) (versionResult, error) {
+	if p.APIVersion != 0 && p.APIVersion != apiVersion {
+		return versionResult{}, newError(codeVersionMismatch,
+			fmt.Sprintf("API version %d is not supported: nvmeof-tgt %s speaks version %d", p.APIVersion, version, apiVersion),
+			&errorData{Field: "api_version", APIVersions: []int{apiVersion}})
+	}
+	s.greeted = true
+	return versionResult{Version: version, APIVersion: apiVersion}, nil
+}
+
+type noParams struct{}
+
+func (s *session) getState(noParams) (State, error) {
+	return s.api.m.snapshot(), nil
+}
+
+type saveParams struct {
+	Path string `json:"path,omitempty"` // also write the YAML there (absolute, replaced atomically)
+}
+
+type saveResult struct {
+	YAML string `json:"yaml"`
+	Path string `json:"path,omitempty"`
+}
+
+// saveConfig returns the running configuration as YAML that -check
+// accepts and a daemon starts from with the same state.
+func (s *session) saveConfig(p saveParams) (saveResult, error) {
+	if p.Path != "" && !filepath.IsAbs(p.Path) {
+		return saveResult{}, paramError("path", "invalid params: path %q is not absolute", p.Path)
+	}
+	y, err := config.Marshal(s.api.m.running())
+	if err != nil {
+		return saveResult{}, err
+	}
+	if p.Path != "" {
+		if err := s.api.write(p.Path, y); err != nil {
+			return saveResult{}, newError(codeNotApplied, fmt.Sprintf("writing %s: %v", p.Path, err), &errorData{Field: "path"})
+		}
+	}
+	return saveResult{YAML: string(y), Path: p.Path}, nil
+}
+
+type reloadReply struct {
+	File       string `json:"file"`
+	Generation uint64 `json:"generation"`
+}
+
+// reload re-reads the configuration file, as SIGHUP does.
+func (s *session) reload(noParams) (reloadReply, error) {
+	s.api.editMu.Lock()
+	defer s.api.editMu.Unlock()
+	if err := s.api.m.reload(s.api.cfgPath); err != nil {
+		return reloadReply{}, changeError(err, "")
+	}
+	gen, _, _ := s.api.m.generation()
+	return reloadReply{File: s.api.cfgPath, Generation: gen}, nil
+}
+
+// changeResult is what every add_, set_ and remove_ method returns.
+type changeResult struct {
+	Generation uint64 `json:"generation"`     // the configuration generation the change made
+	NSID       uint32 `json:"nsid,omitempty"` // add_namespace: the NSID, also when the daemon chose it
+}
+
+// change runs one edit of the running configuration through apply, with
+// the validation and difference a reload has. edit returns the
+// configuration path of the item it added or changed.
+func (a *api) change(edit func(c *config.Config) (item string, err error)) (changeResult, error) {
+	a.editMu.Lock()
+	defer a.editMu.Unlock()
+	next := a.m.running()
+	item, err := edit(next)
+	if err != nil {
+		return changeResult{}, err
+	}
+	next.ApplyDefaults() // what the edit added gets the limits a file would
+	if err := a.m.apply(next); err != nil {
+		return changeResult{}, changeError(err, item)
+	}
+	gen, _, _ := a.m.generation()
+	return changeResult{Generation: gen}, nil
+}

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+)
+
+// The add_, set_ and remove_ methods: each edits a copy of the running
+// configuration and hands it to apply, which validates it as a reload
+// would. They check only what validation cannot: that what they name
+// exists, or does not yet.
+
+type portParams struct {
+	ID             uint16  `json:"id"`
+	Address        string  `json:"address"`
+	Port           *uint16 `json:"port,omitempty"`             // default 4420
+	InlineDataSize *uint32 `json:"inline_data_size,omitempty"` // default config.DefaultInlineDataSize
+	MaxQueueSize   *uint16 `json:"max_queue_size,omitempty"`   // default config.DefaultMaxQueueSize
+}
+
+type portRef struct {
+	ID uint16 `json:"id"`
+}
+
+type subsystemParams struct {
+	NQN            string   `json:"nqn"`
+	Serial         string   `json:"serial,omitempty"`
+	Model          string   `json:"model,omitempty"`
+	AllowAnyHost   bool     `json:"allow_any_host,omitempty"`
+	Hosts          []string `json:"hosts,omitempty"`
+	Ports          []uint16 `json:"ports,omitempty"` // none: every port
+	MaxControllers int      `json:"max_controllers,omitempty"`
+	MaxIOQueues    int      `json:"max_io_queues,omitempty"`
+}
+
+// subsystemSet changes what is given and keeps the rest.
+type subsystemSet struct {
+	NQN            string    `json:"nqn"`
+	AllowAnyHost   *bool     `json:"allow_any_host,omitempty"`
+	Ports          *[]uint16 `json:"ports,omitempty"`
+	MaxControllers *int      `json:"max_controllers,omitempty"`
+	MaxIOQueues    *int      `json:"max_io_queues,omitempty"`
+}
+
+type subsystemRef struct {
+	NQN string `json:"nqn"`
+}
+
+type namespaceParams struct {
+	NQN       string   `json:"nqn"`
+	NSID      uint32   `json:"nsid,omitempty"` // 0: the lowest free NSID
+	Backend   string   `json:"backend"`
+	Path      string   `json:"path,omitempty"`
+	Size      byteSize `json:"size,omitempty"`
+	BlockSize uint32   `json:"block_size,omitempty"`
+	ReadOnly  bool     `json:"read_only,omitempty"`
+	Buffered  bool     `json:"buffered,omitempty"`
+	UUID      string   `json:"uuid,omitempty"`
+}
+
+type namespaceSet struct {
+	NQN  string    `json:"nqn"`
+	NSID uint32    `json:"nsid"`
+	Size *byteSize `json:"size,omitempty"`
+}
+
+type namespaceRef struct {
+	NQN  string `json:"nqn"`
+	NSID uint32 `json:"nsid"`
+}
+
+type hostParams struct {
+	NQN  string `json:"nqn"`
+	Host string `json:"host"`
+}
+
+// byteSize is a size parameter: a byte count, or a string such as
+// "64MiB" as the configuration file takes.
+type byteSize int64
+
+func (b *byteSize) UnmarshalJSON(data []byte) error {
+	s := string(data)
+	switch {
+	case s == "null": // as encoding/json leaves a value it has no data for
+		return nil
+	case data[0] == '"':
+		if err := json.Unmarshal(data, &s); err != nil {
+			return paramError("size", "invalid params: size: %v", err)
+		}
+	case bytes.ContainsAny(data, ".eE"):
+		return paramError("size", "invalid params: size %s: want a byte count or a string such as \"1GiB\"", data)
+	}
+	v, err := config.ParseSize(s)
+	if err != nil {
+		return paramError("size", "invalid params: size: %v", err)
+	}
+	*b = byteSize(v)
+	return nil
+}
+
+func orDefault[T any](p *T, def T) T {
+	if p != nil {
+		return *p
+	}
+	return def
+}
+
+// findSubsystem returns the index of subsystem nqn in c.
+func findSubsystem(c *config.Config, nqn string) (int, error) {
+	if nqn == "" {
+		return -1, paramError("nqn", "invalid params: nqn is required")
+	}
+	for i := range c.Subsystems {
+		if c.Subsystems[i].NQN == nqn {
+			return i, nil
+		}
+	}
+	return -1, notFound("nqn", "no subsystem %s", nqn)
+}
+
+func (s *session) addPort(p portParams) (changeResult, error) {
+	return s.api.change(func(c *config.Config) (string, error) {
+		if slices.ContainsFunc(c.Ports, func(q config.Port) bool { return q.ID == p.ID }) {
+			return "", alreadyExists("id", "port %d already exists", p.ID)
+		}
+		c.Ports = append(c.Ports, config.Port{
+			ID: p.ID, Transport: "rdma", Address: p.Address,
+			Port:           orDefault(p.Port, config.DefaultServiceID),
+			InlineDataSize: orDefault(p.InlineDataSize, config.DefaultInlineDataSize),
+			MaxQueueSize:   orDefault(p.MaxQueueSize, config.DefaultMaxQueueSize),
+		})
+		return fmt.Sprintf("ports[%d]", len(c.Ports)-1), nil
+	})
+}
+
+// removePort also takes the port off every subsystem's list. A subsystem
+// served on this port alone would be served on every port instead, so
+// that is refused.
+func (s *session) removePort(p portRef) (changeResult, error) {
+	return s.api.change(func(c *config.Config) (string, error) {
+		n := len(c.Ports)
+		c.Ports = slices.DeleteFunc(c.Ports, func(q config.Port) bool { return q.ID == p.ID })
+		if len(c.Ports) == n {
+			return "", notFound("id", "no port %d", p.ID)
+		}
+		for i := range c.Subsystems {
+			sc := &c.Subsystems[i]
+			if slices.Equal(sc.Ports, []uint16{p.ID}) {
+				return "", newError(codeInUse, fmt.Sprintf("port %d is the only port of subsystem %s: give it another port or remove it first", p.ID, sc.NQN), &errorData{Field: "id"})
+			}
+			sc.Ports = slices.DeleteFunc(sc.Ports, func(id uint16) bool { return id == p.ID })
+		}
+		return "", nil
+	})
+}
+
+func (s *session) addSubsystem(p subsystemParams) (changeResult, error) {
+	return s.api.change(func(c *config.Config) (string, error) {
+		if slices.ContainsFunc(c.Subsystems, func(x config.Subsystem) bool { return x.NQN == p.NQN }) {
+			return "", alreadyExists("nqn", "subsystem %s already exists", p.NQN)
+		}
+		c.Subsystems = append(c.Subsystems, config.Subsystem{
+			NQN: p.NQN, Serial: p.Serial, Model: p.Model, AllowAnyHost: p.AllowAnyHost,
+			Hosts: p.Hosts, Ports: p.Ports, MaxControllers: p.MaxControllers, MaxIOQueues: p.MaxIOQueues,
+		})
+		return fmt.Sprintf("subsystems[%d]", len(c.Subsystems)-1), nil
+	})
+}
+
+func (s *session) setSubsystem(p subsystemSet) (changeResult, error) {
+	if p.AllowAnyHost == nil && p.Ports == nil && p.MaxControllers == nil && p.MaxIOQueues == nil {
+		return changeResult{}, paramError("params", "invalid params: nothing to set (allow_any_host, ports, max_controllers, max_io_queues)")
+	}
+	return s.api.change(func(c *config.Config) (string, error) {
+		i, err := findSubsystem(c, p.NQN)
+		if err != nil {
+			return "", err
+		}
+		sc := &c.Subsystems[i]
+		sc.AllowAnyHost = orDefault(p.AllowAnyHost, sc.AllowAnyHost)
+		sc.Ports = orDefault(p.Ports, sc.Ports)
+		sc.MaxControllers = orDefault(p.MaxControllers, sc.MaxControllers)
+		sc.MaxIOQueues = orDefault(p.MaxIOQueues, sc.MaxIOQueues)
+		return fmt.Sprintf("subsystems[%d]", i), nil
+	})
+}
+
+func (s *session) removeSubsystem(p subsystemRef) (changeResult, error) {
+	return s.api.change(func(c *config.Config) (string, error) {
+		i, err := findSubsystem(c, p.NQN)
+		if err != nil {
+			return "", err
+		}
+		c.Subsystems = slices.Delete(c.Subsystems, i, i+1)
+		return "", nil
+	})
+}

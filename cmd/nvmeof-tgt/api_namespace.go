@@ -1,0 +1,106 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+)
+
+// findNamespace returns the indexes of subsystem nqn and of its namespace nsid in c.
+func findNamespace(c *config.Config, nqn string, nsid uint32) (int, int, error) {
+	i, err := findSubsystem(c, nqn)
+	if err != nil {
+		return -1, -1, err
+	}
+	if nsid == 0 {
+		return -1, -1, paramError("nsid", "invalid params: nsid is required")
+	}
+	j := slices.IndexFunc(c.Subsystems[i].Namespaces, func(n config.Namespace) bool { return n.NSID == nsid })
+	if j < 0 {
+		return -1, -1, notFound("nsid", "no namespace %d in %s", nsid, nqn)
+	}
+	return i, j, nil
+}
+
+func (s *session) addNamespace(p namespaceParams) (changeResult, error) {
+	nsid := p.NSID
+	res, err := s.api.change(func(c *config.Config) (string, error) {
+		i, err := findSubsystem(c, p.NQN)
+		if err != nil {
+			return "", err
+		}
+		sc := &c.Subsystems[i]
+		taken := func(id uint32) bool {
+			return slices.ContainsFunc(sc.Namespaces, func(n config.Namespace) bool { return n.NSID == id })
+		}
+		if nsid == 0 { // the lowest free NSID
+			for nsid = 1; taken(nsid); nsid++ {
+			}
+		} else if taken(nsid) {
+			return "", alreadyExists("nsid", "namespace %d already exists in %s", nsid, p.NQN)
+		}
+		sc.Namespaces = append(sc.Namespaces, config.Namespace{
+			NSID: nsid, Backend: p.Backend, Path: p.Path, Size: config.Size(p.Size), BlockSize: p.BlockSize,
+			ReadOnly: p.ReadOnly, Buffered: p.Buffered, UUID: p.UUID,
+		})
+		return fmt.Sprintf("subsystems[%d].namespaces[%d]", i, len(sc.Namespaces)-1), nil
+	})
+	res.NSID = nsid
+	return res, err
+}
+
+// setNamespace resizes a namespace in place: hosts keep it and see the new size.
+func (s *session) setNamespace(p namespaceSet) (changeResult, error) {
+	if p.Size == nil {
+		return changeResult{}, paramError("size", "invalid params: nothing to set (size)")
+	}
+	return s.api.change(func(c *config.Config) (string, error) {
+		i, j, err := findNamespace(c, p.NQN, p.NSID)
+		if err != nil {
+			return "", err
+		}
+		c.Subsystems[i].Namespaces[j].Size = config.Size(*p.Size)
+		return fmt.Sprintf("subsystems[%d].namespaces[%d]", i, j), nil
+	})
+}
+
+func (s *session) removeNamespace(p namespaceRef) (changeResult, error) {
+	return s.api.change(func(c *config.Config) (string, error) {
+		i, j, err := findNamespace(c, p.NQN, p.NSID)
+		if err != nil {
+			return "", err
+		}
+		c.Subsystems[i].Namespaces = slices.Delete(c.Subsystems[i].Namespaces, j, j+1)
+		return "", nil
+	})
+}
+
+// addHost allows a host NQN into a subsystem.
+func (s *session) addHost(p hostParams) (changeResult, error) { return s.editHosts(p, true) }
+
+// removeHost takes a host NQN off a subsystem's allow-list; its
+// controllers are disconnected unless the subsystem allows any host.
+func (s *session) removeHost(p hostParams) (changeResult, error) { return s.editHosts(p, false) }
+
+func (s *session) editHosts(p hostParams, add bool) (changeResult, error) {
+	return s.api.change(func(c *config.Config) (string, error) {
+		i, err := findSubsystem(c, p.NQN)
+		if err != nil {
+			return "", err
+		}
+		sc := &c.Subsystems[i]
+		j := slices.Index(sc.Hosts, p.Host)
+		switch {
+		case add && j >= 0:
+			return "", alreadyExists("host", "host %s is already allowed into %s", p.Host, p.NQN)
+		case add:
+			sc.Hosts = append(sc.Hosts, p.Host)
+		case j < 0:
+			return "", notFound("host", "host %s is not on the allow-list of %s", p.Host, p.NQN)
+		default:
+			sc.Hosts = slices.Delete(sc.Hosts, j, j+1)
+		}
+		return "", nil
+	})
+}

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+)
+
+// pipeClient connects a client to a over an in-memory connection, past
+// the handshake.
+func pipeClient(t *testing.T, a *api) *apiClient {
+	t.Helper()
+	srv, cli := net.Pipe()
+	done := make(chan struct{})
+	go func() { a.serveConn(srv); srv.Close(); close(done) }()
+	t.Cleanup(func() { cli.Close(); <-done })
+	c, err := newAPIClient(cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+const (
+	nqnC  = "nqn.2026-11.io.example:c"
+	hostX = "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-0000000000aa"
+	hostY = "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-0000000000bb"
+)
+
+// apiStep is one call and what it must give: code 0 for success, else the
+// error code, data.field and data.param.
+type apiStep struct {
+	method       string
+	params       string // JSON; DIR stands for the test's directory
+	code         int
+	field, param string
+}
+
+// apiSteps run in order on startBase's daemon (ports[0] is port 1;
+// subsystems a (nullblk) and b (a 16 MiB file) come first). Port 4 cannot listen.
+var apiSteps = []apiStep{
+	{"add_port", `{"id":2,"address":"10.0.0.2","port":4430}`, 0, "", ""},
+	{"add_port", `{"id":2,"address":"10.0.0.3"}`, codeAlreadyExists, "id", ""},
+	{"add_port", `{"id":3,"address":"ten"}`, codeValidationFailed, "ports[2].address", "address"},
+	{"add_port", `{"id":4,"address":"10.0.0.4"}`, codeNotApplied, "ports[2]", ""},
+	{"remove_port", `{"id":9}`, codeNotFound, "id", ""},
+	{"add_subsystem", `{"nqn":"` + nqnC + `","hosts":["` + hostX + `"],"ports":[2]}`, 0, "", ""},
+	{"add_subsystem", `{"nqn":"` + nqnC + `","allow_any_host":true}`, codeAlreadyExists, "nqn", ""},
+	{"add_subsystem", `{"nqn":"nqn.2026-11.io.example:d","allow_any_host":true,"serial":"123456789012345678901"}`,
+		codeValidationFailed, "subsystems[3].serial", "serial"},
+	{"remove_port", `{"id":2}`, codeInUse, "id", ""}, // c would be served on every port
+	{"set_subsystem", `{"nqn":"` + nqnC + `","allow_any_host":true,"ports":[]}`, 0, "", ""},
+	{"set_subsystem", `{"nqn":"` + nqnC + `"}`, codeInvalidParams, "params", ""},
+	{"set_subsystem", `{"nqn":"nqn.2026-11.io.example:none","allow_any_host":true}`, codeNotFound, "nqn", ""},
+	{"set_subsystem", `{"nqn":"` + nqnC + `","max_io_queues":-1}`, codeValidationFailed, "subsystems[2].max_io_queues", "max_io_queues"},
+	{"remove_port", `{"id":2}`, 0, "", ""},
+	{"add_namespace", `{"nqn":"` + nqnC + `","backend":"nullblk","size":"64MiB"}`, 0, "", ""},
+	{"add_namespace", `{"nqn":"` + nqnC + `","nsid":1,"backend":"nullblk","size":1048576}`, codeAlreadyExists, "nsid", ""},
+	{"add_namespace", `{"nqn":"` + nqnC + `","backend":"file"}`, codeValidationFailed, "subsystems[2].namespaces[1].path", "path"},
+	{"add_namespace", `{"nqn":"` + nqnC + `","backend":"block","path":"DIR/no-such-disk"}`, codeNotApplied, "subsystems[2].namespaces[1]", ""},
+	{"add_namespace", `{"nqn":"nqn.2026-11.io.example:none","backend":"nullblk","size":512}`, codeNotFound, "nqn", ""},
+	{"add_namespace", `{"nqn":"` + nqnC + `","nsid":3,"backend":"file","path":"DIR/c3.img","size":"8MiB","uuid":"91fdba0d-f87b-4c25-b80f-db7be1418b9e"}`, 0, "", ""},
+	{"set_namespace", `{"nqn":"` + nqnC + `","nsid":1,"size":"128MiB"}`, 0, "", ""},
+	{"set_namespace", `{"nqn":"` + nqnC + `","nsid":9,"size":512}`, codeNotFound, "nsid", ""},
+	{"set_namespace", `{"nqn":"` + nqnC + `","nsid":1}`, codeInvalidParams, "size", ""},
+	{"set_namespace", `{"nqn":"` + nqnB + `","nsid":1,"size":"8MiB"}`, codeAppliedInPart, "subsystems[1].namespaces[0].size", "size"},
+	{"remove_namespace", `{"nqn":"` + nqnC + `","nsid":1}`, 0, "", ""},
+	{"remove_namespace", `{"nqn":"` + nqnC + `","nsid":1}`, codeNotFound, "nsid", ""},
+	{"remove_namespace", `{"nqn":"` + nqnC + `"}`, codeInvalidParams, "nsid", ""},
+	{"add_host", `{"nqn":"` + nqnC + `","host":"` + hostY + `"}`, 0, "", ""},
+	{"add_host", `{"nqn":"` + nqnC + `","host":"` + hostY + `"}`, codeAlreadyExists, "host", ""},
+	{"add_host", `{"nqn":"` + nqnC + `","host":"bad host"}`, codeValidationFailed, "subsystems[2].hosts[2]", ""},
+	{"remove_host", `{"nqn":"` + nqnC + `","host":"` + hostX + `"}`, 0, "", ""},
+	{"remove_host", `{"nqn":"` + nqnC + `","host":"` + hostX + `"}`, codeNotFound, "host", ""},
+	{"remove_subsystem", `{}`, codeInvalidParams, "nqn", ""},
+	{"remove_subsystem", `{"nqn":"nqn.2026-11.io.example:none"}`, codeNotFound, "nqn", ""},
+	{"remove_subsystem", `{"nqn":"` + nqnA + `"}`, 0, "", ""},
+	{"save_config", `{"path":"relative.yaml"}`, codeInvalidParams, "path", ""},
+	{"save_config", `{"path":"DIR/no-such-dir/saved.yaml"}`, codeNotApplied, "path", ""},
+	{"save_config", `{"path":"DIR/saved.yaml"}`, 0, "", ""},
+}
+
+// Every method, its success and each of its error codes, on a daemon
+// over the fake transport; then the state and the saved file show what
+// the successful calls did.
+func TestAPIMethods(t *testing.T) {
+	rdma, dir, d := startBase(t)
+	rdma.refuse[4] = true
+	c := pipeClient(t, newAPI(d, "", d.log))
+	for i, s := range apiSteps {
+		params := json.RawMessage(strings.ReplaceAll(s.params, "DIR", dir))
+		var result json.RawMessage
+		err := c.call(s.method, params, &result)
+		var re *rpcError
+		switch {
+		case s.code == 0 && err != nil:
+			t.Fatalf("step %d %s %s: %v", i, s.method, params, err)
+		case s.code == 0:
+			continue
+		case !errors.As(err, &re):
+			t.Fatalf("step %d %s %s: %v, want error %d", i, s.method, params, err, s.code)
+		case re.Code != s.code || (s.field != "" && re.Data.Field != s.field) || (s.field != "" && re.Data.Param != s.param):
+			t.Fatalf("step %d %s %s: error %d %q %+v, want %d field %q param %q", i, s.method, params, re.Code, re.Message, re.Data, s.code, s.field, s.param)
+		}
+	}
+	checkAPIResult(t, c, dir)
+}
+
+func checkAPIResult(t *testing.T, c *apiClient, dir string) {
+	var st State
+	if err := c.call("get_state", nil, &st); err != nil {
+		t.Fatal(err)
+	}
+	var nqns []string
+	for _, s := range st.Subsystems {
+		nqns = append(nqns, s.NQN)
+	}
+	if len(st.Ports) != 1 || !slices.Equal(nqns, []string{nqnB, nqnC}) {
+		t.Fatalf("ports %+v, subsystems %v", st.Ports, nqns)
+	}
+	sc := st.Subsystems[1]
+	if len(sc.Namespaces) != 1 || sc.Namespaces[0].NSID != 3 || sc.Namespaces[0].UUID != "91fdba0d-f87b-4c25-b80f-db7be1418b9e" ||
+		!slices.Equal(sc.Hosts, []string{hostY}) || !sc.AllowAnyHost || len(sc.Ports) != 0 {
+		t.Fatalf("subsystem c: %+v", sc)
+	}
+	if sb := st.Subsystems[0]; sb.Namespaces[0].SizeBytes != 16<<20 {
+		t.Fatalf("the refused shrink changed b's namespace: %+v", sb.Namespaces[0])
+	}
+	var saved saveResult
+	if err := c.call("save_config", nil, &saved); err != nil {
+		t.Fatal(err)
+	}
+	file, err := os.ReadFile(filepath.Join(dir, "saved.yaml"))
+	if err != nil || string(file) != saved.YAML {
+		t.Fatalf("saved file (%v) differs from save_config's YAML", err)
+	}
+	if _, err := config.Parse(file); err != nil {
+		t.Fatalf("the saved configuration does not load: %v", err)
+	}
+}
+
+// The added namespace's NSID is returned, also when the daemon chose it;
+// changes return the generation they made.
+func TestAPIChangeResult(t *testing.T) {
+	_, _, d := startBase(t)
+	c := pipeClient(t, newAPI(d, "", d.log))
+	var r changeResult
+	if err := c.call("add_namespace", namespaceParams{NQN: nqnA, Backend: "nullblk", Size: 1 << 20}, &r); err != nil {
+		t.Fatal(err)
+	}
+	if gen, _, _ := d.generation(); r.NSID != 2 || r.Generation != gen || gen != 2 {
+		t.Fatalf("result %+v, daemon generation %d", r, gen)
+	}
+}
+
+// reload reads the daemon's file: a broken one is refused with its fields
+// and changes nothing; a good one is applied.
+func TestAPIReload(t *testing.T) {
+	_, dir, d := startBase(t)
+	path := filepath.Join(dir, "tgt.yaml")
+	c := pipeClient(t, newAPI(d, path, d.log))
+	os.WriteFile(path, []byte(baseConfig(dir, "")+"\n  - {nqn: "+nqnC+", allow_any_host: true, namespaces: [{nsid: 1, backend: flie}]}\n"), 0o600)
+	var re *rpcError
+	err := c.call("reload", nil, nil)
+	if !errors.As(err, &re) || re.Code != codeValidationFailed || re.Data.Field != "subsystems[2].namespaces[0].backend" {
+		t.Fatalf("reload of a broken file: %v %+v", err, re)
+	}
+	if d.target.Subsystem(nqnC) != nil {
+		t.Fatal("a refused reload changed the target")
+	}
+	os.WriteFile(path, []byte(baseConfig(dir, "")+"\n  - {nqn: "+nqnC+", allow_any_host: true, namespaces: [{nsid: 1, backend: nullblk, size: 1MiB}]}\n"), 0o600)
+	var r reloadReply
+	if err := c.call("reload", nil, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.File != path || r.Generation != 2 || d.target.Subsystem(nqnC) == nil {
+		t.Fatalf("reload: %+v", r)
+	}
+}

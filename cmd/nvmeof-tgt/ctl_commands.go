@@ -1,0 +1,160 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+)
+
+// ctlVerbs is every ctl command, in the order ctlUsage lists them.
+var ctlVerbs = []ctlVerb{
+	{name: "list", about: "Print the running state: ports, subsystems, namespaces, hosts and connected controllers.",
+		flags: listFlags},
+	{name: "add port", about: "Listen on one more RDMA address.", flags: addPortFlags},
+	{name: "add subsystem", args: []string{"NQN"}, about: "Add an NVM subsystem, without namespaces.", flags: addSubsystemFlags},
+	{name: "add namespace", args: []string{"NQN"}, about: "Add a namespace to subsystem NQN; connected hosts see it appear.",
+		flags: addNamespaceFlags},
+	{name: "add host", args: []string{"NQN", "HOSTNQN"}, about: "Allow host HOSTNQN into subsystem NQN.", flags: hostFlags("add_host")},
+	{name: "set subsystem", args: []string{"NQN"}, about: "Change who may connect to subsystem NQN.", flags: setSubsystemFlags},
+	{name: "set namespace", args: []string{"NQN", "NSID"}, about: "Resize a namespace in place: hosts keep it and see the new size.",
+		flags: setNamespaceFlags},
+	{name: "remove port", args: []string{"ID"}, about: "Stop listening on port ID; hosts connected through it are disconnected.",
+		flags: removePortFlags},
+	{name: "remove subsystem", args: []string{"NQN"}, about: "Remove subsystem NQN; its hosts are disconnected.",
+		flags: func(*flag.FlagSet) func([]string) (*ctlCommand, error) {
+			return func(pos []string) (*ctlCommand, error) { return change("remove_subsystem", subsystemRef{NQN: pos[0]}) }
+		}},
+	{name: "remove namespace", args: []string{"NQN", "NSID"}, about: "Remove a namespace once its commands in flight are done.",
+		flags: func(*flag.FlagSet) func([]string) (*ctlCommand, error) {
+			return func(pos []string) (*ctlCommand, error) {
+				nsid, err := parseNSID(pos[1])
+				if err != nil {
+					return nil, err
+				}
+				return change("remove_namespace", namespaceRef{NQN: pos[0], NSID: nsid})
+			}
+		}},
+	{name: "remove host", args: []string{"NQN", "HOSTNQN"}, about: "Take HOSTNQN off subsystem NQN's allow-list; its controllers go.",
+		flags: hostFlags("remove_host")},
+	{name: "save", args: []string{"FILE|-"}, about: "Write the running configuration as YAML to FILE (replaced atomically) or to stdout (-).",
+		flags: func(*flag.FlagSet) func([]string) (*ctlCommand, error) {
+			return func(pos []string) (*ctlCommand, error) {
+				return &ctlCommand{method: "save_config", params: saveParams{}, show: showSave(pos[0])}, nil
+			}
+		}},
+	{name: "reload", about: "Re-read the daemon's configuration file, as SIGHUP does.",
+		flags: func(*flag.FlagSet) func([]string) (*ctlCommand, error) {
+			return func([]string) (*ctlCommand, error) { return &ctlCommand{method: "reload", show: showReload}, nil }
+		}},
+}
+
+func listFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
+	asJSON := fs.Bool("json", false, "print the state as JSON (get_state's result), for scripts")
+	return func([]string) (*ctlCommand, error) {
+		show := showStateText
+		if *asJSON {
+			show = showStateJSON
+		}
+		return &ctlCommand{method: "get_state", show: show}, nil
+	}
+}
+
+func addPortFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
+	var p portParams
+	var svc, depth uint16
+	var inline uint32
+	uintVar(fs, &p.ID, "id", 0, "port `ID`, unique on this target (required)")
+	fs.StringVar(&p.Address, "address", "", "IPv4 or IPv6 `ADDRESS` of an RDMA netdev to listen on (required)")
+	uintVar(fs, &svc, "port", config.DefaultServiceID, "RDMA service ID (trsvcid) `PORT` hosts connect to")
+	uintVar(fs, &inline, "inline-data-size", config.DefaultInlineDataSize, "`BYTES` of write data a command may carry in its capsule, a multiple of 16")
+	uintVar(fs, &depth, "max-queue-size", config.DefaultMaxQueueSize, "most `ENTRIES` of an I/O queue, 2 to 1024")
+	return func([]string) (*ctlCommand, error) {
+		p.Port, p.InlineDataSize, p.MaxQueueSize = &svc, &inline, &depth
+		return change("add_port", p)
+	}
+}
+
+func addSubsystemFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
+	var p subsystemParams
+	fs.StringVar(&p.Serial, "serial", "", "`SERIAL` number hosts see, up to 20 characters (default: derived from the NQN)")
+	fs.StringVar(&p.Model, "model", "", "`MODEL` number hosts see, up to 40 characters (default nvmeof-tgt)")
+	fs.BoolVar(&p.AllowAnyHost, "allow-any-host", false, "let any host connect, not only those given with -host")
+	listVar(fs, &p.Ports, "port", "serve the subsystem on port `ID` only (default: every port)", parseUint16)
+	listVar(fs, &p.Hosts, "host", "allow host `HOSTNQN`", func(s string) (string, error) { return s, nil })
+	return func(pos []string) (*ctlCommand, error) {
+		p.NQN = pos[0]
+		return change("add_subsystem", p)
+	}
+}
+
+func addNamespaceFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
+	var p namespaceParams
+	var size *byteSize
+	uintVar(fs, &p.NSID, "nsid", 0, "namespace ID `NSID` (default: the lowest free one)")
+	fs.StringVar(&p.Backend, "backend", "", "`BACKEND`: file, block or nullblk (required)")
+	fs.StringVar(&p.Path, "path", "", "file: the image file (created when -size is given); block: the block device (a `PATH`)")
+	sizeVar(fs, &size, "size", "file: the image's `SIZE` (it grows, never shrinks); nullblk: the size")
+	uintVar(fs, &p.BlockSize, "block-size", 0, "logical block size in `BYTES`, 512 or 4096 (default 512; block: the device's)")
+	fs.BoolVar(&p.ReadOnly, "read-only", false, "hosts may read but not write")
+	fs.BoolVar(&p.Buffered, "buffered", false, "file: go through the page cache instead of O_DIRECT")
+	fs.StringVar(&p.UUID, "uuid", "", "namespace `UUID` hosts see (default: derived from the NQN and NSID)")
+	return func(pos []string) (*ctlCommand, error) {
+		p.NQN = pos[0]
+		if size != nil {
+			p.Size = *size
+		}
+		return change("add_namespace", p)
+	}
+}
+
+func hostFlags(method string) func(*flag.FlagSet) func([]string) (*ctlCommand, error) {
+	return func(*flag.FlagSet) func([]string) (*ctlCommand, error) {
+		return func(pos []string) (*ctlCommand, error) { return change(method, hostParams{NQN: pos[0], Host: pos[1]}) }
+	}
+}
+
+func setSubsystemFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
+	var p subsystemSet
+	fs.BoolFunc("allow-any-host", "true: any host may connect; false: only the allowed hosts (the others are disconnected)", func(s string) error {
+		v, err := strconv.ParseBool(s)
+		p.AllowAnyHost = &v
+		return err
+	})
+	return func(pos []string) (*ctlCommand, error) {
+		p.NQN = pos[0]
+		return change("set_subsystem", p)
+	}
+}
+
+func setNamespaceFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
+	var p namespaceSet
+	sizeVar(fs, &p.Size, "size", "the new `SIZE` (required)")
+	return func(pos []string) (*ctlCommand, error) {
+		nsid, err := parseNSID(pos[1])
+		if err != nil {
+			return nil, err
+		}
+		p.NQN, p.NSID = pos[0], nsid
+		return change("set_namespace", p)
+	}
+}
+
+func removePortFlags(*flag.FlagSet) func([]string) (*ctlCommand, error) {
+	return func(pos []string) (*ctlCommand, error) {
+		id, err := parseUint16(pos[0])
+		if err != nil {
+			return nil, fmt.Errorf("port ID %q: want a number from 1 to 65535", pos[0])
+		}
+		return change("remove_port", portRef{ID: id})
+	}
+}
+
+func parseNSID(s string) (uint32, error) {
+	nsid, err := parseUint32(s)
+	if err != nil {
+		return 0, fmt.Errorf("NSID %q: want a number", s)
+	}
+	return nsid, nil
+}

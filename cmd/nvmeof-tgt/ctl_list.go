@@ -1,0 +1,60 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+)
+
+// showStateJSON prints get_state's result as it came, indented: fields a
+// newer daemon adds pass through.
+func showStateJSON(raw json.RawMessage, out io.Writer) error {
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "  "); err != nil {
+		return err
+	}
+	b.WriteByte('\n')
+	_, err := out.Write(b.Bytes())
+	return err
+}
+
+// showStateText prints get_state's result as aligned text for people.
+func showStateText(raw json.RawMessage, out io.Writer) error {
+	var st State
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "configuration generation %d\n", st.Generation)
+	for _, p := range st.Ports {
+		fmt.Fprintf(w, "port %d  rdma %s\n", p.ID, net.JoinHostPort(p.Address, strconv.Itoa(int(p.Port))))
+	}
+	for _, s := range st.Subsystems {
+		ports := "all ports"
+		if len(s.Ports) > 0 {
+			ports = "ports " + fmt.Sprint(s.Ports)
+		}
+		access := "any host"
+		if !s.AllowAnyHost {
+			access = fmt.Sprintf("%d allowed hosts", len(s.Hosts))
+		}
+		fmt.Fprintf(w, "subsystem %s  %s, %s\n", s.NQN, access, ports)
+		for _, n := range s.Namespaces {
+			fmt.Fprintf(w, "  namespace %d\t%s %s\t%s, %d-byte blocks%s\tuuid %s\n", n.NSID, n.Backend, n.Path,
+				config.Size(n.SizeBytes), n.BlockSize, map[bool]string{true: ", read-only"}[n.ReadOnly], n.UUID)
+		}
+		for _, h := range s.Hosts {
+			fmt.Fprintf(w, "  host %s\n", h)
+		}
+		for _, c := range s.Controllers {
+			fmt.Fprintf(w, "  controller %d\t%s\tport %d, %d queues, since %s\n", c.CNTLID, c.Host, c.Port, c.Queues, c.Created)
+		}
+	}
+	return w.Flush()
+}

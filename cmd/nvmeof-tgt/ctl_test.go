@@ -1,0 +1,171 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"io"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+)
+
+// control runs one ctl command line (after `ctl`) against d in process,
+// through the API over an in-memory connection.
+func control(d *daemon, cfgPath string, args []string, out io.Writer) error {
+	cmd, err := parseCtl(args)
+	if err != nil {
+		return err
+	}
+	srv, cli := net.Pipe()
+	done := make(chan struct{})
+	go func() { newAPI(d, cfgPath, d.log).serveConn(srv); srv.Close(); close(done) }()
+	defer func() { cli.Close(); <-done }()
+	c, err := newAPIClient(cli)
+	if err != nil {
+		return err
+	}
+	return cmd.run(c, out)
+}
+
+// ctlRun runs `nvmeof-tgt ctl args...` and returns its exit code, stdout and stderr.
+func ctlRun(args ...string) (int, string, string) {
+	var out, errOut bytes.Buffer
+	code := run(append([]string{"ctl"}, args...), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// ctlSteps run in order through the admin socket; the -socket spelling
+// varies. want is in stdout (code 0) or stderr.
+var ctlSteps = []struct {
+	args []string
+	code int
+	want string
+}{
+	{[]string{"-socket=SOCK", "add", "port", "-id", "2", "-address", "10.0.0.2", "-port=4430"}, 0, ""},
+	{[]string{"-socket", "SOCK", "add", "subsystem", nqnC, "-port", "2", "-host", hostX}, 0, ""},
+	{[]string{"--socket=SOCK", "add", "namespace", nqnC, "-backend", "nullblk", "-size", "64MiB", "-block-size", "4096"}, 0, ""},
+	{[]string{"-socket=SOCK", "add", "namespace", nqnC, "-backend", "file"}, 1, "subsystems[2].namespaces[1].path: required"},
+	{[]string{"-socket=SOCK", "remove", "subsystem", "nqn.2026-11.io.example:none"}, 1, "no subsystem nqn.2026-11.io.example:none"},
+	{[]string{"-socket=SOCK", "set", "subsystem", nqnC, "-allow-any-host"}, 0, ""},
+	{[]string{"-socket=SOCK", "set", "namespace", nqnC, "1", "-size", "128MiB"}, 0, ""},
+	{[]string{"-socket=SOCK", "add", "host", nqnC, hostY}, 0, ""},
+	{[]string{"-socket=SOCK", "remove", "host", nqnC, hostY}, 0, ""},
+	{[]string{"-socket=SOCK", "remove", "namespace", nqnA, "1"}, 0, ""},
+	{[]string{"-socket=SOCK", "list"}, 0, "128MiB, 4096-byte blocks"},
+	{[]string{"-socket=SOCK", "save", "-"}, 0, "nqn: " + nqnC},
+	{[]string{"-socket=SOCK", "save", "DIR/saved.yaml"}, 0, "saved the running configuration to DIR/saved.yaml"},
+	{[]string{"-socket=SOCK", "reload"}, 1, "no such file"},
+	{[]string{"-socket=DIR/none.sock", "list"}, 1, "no daemon answers at DIR/none.sock"},
+}
+
+// ctl against a daemon's real admin socket, as users and scripts run it.
+func TestCtlRoundTrip(t *testing.T) {
+	_, dir, d := startBase(t)
+	sock := filepath.Join(dir, "api.sock")
+	cs, err := serveControl(sock, d, filepath.Join(dir, "missing.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.close()
+	for _, s := range ctlSteps {
+		args := make([]string, len(s.args))
+		for i, a := range s.args {
+			args[i] = strings.ReplaceAll(strings.ReplaceAll(a, "SOCK", sock), "DIR", dir)
+		}
+		code, out, errOut := ctlRun(args...)
+		got := out
+		if s.code != 0 {
+			got = errOut
+		}
+		want := strings.ReplaceAll(s.want, "DIR", dir)
+		if code != s.code || !strings.Contains(got, want) {
+			t.Fatalf("ctl %v: exit %d, want %d with %q\nstdout:\n%s\nstderr:\n%s", args, code, s.code, want, out, errOut)
+		}
+	}
+	if _, err := config.Load(filepath.Join(dir, "saved.yaml")); err != nil {
+		t.Fatalf("ctl save wrote a file that does not load: %v", err)
+	}
+	t.Setenv("NVMEOF_TGT_SOCKET", sock)
+	checkListJSON(t)
+}
+
+// checkListJSON: `ctl list -json` keeps the shape scripts parse.
+func checkListJSON(t *testing.T) {
+	code, out, errOut := ctlRun("list", "-json")
+	if code != 0 {
+		t.Fatalf("ctl list -json: %d %s", code, errOut)
+	}
+	var st map[string]any
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("ctl list -json: %v\n%s", err, out)
+	}
+	ports, _ := st["ports"].([]any)
+	subs, _ := st["subsystems"].([]any)
+	if _, ok := st["generation"].(float64); !ok || len(ports) != 2 || len(subs) != 3 {
+		t.Fatalf("ctl list -json: %s", out)
+	}
+	c := subs[2].(map[string]any)
+	for _, k := range []string{"nqn", "serial", "model", "allow_any_host", "hosts", "ports", "namespaces", "controllers"} {
+		if _, ok := c[k]; !ok {
+			t.Fatalf("subsystem lacks %q: %v", k, c)
+		}
+	}
+	if !strings.HasPrefix(out, "{\n  \"generation\": ") {
+		t.Fatalf("ctl list -json is not indented as before:\n%s", out)
+	}
+}
+
+// Every command answers -h with its usage and every flag's help, without
+// a daemon.
+func TestCtlHelp(t *testing.T) {
+	t.Setenv("NVMEOF_TGT_SOCKET", filepath.Join(t.TempDir(), "none.sock"))
+	for _, v := range ctlVerbs {
+		code, out, errOut := ctlRun(append(strings.Fields(v.name), "-h")...)
+		if code != 0 || !strings.HasPrefix(out, "usage: nvmeof-tgt ctl "+v.name) || !strings.Contains(out, v.about) {
+			t.Fatalf("ctl %s -h: exit %d\n%s%s", v.name, code, out, errOut)
+		}
+		fs := flag.NewFlagSet(v.name, flag.ContinueOnError)
+		v.flags(fs)
+		fs.VisitAll(func(f *flag.Flag) {
+			_, usage := flag.UnquoteUsage(f)
+			if usage == "" || !strings.Contains(out, "-"+f.Name) || !strings.Contains(out, usage) {
+				t.Errorf("ctl %s -h: flag -%s has no help, or it is not shown:\n%s", v.name, f.Name, out)
+			}
+		})
+	}
+	if code, out, _ := ctlRun("-h"); code != 0 || !strings.Contains(out, "add namespace NQN") {
+		t.Fatalf("ctl -h: %d\n%s", code, out)
+	}
+}
+
+// Usage errors are found before any daemon is asked (that would exit 1:
+// there is none), and exit 2.
+var ctlUsageErrors = []struct {
+	args []string
+	want string
+}{
+	{nil, "usage: nvmeof-tgt ctl"},
+	{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+	{[]string{"add"}, "add what?"},
+	{[]string{"add", "port", "-id", "70000"}, "want a number from 0 to 65535"},
+	{[]string{"add", "namespace", "-backend", "nullblk"}, "add namespace takes 1 arguments, got 0"},
+	{[]string{"add", "namespace", "x", "-size", "lots"}, "invalid size"},
+	{[]string{"set", "subsystem", "x", "-allow-any-host=maybe"}, "invalid boolean"},
+	{[]string{"remove", "namespace", "x", "one"}, `NSID "one"`},
+	{[]string{"save"}, "save takes 1 arguments"},
+	{[]string{"-bogus", "list"}, "flag provided but not defined: -bogus"},
+}
+
+func TestCtlUsageErrors(t *testing.T) {
+	t.Setenv("NVMEOF_TGT_SOCKET", filepath.Join(t.TempDir(), "none.sock"))
+	for _, tc := range ctlUsageErrors {
+		code, _, errOut := ctlRun(tc.args...)
+		if code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("ctl %v: exit %d, want 2 with %q:\n%s", tc.args, code, tc.want, errOut)
+		}
+	}
+}

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/bits"
+	"strconv"
+	"strings"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+)
+
+// ctlVerb is one ctl command: its positional arguments, its flags (with
+// help, for -h) and the request it makes of them.
+type ctlVerb struct {
+	name  string // "add namespace"
+	args  []string
+	about string
+	// flags declares the flags on fs and returns what turns the
+	// positional arguments into the command, once fs is parsed.
+	flags func(fs *flag.FlagSet) func(pos []string) (*ctlCommand, error)
+}
+
+// ctlHelp is the answer to COMMAND -h.
+type ctlHelp struct{ text string }
+
+func (h *ctlHelp) Error() string { return h.text }
+
+// parseCtl turns a ctl command line (after the global flags) into a
+// command, or a usage error, or *ctlHelp.
+func parseCtl(args []string) (*ctlCommand, error) {
+	if len(args) == 0 {
+		return nil, errors.New(ctlUsage)
+	}
+	name, rest := args[0], args[1:]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		return nil, flag.ErrHelp
+	case "add", "set", "remove":
+		if len(rest) == 0 || rest[0] == "-h" || rest[0] == "-help" || rest[0] == "--help" {
+			return nil, fmt.Errorf("%s what?\n%s", name, ctlUsage)
+		}
+		name, rest = name+" "+rest[0], rest[1:]
+	}
+	for _, v := range ctlVerbs {
+		if v.name == name {
+			return v.parse(rest)
+		}
+	}
+	return nil, fmt.Errorf("unknown command %q\n%s", name, ctlUsage)
+}
+
+func (v *ctlVerb) parse(args []string) (*ctlCommand, error) {
+	fs := flag.NewFlagSet("nvmeof-tgt ctl "+v.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	finish := v.flags(fs)
+	pos, err := positional(fs, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return nil, &ctlHelp{v.help(fs)}
+	case err != nil:
+		return nil, fmt.Errorf("%v\n%s", err, v.help(fs))
+	case len(pos) != len(v.args):
+		return nil, fmt.Errorf("%s takes %d arguments, got %d\n%s", v.name, len(v.args), len(pos), v.help(fs))
+	}
+	return finish(pos)
+}
+
+// help is the usage line, what the command does, and each flag with its help.
+func (v *ctlVerb) help(fs *flag.FlagSet) string {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "usage: nvmeof-tgt ctl %s", v.name)
+	for _, a := range v.args {
+		b.WriteString(" " + a)
+	}
+	fmt.Fprintf(&b, " [flags]\n%s\n", v.about)
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n > 0 {
+		b.WriteString("flags:\n")
+		fs.SetOutput(&b)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// positional parses flags that may come before or after the positional
+// arguments, and returns those.
+func positional(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// uintVar declares an unsigned flag that refuses values T cannot hold.
+func uintVar[T uint16 | uint32](fs *flag.FlagSet, p *T, name string, def T, usage string) {
+	*p = def
+	if def != 0 {
+		usage += fmt.Sprintf(" (default %d)", def)
+	}
+	fs.Func(name, usage, func(s string) error {
+		v, err := strconv.ParseUint(s, 10, bits.Len64(uint64(^T(0))))
+		if err != nil {
+			return fmt.Errorf("want a number from 0 to %d", ^T(0))
+		}
+		*p = T(v)
+		return nil
+	})
+}
+
+// listVar declares a flag that may be given several times.
+func listVar[T any](fs *flag.FlagSet, p *[]T, name, usage string, parse func(string) (T, error)) {
+	fs.Func(name, usage+" (repeat for more)", func(s string) error {
+		v, err := parse(s)
+		if err != nil {
+			return err
+		}
+		*p = append(*p, v)
+		return nil
+	})
+}
+
+func parseUint16(s string) (uint16, error) {
+	v, err := strconv.ParseUint(s, 10, 16)
+	return uint16(v), err
+}
+
+func parseUint32(s string) (uint32, error) {
+	v, err := strconv.ParseUint(s, 10, 32)
+	return uint32(v), err
+}
+
+// sizeVar declares a size flag ("64MiB"); it stays nil when not given.
+func sizeVar(fs *flag.FlagSet, p **byteSize, name, usage string) {
+	fs.Func(name, usage+" (a byte count, or with KiB, MiB, GiB, TiB, KB, MB, GB, TB)", func(s string) error {
+		v, err := config.ParseSize(s)
+		if err != nil {
+			return err
+		}
+		b := byteSize(v)
+		*p = &b
+		return nil
+	})
+}
+
+// change is the command of an add, set or remove: it prints nothing.
+func change(method string, params any) (*ctlCommand, error) {
+	return &ctlCommand{method: method, params: params}, nil
+}
+
+// showSave writes save_config's YAML to stdout ("-") or, atomically, to a file.
+func showSave(to string) func(json.RawMessage, io.Writer) error {
+	return func(raw json.RawMessage, out io.Writer) error {
+		var r saveResult
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return err
+		}
+		if to == "-" {
+			_, err := io.WriteString(out, r.YAML)
+			return err
+		}
+		if err := writeFileAtomic(to, []byte(r.YAML)); err != nil {
+			return fmt.Errorf("save: %w", err)
+		}
+		_, err := fmt.Fprintf(out, "saved the running configuration to %s\n", to)
+		return err
+	}
+}
+
+func showReload(raw json.RawMessage, out io.Writer) error {
+	var r reloadReply
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(out, "reloaded %s: generation %d\n", r.File, r.Generation)
+	return err
+}

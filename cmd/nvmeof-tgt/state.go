@@ -1,0 +1,100 @@
+package main
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+)
+
+// State is get_state's result and what `ctl list -json` prints: the
+// running target as hosts see it, with the controllers connected.
+type State struct {
+	Generation uint64      `json:"generation"`
+	Ports      []PortState `json:"ports"`
+	Subsystems []SubState  `json:"subsystems"`
+}
+
+type PortState struct {
+	ID      uint16 `json:"id"`
+	Address string `json:"address"`
+	Port    uint16 `json:"port"`
+}
+
+type SubState struct {
+	NQN          string      `json:"nqn"`
+	Serial       string      `json:"serial"`
+	Model        string      `json:"model"`
+	AllowAnyHost bool        `json:"allow_any_host"`
+	Hosts        []string    `json:"hosts"`
+	Ports        []uint16    `json:"ports"`
+	Namespaces   []NSState   `json:"namespaces"`
+	Controllers  []CtrlState `json:"controllers"`
+}
+
+type NSState struct {
+	NSID      uint32 `json:"nsid"`
+	Backend   string `json:"backend"`
+	Path      string `json:"path,omitempty"`
+	SizeBytes uint64 `json:"size_bytes"`
+	BlockSize uint32 `json:"block_size"`
+	ReadOnly  bool   `json:"read_only"`
+	UUID      string `json:"uuid"`
+}
+
+type CtrlState struct {
+	CNTLID  uint16 `json:"cntlid"`
+	Host    string `json:"host"`
+	Port    uint16 `json:"port"`
+	Queues  int    `json:"queues"`
+	Created string `json:"created"` // RFC 3339, UTC
+}
+
+// snapshot is get_state's view of the daemon.
+func (d *daemon) snapshot() State { return state(d) }
+
+func state(d *daemon) State {
+	cfg := d.running()
+	gen, _, _ := d.generation()
+	st := State{Generation: gen, Ports: []PortState{}, Subsystems: []SubState{}}
+	for _, p := range cfg.Ports {
+		st.Ports = append(st.Ports, PortState{p.ID, p.Address, p.Port})
+	}
+	for _, sc := range cfg.Subsystems {
+		if ss, ok := subsystemState(d, sc); ok {
+			st.Subsystems = append(st.Subsystems, ss)
+		}
+	}
+	return st
+}
+
+// subsystemState is what runs of subsystem sc; false if it does not run.
+func subsystemState(d *daemon, sc config.Subsystem) (SubState, bool) {
+	s := d.target.Subsystem(sc.NQN)
+	if s == nil {
+		return SubState{}, false
+	}
+	ss := SubState{NQN: s.NQN, Serial: s.Serial, Model: s.Model, AllowAnyHost: sc.AllowAnyHost,
+		Hosts: append([]string{}, sc.Hosts...), Ports: append([]uint16{}, sc.Ports...),
+		Namespaces: []NSState{}, Controllers: []CtrlState{}}
+	slices.Sort(ss.Hosts)
+	for _, nc := range sc.Namespaces {
+		ns := s.Namespace(nc.NSID)
+		if ns == nil {
+			continue
+		}
+		ss.Namespaces = append(ss.Namespaces, NSState{NSID: ns.ID, Backend: nc.Backend, Path: nc.Path,
+			SizeBytes: ns.Blocks() << ns.BlockShift, BlockSize: 1 << ns.BlockShift, ReadOnly: ns.ReadOnly,
+			UUID: config.FormatUUID(ns.UUID)})
+	}
+	slices.SortFunc(ss.Namespaces, func(a, b NSState) int { return cmp.Compare(a.NSID, b.NSID) })
+	for _, c := range s.Controllers() {
+		var port uint16
+		if c.Port != nil {
+			port = c.Port.ID
+		}
+		ss.Controllers = append(ss.Controllers, CtrlState{c.ID, c.HostNQN, port, c.Queues(), c.Created.UTC().Format(time.RFC3339)})
+	}
+	return ss, true
+}
