@@ -127,12 +127,15 @@ func (s *session) addPort(p portParams) (changeResult, error) {
 		if slices.ContainsFunc(c.Ports, func(q config.Port) bool { return q.ID == p.ID }) {
 			return "", alreadyExists("id", "port %d already exists", p.ID)
 		}
-		c.Ports = append(c.Ports, config.Port{
+		port := config.Port{
 			ID: p.ID, Transport: "rdma", Address: p.Address,
-			Port:           orDefault(p.Port, config.DefaultServiceID),
-			InlineDataSize: orDefault(p.InlineDataSize, config.DefaultInlineDataSize),
-			MaxQueueSize:   orDefault(p.MaxQueueSize, config.DefaultMaxQueueSize),
-		})
+			Port:         orDefault(p.Port, config.DefaultServiceID),
+			MaxQueueSize: orDefault(p.MaxQueueSize, config.DefaultMaxQueueSize),
+		}
+		// An explicit 0 turns in-capsule data off; only a size set this
+		// way survives the defaults a reload applies.
+		port.SetInlineDataSize(orDefault(p.InlineDataSize, config.DefaultInlineDataSize))
+		c.Ports = append(c.Ports, port)
 		return fmt.Sprintf("ports[%d]", len(c.Ports)-1), nil
 	})
 }

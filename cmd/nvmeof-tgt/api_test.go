@@ -184,3 +184,25 @@ func TestAPIReload(t *testing.T) {
 		t.Fatalf("reload: %+v", r)
 	}
 }
+
+// An explicit inline_data_size of 0 turns in-capsule data off, and stays
+// off in the saved configuration (defaults would make it 8192).
+func TestAPIAddPortWithoutInlineData(t *testing.T) {
+	_, _, d := startBase(t)
+	c := pipeClient(t, newAPI(d, "", d.log))
+	if err := c.call("add_port", json.RawMessage(`{"id":2,"address":"10.0.0.2","port":4430,"inline_data_size":0}`), &json.RawMessage{}); err != nil {
+		t.Fatal(err)
+	}
+	var saved saveResult
+	if err := c.call("save_config", nil, &saved); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse([]byte(saved.YAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(cfg.Ports, func(p config.Port) bool { return p.ID == 2 })
+	if i < 0 || cfg.Ports[i].InlineDataSize != 0 {
+		t.Fatalf("port 2 after save and load: %+v", cfg.Ports)
+	}
+}
