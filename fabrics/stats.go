@@ -18,9 +18,9 @@ var LatencyBuckets = [...]time.Duration{
 	time.Second, 5 * time.Second,
 }
 
-// latencyHistSize is the number of histogram counters: one per bucket
+// LatencyHistSize is the number of histogram counters: one per bucket
 // bound and the last for +Inf.
-const latencyHistSize = len(LatencyBuckets) + 1
+const LatencyHistSize = len(LatencyBuckets) + 1
 
 // IOStats are the I/O counters of one namespace as seen by one queue (or,
 // summed, by all). Each queue writes its own from its poller, so counting
@@ -31,7 +31,7 @@ type IOStats struct {
 	BytesRead, BytesWritten   atomic.Uint64
 	ReadNanos, WriteNanos     atomic.Uint64
 	Flushes, Discards, Zeroes atomic.Uint64
-	ReadHist, WriteHist       [latencyHistSize]atomic.Uint64
+	ReadHist, WriteHist       [LatencyHistSize]atomic.Uint64
 	Inflight                  atomic.Int64 // commands dispatched, not completed
 	Writing                   atomic.Int64 // writes past the fused-pair gate (writeGate)
 }
@@ -42,7 +42,7 @@ type IOSnapshot struct {
 	BytesRead, BytesWritten   uint64
 	ReadNanos, WriteNanos     uint64
 	Flushes, Discards, Zeroes uint64
-	ReadHist, WriteHist       [latencyHistSize]uint64
+	ReadHist, WriteHist       [LatencyHistSize]uint64
 }
 
 func (s *IOStats) addTo(out *IOSnapshot) {

@@ -52,6 +52,7 @@ var (
 	dPoller     = prometheus.NewDesc(prefix+"poller_seconds_total", "Time queue pair pollers spent busy (polling, including spinning) and asleep.", []string{"state"}, nil)
 	dCMRejects  = prometheus.NewDesc(prefix+"rdma_connections_rejected_total", "RDMA CM connection requests refused before any NVMe Connect, by reason (no_resources: the queue pair could not be set up, usually locked memory).", []string{"port", "reason"}, nil)
 	dDevEvents  = prometheus.NewDesc(prefix+"rdma_device_events_total", "RDMA device events: asynchronous verbs events and rdma_cm device removals and address changes.", []string{"device", "event"}, nil)
+	dViolations = prometheus.NewDesc(prefix+"rdma_request_state_violations_total", "Request state transitions the RDMA transport refused; each disconnected its queue pair. Nonzero means a bug: report it.", nil, nil)
 )
 
 var statusTypes = []string{"generic", "command_specific", "media", "path", "4", "5", "6", "vendor"}
@@ -59,13 +60,13 @@ var statusTypes = []string{"generic", "command_specific", "media", "path", "4", 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dReads, dWrites, dReadBytes, dWriteBytes, dReadTime, dWriteTime, dFlushes,
 		dDiscards, dZeroes, dReadLatency, dWriteLatency, dNamespaceSz, dControllers, dQueuePairs, dRefused, dKAExpired,
-		dQPReserved, dQPLimit, dCtrlLimit, dCmdErrors, dBuildInfo, dConfigGen, dReloadOK, dReloadTime, dRegistered, dPoller, dCMRejects, dDevEvents} {
+		dQPReserved, dQPLimit, dCtrlLimit, dCmdErrors, dBuildInfo, dConfigGen, dReloadOK, dReloadTime, dRegistered, dPoller, dCMRejects, dDevEvents, dViolations} {
 		ch <- d
 	}
 }
 
 // histogram builds a cumulative Prometheus histogram from bucket counts.
-func histogram(d *prometheus.Desc, counts [14]uint64, sumNanos uint64, labels ...string) prometheus.Metric {
+func histogram(d *prometheus.Desc, counts [fabrics.LatencyHistSize]uint64, sumNanos uint64, labels ...string) prometheus.Metric {
 	buckets := make(map[float64]uint64, len(fabrics.LatencyBuckets))
 	var cum uint64
 	for i, b := range fabrics.LatencyBuckets {
@@ -191,6 +192,7 @@ func collectRDMA(e emit) {
 	busy, idle := rdma.PollerSeconds()
 	e.counter(dPoller, busy, "busy")
 	e.counter(dPoller, idle, "idle")
+	e.counter(dViolations, float64(rdma.InvalidTransitions()))
 	for k, n := range rdma.Rejects() {
 		e.counter(dCMRejects, float64(n), strconv.Itoa(int(k.Port)), k.Reason)
 	}
