@@ -28,6 +28,7 @@ type change struct {
 	// Filled by commit: what really runs, and what could not be done.
 	applied  *config.Config
 	problems []error
+	refused  map[string]bool // NQNs of new subsystems the target refused
 }
 
 // openedNamespace is a namespace whose backend is open, waiting to be
@@ -41,7 +42,7 @@ func newChange(d *daemon, next *config.Config) *change {
 	return &change{
 		d: d, log: d.log, cur: d.cfg, next: next, plan: config.Diff(d.cfg, next),
 		listeners: map[uint16]portListener{}, ports: map[uint16]*fabrics.Port{},
-		applied: next.Clone(),
+		applied: next.Clone(), refused: map[string]bool{},
 	}
 }
 

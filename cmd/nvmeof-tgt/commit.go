@@ -86,6 +86,7 @@ func (c *change) addSubsystems() {
 		fs.SetLimits(s.MaxControllers, s.MaxIOQueues)
 		if err := c.d.target.AddSubsystem(fs); err != nil {
 			// Its namespaces, opened already, are closed by addNamespaces.
+			c.refused[s.NQN] = true
 			c.problem(fmt.Errorf("%s: %w", subPath(c.next, s.NQN), err), func(a *config.Config) {
 				a.Subsystems = slices.DeleteFunc(a.Subsystems, func(x config.Subsystem) bool { return x.NQN == s.NQN })
 			})
@@ -178,8 +179,8 @@ func (c *change) addNamespaces() {
 	}
 	for _, o := range c.ready {
 		s := c.d.target.Subsystem(o.nqn)
-		if s == nil {
-			// Its subsystem failed to start: a problem addSubsystems named.
+		if s == nil || c.refused[o.nqn] {
+			// Its subsystem was refused: a problem addSubsystems named.
 			closeUnused(o.ns, c.log)
 			continue
 		}
