@@ -192,7 +192,7 @@ func TestWatchdogWithheldWhileStuck(t *testing.T) {
 	// The reload waits for the stuck change; RELOADING=1 comes first, so
 	// the message after the tick shows no ping was sent for it.
 	nd.sigs <- syscall.SIGHUP
-	sd.expect(t, fmt.Sprintf("RELOADING=1\nMONOTONIC_USEC=%d", (time.Hour + stuckAfter + time.Second).Microseconds()))
+	sd.expect(t, fmt.Sprintf("RELOADING=1\nMONOTONIC_USEC=%d", (time.Hour+stuckAfter+time.Second).Microseconds()))
 	close(release)
 	if code := <-added; code != 0 {
 		t.Fatalf("ctl add port: exit %d", code)
