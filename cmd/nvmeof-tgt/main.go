@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -21,8 +22,43 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "0.1.0"
+// version is stamped at build time, as the README's build command does:
+//
+//	go build -ldflags "-X main.version=$(git describe --tags --always --dirty)" ./cmd/nvmeof-tgt
+//
+// Unstamped, init takes the revision the Go toolchain recorded.
+var version string
+
+func init() { version = buildVersion(version, debug.ReadBuildInfo) }
+
+// buildVersion is the stamped version, else the VCS revision `go build`
+// records in a git checkout (12 hex digits, "-dirty" with uncommitted
+// changes, as git describe prints), else the module version, else "devel".
+func buildVersion(stamped string, read func() (*debug.BuildInfo, bool)) string {
+	if stamped != "" {
+		return stamped
+	}
+	bi, ok := read()
+	if !ok {
+		return "devel"
+	}
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch {
+		case s.Key == "vcs.revision":
+			rev = s.Value[:min(len(s.Value), 12)]
+		case s.Key == "vcs.modified" && s.Value == "true":
+			dirty = "-dirty"
+		}
+	}
+	if rev != "" {
+		return rev + dirty
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	return "devel"
+}
 
 // started is when the process started, for the uptime metric.
 var started = time.Now()
