@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
@@ -53,16 +52,6 @@ func (c *change) prepare() error {
 		return err
 	}
 	return c.listenNewPorts()
-}
-
-// abort undoes prepare after a failure.
-func (c *change) abort() {
-	for _, o := range c.ready {
-		closeUnused(o.ns, c.log)
-	}
-	for _, l := range c.listeners {
-		l.Close(time.Second)
-	}
 }
 
 // openBackends opens the backends of new namespaces. One that replaces a
@@ -141,14 +130,6 @@ func (c *change) problem(err error, drop func(*config.Config)) {
 	c.problems = append(c.problems, err)
 	if drop != nil {
 		drop(c.applied)
-	}
-}
-
-// closeUnused closes a backend that never served a command, so there is
-// nothing to flush; a failure is logged, as the close cannot be retried.
-func closeUnused(ns *fabrics.Namespace, log *logrus.Entry) {
-	if err := ns.Backend.Close(); err != nil {
-		log.WithError(err).WithField("nsid", ns.ID).Warn("closing a backend that was opened but not used failed")
 	}
 }
 

@@ -10,7 +10,18 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// The steps of change.commit, in the order it runs them.
+// The steps of change.commit, in the order it runs them, and abort, which
+// undoes prepare instead.
+
+// abort undoes prepare after a failure.
+func (c *change) abort() {
+	for _, o := range c.ready {
+		closeUnused(o.ns, c.log)
+	}
+	for _, l := range c.listeners {
+		l.Close(time.Second)
+	}
+}
 
 // removeOld removes namespaces, subsystems and ports that go away, which
 // disconnects the hosts using them. A "does not exist" from the target
@@ -244,4 +255,12 @@ func (c *change) keptSubsystem(nqn string) *fabrics.Subsystem {
 		c.problem(fmt.Errorf("%s: %w", subPath(c.next, nqn), err), nil)
 	}
 	return s
+}
+
+// closeUnused closes a backend that never served a command, so there is
+// nothing to flush; a failure is logged, as the close cannot be retried.
+func closeUnused(ns *fabrics.Namespace, log *logrus.Entry) {
+	if err := ns.Backend.Close(); err != nil {
+		log.WithError(err).WithField("nsid", ns.ID).Warn("closing a backend that was opened but not used failed")
+	}
 }
