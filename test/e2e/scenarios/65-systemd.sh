@@ -24,6 +24,7 @@ ln -sf /dev/null /etc/systemd/system/network-online.target
 mkdir -p /etc/nvmeof-tgt
 good() {
 	config /etc/nvmeof-tgt/config.yaml <<CFG
+metrics: {address: 127.0.0.1:9750}
 ports: [{id: 1, address: $ADDR, port: $PORT}]
 subsystems:
   - nqn: $nqn
@@ -72,6 +73,13 @@ assert_eq "state after start" "$(sdctl systemctl is-active nvmeof-tgt)" active
 status=$(sdctl systemctl show -P StatusText nvmeof-tgt)
 assert_eq "STATUS=" "$status" "1 subsystem, 0 allowed hosts (any host on 1), 0 controllers connected"
 pid=$(sdctl systemctl show -P MainPID nvmeof-tgt)
+# The build is stamped with git describe, as the README's build command.
+[ -n "${NVMEOF_TGT_VERSION:-}" ] || fail "the harness passed no NVMEOF_TGT_VERSION (git describe failed?)"
+assert_eq "nvmeof-tgt -version" "$(/usr/local/bin/nvmeof-tgt -version)" "nvmeof-tgt $NVMEOF_TGT_VERSION"
+curl -fsS -o /tmp/metrics.txt http://127.0.0.1:9750/metrics || fail "scraping /metrics"
+grep -F "version=\"$NVMEOF_TGT_VERSION\"" /tmp/metrics.txt | grep -q '^nvmeof_tgt_build_info' ||
+	fail "build_info does not carry version $NVMEOF_TGT_VERSION: $(grep build_info /tmp/metrics.txt)"
+echo "ok: build_info says version $NVMEOF_TGT_VERSION"
 dev=$(connect "$nqn")
 echo "host connected: $dev"
 
