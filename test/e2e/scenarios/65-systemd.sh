@@ -77,7 +77,7 @@ pid=$(sdctl systemctl show -P MainPID nvmeof-tgt)
 [ -n "${NVMEOF_TGT_VERSION:-}" ] || fail "the harness passed no NVMEOF_TGT_VERSION (git describe failed?)"
 assert_eq "nvmeof-tgt -version" "$(/usr/local/bin/nvmeof-tgt -version)" "nvmeof-tgt $NVMEOF_TGT_VERSION"
 curl -fsS -o /tmp/metrics.txt http://127.0.0.1:9750/metrics || fail "scraping /metrics"
-grep -F "version=\"$NVMEOF_TGT_VERSION\"" /tmp/metrics.txt | grep -q '^nvmeof_tgt_build_info' ||
+grep -F "version=\"$NVMEOF_TGT_VERSION\"" /tmp/metrics.txt | grep '^nvmeof_tgt_build_info' >/dev/null ||
 	fail "build_info does not carry version $NVMEOF_TGT_VERSION: $(grep build_info /tmp/metrics.txt)"
 echo "ok: build_info says version $NVMEOF_TGT_VERSION"
 dev=$(connect "$nqn")
