@@ -108,7 +108,9 @@ func (n *notifier) readyNow(status string) {
 	n.send(append([]string{"READY=1"}, n.statusLine(status)...)...)
 }
 
-// reloading tells systemd a reload started. Before READY=1 there is
+// reloading tells systemd a reload started. MONOTONIC_USEC is what
+// systemd 253 and later require with RELOADING=1 (it tells this reload
+// from an earlier one); systemd 252 ignores it. Before READY=1 there is
 // nothing to reload from, so it says nothing; the reload's closing
 // readyNow is then the first READY=1.
 func (n *notifier) reloading() {
