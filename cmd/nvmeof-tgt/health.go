@@ -51,7 +51,7 @@ func (d *daemon) statusLine() string {
 	}
 	fmt.Fprintf(&b, ", %s connected", plural(ctrls, "controller"))
 	if r := d.lastReload.Load(); r != nil && !r.ok {
-		b.WriteString("; the last reload was rejected, see the journal")
+		b.WriteString("; the last reload failed, see the journal")
 	}
 	return b.String()
 }

@@ -148,7 +148,7 @@ func TestNotifySequence(t *testing.T) {
 		t.Fatalf("ctl reload of a broken file: exit %d, want 1:\n%s", code, out)
 	}
 	sd.expect(t, "RELOADING=1\nMONOTONIC_USEC=3600001500")
-	sd.expect(t, "READY=1\nSTATUS=3 subsystems, 1 allowed host (any host on 2), 0 controllers connected; the last reload was rejected, see the journal")
+	sd.expect(t, "READY=1\nSTATUS=3 subsystems, 1 allowed host (any host on 2), 0 controllers connected; the last reload failed, see the journal")
 
 	nd.tick <- time.Time{}
 	sd.expect(t, "WATCHDOG=1")
@@ -157,7 +157,7 @@ func TestNotifySequence(t *testing.T) {
 	if code, out := nd.ctl("add", "host", nqnA, "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-0000000000aa"); code != 0 {
 		t.Fatalf("ctl add host: exit %d\n%s", code, out)
 	}
-	sd.expect(t, "STATUS=3 subsystems, 2 allowed hosts (any host on 2), 0 controllers connected; the last reload was rejected, see the journal")
+	sd.expect(t, "STATUS=3 subsystems, 2 allowed hosts (any host on 2), 0 controllers connected; the last reload failed, see the journal")
 	nd.stop(t)
 }
 
