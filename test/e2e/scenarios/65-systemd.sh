@@ -7,7 +7,7 @@
 daemon_only "runs nvmeof-tgt's own systemd unit"
 unit=$E2E_DIR/../../cmd/nvmeof-tgt/dist/nvmeof-tgt.service
 nqn=nqn.2026-11.io.example:systemd
-sdlog=$RESULTS/$SCENARIO-systemd.log
+sdlog=$RESULTS/$SCENARIO-target.log # the unit's journal
 
 # The root is an overlay in the guest: installing touches nothing outside.
 install -D -m 0755 "$NVMEOF_TGT" /usr/local/bin/nvmeof-tgt
@@ -37,51 +37,49 @@ CFG
 good ""
 
 # systemd as PID 1 of its own namespaces, with cgroup v2 and a /run of its
-# own. As PID 1 it logs to /dev/console, reopened for every message: here a
-# FIFO drained into $sdlog. Its debug log names every notification it gets.
-: >"$sdlog"
-mkfifo /tmp/e2e-console
-exec 3<>/tmp/e2e-console # a writer that stays: the reader never sees EOF
-cat /tmp/e2e-console >>"$sdlog" &
-drain=$!
+# own. Its debug log, which names every notification it gets, goes to the
+# journal (journald starts with the first service that logs); what it would
+# write to the console before that goes nowhere, not to the guest's serial
+# line.
 unshare --pid --fork --mount --propagation private --mount-proc bash -c '
 	mount -t cgroup2 cgroup2 /sys/fs/cgroup && mount -t tmpfs tmpfs /run &&
-	mount --bind /tmp/e2e-console /dev/console &&
+	mount --bind /dev/null /dev/console &&
 	exec env container=e2e /usr/lib/systemd/systemd --system --unit=e2e.target \
-		--log-target=console --log-level=debug' >>"$sdlog" 2>&1 &
+		--log-target=journal --log-level=debug' >"$RESULTS/$SCENARIO-unshare.log" 2>&1 &
 ns_parent=$!
 sd=""
 stop_systemd() {
 	[ -n "$sd" ] && kill -9 "$sd" 2>/dev/null
 	wait "$ns_parent" 2>/dev/null || true
-	kill "$drain" 2>/dev/null || true
 	cleanup
 }
 trap stop_systemd EXIT
 # heard PATTERN: wait (10 s at most) until systemd logged a notification
-# message matching PATTERN: the log reaches $sdlog through the FIFO.
+# message matching PATTERN. $sdlog gets the unit's journal: the daemon's
+# output and what systemd logged about the unit.
 heard() {
-	for _ in $(seq 100); do
+	for _ in $(seq 50); do
+		sdctl journalctl -u nvmeof-tgt -o short-monotonic --no-pager >"$sdlog" 2>&1 || true
 		grep -q "Got notification message from PID $1" "$sdlog" && return 0
-		sleep 0.1
+		sleep 0.2
 	done
 	return 1
 }
 sdctl() { nsenter -t "$sd" -m -p "$@"; }
 state=""
 for _ in $(seq 300); do
-	kill -0 "$ns_parent" 2>/dev/null || fail "systemd exited: $(tail -20 "$sdlog")"
+	kill -0 "$ns_parent" 2>/dev/null || fail "systemd exited: $(tail -20 "$RESULTS/$SCENARIO-unshare.log")"
 	sd=$(pgrep -P "$ns_parent" -x systemd || true)
 	[ -n "$sd" ] && state=$(sdctl systemctl is-system-running 2>/dev/null || true)
 	case $state in running | degraded) break ;; esac
 	sleep 0.1
 done
-case $state in running | degraded) ;; *) fail "systemd did not come up (state '$state'): $(tail -20 "$sdlog")" ;; esac
+case $state in running | degraded) ;; *) fail "systemd did not come up (state '$state'): $(tail -20 "$RESULTS/$SCENARIO-unshare.log")" ;; esac
 echo "systemd $(sdctl systemctl --version | head -1 | cut -d' ' -f2) runs as pid $sd of the guest ($state)"
 
-journal() { sdctl journalctl -u nvmeof-tgt --no-pager -o short-monotonic >"$RESULTS/$SCENARIO-target.log" 2>&1 || true; }
+journal() { sdctl journalctl -u nvmeof-tgt --no-pager -o short-monotonic >"$sdlog" 2>&1 || true; }
 t0=$(date +%s.%N)
-sdctl systemctl start nvmeof-tgt || { journal; fail "systemctl start: $(tail -20 "$RESULTS/$SCENARIO-target.log")"; }
+sdctl systemctl start nvmeof-tgt || { journal; fail "systemctl start: $(tail -20 "$sdlog")"; }
 echo "systemctl start returned after $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.2f", b - a}') s (Type=notify: after READY=1)"
 assert_eq "state after start" "$(sdctl systemctl is-active nvmeof-tgt)" active
 status=$(sdctl systemctl show -P StatusText nvmeof-tgt)
@@ -132,7 +130,7 @@ journal
 assert_eq "state after stop" "$(sdctl systemctl is-active nvmeof-tgt || true)" inactive
 assert_eq "result" "$(sdctl systemctl show -P Result nvmeof-tgt)" success
 heard "$pid (STOPPING=1)" || fail "systemd did not hear STOPPING=1"
-echo "ok: STOPPING=1; the daemon's journal is in $SCENARIO-target.log"
+echo "ok: STOPPING=1; the unit's journal is in $SCENARIO-target.log"
 # The whole conversation in order, leaving out standalone STATUS= updates
 # and watchdog pings, whose timing depends on the guest's speed.
 seq=$(sed -n "s/.*Got notification message from PID $pid (\([A-Z_]*\)=.*/\1/p" "$sdlog" | grep -vx 'STATUS\|WATCHDOG' | xargs)
