@@ -38,14 +38,16 @@ good ""
 
 # systemd as PID 1 of its own namespaces, with cgroup v2 and a /run of its
 # own. Its debug log, which names every notification it gets, goes to the
-# journal (journald starts with the first service that logs); what it would
-# write to the console before that goes nowhere, not to the guest's serial
-# line.
+# journal (journald starts with the first service that logs). Before that
+# it would write to the console, reopened per message and only if it is a
+# terminal: a plain file there keeps the guest's serial line quiet.
+# (/dev/null there locked the guest's kernel up under systemd and nsenter.)
+: >"$RESULTS/$SCENARIO-console.log"
 unshare --pid --fork --mount --propagation private --mount-proc bash -c '
 	mount -t cgroup2 cgroup2 /sys/fs/cgroup && mount -t tmpfs tmpfs /run &&
-	mount --bind /dev/null /dev/console &&
+	mount --bind "$1" /dev/console &&
 	exec env container=e2e /usr/lib/systemd/systemd --system --unit=e2e.target \
-		--log-target=journal --log-level=debug' >"$RESULTS/$SCENARIO-unshare.log" 2>&1 &
+		--log-target=journal --log-level=debug' _ "$RESULTS/$SCENARIO-console.log" >"$RESULTS/$SCENARIO-unshare.log" 2>&1 &
 ns_parent=$!
 sd=""
 stop_systemd() {
