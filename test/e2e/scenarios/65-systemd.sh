@@ -19,7 +19,8 @@ systemd-analyze verify /etc/systemd/system/nvmeof-tgt.service >"$RESULTS/$SCENAR
 # (udev, mounts, ... belong to the guest's harness) and no network wait.
 mkdir -p /etc/systemd/system/nvmeof-tgt.service.d
 printf '[Unit]\nDefaultDependencies=no\n' >/etc/systemd/system/nvmeof-tgt.service.d/e2e.conf
-printf '[Unit]\nDescription=end-to-end test\n' >/etc/systemd/system/e2e.target
+# journald, for systemd's debug log: the unit only orders itself after it.
+printf '[Unit]\nDescription=end-to-end test\nWants=systemd-journald.socket systemd-journald.service\n' >/etc/systemd/system/e2e.target
 ln -sf /dev/null /etc/systemd/system/network-online.target
 mkdir -p /etc/nvmeof-tgt
 good() {
@@ -38,10 +39,11 @@ good ""
 
 # systemd as PID 1 of its own namespaces, with cgroup v2 and a /run of its
 # own. Its debug log, which names every notification it gets, goes to the
-# journal (journald starts with the first service that logs). Before that
+# journal once journald runs (e2e.target starts it). Before that
 # it would write to the console, reopened per message and only if it is a
 # terminal: a plain file there keeps the guest's serial line quiet.
-# (/dev/null there locked the guest's kernel up under systemd and nsenter.)
+# (With /dev/null there, the guest's kernel soft-locked in systemd and
+# nsenter in one run.)
 : >"$RESULTS/$SCENARIO-console.log"
 unshare --pid --fork --mount --propagation private --mount-proc bash -c '
 	mount -t cgroup2 cgroup2 /sys/fs/cgroup && mount -t tmpfs tmpfs /run &&
