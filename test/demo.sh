@@ -11,7 +11,7 @@ echo "== installing what the demo needs (packages, Go, the guest kernel)"
 export PATH=/usr/local/go/bin:$PATH
 bin=$repo/.build/demo/nvmeof-tgt
 echo "== building nvmeof-tgt"
-CGO_ENABLED=1 go build -o "$bin" ./cmd/nvmeof-tgt
+CGO_ENABLED=1 go build -ldflags "-X main.version=$(git describe --tags --always --dirty)" -o "$bin" ./cmd/nvmeof-tgt
 results=$(mktemp -d /var/tmp/nvmeof-tgt-demo-XXXXXX)
 # The file namespace lives on ext4 on this virtio disk: the guest's /tmp
 # cannot do O_DIRECT.

@@ -30,10 +30,15 @@ type daemon struct {
 	listeners map[uint16]portListener
 	metrics   *metricsServer
 
-	// Read by scrapes without d.mu, which a reload may hold for seconds
-	// while a removed namespace drains.
+	// Read by scrapes and the watchdog without d.mu, which a reload may
+	// hold for seconds while a removed namespace drains.
 	gen        atomic.Uint64
 	lastReload atomic.Pointer[reloadResult]
+	counts     atomic.Pointer[configCounts]
+	applying   atomic.Int64 // d.clock() when the running apply began; 0: none
+
+	sd    *notifier            // systemd; set before the admin socket opens
+	clock func() time.Duration // CLOCK_MONOTONIC, or a test's clock
 }
 
 type reloadResult struct {
@@ -65,6 +70,7 @@ func start(cfg *config.Config, logger *logrus.Logger) (*daemon, error) {
 		// Everything but logging and the socket counts as a change.
 		cfg:       &config.Config{Log: cfg.Log, Control: cfg.Control, StateFile: cfg.StateFile},
 		listeners: map[uint16]portListener{},
+		sd:        &notifier{}, clock: monotonic,
 	}
 	if err := d.apply(cfg); err != nil {
 		d.stop(time.Second)

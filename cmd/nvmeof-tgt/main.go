@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -21,8 +22,43 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "0.1.0"
+// version is stamped at build time, as the README's build command does:
+//
+//	go build -ldflags "-X main.version=$(git describe --tags --always --dirty)" ./cmd/nvmeof-tgt
+//
+// Unstamped, init takes the revision the Go toolchain recorded.
+var version string
+
+func init() { version = buildVersion(version, debug.ReadBuildInfo) }
+
+// buildVersion is the stamped version, else the VCS revision `go build`
+// records in a git checkout (12 hex digits, "-dirty" with uncommitted
+// changes, as git describe prints), else the module version, else "devel".
+func buildVersion(stamped string, read func() (*debug.BuildInfo, bool)) string {
+	if stamped != "" {
+		return stamped
+	}
+	bi, ok := read()
+	if !ok {
+		return "devel"
+	}
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch {
+		case s.Key == "vcs.revision":
+			rev = s.Value[:min(len(s.Value), 12)]
+		case s.Key == "vcs.modified" && s.Value == "true":
+			dirty = "-dirty"
+		}
+	}
+	if rev != "" {
+		return rev + dirty
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	return "devel"
+}
 
 // started is when the process started, for the uptime metric.
 var started = time.Now()
@@ -79,16 +115,53 @@ func configureLogger(log *logrus.Logger, c config.Log) {
 }
 
 // serve runs the target until a terminating signal. SIGHUP reloads path.
+// Started by systemd (Type=notify), it reports its state and, if the unit
+// sets WatchdogSec=, pings the watchdog.
 func serve(path string, cfg *config.Config, log *logrus.Logger) error {
 	if err := checkMemlock(); err != nil {
 		return err
 	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	sd, err := newNotifier(os.Getenv, monotonic, logrus.NewEntry(log))
+	if err != nil {
+		log.WithError(err).Warn("cannot reach systemd")
+	}
+	defer sd.close()
+	sup := supervisor{sigs: sigs, sd: sd, clock: monotonic}
+	if timeout := watchdogTimeout(os.Getenv, os.Getpid()); timeout > 0 {
+		// Half the timeout, as sd_watchdog_enabled(3) advises: one late
+		// ping does not get the daemon killed.
+		t := time.NewTicker(timeout / 2)
+		defer t.Stop()
+		sup.watchdog = t.C
+	}
+	// Whatever the daemon may run must not speak to systemd in its name.
+	for _, v := range []string{"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"} {
+		os.Unsetenv(v)
+	}
+	return runDaemon(path, cfg, log, sup)
+}
+
+// supervisor is what the main loop listens and answers to: signals, the
+// watchdog's ticks and systemd. Tests drive it with their own channels,
+// notification socket and clock.
+type supervisor struct {
+	sigs     <-chan os.Signal
+	watchdog <-chan time.Time // nil: no watchdog
+	sd       *notifier
+	clock    func() time.Duration
+}
+
+// runDaemon starts the target, tells systemd it is ready once every port
+// listens, every namespace is open and the admin socket answers, then runs
+// the main loop until a terminating signal.
+func runDaemon(path string, cfg *config.Config, log *logrus.Logger, sup supervisor) error {
 	d, err := start(cfg, log)
 	if err != nil {
 		return err
 	}
+	d.sd, d.clock = sup.sd, sup.clock
 	life := openLifetime(cfg.StateFile, d.log)
 	d.target.SetLifetime(life.Lifetime())
 	ctl, err := serveControl(cfg.Control.Socket, d, path)
@@ -97,26 +170,44 @@ func serve(path string, cfg *config.Config, log *logrus.Logger) error {
 		life.close()
 		return err
 	}
-	entry := d.log
-	entry.WithField("version", version).Info("nvmeof-tgt serving")
-	for sig := range sigs {
-		if sig == syscall.SIGHUP {
-			entry.WithField("file", path).Info("reloading configuration")
-			if err := d.reload(path); err == nil {
-				gen, _, _ := d.generation()
-				entry.WithField("generation", gen).Info("configuration reloaded")
-			}
-			continue
-		}
-		entry.WithField("signal", sig.String()).Info("shutting down: disconnecting hosts")
-		break
-	}
+	d.log.WithField("version", version).Info("nvmeof-tgt serving")
+	d.sd.readyNow(d.statusLine())
+	d.mainLoop(path, sup)
+	d.sd.stopping()
 	// No admin change may start once hosts are being disconnected.
 	ctl.close()
 	d.stop(5 * time.Second)
 	life.close()
-	entry.Info("stopped")
+	d.log.Info("stopped")
 	return nil
+}
+
+// mainLoop reloads on SIGHUP and pings the watchdog, both from this one
+// goroutine: a ping proves the loop turns, the target's locks can be
+// taken and no reconfiguration is stuck. It returns on SIGTERM or SIGINT.
+func (d *daemon) mainLoop(path string, sup supervisor) {
+	for {
+		select {
+		case sig := <-sup.sigs:
+			if sig != syscall.SIGHUP {
+				d.log.WithField("signal", sig.String()).Info("shutting down: disconnecting hosts")
+				return
+			}
+			d.log.WithField("file", path).Info("reloading configuration")
+			if err := d.reload(path); err == nil {
+				gen, _, _ := d.generation()
+				d.log.WithField("generation", gen).Info("configuration reloaded")
+			}
+		case <-sup.watchdog:
+			status, ok := d.alive()
+			if !ok {
+				d.log.Errorf("a reconfiguration has held the daemon for over %s: no watchdog ping, so systemd restarts it", stuckAfter)
+				continue
+			}
+			d.sd.setStatus(status)
+			d.sd.watchdog()
+		}
+	}
 }
 
 // metricsServer serves /metrics until closed.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -44,5 +45,33 @@ subsystems:
 				t.Fatalf("output lacks %q:\n%s", tc.output, out.String())
 			}
 		})
+	}
+}
+
+var buildVersions = []struct {
+	name, stamped string
+	info          *debug.BuildInfo
+	want          string
+}{
+	{"stamped", "v1.2.0-3-g0123456-dirty", &debug.BuildInfo{Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "ffff"}}}, "v1.2.0-3-g0123456-dirty"},
+	{"revision", "", &debug.BuildInfo{Settings: []debug.BuildSetting{
+		{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "6af4c94d2e1b7f0a9c3e5d7b1a2c4e6f8a0b2c4d"}, {Key: "vcs.modified", Value: "false"}}}, "6af4c94d2e1b"},
+	{"dirty revision", "", &debug.BuildInfo{Settings: []debug.BuildSetting{
+		{Key: "vcs.revision", Value: "6af4c94d2e1b7f0a9c3e5d7b1a2c4e6f8a0b2c4d"}, {Key: "vcs.modified", Value: "true"}}}, "6af4c94d2e1b-dirty"},
+	{"module version", "", &debug.BuildInfo{Main: debug.Module{Version: "v0.3.0"}}, "v0.3.0"},
+	{"nothing recorded", "", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, "devel"},
+	{"no build info", "", nil, "devel"},
+}
+
+func TestBuildVersion(t *testing.T) {
+	for _, tc := range buildVersions {
+		read := func() (*debug.BuildInfo, bool) { return tc.info, tc.info != nil }
+		if got := buildVersion(tc.stamped, read); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	// A test binary records no VCS revision, but it has build info.
+	if version == "" {
+		t.Fatal("version is empty")
 	}
 }

@@ -371,3 +371,49 @@ func TestLimitsApplied(t *testing.T) {
 		t.Fatalf("limits of a subsystem added through ctl %d/%d, want the defaults", c, q)
 	}
 }
+
+// When the target refuses a port the plan adds (it already has one with
+// that ID: the target and the running configuration disagree), the port
+// is named, its new listener closed and it is left out of the running
+// configuration. AddPort's error used to be dropped: apply succeeded and
+// the listener served a port the target knew by other settings.
+func TestApplyReportsPortTheTargetRefuses(t *testing.T) {
+	rdma, dir, d := startBase(t)
+	stale := &fabrics.Port{ID: 2, ServiceID: 4999}
+	if err := d.target.AddPort(stale); err != nil {
+		t.Fatal(err)
+	}
+	next := parse(t, baseConfig(dir, ""))
+	next.Ports = append(next.Ports, config.Port{ID: 2, Transport: "rdma", Address: "10.0.0.2", Port: 4420, InlineDataSize: 8192, MaxQueueSize: 128})
+	err := d.apply(next)
+	var partial *partialError
+	if !errors.As(err, &partial) || !strings.Contains(err.Error(), "ports[1]: port 2 already exists") {
+		t.Fatalf("apply: %v, want a partial error naming ports[1]", err)
+	}
+	if len(rdma.opened) != 2 || !rdma.opened[1].closed {
+		t.Fatal("the refused port's listener was left open")
+	}
+	if run := d.running(); len(run.Ports) != 1 || d.target.Port(2) != stale {
+		t.Fatalf("running configuration has ports %+v", run.Ports)
+	}
+}
+
+// A subsystem the target refuses is left out of the running configuration,
+// which used to claim it.
+func TestApplyLeavesOutSubsystemTheTargetRefuses(t *testing.T) {
+	_, dir, d := startBase(t)
+	const nqnC = "nqn.2026-11.io.example:c"
+	if err := d.target.AddSubsystem(fabrics.NewSubsystem(nqnC, "stale", "stale", false)); err != nil {
+		t.Fatal(err)
+	}
+	err := d.apply(parse(t, baseConfig(dir, "  - {nqn: "+nqnC+", allow_any_host: true, namespaces: [{nsid: 1, backend: nullblk, size: 1GiB}]}\n")))
+	if err == nil || !strings.Contains(err.Error(), "subsystems[2]: subsystem "+nqnC+" already exists") {
+		t.Fatalf("apply: %v", err)
+	}
+	if run := d.running(); len(run.Subsystems) != 2 {
+		t.Fatalf("running configuration has %d subsystems, want 2", len(run.Subsystems))
+	}
+	if s := d.target.Subsystem(nqnC); s.Serial != "stale" || len(s.NamespaceIDs()) != 0 {
+		t.Fatal("the refused subsystem's namespace was added to the one running")
+	}
+}

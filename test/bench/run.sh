@@ -11,7 +11,7 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
 export PATH=/usr/local/go/bin:$PATH
 bin=$repo/.build/bench/nvmeof-tgt
-CGO_ENABLED=1 go build -o "$bin" ./cmd/nvmeof-tgt
+CGO_ENABLED=1 go build -ldflags "-X main.version=$(git describe --tags --always --dirty)" -o "$bin" ./cmd/nvmeof-tgt
 results=$(mktemp -d /var/tmp/nvmeof-tgt-bench-XXXXXX)
 "$repo/test/vm/run-guest.sh" --script "$repo/test/bench/guest-bench.sh" --results "$results" \
 	--env "NVMEOF_TGT=$bin" --env "BENCH_RUNTIME=${BENCH_RUNTIME:-8}" \

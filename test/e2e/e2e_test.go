@@ -45,11 +45,24 @@ func target() (string, error) {
 	}
 }
 
-// goBuild builds the command package pkg of the module at root into dir
-// and returns the binary's path.
+// describe is the version builds are stamped with, as the README's build
+// command stamps it; "" outside a git checkout (the binary then reports
+// the revision Go recorded, or "devel").
+func describe(root string) string {
+	cmd := exec.Command("git", "describe", "--tags", "--always", "--dirty")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// goBuild builds the command package pkg of the module at root into dir,
+// stamped with describe(root), and returns the binary's path.
 func goBuild(root, dir, pkg string) (string, error) {
 	bin := filepath.Join(dir, filepath.Base(pkg))
-	build := exec.Command("go", "build", "-o", bin, pkg)
+	build := exec.Command("go", "build", "-ldflags", "-X main.version="+describe(root), "-o", bin, pkg)
 	build.Dir = root
 	build.Env = append(os.Environ(), "CGO_ENABLED=1")
 	if out, err := build.CombinedOutput(); err != nil {
@@ -114,7 +127,7 @@ func buildForGuest(root, results, tgt string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		env = append(env, "NVMEOF_TGT="+bin)
+		env = append(env, "NVMEOF_TGT="+bin, "NVMEOF_TGT_VERSION="+describe(root))
 	}
 	// The durability scenarios' writer and checker (test/durability).
 	dur, err := goBuild(root, results, "./test/durability/cmd/durability")

@@ -1,0 +1,266 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/sirupsen/logrus"
+)
+
+// The steps of change.commit, in the order it runs them, and abort, which
+// undoes prepare instead.
+
+// abort undoes prepare after a failure.
+func (c *change) abort() {
+	for _, o := range c.ready {
+		closeUnused(o.ns, c.log)
+	}
+	for _, l := range c.listeners {
+		l.Close(time.Second)
+	}
+}
+
+// removeOld removes namespaces, subsystems and ports that go away, which
+// disconnects the hosts using them. A "does not exist" from the target
+// means it already lacks the item: the goal holds, so it is only logged.
+func (c *change) removeOld() {
+	for _, r := range c.plan.DelNamespaces {
+		f := logrus.Fields{"subsystem": r.NQN, "nsid": r.NSID}
+		if s := c.d.target.Subsystem(r.NQN); s == nil {
+			c.log.WithFields(f).Warn("namespace to remove: its subsystem is not running")
+		} else if err := s.RemoveNamespace(r.NSID); err != nil {
+			c.log.WithFields(f).WithError(err).Warn("namespace to remove was not running")
+		} else {
+			c.log.WithFields(f).Info("namespace removed")
+		}
+	}
+	for _, s := range c.plan.DelSubsystems {
+		if err := c.d.target.RemoveSubsystem(s.NQN); err != nil {
+			c.log.WithField("subsystem", s.NQN).WithError(err).Warn("subsystem to remove was not running")
+		} else {
+			c.log.WithField("subsystem", s.NQN).Info("subsystem removed")
+		}
+	}
+	for _, pc := range c.plan.DelPorts {
+		if l := c.d.listeners[pc.ID]; l != nil {
+			l.Close(5 * time.Second)
+			delete(c.d.listeners, pc.ID)
+		}
+		f := logrus.Fields{"port": pc.ID, "address": addrKey(pc)}
+		if err := c.d.target.RemovePort(pc.ID); err != nil {
+			c.log.WithFields(f).WithError(err).Warn("port to remove was not running")
+		} else {
+			c.log.WithFields(f).Info("port removed")
+		}
+	}
+}
+
+// addPorts registers the new ports with the target and keeps their
+// listeners; a port that took over an address listens now that it is
+// free.
+func (c *change) addPorts() {
+	for _, pc := range c.plan.AddPorts {
+		drop := func(a *config.Config) {
+			a.Ports = slices.DeleteFunc(a.Ports, func(x config.Port) bool { return x.ID == pc.ID })
+		}
+		fp := c.ports[pc.ID]
+		l := c.listeners[pc.ID]
+		if l == nil {
+			var err error
+			if l, err = listen(c.d.target, fp, c.log); err != nil {
+				c.problem(fmt.Errorf("%s: %w", portPath(c.next, pc.ID), err), drop)
+				continue
+			}
+		}
+		if err := c.d.target.AddPort(fp); err != nil {
+			// The listener would accept for a port the target does not
+			// know by these settings.
+			l.Close(time.Second)
+			c.problem(fmt.Errorf("%s: %w", portPath(c.next, pc.ID), err), drop)
+			continue
+		}
+		c.d.listeners[pc.ID] = l
+	}
+}
+
+// addSubsystems creates the new subsystems, without namespaces yet.
+func (c *change) addSubsystems() {
+	for _, s := range c.plan.AddSubsystems {
+		fs := fabrics.NewSubsystem(s.NQN, s.Serial, s.Model, s.AllowAnyHost)
+		for _, h := range s.Hosts {
+			fs.AllowHost(h)
+		}
+		fs.SetPorts(s.Ports)
+		fs.SetLimits(s.MaxControllers, s.MaxIOQueues)
+		if err := c.d.target.AddSubsystem(fs); err != nil {
+			// Its namespaces, opened already, are closed by addNamespaces.
+			c.refused[s.NQN] = true
+			c.problem(fmt.Errorf("%s: %w", subPath(c.next, s.NQN), err), func(a *config.Config) {
+				a.Subsystems = slices.DeleteFunc(a.Subsystems, func(x config.Subsystem) bool { return x.NQN == s.NQN })
+			})
+			continue
+		}
+		c.log.WithField("subsystem", s.NQN).Info("subsystem added")
+	}
+}
+
+// resize changes namespace sizes in place and measures kept block devices
+// again (they may have grown).
+func (c *change) resize() {
+	for _, r := range c.plan.ResizeNamespaces {
+		ci, cj := findNS(c.cur, r.NQN, r.NSID)
+		old := c.cur.Subsystems[ci].Namespaces[cj]
+		keepOld := func(a *config.Config) {
+			i, j := findNS(a, r.NQN, r.NSID)
+			a.Subsystems[i].Namespaces[j] = old
+		}
+		s, err := c.subsystem(r.NQN)
+		if err == nil {
+			_, err = s.ResizeNamespace(r.NSID, int64(r.Size))
+		}
+		if err != nil {
+			c.problem(fmt.Errorf("%s.size: %w", nsPath(c.next, r.NQN, r.NSID), err), keepOld)
+			continue
+		}
+		c.log.WithFields(logrus.Fields{"subsystem": r.NQN, "nsid": r.NSID, "from": old.Size, "to": r.Size}).Info("namespace resized")
+	}
+	for _, r := range c.plan.Remeasure {
+		f := logrus.Fields{"subsystem": r.NQN, "nsid": r.NSID}
+		s, err := c.subsystem(r.NQN)
+		changed := false
+		if err == nil {
+			changed, err = s.ResizeNamespace(r.NSID, 0)
+		}
+		if err != nil {
+			// The namespace keeps serving at its old size; nothing in the
+			// file asked for a change.
+			c.log.WithError(err).WithFields(f).Warn("measuring the block device again failed")
+		} else if changed {
+			ns := s.Namespace(r.NSID)
+			c.log.WithFields(f).WithField("bytes", ns.Blocks()<<ns.BlockShift).Info("block device size changed; namespace resized")
+		}
+	}
+}
+
+// retune changes who may connect, the limits and the port links of kept
+// subsystems, and the target's queue-pair ceiling.
+func (c *change) retune() {
+	for _, s := range c.plan.Access {
+		if fs := c.keptSubsystem(s.NQN); fs != nil {
+			fs.SetHosts(s.AllowAnyHost, s.Hosts)
+			c.log.WithFields(logrus.Fields{"subsystem": s.NQN, "allow_any_host": s.AllowAnyHost, "hosts": len(s.Hosts)}).Info("subsystem access changed")
+		}
+	}
+	for _, s := range c.plan.Limits {
+		if fs := c.keptSubsystem(s.NQN); fs != nil {
+			fs.SetLimits(s.MaxControllers, s.MaxIOQueues)
+			c.log.WithFields(logrus.Fields{"subsystem": s.NQN, "max_controllers": s.MaxControllers, "max_io_queues": s.MaxIOQueues}).Info("subsystem limits changed; connected controllers keep what they have")
+		}
+	}
+	if _, limit := c.d.target.QueuePairs(); limit != c.next.Limits.MaxQueuePairs {
+		c.d.target.SetMaxQueuePairs(c.next.Limits.MaxQueuePairs)
+		if limit != 0 {
+			c.log.WithFields(logrus.Fields{"from": limit, "to": c.next.Limits.MaxQueuePairs}).Info("limits.max_queue_pairs changed; queue pairs already connected stay")
+		}
+	}
+	for _, s := range c.plan.Links {
+		if fs := c.keptSubsystem(s.NQN); fs != nil {
+			fs.LinkPorts(s.Ports)
+			c.log.WithFields(logrus.Fields{"subsystem": s.NQN, "ports": s.Ports}).Info("subsystem ports changed")
+		}
+	}
+}
+
+// addNamespaces opens the backends that waited for their predecessor to
+// close and adds every new namespace to its subsystem.
+func (c *change) addNamespaces() {
+	for _, r := range c.later {
+		ns, err := openNamespace(r.NQN, r.Namespace)
+		if err != nil {
+			c.problem(fmt.Errorf("%s: %w", nsPath(c.next, r.NQN, r.NSID), err), func(a *config.Config) {
+				i, j := findNS(a, r.NQN, r.NSID)
+				a.Subsystems[i].Namespaces = slices.Delete(a.Subsystems[i].Namespaces, j, j+1)
+			})
+			continue
+		}
+		c.ready = append(c.ready, openedNamespace{r.NQN, ns})
+	}
+	for _, o := range c.ready {
+		s := c.d.target.Subsystem(o.nqn)
+		if s == nil || c.refused[o.nqn] {
+			// Its subsystem was refused: a problem addSubsystems named.
+			closeUnused(o.ns, c.log)
+			continue
+		}
+		if err := s.AddNamespace(o.ns); err != nil {
+			closeUnused(o.ns, c.log)
+			c.problem(fmt.Errorf("%s: %w", nsPath(c.next, o.nqn, o.ns.ID), err), func(a *config.Config) {
+				i, j := findNS(a, o.nqn, o.ns.ID)
+				a.Subsystems[i].Namespaces = slices.Delete(a.Subsystems[i].Namespaces, j, j+1)
+			})
+			continue
+		}
+		c.log.WithFields(logrus.Fields{"subsystem": o.nqn, "nsid": o.ns.ID}).Info("namespace added")
+	}
+}
+
+// applyDaemonSettings applies logging and the metrics address; the admin
+// socket and the state file keep their paths until a restart.
+func (c *change) applyDaemonSettings() {
+	if c.next.Log != c.cur.Log {
+		configureLogger(c.d.logger, c.next.Log)
+	}
+	if c.next.Metrics.Address != c.cur.Metrics.Address {
+		if c.d.metrics != nil {
+			c.d.metrics.close()
+			c.d.metrics = nil
+		}
+		if addr := c.next.Metrics.Address; addr != "" {
+			m, err := serveMetrics(addr, &collector{target: c.d.target, started: started, gen: c.d.generation}, c.log)
+			if err != nil {
+				c.problem(err, func(a *config.Config) { a.Metrics.Address = "" })
+			} else {
+				c.d.metrics = m
+			}
+		}
+	}
+	if c.next.Control.Socket != c.cur.Control.Socket && c.cur.Control.Socket != "" {
+		c.log.WithField("socket", c.cur.Control.Socket).Warn("control.socket: the new admin socket path takes effect at restart")
+		c.applied.Control.Socket = c.cur.Control.Socket
+	}
+	if c.next.StateFile != c.cur.StateFile && c.cur.StateFile != "" {
+		c.log.WithField("state_file", c.cur.StateFile).Warn("state_file: the new path takes effect at restart")
+		c.applied.StateFile = c.cur.StateFile
+	}
+}
+
+// subsystem returns kept subsystem nqn. The plan only names subsystems of the
+// running configuration, so an error means the target and the
+// configuration disagree.
+func (c *change) subsystem(nqn string) (*fabrics.Subsystem, error) {
+	if s := c.d.target.Subsystem(nqn); s != nil {
+		return s, nil
+	}
+	return nil, fmt.Errorf("subsystem %s is not running", nqn)
+}
+
+// keptSubsystem is subsystem for a change that has nothing to undo in the
+// configuration: a missing subsystem is a problem to report.
+func (c *change) keptSubsystem(nqn string) *fabrics.Subsystem {
+	s, err := c.subsystem(nqn)
+	if err != nil {
+		c.problem(fmt.Errorf("%s: %w", subPath(c.next, nqn), err), nil)
+	}
+	return s
+}
+
+// closeUnused closes a backend that never served a command, so there is
+// nothing to flush; a failure is logged, as the close cannot be retried.
+func closeUnused(ns *fabrics.Namespace, log *logrus.Entry) {
+	if err := ns.Backend.Close(); err != nil {
+		log.WithError(err).WithField("nsid", ns.ID).Warn("closing a backend that was opened but not used failed")
+	}
+}
