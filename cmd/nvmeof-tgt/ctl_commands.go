@@ -24,7 +24,7 @@ var ctlVerbs = []ctlVerb{
 		flags: removePortFlags},
 	{name: "remove subsystem", args: []string{"NQN"}, about: "Remove subsystem NQN; its hosts are disconnected.",
 		flags: func(*flag.FlagSet) func([]string) (*ctlCommand, error) {
-			return func(pos []string) (*ctlCommand, error) { return change("remove_subsystem", subsystemRef{NQN: pos[0]}) }
+			return func(pos []string) (*ctlCommand, error) { return ctlEdit("remove_subsystem", subsystemRef{NQN: pos[0]}) }
 		}},
 	{name: "remove namespace", args: []string{"NQN", "NSID"}, about: "Remove a namespace once its commands in flight are done.",
 		flags: func(*flag.FlagSet) func([]string) (*ctlCommand, error) {
@@ -33,7 +33,7 @@ var ctlVerbs = []ctlVerb{
 				if err != nil {
 					return nil, err
 				}
-				return change("remove_namespace", namespaceRef{NQN: pos[0], NSID: nsid})
+				return ctlEdit("remove_namespace", namespaceRef{NQN: pos[0], NSID: nsid})
 			}
 		}},
 	{name: "remove host", args: []string{"NQN", "HOSTNQN"}, about: "Take HOSTNQN off subsystem NQN's allow-list; its controllers go.",
@@ -72,7 +72,7 @@ func addPortFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 	uintVar(fs, &depth, "max-queue-size", config.DefaultMaxQueueSize, "most `ENTRIES` of an I/O queue, 2 to 1024")
 	return func([]string) (*ctlCommand, error) {
 		p.Port, p.InlineDataSize, p.MaxQueueSize = &svc, &inline, &depth
-		return change("add_port", p)
+		return ctlEdit("add_port", p)
 	}
 }
 
@@ -85,7 +85,7 @@ func addSubsystemFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 	listVar(fs, &p.Hosts, "host", "allow host `HOSTNQN`", func(s string) (string, error) { return s, nil })
 	return func(pos []string) (*ctlCommand, error) {
 		p.NQN = pos[0]
-		return change("add_subsystem", p)
+		return ctlEdit("add_subsystem", p)
 	}
 }
 
@@ -105,13 +105,13 @@ func addNamespaceFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 		if size != nil {
 			p.Size = *size
 		}
-		return change("add_namespace", p)
+		return ctlEdit("add_namespace", p)
 	}
 }
 
 func hostFlags(method string) func(*flag.FlagSet) func([]string) (*ctlCommand, error) {
 	return func(*flag.FlagSet) func([]string) (*ctlCommand, error) {
-		return func(pos []string) (*ctlCommand, error) { return change(method, hostParams{NQN: pos[0], Host: pos[1]}) }
+		return func(pos []string) (*ctlCommand, error) { return ctlEdit(method, hostParams{NQN: pos[0], Host: pos[1]}) }
 	}
 }
 
@@ -124,7 +124,7 @@ func setSubsystemFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 	})
 	return func(pos []string) (*ctlCommand, error) {
 		p.NQN = pos[0]
-		return change("set_subsystem", p)
+		return ctlEdit("set_subsystem", p)
 	}
 }
 
@@ -137,7 +137,7 @@ func setNamespaceFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 			return nil, err
 		}
 		p.NQN, p.NSID = pos[0], nsid
-		return change("set_namespace", p)
+		return ctlEdit("set_namespace", p)
 	}
 }
 
@@ -147,7 +147,7 @@ func removePortFlags(*flag.FlagSet) func([]string) (*ctlCommand, error) {
 		if err != nil {
 			return nil, fmt.Errorf("port ID %q: want a number from 1 to 65535", pos[0])
 		}
-		return change("remove_port", portRef{ID: id})
+		return ctlEdit("remove_port", portRef{ID: id})
 	}
 }
 

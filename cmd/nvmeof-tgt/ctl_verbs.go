@@ -157,8 +157,8 @@ func sizeVar(fs *flag.FlagSet, p **byteSize, name, usage string) {
 	})
 }
 
-// change is the command of an add, set or remove: it prints nothing.
-func change(method string, params any) (*ctlCommand, error) {
+// ctlEdit is the command of an add, set or remove: it prints nothing.
+func ctlEdit(method string, params any) (*ctlCommand, error) {
 	return &ctlCommand{method: method, params: params}, nil
 }
 
