@@ -70,7 +70,7 @@ func start(cfg *config.Config, logger *logrus.Logger) (*daemon, error) {
 		// Everything but logging and the socket counts as a change.
 		cfg:       &config.Config{Log: cfg.Log, Control: cfg.Control, StateFile: cfg.StateFile},
 		listeners: map[uint16]portListener{},
-		sd:        &notifier{}, clock: monotonic,
+		sd:        &notifier{clock: monotonic}, clock: monotonic,
 	}
 	if err := d.apply(cfg); err != nil {
 		d.stop(time.Second)
