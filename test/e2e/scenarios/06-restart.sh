@@ -31,10 +31,8 @@ want_gap=$(sha256sum </tmp/gap)
 # Stop with the host still connected: the daemon must not hang on it.
 stop_target
 down=$(date +%s.%N)
-for _ in $(seq 100); do
-	[ "$(cat "/sys/class/nvme/$c/state")" != live ] && break
-	sleep 0.1
-done
+ctrl_is() { [ "$(cat "/sys/class/nvme/$c/state")" = "$1" ]; }
+poll 10 eval '! ctrl_is live' || true
 echo "controller $c is $(cat "/sys/class/nvme/$c/state") with the daemon stopped"
 # A write while no target runs: the host holds it until the reconnect.
 dd if=/tmp/gap of="$dev" bs=1M seek=16 oflag=direct conv=fsync status=none &
@@ -43,10 +41,7 @@ writer=$!
 cp "$NVMEOF_TGT" /tmp/nvmeof-tgt-upgraded
 NVMEOF_TGT=/tmp/nvmeof-tgt-upgraded start_target /tmp/tgt.yaml
 up=$(date +%s.%N)
-for _ in $(seq 600); do
-	[ "$(cat "/sys/class/nvme/$c/state")" = live ] && break
-	sleep 0.1
-done
+poll 60 ctrl_is live || true
 assert_eq "controller $c state after the restart" "$(cat "/sys/class/nvme/$c/state")" live
 live=$(date +%s.%N)
 rc=0
