@@ -11,11 +11,13 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -60,6 +62,25 @@ func buildVersion(stamped string, read func() (*debug.BuildInfo, bool)) string {
 	return "devel"
 }
 
+// firmwareRevision fits a version into Identify's 8-byte firmware
+// revision, keeping what tells builds apart: the commit of a git describe
+// name ("v0.2.0-5-g1a2b3c4" gives "1a2b3c4"), and "+" for a build with
+// uncommitted changes, where cutting would keep a bare "-".
+func firmwareRevision(v string) string {
+	const size = nvme.FirmwareRevSize
+	base, dirty := strings.CutSuffix(v, "-dirty")
+	if len(v) <= size {
+		return v
+	}
+	if i := strings.LastIndex(base, "-g"); i >= 0 {
+		base = base[i+2:]
+	}
+	if dirty {
+		return base[:min(len(base), size-1)] + "+"
+	}
+	return base[:min(len(base), size)]
+}
+
 // started is when the process started, for the uptime metric.
 var started = time.Now()
 
@@ -95,7 +116,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	log := logrus.New()
 	log.SetOutput(stderr)
 	configureLogger(log, cfg.Log)
-	fabrics.Version = version
+	fabrics.Version = firmwareRevision(version)
 	if err := serve(*path, cfg, log); err != nil {
 		log.WithError(err).Error("nvmeof-tgt stopped")
 		return 1

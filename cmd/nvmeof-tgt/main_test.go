@@ -75,3 +75,23 @@ func TestBuildVersion(t *testing.T) {
 		t.Fatal("version is empty")
 	}
 }
+
+// The firmware revision hosts read in Identify tells builds apart within
+// its 8 bytes.
+func TestFirmwareRevision(t *testing.T) {
+	for v, want := range map[string]string{
+		"0.1.0":                   "0.1.0",
+		"6af4c94":                 "6af4c94",
+		"6af4c94-dirty":           "6af4c94+",
+		"6af4c94d2e1b":            "6af4c94d",
+		"6af4c94d2e1b-dirty":      "6af4c94+",
+		"v0.2.0-5-g1a2b3c4":       "1a2b3c4",
+		"v0.2.0-5-g1a2b3c4-dirty": "1a2b3c4+",
+		"v0.10.0-rc1":             "v0.10.0-",
+		"devel":                   "devel",
+	} {
+		if got := firmwareRevision(v); got != want {
+			t.Errorf("firmwareRevision(%q) = %q, want %q", v, got, want)
+		}
+	}
+}
