@@ -24,7 +24,8 @@ const apiVersion = 1
 type managed interface {
 	running() *config.Config
 	apply(next *config.Config) error
-	reload(path string) error
+	reload(path string) error // takes the edit lock itself
+	lockEdits() (unlock func())
 	generation() (uint64, bool, time.Time)
 	snapshot() State
 }
@@ -35,11 +36,7 @@ type api struct {
 	cfgPath string // the file reload reads
 	log     *logrus.Entry
 	// write saves save_config's file; a variable so the fuzz test writes nothing.
-	write func(path string, data []byte) error
-	// editMu makes each change's read, edit and apply one step, so that
-	// two clients' changes never overwrite each other.
-	editMu sync.Mutex
-
+	write   func(path string, data []byte) error
 	connMu  sync.Mutex       // guards the fields below
 	conns   map[rpcConn]bool // open connections, for shutdown
 	closing bool
@@ -176,8 +173,6 @@ type reloadReply struct {
 
 // reload re-reads the configuration file, as SIGHUP does.
 func (s *session) reload(noParams) (reloadReply, error) {
-	s.api.editMu.Lock()
-	defer s.api.editMu.Unlock()
 	if err := s.api.m.reload(s.api.cfgPath); err != nil {
 		return reloadReply{}, changeError(err, "")
 	}
@@ -195,8 +190,10 @@ type changeResult struct {
 // the validation and difference a reload has. edit returns the
 // configuration path of the item it added or changed.
 func (a *api) change(edit func(c *config.Config) (item string, err error)) (changeResult, error) {
-	a.editMu.Lock()
-	defer a.editMu.Unlock()
+	// Under the daemon's edit lock no reload or other client's change can
+	// come between reading the running configuration and applying the
+	// edit of it, nor between the apply and the generation it reports.
+	defer a.m.lockEdits()()
 	next := a.m.running()
 	item, err := edit(next)
 	if err != nil {

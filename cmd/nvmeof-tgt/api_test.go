@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/sirupsen/logrus"
 )
 
 // pipeClient connects a client to a over an in-memory connection, past
@@ -204,5 +206,40 @@ func TestAPIAddPortWithoutInlineData(t *testing.T) {
 	i := slices.IndexFunc(cfg.Ports, func(p config.Port) bool { return p.ID == 2 })
 	if i < 0 || cfg.Ports[i].InlineDataSize != 0 {
 		t.Fatalf("port 2 after save and load: %+v", cfg.Ports)
+	}
+}
+
+// A reload and an admin API change each hold the daemon's edit lock from
+// reading the running configuration to applying theirs, so neither can
+// undo the other. Both are caught in the middle: the change in its edit,
+// the reload where it listens on the port its file adds.
+func TestEditsAndReloadsHoldTheEditLock(t *testing.T) {
+	_, dir, d := startBase(t)
+	a := newAPI(d, filepath.Join(dir, "tgt.yaml"), d.log)
+	held := func(during string) {
+		if d.edits.TryLock() {
+			d.edits.Unlock()
+			t.Errorf("the edit lock is free during %s", during)
+		}
+	}
+	if _, err := a.change(func(c *config.Config) (string, error) {
+		held("an admin change")
+		c.Subsystems[0].Hosts = append(c.Subsystems[0].Hosts, hostX)
+		return "", nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	file := strings.Replace(baseConfig(dir, ""), "ports: [{id: 1, address: 10.0.0.1}]",
+		"ports: [{id: 1, address: 10.0.0.1}, {id: 2, address: 10.0.0.1, port: 4421}]", 1)
+	if err := os.WriteFile(a.cfgPath, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	prev := listen
+	listen = func(tg *fabrics.Target, p *fabrics.Port, log *logrus.Entry) (portListener, error) {
+		held("a reload")
+		return prev(tg, p, log)
+	}
+	if err := d.reload(a.cfgPath); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -25,6 +25,11 @@ type daemon struct {
 	log    *logrus.Entry
 	target *fabrics.Target
 
+	// edits makes every read-edit-apply of the admin API and every
+	// reload one step, so that neither undoes the other by applying an
+	// edit of a configuration that is no longer running. Taken before mu.
+	edits sync.Mutex
+
 	mu        sync.Mutex // serializes apply; guards the fields below
 	cfg       *config.Config
 	listeners map[uint16]portListener
@@ -137,6 +142,13 @@ func (d *daemon) generation() (uint64, bool, time.Time) {
 		r = &reloadResult{}
 	}
 	return d.gen.Load(), r.ok, r.when
+}
+
+// lockEdits holds off every other configuration change (admin API
+// edits and reloads) until the returned function is called.
+func (d *daemon) lockEdits() (unlock func()) {
+	d.edits.Lock()
+	return d.edits.Unlock
 }
 
 // running returns a copy of the running configuration.

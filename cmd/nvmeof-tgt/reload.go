@@ -13,6 +13,7 @@ import (
 // (the caller reports that: SIGHUP in the log, `ctl reload` in its exit
 // status, which is what makes `systemctl reload` fail).
 func (d *daemon) reload(path string) error {
+	defer d.lockEdits()()
 	d.sd.reloading()
 	next, err := config.Load(path)
 	if err == nil {

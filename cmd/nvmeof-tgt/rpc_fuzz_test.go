@@ -22,6 +22,7 @@ type validatingTarget struct {
 
 func (v *validatingTarget) running() *config.Config { return v.cfg.Clone() }
 func (v *validatingTarget) reload(string) error     { return nil }
+func (v *validatingTarget) lockEdits() func()       { return func() {} }
 func (v *validatingTarget) generation() (uint64, bool, time.Time) {
 	return v.gen, true, time.Time{}
 }
