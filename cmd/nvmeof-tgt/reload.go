@@ -13,8 +13,8 @@ import (
 // (the caller reports that: SIGHUP in the log, `ctl reload` in its exit
 // status, which is what makes `systemctl reload` fail).
 func (d *daemon) reload(path string) error {
+	d.sd.reloading() // at once, also while an admin change holds the edit lock
 	defer d.lockEdits()()
-	d.sd.reloading()
 	next, err := config.Load(path)
 	if err == nil {
 		err = d.apply(next)
