@@ -28,6 +28,9 @@ const (
 	// replyTimeout bounds the write of one response to a client that does
 	// not read.
 	replyTimeout = 10 * time.Second
+	// acceptBackoff spaces out accept retries after an error such as
+	// EMFILE, as net/http's server does.
+	acceptBackoff = 100 * time.Millisecond
 )
 
 // idleTimeout closes a connection that sends nothing; a variable for tests.
@@ -63,10 +66,11 @@ type response struct {
 var nullID = json.RawMessage("null")
 
 type controlServer struct {
-	ln   net.Listener
-	path string
-	api  *api
-	wg   sync.WaitGroup
+	ln       net.Listener
+	path     string
+	api      *api
+	wg       sync.WaitGroup
+	accepted chan struct{} // closed when the accept loop has returned
 }
 
 // serveControl listens on the admin socket, readable by root (and the
@@ -86,17 +90,25 @@ func serveControl(path string, d *daemon, cfgPath string) (*controlServer, error
 	if err != nil {
 		return nil, fmt.Errorf("control.socket %s: %w", path, err)
 	}
-	cs := &controlServer{ln: ln, path: path, api: newAPI(d, cfgPath, d.log)}
+	cs := &controlServer{ln: ln, path: path, api: newAPI(d, cfgPath, d.log), accepted: make(chan struct{})}
 	d.log.WithField("socket", path).Info("admin socket ready")
 	go cs.accept()
 	return cs, nil
 }
 
 func (cs *controlServer) accept() {
+	defer close(cs.accepted)
 	for {
 		c, err := cs.ln.Accept()
-		if err != nil {
+		if errors.Is(err, net.ErrClosed) {
 			return
+		}
+		if err != nil {
+			// Out of file descriptors, say: the socket must keep
+			// answering once they are back.
+			cs.api.log.WithError(err).Warn("admin socket: accept failed; retrying")
+			time.Sleep(acceptBackoff)
+			continue
 		}
 		cs.wg.Add(1)
 		go func() {
@@ -116,6 +128,7 @@ func (cs *controlServer) accept() {
 // under way to finish.
 func (cs *controlServer) close() {
 	cs.ln.Close()
+	<-cs.accepted // no wg.Add after this
 	cs.api.shutdown()
 	cs.wg.Wait()
 	os.Remove(cs.path)
@@ -129,7 +142,9 @@ func checkPeer(c *net.UnixConn) error {
 	}
 	var cred *unix.Ucred
 	var cerr error
-	raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) })
+	if err := raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil {
+		return err
+	}
 	if cerr != nil {
 		return cerr
 	}
@@ -156,7 +171,9 @@ func (a *api) serveConn(c rpcConn) {
 		switch {
 		case errors.Is(rerr, errTooLarge):
 			resp = &response{ID: nullID, Error: errRequestTooLarge()}
-		case len(bytes.TrimSpace(line)) > 0: // a last line without newline counts too
+		case (rerr == nil || rerr == io.EOF) && len(bytes.TrimSpace(line)) > 0:
+			// A last line without newline counts when the client closed
+			// its side; not one cut short by the idle timeout or shutdown.
 			var f bool
 			resp, f = s.handle(line)
 			fatal = fatal || f

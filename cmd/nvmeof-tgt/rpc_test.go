@@ -219,3 +219,25 @@ func TestRPCCloseEndsIdleConnections(t *testing.T) {
 		t.Fatal("close waited for an idle connection")
 	}
 }
+
+// A request cut short by the idle timeout (no newline, the client still
+// connected) is not run: the connection closes without an answer.
+func TestRequestCutByIdleTimeoutIsNotRun(t *testing.T) {
+	_, dir, d := startBase(t)
+	old := idleTimeout
+	idleTimeout = 50 * time.Millisecond
+	t.Cleanup(func() { idleTimeout = old })
+	a := newAPI(d, dir+"/x.yaml", d.log)
+	srv, cli := net.Pipe()
+	done := make(chan struct{})
+	go func() { a.serveConn(srv); srv.Close(); close(done) }()
+	t.Cleanup(func() { cli.Close(); <-done })
+	if _, err := cli.Write([]byte(`{"jsonrpc":"2.0","id":7,"method":"get_version"}`)); err != nil {
+		t.Fatal(err)
+	}
+	cli.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got, err := io.ReadAll(cli)
+	if len(got) != 0 {
+		t.Fatalf("answered a request cut short by the idle timeout: %q (%v)", got, err)
+	}
+}
