@@ -31,6 +31,9 @@ type notifier struct {
 	ready  bool       // READY=1 was sent: reloads may announce themselves
 	status string     // the STATUS= line systemd has
 	failed bool       // a send failed and was logged
+	// stopped: STOPPING=1 was sent. An admin reload still finishing must
+	// not tell systemd the service is reloading or ready again.
+	stopped bool
 }
 
 // newNotifier connects to $NOTIFY_SOCKET as getenv reports it. An unset
@@ -81,7 +84,7 @@ func watchdogTimeout(getenv func(string) string, pid int) time.Duration {
 // send writes one message; n.mu is held. The first failure is logged;
 // systemd being gone is no reason for the target to stop serving.
 func (n *notifier) send(lines ...string) {
-	if n.conn == nil {
+	if n.conn == nil || n.stopped {
 		return
 	}
 	if _, err := n.conn.Write([]byte(strings.Join(lines, "\n"))); err != nil && !n.failed {
@@ -143,6 +146,7 @@ func (n *notifier) stopping() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.send("STOPPING=1")
+	n.stopped = true
 }
 
 func (n *notifier) close() {

@@ -263,3 +263,23 @@ func TestNotifierSendFailure(t *testing.T) {
 		t.Fatalf("%d warnings, want 1:\n%s", c, lines.String())
 	}
 }
+
+// Once STOPPING=1 is out, a reload still finishing on the admin socket
+// does not announce RELOADING=1 or READY=1: systemd would take the unit
+// as running again.
+func TestNothingAfterStopping(t *testing.T) {
+	sd := listenNotify(t, filepath.Join(t.TempDir(), "notify"))
+	n := sd.notifier(t, func() time.Duration { return time.Hour })
+	n.readyNow("")
+	sd.expect(t, "READY=1")
+	n.stopping()
+	sd.expect(t, "STOPPING=1")
+	n.reloading()
+	n.readyNow("1 subsystem")
+	n.watchdog()
+	sd.conn.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	buf := make([]byte, 4096)
+	if k, err := sd.conn.Read(buf); err == nil {
+		t.Fatalf("after STOPPING=1 systemd got %q", buf[:k])
+	}
+}
