@@ -39,10 +39,24 @@ type openedNamespace struct {
 
 func newChange(d *daemon, next *config.Config) *change {
 	return &change{
-		d: d, log: d.log, cur: d.cfg, next: next, plan: config.Diff(d.cfg, next),
+		d: d, log: d.log, cur: d.cfg, next: next, plan: config.Diff(listening(d), next),
 		listeners: map[uint16]portListener{}, ports: map[uint16]*fabrics.Port{},
 		applied: next.Clone(), refused: map[string]bool{},
 	}
+}
+
+// listening is the running configuration without the ports that do not
+// listen: a changed port that could not be set up again stays in the
+// running configuration, and the difference to the next one adds it
+// again, so every change retries it.
+func listening(d *daemon) *config.Config {
+	down := func(p config.Port) bool { _, ok := d.listeners[p.ID]; return !ok }
+	if !slices.ContainsFunc(d.cfg.Ports, down) {
+		return d.cfg
+	}
+	c := d.cfg.Clone()
+	c.Ports = slices.DeleteFunc(c.Ports, down)
+	return c
 }
 
 // prepare does everything that can fail the whole change: it opens new

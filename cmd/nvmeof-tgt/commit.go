@@ -63,15 +63,15 @@ func (c *change) removeOld() {
 // free.
 func (c *change) addPorts() {
 	for _, pc := range c.plan.AddPorts {
-		drop := func(a *config.Config) {
-			a.Ports = slices.DeleteFunc(a.Ports, func(x config.Port) bool { return x.ID == pc.ID })
-		}
+		// A port that cannot be set up stays in the running configuration,
+		// which the subsystems' port lists keep valid; newChange adds it
+		// again at every later change until it listens.
 		fp := c.ports[pc.ID]
 		l := c.listeners[pc.ID]
 		if l == nil {
 			var err error
 			if l, err = listen(c.d.target, fp, c.log); err != nil {
-				c.problem(fmt.Errorf("%s: %w", portPath(c.next, pc.ID), err), drop)
+				c.problem(fmt.Errorf("%s: %w", portPath(c.next, pc.ID), err), nil)
 				continue
 			}
 		}
@@ -79,7 +79,7 @@ func (c *change) addPorts() {
 			// The listener would accept for a port the target does not
 			// know by these settings.
 			l.Close(time.Second)
-			c.problem(fmt.Errorf("%s: %w", portPath(c.next, pc.ID), err), drop)
+			c.problem(fmt.Errorf("%s: %w", portPath(c.next, pc.ID), err), nil)
 			continue
 		}
 		c.d.listeners[pc.ID] = l

@@ -276,8 +276,9 @@ func TestControlRoundTrip(t *testing.T) {
 	}
 }
 
-// What fails after the target started changing is left out, named, and the
-// rest stays applied; the running configuration says what really runs.
+// What fails after the target started changing is named, and the rest
+// stays applied. A port that could not listen again stays configured (the
+// subsystems' port lists name it) and the next change retries it.
 func TestApplyInPart(t *testing.T) {
 	rdma, dir, d := startBase(t)
 	next := parse(t, baseConfig(dir, `  - nqn: nqn.2026-11.io.example:c
@@ -296,11 +297,21 @@ func TestApplyInPart(t *testing.T) {
 		t.Fatal("the part that could be applied was not")
 	}
 	run := d.running()
-	if len(run.Ports) != 0 || len(run.Subsystems) != 3 {
-		t.Fatalf("running configuration has %d ports and %d subsystems, want 0 and 3", len(run.Ports), len(run.Subsystems))
+	if len(run.Ports) != 1 || len(run.Subsystems) != 3 || d.listeners[1] != nil || d.target.Port(1) != nil {
+		t.Fatalf("running configuration has %d ports and %d subsystems, want 1 (not listening) and 3", len(run.Ports), len(run.Subsystems))
 	}
 	if gen, _, _ := d.generation(); gen != 2 {
 		t.Fatalf("generation %d, want 2", gen)
+	}
+
+	// An unrelated change is valid and brings the port back.
+	rdma.refuse[1] = false
+	run.Subsystems[0].Hosts = append(run.Subsystems[0].Hosts, "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-0000000000aa")
+	if err := d.apply(run); err != nil {
+		t.Fatalf("a later change: %v", err)
+	}
+	if d.listeners[1] == nil || d.target.Port(1) == nil || d.target.Port(1).InlineDataSize != 4096 {
+		t.Fatal("the port that could not listen was not set up again by the next change")
 	}
 }
 
@@ -374,8 +385,8 @@ func TestLimitsApplied(t *testing.T) {
 
 // When the target refuses a port the plan adds (it already has one with
 // that ID: the target and the running configuration disagree), the port
-// is named, its new listener closed and it is left out of the running
-// configuration. AddPort's error used to be dropped: apply succeeded and
+// is named and its new listener closed; it stays in the running
+// configuration, not listening, for the next change to retry. AddPort's error used to be dropped: apply succeeded and
 // the listener served a port the target knew by other settings.
 func TestApplyReportsPortTheTargetRefuses(t *testing.T) {
 	rdma, dir, d := startBase(t)
@@ -393,7 +404,7 @@ func TestApplyReportsPortTheTargetRefuses(t *testing.T) {
 	if len(rdma.opened) != 2 || !rdma.opened[1].closed {
 		t.Fatal("the refused port's listener was left open")
 	}
-	if run := d.running(); len(run.Ports) != 1 || d.target.Port(2) != stale {
+	if run := d.running(); len(run.Ports) != 2 || d.listeners[2] != nil || d.target.Port(2) != stale {
 		t.Fatalf("running configuration has ports %+v", run.Ports)
 	}
 }
