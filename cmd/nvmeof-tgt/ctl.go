@@ -113,8 +113,11 @@ func dialAPI(sock string) (*apiClient, error) {
 		}
 		return nil, err
 	}
-	// Removing a namespace waits for its in-flight commands.
-	conn.SetDeadline(time.Now().Add(2 * time.Minute))
+	// Removing a namespace waits for its in-flight commands, and a reload
+	// may drain several: give the daemon well past its own two-minute
+	// bound on a stuck change (the watchdog's), so a slow change that does
+	// complete is not reported as failed.
+	conn.SetDeadline(time.Now().Add(10 * time.Minute))
 	c, err := newAPIClient(conn)
 	if err != nil {
 		conn.Close()

@@ -145,7 +145,7 @@ func removePortFlags(*flag.FlagSet) func([]string) (*ctlCommand, error) {
 	return func(pos []string) (*ctlCommand, error) {
 		id, err := parseUint16(pos[0])
 		if err != nil {
-			return nil, fmt.Errorf("port ID %q: want a number from 1 to 65535", pos[0])
+			return nil, fmt.Errorf("port ID %q: want a number from 0 to 65535", pos[0])
 		}
 		return ctlEdit("remove_port", portRef{ID: id})
 	}

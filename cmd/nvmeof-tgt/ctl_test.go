@@ -158,6 +158,11 @@ var ctlUsageErrors = []struct {
 	{[]string{"remove", "namespace", "x", "one"}, `NSID "one"`},
 	{[]string{"save"}, "save takes 1 arguments"},
 	{[]string{"-bogus", "list"}, "flag provided but not defined: -bogus"},
+	{[]string{"add", "port", "-address", "10.0.0.1"}, "add port needs -id"},
+	{[]string{"add", "port"}, "add port needs -address and -id"},
+	{[]string{"add", "namespace", "x"}, "add namespace needs -backend"},
+	{[]string{"set", "namespace", "x", "1"}, "set namespace needs -size"},
+	{[]string{"set", "subsystem", "x"}, "set subsystem: nothing to set"},
 }
 
 func TestCtlUsageErrors(t *testing.T) {

@@ -67,7 +67,30 @@ func (v *ctlVerb) parse(args []string) (*ctlCommand, error) {
 	case len(pos) != len(v.args):
 		return nil, fmt.Errorf("%s takes %d arguments, got %d\n%s", v.name, len(v.args), len(pos), v.help(fs))
 	}
+	if err := missingFlags(v.name, fs); err != nil {
+		return nil, fmt.Errorf("%v\n%s", err, v.help(fs))
+	}
 	return finish(pos)
+}
+
+// missingFlags reports, as a usage error, a flag marked (required) that
+// was not given, or a set command given nothing to set.
+func missingFlags(name string, fs *flag.FlagSet) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var missing []string
+	fs.VisitAll(func(f *flag.Flag) {
+		if strings.Contains(f.Usage, "(required)") && !given[f.Name] {
+			missing = append(missing, "-"+f.Name)
+		}
+	})
+	switch {
+	case len(missing) > 0:
+		return fmt.Errorf("%s needs %s", name, strings.Join(missing, " and "))
+	case strings.HasPrefix(name, "set ") && len(given) == 0:
+		return fmt.Errorf("%s: nothing to set", name)
+	}
+	return nil
 }
 
 // help is the usage line, what the command does, and each flag with its help.
