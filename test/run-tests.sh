@@ -16,6 +16,6 @@ echo "== blktests control script self-test"
 ./test/blktests/selftest.sh
 echo "== unit tests (race detector on)"
 # Tests that need a tool install-deps provides fail rather than skip here.
-NVMEOF_REQUIRE_PROMTOOL=1 go test -race -count=1 ./...
+NVMEOF_REQUIRE_TOOLS=1 go test -race -count=1 ./...
 echo "== end-to-end suite"
 go test -count=1 -tags e2e -v -timeout 30m ./test/e2e/

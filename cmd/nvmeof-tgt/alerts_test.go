@@ -57,16 +57,9 @@ func TestAlertRulesUseServedMetrics(t *testing.T) {
 
 // TestAlertRulesPromtool checks the rules and the scrape example with
 // Prometheus's own checker and runs the rules' unit tests (series in,
-// alerts out). test/run-tests.sh sets NVMEOF_REQUIRE_PROMTOOL, so CI
-// fails without promtool; elsewhere the skip says what is missing.
+// alerts out).
 func TestAlertRulesPromtool(t *testing.T) {
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("NVMEOF_REQUIRE_PROMTOOL") != "" {
-			t.Fatalf("promtool is missing (Debian package prometheus; test/install-deps.sh installs it): %v", err)
-		}
-		t.Skip("NOT RUN: promtool is missing (Debian: apt-get install prometheus); test/run-tests.sh requires it")
-	}
+	promtool := needTool(t, "promtool", "prometheus")
 	for _, args := range [][]string{
 		{"check", "rules", alertRules},
 		{"check", "config", scrapeConfig},
@@ -77,4 +70,22 @@ func TestAlertRulesPromtool(t *testing.T) {
 			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
+}
+
+// needTool returns the path of a command a test runs. test/run-tests.sh
+// sets NVMEOF_REQUIRE_TOOLS (test/install-deps.sh installs them), so a
+// missing one fails CI; a developer without it sees a NOT RUN line naming
+// the Debian package.
+func needTool(t *testing.T, name, pkg string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	switch {
+	case err == nil:
+		return path
+	case os.Getenv("NVMEOF_REQUIRE_TOOLS") != "":
+		t.Fatalf("%s is missing (Debian package %s; test/install-deps.sh installs it): %v", name, pkg, err)
+	default:
+		t.Skipf("NOT RUN: %s is missing (Debian: apt-get install %s); test/run-tests.sh requires it", name, pkg)
+	}
+	return ""
 }

@@ -47,9 +47,7 @@ func TestServiceUnitSettings(t *testing.T) {
 // 0 for them, so any output is a failure. The binary path is this test's
 // own executable: verify checks that ExecStart= points at one.
 func TestServiceUnitVerifies(t *testing.T) {
-	if _, err := exec.LookPath("systemd-analyze"); err != nil {
-		t.Skip("systemd-analyze is not installed; the unit is verified in the end-to-end scenario 65-systemd")
-	}
+	analyze := needTool(t, "systemd-analyze", "systemd")
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -59,23 +57,23 @@ func TestServiceUnitVerifies(t *testing.T) {
 		t.Fatal(err)
 	}
 	unit := strings.ReplaceAll(string(b), "/usr/local/bin/nvmeof-tgt", self)
-	if out := verifyUnit(t, unit); out != "" {
+	if out := verifyUnit(t, analyze, unit); out != "" {
 		t.Fatalf("systemd-analyze verify %s:\n%s", unitFile, out)
 	}
 	// The check itself catches a misspelt key.
-	if out := verifyUnit(t, strings.Replace(unit, "WatchdogSec=", "WatchDogSec=", 1)); !strings.Contains(out, "WatchDogSec") {
+	if out := verifyUnit(t, analyze, strings.Replace(unit, "WatchdogSec=", "WatchDogSec=", 1)); !strings.Contains(out, "WatchDogSec") {
 		t.Fatalf("systemd-analyze verify let a misspelt key through: %q", out)
 	}
 }
 
-func verifyUnit(t *testing.T, unit string) string {
+func verifyUnit(t *testing.T, analyze, unit string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "nvmeof-tgt.service")
 	if err := os.WriteFile(path, []byte(unit), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	cmd := exec.Command("systemd-analyze", "verify", path)
+	cmd := exec.Command(analyze, "verify", path)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
 		out.WriteString(err.Error())
