@@ -93,21 +93,25 @@ func (b *sendBudget) trySend(tag int32, writes int) (charge, bool) {
 // responses first; ok is false when none does. read tells which kind it is.
 func (b *sendBudget) next() (c charge, read, ok bool) {
 	if !b.sendWait.empty() {
-		if c = b.sendWait.peek(); b.fits(c) {
-			b.sendWait.pop()
-			b.take(c)
-			return c, false, true
-		}
-		return charge{}, false, false
+		c, ok = b.admit(&b.sendWait)
+		return c, false, ok
 	}
-	if !b.readWait.empty() {
-		if c = b.readWait.peek(); b.fits(c) {
-			b.readWait.pop()
-			b.take(c)
-			return c, true, true
-		}
+	c, ok = b.admit(&b.readWait)
+	return c, true, ok
+}
+
+// admit takes the oldest chain of q off it with its credits, if it fits.
+func (b *sendBudget) admit(q *chargeRing) (charge, bool) {
+	if q.empty() {
+		return charge{}, false
 	}
-	return charge{}, false, false
+	c := q.peek()
+	if !b.fits(c) {
+		return charge{}, false
+	}
+	q.pop()
+	b.take(c)
+	return c, true
 }
 
 // chargeRing is a fixed-size FIFO of waiting chains.
