@@ -1,5 +1,7 @@
 package config
 
+import "slices"
+
 // Config is the whole configuration file.
 type Config struct {
 	Log        Log         `yaml:"log"`
@@ -8,6 +10,7 @@ type Config struct {
 	RXE        []string    `yaml:"rxe,omitempty"` // netdevs to give a soft-RoCE link at start
 	StateFile  string      `yaml:"state_file"`    // the daemon's lifetime counters (SMART), across restarts
 	Limits     Limits      `yaml:"limits"`
+	RDMA       RDMA        `yaml:"rdma"`
 	Ports      []Port      `yaml:"ports"`
 	Subsystems []Subsystem `yaml:"subsystems"`
 }
@@ -23,6 +26,34 @@ type Limits struct {
 	// every port) connected at once (default DefaultMaxQueuePairs).
 	MaxQueuePairs int `yaml:"max_queue_pairs"`
 }
+
+// RDMA sizes the transport's shared resources. They are set up when the
+// daemon starts; a reload that changes them takes effect at restart.
+type RDMA struct {
+	// BufferPool is the data buffer memory each RDMA device registers
+	// and all its queue pairs share (default DefaultBufferPool): what
+	// bounds the data in flight, not the number of queues.
+	BufferPool Size `yaml:"buffer_pool"`
+	// SharedReceiveQueue: queue pairs share a receive queue per device
+	// where the device has them (default true).
+	SharedReceiveQueue *bool `yaml:"shared_receive_queue"`
+	// ReceiveQueueDepth is the entries of the shared receive queue:
+	// commands in flight over all I/O queues of a device (default
+	// DefaultReceiveQueueDepth, capped by the device).
+	ReceiveQueueDepth int `yaml:"receive_queue_depth"`
+	// PollerCPUs pins queue pair pollers to these CPUs in turn; empty
+	// leaves them to the scheduler.
+	PollerCPUs []int `yaml:"poller_cpus,omitempty"`
+}
+
+// Equal reports whether r and o configure the same resources.
+func (r RDMA) Equal(o RDMA) bool {
+	return r.BufferPool == o.BufferPool && r.SRQ() == o.SRQ() && r.ReceiveQueueDepth == o.ReceiveQueueDepth &&
+		slices.Equal(r.PollerCPUs, o.PollerCPUs)
+}
+
+// SRQ is SharedReceiveQueue with its default.
+func (r RDMA) SRQ() bool { return r.SharedReceiveQueue == nil || *r.SharedReceiveQueue }
 
 // Log configures logrus.
 type Log struct {
@@ -97,6 +128,11 @@ type Size int64
 func (c *Config) Clone() *Config {
 	out := *c
 	out.RXE = append([]string(nil), c.RXE...)
+	out.RDMA.PollerCPUs = append([]int(nil), c.RDMA.PollerCPUs...)
+	if c.RDMA.SharedReceiveQueue != nil {
+		srq := *c.RDMA.SharedReceiveQueue
+		out.RDMA.SharedReceiveQueue = &srq
+	}
 	out.Ports = append([]Port(nil), c.Ports...)
 	out.Subsystems = make([]Subsystem, len(c.Subsystems))
 	for i, s := range c.Subsystems {

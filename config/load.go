@@ -60,6 +60,12 @@ const (
 	// path, more than one RDMA link needs to stay busy. The Linux host
 	// asks for one per CPU.
 	DefaultMaxIOQueues = 8
+	// DefaultBufferPool is each RDMA device's shared data buffers: 128
+	// transfers of 1 MiB, or 32768 of 4 KiB, in flight at once.
+	DefaultBufferPool = 128 << 20
+	// DefaultReceiveQueueDepth is the commands in flight a device's shared
+	// receive queue holds, over all its queue pairs.
+	DefaultReceiveQueueDepth = 4096
 )
 
 // ApplyDefaults fills in every optional key left out.
@@ -78,6 +84,16 @@ func (c *Config) ApplyDefaults() {
 	}
 	if c.Limits.MaxQueuePairs == 0 {
 		c.Limits.MaxQueuePairs = DefaultMaxQueuePairs
+	}
+	if c.RDMA.BufferPool == 0 {
+		c.RDMA.BufferPool = DefaultBufferPool
+	}
+	if c.RDMA.ReceiveQueueDepth == 0 {
+		c.RDMA.ReceiveQueueDepth = DefaultReceiveQueueDepth
+	}
+	if c.RDMA.SharedReceiveQueue == nil {
+		srq := true
+		c.RDMA.SharedReceiveQueue = &srq
 	}
 	for i := range c.Ports {
 		p := &c.Ports[i]

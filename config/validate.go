@@ -42,6 +42,8 @@ const (
 
 	// A queue pair limit below 2 admits no I/O queue at all.
 	maxQueuePairs = 1 << 16
+	maxBufferPool = 64 << 30
+	maxCPU        = 1 << 12
 )
 
 // validator collects problems, and what must be unique across the file.
@@ -86,6 +88,7 @@ func (c *Config) Validate() error {
 	if n := c.Limits.MaxQueuePairs; n < 2 || n > maxQueuePairs {
 		v.add("limits.max_queue_pairs", "%d is out of range 2..%d (an admin and an I/O queue at least)", n, maxQueuePairs)
 	}
+	v.rdma(c.RDMA)
 	if !filepath.IsAbs(c.Control.Socket) {
 		v.add("control.socket", "%q is not an absolute path", c.Control.Socket)
 	}
@@ -256,4 +259,19 @@ func printable(s string) bool {
 		}
 	}
 	return true
+}
+
+func (v *validator) rdma(r RDMA) {
+	const mib = 1 << 20
+	if r.BufferPool < mib || r.BufferPool > maxBufferPool || r.BufferPool%mib != 0 {
+		v.add("rdma.buffer_pool", "%d bytes: want a whole number of MiB from 1MiB to 64GiB", int64(r.BufferPool))
+	}
+	if n := r.ReceiveQueueDepth; n < 64 || n > 1<<16 {
+		v.add("rdma.receive_queue_depth", "%d is out of range 64..65536", n)
+	}
+	for i, cpu := range r.PollerCPUs {
+		if cpu < 0 || cpu >= maxCPU {
+			v.add(fmt.Sprintf("rdma.poller_cpus[%d]", i), "%d is not a CPU number (0..%d)", cpu, maxCPU-1)
+		}
+	}
 }

@@ -1,86 +1,14 @@
 package rdma
 
 import (
-	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"errors"
+	"fmt"
+
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
-const (
-	// adminDataBuffers is the number of data buffers of an admin queue:
-	// admin commands are few and mostly small.
-	adminDataBuffers = 4
-	// smallBuffer is the size of the data buffers most commands use; one
-	// per receive. Transfers above it, up to fabrics.MaxDataTransfer, take
-	// one of a few large buffers, so MDTS costs little pinned memory.
-	smallBuffer = 128 << 10
-	// pageSize aligns the segments O_DIRECT backends read and write.
-	pageSize = 4096
-)
-
-// largeBuffers is how many MaxDataTransfer-sized buffers a queue pair of
-// depth has.
-func largeBuffers(depth int, admin bool) int {
-	if admin {
-		return 1
-	}
-	return max(2, depth/32)
-}
-
-// bufferPool is one size class of data buffers: the free ones, and the
-// requests waiting for one, oldest first.
-type bufferPool struct {
-	free    []int32
-	waiting []int32
-}
-
-// take returns a free buffer, or queues request tag and returns -1.
-func (p *bufferPool) take(tag int32) int32 {
-	if len(p.free) == 0 {
-		p.waiting = append(p.waiting, tag)
-		return -1
-	}
-	d := p.free[len(p.free)-1]
-	p.free = p.free[:len(p.free)-1]
-	return d
-}
-
-// give hands buffer d to the oldest waiting request, returned, or frees it
-// and returns -1.
-func (p *bufferPool) give(d int32) int32 {
-	if len(p.waiting) == 0 {
-		p.free = append(p.free, d)
-		return -1
-	}
-	next := p.waiting[0]
-	copy(p.waiting, p.waiting[1:])
-	p.waiting = p.waiting[:len(p.waiting)-1]
-	return next
-}
-
-// put frees buffer d without handing it on: at teardown nobody waits any
-// more.
-func (p *bufferPool) put(d int32) { p.free = append(p.free, d) }
-
-// memLayout is where each kind of buffer lives in a queue pair's one
-// registered region: in-capsule data and data buffers first, on page
-// boundaries for O_DIRECT backends, then commands and responses.
-type memLayout struct {
-	inlineStride                  int
-	inline, data, large, cmd, rsp int
-	total                         int
-}
-
-func layOut(sz queueSizes) memLayout {
-	// In-capsule data gets its own page-aligned segment so that O_DIRECT
-	// backends can write it where it landed.
-	m := memLayout{inlineStride: align(sz.inline, pageSize)}
-	m.data = m.inline + sz.depth*m.inlineStride
-	m.large = m.data + sz.ndata*smallBuffer
-	m.cmd = m.large + sz.nlarge*fabrics.MaxDataTransfer
-	m.rsp = m.cmd + sz.depth*nvme.CommandSize
-	m.total = align(m.rsp+sz.nreq*nvme.CompletionSize, pageSize)
-	return m
-}
+// pageSize aligns the segments O_DIRECT backends read and write.
+const pageSize = 4096
 
 func align(n, a int) int { return (n + a - 1) / a * a }
 
@@ -88,32 +16,47 @@ func align(n, a int) int { return (n + a - 1) / a * a }
 // neighbour.
 func slot(buf []byte, off, n int) []byte { return buf[off : off+n : off+n] }
 
-// carve cuts buf (m.total bytes) into the queue pair's receive buffers,
-// data buffer pools and requests, every request free.
-func (qp *QueuePair) carve(buf []byte, sz queueSizes, m memLayout) {
-	qp.cmdBufs = make([][]byte, sz.depth)
-	qp.inlineBufs = make([][]byte, sz.depth)
-	for i := range qp.cmdBufs {
-		qp.cmdBufs[i] = slot(buf, m.cmd+i*nvme.CommandSize, nvme.CommandSize)
-		qp.inlineBufs[i] = slot(buf, m.inline+i*m.inlineStride, sz.inline)
+// errNoResponseMemory refuses a queue pair when the device's response
+// memory is spoken for.
+var errNoResponseMemory = errors.New("the device's response buffers are all in use by other queue pairs")
+
+// takeMemory gives the queue pair its receive buffers (the device's
+// shared receive queue, or its own ring where there is none) and its
+// response capsules from the device's memory, and sets up its requests.
+// Only the fallback ring registers memory here; the rest was registered
+// when the port listened.
+func (qp *QueuePair) takeMemory(sz queueSizes) error {
+	ring, err := qp.dev.sharedRing(sz.inline, qp.qid == 0)
+	if err != nil {
+		qp.log.WithError(err).Warn("no shared receive queue; this queue pair gets its own receive buffers")
 	}
-	qp.dataBufs = make([][]byte, sz.ndata+sz.nlarge)
-	qp.nsmall = int32(sz.ndata)
-	qp.small = bufferPool{free: make([]int32, 0, sz.ndata), waiting: make([]int32, 0, sz.nreq)}
-	qp.large = bufferPool{free: make([]int32, 0, sz.nlarge), waiting: make([]int32, 0, sz.nreq)}
-	for i := sz.ndata - 1; i >= 0; i-- {
-		qp.dataBufs[i] = slot(buf, m.data+i*smallBuffer, smallBuffer)
-		qp.small.free = append(qp.small.free, int32(i))
+	if ring == nil {
+		if ring, err = newRecvRing(qp.dev, sz.depth, sz.inline); err != nil {
+			return err
+		}
+		qp.ownRing = true
 	}
-	for i := sz.nlarge - 1; i >= 0; i-- {
-		qp.dataBufs[sz.ndata+i] = slot(buf, m.large+i*fabrics.MaxDataTransfer, fabrics.MaxDataTransfer)
-		qp.large.free = append(qp.large.free, int32(sz.ndata+i))
+	qp.rq = ring
+	qp.pool, qp.ctl = qp.dev.pool, qp.dev.ctl
+	qp.rspOrder = orderFor(uint32(sz.nreq * nvme.CompletionSize))
+	if qp.rspUnit = qp.ctl.alloc(qp.rspOrder); qp.rspUnit < 0 {
+		return fmt.Errorf("%w (%d queue pairs of depth 128 fit)", errNoResponseMemory, controlPool/unitSize)
 	}
+	qp.carve(sz)
+	return nil
+}
+
+// carve sets up the requests, each with its response capsule, every
+// request free.
+func (qp *QueuePair) carve(sz queueSizes) {
+	rsp := qp.ctl.block(qp.rspUnit, uint32(unitSize<<qp.rspOrder))
+	qp.cache = newQPCache()
+	qp.granted = make(chan grant, sz.nreq)
 	qp.reqs = make([]request, sz.nreq)
 	qp.freeReqs = make([]int32, 0, sz.nreq)
 	for i := range qp.reqs {
 		r := &qp.reqs[i]
-		r.Rsp = nvme.Completion(slot(buf, m.rsp+i*nvme.CompletionSize, nvme.CompletionSize))
+		r.Rsp = nvme.Completion(slot(rsp, i*nvme.CompletionSize, nvme.CompletionSize))
 		r.Tag = i
 		r.recv, r.data = -1, -1
 		qp.freeReqs = append(qp.freeReqs, int32(sz.nreq-1-i))
@@ -121,15 +64,18 @@ func (qp *QueuePair) carve(buf []byte, sz queueSizes, m memLayout) {
 	qp.inState = [numStates]int32{stateFree: int32(sz.nreq)}
 }
 
-// poolOf is the pool data buffer d belongs to.
-func (qp *QueuePair) poolOf(d int32) *bufferPool {
-	if d >= qp.nsmall {
-		return &qp.large
+// freeMemory gives back what takeMemory took.
+func (qp *QueuePair) freeMemory() {
+	if qp.ctl != nil && qp.rspUnit >= 0 {
+		qp.ctl.give(qp.rspOrder, qp.rspUnit, nil)
+		qp.rspUnit = -1
 	}
-	return &qp.small
+	if qp.ownRing {
+		qp.rq.free()
+	}
+	qp.rq = nil
 }
 
-// buffersHome reports whether every data buffer is back in its pool.
-func (qp *QueuePair) buffersHome() bool {
-	return len(qp.small.free)+len(qp.large.free) == len(qp.dataBufs)
-}
+// buffersHome reports whether every data block the queue pair took is
+// back.
+func (qp *QueuePair) buffersHome() bool { return qp.held == 0 }

@@ -52,8 +52,11 @@ func (qp *QueuePair) completionFailed(wc *C.struct_nt_wc) {
 	}
 	qp.Disconnect()
 	// The queue pair is in the error state: the request's chain is over.
-	if id := uint64(wc.wr_id); id&kindMask == kindRead || id&kindMask == kindSend {
+	switch id := uint64(wc.wr_id); id & kindMask {
+	case kindRead, kindSend:
 		qp.settle(&qp.reqs[id&^kindMask])
+	case kindRecv:
+		qp.returnRecv(int32(id &^ kindMask))
 	}
 }
 
@@ -69,28 +72,49 @@ func completionLogLevel(flush, stopping, failedBefore bool) logrus.Level {
 
 func (qp *QueuePair) onRecv(ri int32, n int) {
 	if qp.stopping.Load() {
-		return // the queue is going: no new command starts
+		qp.returnRecv(ri) // the queue is going: no new command starts
+		return
 	}
 	if n < nvme.CommandSize {
 		qp.log.WithField("bytes", n).Warn("capsule shorter than a command; disconnecting the queue")
+		qp.returnRecv(ri)
 		qp.Disconnect()
 		return
 	}
 	if len(qp.freeReqs) == 0 {
 		qp.log.Warn("host exceeded its queue depth; disconnecting the queue")
+		qp.returnRecv(ri)
 		qp.Disconnect()
 		return
 	}
 	r := &qp.reqs[qp.freeReqs[len(qp.freeReqs)-1]]
 	qp.freeReqs = qp.freeReqs[:len(qp.freeReqs)-1]
-	r.recv, r.data, r.invalidate, r.ndesc = ri, -1, false, 0
-	r.Cmd = nvme.Command(qp.cmdBufs[ri])
-	r.inline = qp.inlineBufs[ri][:n-nvme.CommandSize]
+	r.data, r.invalidate, r.ndesc = -1, false, 0
+	// The command is copied out, so a capsule without in-capsule data
+	// gives its receive buffer back at once: a command that waits long
+	// (an Asynchronous Event Request) holds no receive buffer.
+	copy(r.cmd[:], qp.rq.cmd[ri])
+	r.Cmd = nvme.Command(r.cmd[:])
+	if n == nvme.CommandSize {
+		r.recv, r.inline = -1, nil
+		qp.postRecv(ri)
+	} else {
+		r.recv, r.inline = ri, qp.rq.inline[ri][:n-nvme.CommandSize]
+	}
 	qp.move(r, stateExecuting)
 	if !qp.fq.Prepare(&r.Request) {
 		return // completed with an error already
 	}
 	qp.mapData(r)
+}
+
+// returnRecv gives back a receive buffer no command uses: to the shared
+// receive queue, which outlives the queue pair. A queue pair's own ring
+// goes with it.
+func (qp *QueuePair) returnRecv(ri int32) {
+	if !qp.ownRing {
+		qp.postRecv(ri)
+	}
 }
 
 // mapData resolves the command's SGL: in-capsule data, or a keyed host
@@ -126,11 +150,8 @@ func (qp *QueuePair) mapData(r *request) {
 		// device can Send with Invalidate; otherwise the host
 		// invalidates the key itself.
 		r.invalidate = qp.sendInv && n == 1 && r.descs[0].Invalidate
-		pool := &qp.small
-		if r.Len > smallBuffer {
-			pool = &qp.large
-		}
-		if r.data = pool.take(int32(r.Tag)); r.data < 0 {
+		r.order = orderFor(r.Len)
+		if !qp.takeBlock(r) {
 			qp.move(r, stateNeedBuffer)
 			return
 		}
@@ -154,7 +175,7 @@ func transferDescriptors(descs []fabrics.Keyed, n uint32) int {
 // startTransfer runs a request that holds a data buffer: it reads the
 // host's data first for writes, or executes at once.
 func (qp *QueuePair) startTransfer(r *request) {
-	r.Data = qp.dataBufs[r.data][:r.Len]
+	r.Data = qp.pool.block(r.data, r.Len)
 	if r.Dir == fabrics.DirHostToCtrl {
 		c, ok := qp.budget.tryRead(int32(r.Tag), r.ndesc)
 		if !ok {
@@ -191,7 +212,7 @@ func (qp *QueuePair) postTransfers(r *request, op C.uint8_t, signalLast bool) {
 		n := min(d.Len, r.Len-pos)
 		w := qp.nextWR()
 		*w = C.struct_nt_wr{wr_id: C.uint64_t(kind | uint64(r.Tag)), laddr: C.uint64_t(addr(r.Data[pos:])),
-			raddr: C.uint64_t(d.Addr), len: C.uint32_t(n), lkey: C.uint32_t(qp.mem.lkey),
+			raddr: C.uint64_t(d.Addr), len: C.uint32_t(n), lkey: C.uint32_t(qp.pool.mem.lkey),
 			rkey: C.uint32_t(d.Key), op: op}
 		pos += n
 		if signalLast && pos == r.Len {
@@ -273,7 +294,7 @@ func (qp *QueuePair) postResponse(r *request, c charge) {
 	}
 	w := qp.nextWR()
 	*w = C.struct_nt_wr{wr_id: C.uint64_t(kindSend | uint64(r.Tag)), laddr: C.uint64_t(addr(r.Rsp)),
-		len: nvme.CompletionSize, lkey: C.uint32_t(qp.mem.lkey), op: C.NT_SEND, signaled: 1}
+		len: nvme.CompletionSize, lkey: C.uint32_t(qp.ctl.mem.lkey), op: C.NT_SEND, signaled: 1}
 	if r.invalidate {
 		w.op, w.inv_rkey = C.NT_SEND_INV, C.uint32_t(r.descs[0].Key)
 	}
@@ -308,15 +329,7 @@ func (qp *QueuePair) resume() {
 	}
 }
 
-func (qp *QueuePair) postRecv(i int32) {
-	cmd, inline := qp.cmdBufs[i], qp.inlineBufs[i]
-	w := qp.nextWR()
-	*w = C.struct_nt_wr{wr_id: C.uint64_t(kindRecv | uint64(i)), laddr: C.uint64_t(addr(cmd)),
-		len: C.uint32_t(len(cmd)), lkey: C.uint32_t(qp.mem.lkey), op: C.NT_RECV}
-	if len(inline) > 0 {
-		w.laddr2, w.len2 = C.uint64_t(addr(inline)), C.uint32_t(len(inline))
-	}
-}
+func (qp *QueuePair) postRecv(i int32) { qp.rq.fill(qp.nextWR(), i) }
 
 // nextWR returns the next free slot of the pending batch, posting the
 // batch first if it is full.
@@ -341,11 +354,13 @@ func (qp *QueuePair) flushPosts() error {
 	qp.nwr = 0
 	if qp.stopping.Load() {
 		// Never handed to the device, so never completed.
-		qp.dropPosts(n)
-		return nil
+		n = qp.dropPosts(n)
+		if n == 0 {
+			return nil
+		}
 	}
 	var failed C.int
-	if ret := C.nt_post(qp.qp, (*C.struct_nt_wr)(qp.wrsPtr), C.int(n), &failed); ret != 0 {
+	if ret := C.nt_post(qp.qp, qp.rq.srq, (*C.struct_nt_wr)(qp.wrsPtr), C.int(n), &failed); ret != 0 {
 		return fmt.Errorf("ibv_post (op %d): %w", int(failed), unix.Errno(ret))
 	}
 	return nil
@@ -353,18 +368,29 @@ func (qp *QueuePair) flushPosts() error {
 
 // dropPosts accounts for a batch of n work requests dropped because the
 // queue pair is stopping: a request whose signaled work request was in it
-// will see no completion, so it goes back now.
-func (qp *QueuePair) dropPosts(n int) {
+// will see no completion, so it goes back now. Receives for a shared
+// receive queue, which outlives the queue pair, are kept, moved to the
+// front of the batch: it returns how many.
+func (qp *QueuePair) dropPosts(n int) int {
+	kept := 0
 	for i := range n {
 		w := &qp.wrs[i]
 		id := uint64(w.wr_id)
-		if w.signaled == 0 || (id&kindMask != kindRead && id&kindMask != kindSend) {
+		if id&kindMask == kindRecv {
+			if !qp.ownRing {
+				qp.wrs[kept] = *w
+				kept++
+			}
+			continue
+		}
+		if w.signaled == 0 {
 			continue
 		}
 		if r := &qp.reqs[id&^kindMask]; r.onWire() {
 			qp.release(r)
 		}
 	}
+	return kept
 }
 
 // newBatch allocates the queue pair's batch of n work requests in C

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
@@ -39,6 +40,17 @@ type device struct {
 	stopfd int
 	done   chan struct{}
 	log    *logrus.Entry
+
+	// Registered when the device is set up, shared by its queue pairs:
+	// data buffers, response capsules, and shared receive queues by
+	// in-capsule size (ringsMu).
+	pool     *dataPool
+	ctl      *dataPool
+	settings Settings
+	ringsMu  sync.Mutex
+	rings    map[int]*recvRing
+	// nextVector spreads completion queues over the completion vectors.
+	nextVector atomic.Uint32
 }
 
 var (
@@ -77,7 +89,12 @@ func acquireDevice(ctx *C.struct_ibv_context, log *logrus.Entry) (*device, error
 	if d.pd, err = C.ibv_alloc_pd(ctx); d.pd == nil {
 		return nil, fmt.Errorf("device %s: allocate protection domain: %w", d.name, err)
 	}
+	if err := d.registerPools(); err != nil {
+		C.ibv_dealloc_pd(d.pd)
+		return nil, fmt.Errorf("device %s: %w", d.name, err)
+	}
 	if d.stopfd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
+		d.freePools()
 		C.ibv_dealloc_pd(d.pd)
 		return nil, fmt.Errorf("eventfd: %w", err)
 	}
@@ -119,6 +136,7 @@ func (d *device) release() {
 	unix.Write(d.stopfd, one[:])
 	<-d.done
 	unix.Close(d.stopfd)
+	d.freePools()
 	C.ibv_dealloc_pd(d.pd)
 	devicesMu.Lock()
 	removed := d.removed
@@ -130,6 +148,72 @@ func (d *device) release() {
 		}
 		d.log.Info("let go of the removed RDMA device")
 	}
+}
+
+// registerPools registers the memory every queue pair of the device
+// shares, so that connecting a queue registers none.
+func (d *device) registerPools() error {
+	d.settings = currentSettings()
+	d.rings = map[int]*recvRing{}
+	mem, err := registerRegion(d.pd, int(d.settings.BufferPool), d.caps().regionAccess())
+	if err != nil {
+		return fmt.Errorf("buffer pool: %w", err)
+	}
+	d.pool = newDataPool(mem)
+	if mem, err = registerRegion(d.pd, controlPool, 0); err != nil {
+		d.freePools()
+		return fmt.Errorf("response buffers: %w", err)
+	}
+	d.ctl = newDataPool(mem)
+	return nil
+}
+
+func (d *device) freePools() {
+	for _, r := range d.rings {
+		r.free()
+	}
+	d.rings = nil
+	for _, p := range []*dataPool{d.pool, d.ctl} {
+		if p != nil {
+			p.mem.free()
+		}
+	}
+	d.pool, d.ctl = nil, nil
+}
+
+// sharedRing returns the device's shared receive queue for in-capsule
+// size inline, created on first use (when a port listens), or nil where
+// SRQs are off or the device has none: queue pairs then get their own.
+func (d *device) sharedRing(inline int, admin bool) (*recvRing, error) {
+	if !d.settings.SharedReceiveQueue || d.info.max_srq <= 0 || (inline > 0 && d.info.max_srq_sge < 2) {
+		return nil, nil
+	}
+	key := inline
+	if admin {
+		key = -1 - inline
+	}
+	d.ringsMu.Lock()
+	defer d.ringsMu.Unlock()
+	if r := d.rings[key]; r != nil {
+		return r, nil
+	}
+	n := min(d.settings.ReceiveQueueDepth, int(d.info.max_srq_wr))
+	if admin {
+		n = min(adminRingDepth, int(d.info.max_srq_wr))
+	}
+	r, err := newSharedRing(d, n, inline)
+	if err != nil {
+		return nil, err
+	}
+	d.rings[key] = r
+	d.log.WithFields(logrus.Fields{"entries": n, "inline_data_size": inline, "admin": admin}).Info("shared receive queue ready")
+	return r, nil
+}
+
+// compVector is the completion vector of the next completion queue.
+func (d *device) compVector() int {
+	n := max(int(d.info.num_comp_vectors), 1)
+	return int(d.nextVector.Add(1)-1) % n
 }
 
 // watch routes the asynchronous events of qp's verbs objects to it.

@@ -43,14 +43,18 @@ func (qp *QueuePair) drain() {
 			break
 		}
 	}
+	// No grant comes after forget; the ones that came go back.
+	qp.pool.forget(qp)
+	qp.runGrants()
 	qp.releaseAll()
+	qp.flushPosts() // receive buffers of the shared receive queue go back
 	if !qp.accounted() {
 		invalidTransitions.Add(1)
 		qp.log.WithFields(logrus.Fields{
-			"free_requests": len(qp.freeReqs), "requests": len(qp.reqs),
-			"free_buffers": len(qp.small.free) + len(qp.large.free), "buffers": len(qp.dataBufs),
+			"free_requests": len(qp.freeReqs), "requests": len(qp.reqs), "held_buffers": qp.held,
 		}).Error("requests or data buffers unaccounted for at teardown")
 	}
+	qp.spill()
 }
 
 // pollDrain polls a batch of completions, waiting up to wait on the

@@ -142,6 +142,17 @@ func (l *Listener) listen() error {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
 	l.id, l.dev = id, dev
+	// The shared receive queues are registered now, not when a host
+	// connects; where there are none, queue pairs get their own.
+	for _, admin := range []bool{false, true} {
+		inline := int(p.InlineDataSize)
+		if admin {
+			inline = nvme.ConnectDataSize
+		}
+		if _, err := dev.sharedRing(inline, admin); err != nil {
+			l.log.WithError(err).Warn("no shared receive queue: each queue pair registers its own receive buffers")
+		}
+	}
 	return nil
 }
 
@@ -312,6 +323,7 @@ func (l *Listener) handleEvent(ev *C.struct_rdma_cm_event, typ int, id *C.struct
 }
 
 func (l *Listener) connectRequest(ev *C.struct_rdma_cm_event, id *C.struct_rdma_cm_id) action {
+	began := time.Now()
 	var creq C.struct_nt_conn_req
 	C.nt_conn_req(ev, &creq)
 	peer := C.GoString(&creq.peer[0])
@@ -375,7 +387,9 @@ func (l *Listener) connectRequest(ev *C.struct_rdma_cm_event, id *C.struct_rdma_
 		qp.Disconnect()
 		return keepID
 	}
-	log.WithField("depth", req.RecvDepth()).Debug("queue pair accepted")
+	took := time.Since(began)
+	observeSetup(took.Seconds())
+	log.WithFields(logrus.Fields{"depth": req.RecvDepth(), "setup": took.String(), "shared_receive_queue": !qp.ownRing}).Debug("queue pair accepted")
 	return keepID
 }
 

@@ -55,7 +55,6 @@ type QueuePair struct {
 	qp   *C.struct_ibv_qp
 	cq   *C.struct_ibv_cq
 	cc   *C.struct_ibv_comp_channel
-	mem  *memoryRegion
 	fq   *fabrics.Queue
 	log  *logrus.Entry
 	peer string
@@ -66,36 +65,38 @@ type QueuePair struct {
 	sendInv bool // the device can Send with Invalidate
 	failed  bool // a failed completion was logged; the rest are debug
 
-	cmdBufs    [][]byte // 64-byte command capsules, one per receive
-	inlineBufs [][]byte // page-aligned in-capsule data, one per receive
-	dataBufs   [][]byte
-	reqs       []request
-	freeReqs   []int32
-	inState    [numStates]int32 // requests in each state
-	small      bufferPool       // dataBufs[:nsmall], smallBuffer bytes each
-	large      bufferPool       // dataBufs[nsmall:], fabrics.MaxDataTransfer bytes each
-	nsmall     int32
-	wrs        []C.struct_nt_wr
-	wrsPtr     unsafe.Pointer
-	nwr        int
-	wcs        []C.struct_nt_wc
-	wcsPtr     unsafe.Pointer
-	eventfd    int
-	sleeping   atomic.Bool
-	awake      time.Time // when the poller last woke, for busy time
-	stopping   atomic.Bool
-	mu         sync.Mutex // guards id against use after teardown
-	destroyed  bool
-	discDone   bool
-	done       chan struct{}
+	rq       *recvRing // the device's shared receive queue, or ownRing
+	ownRing  bool
+	pool     *dataPool // the device's data buffers
+	ctl      *dataPool // the device's response memory
+	rspUnit  int32     // this queue pair's block of ctl, -1 if none
+	rspOrder int8
+	cache    qpCache    // free data blocks kept back from pool
+	held     int        // data blocks requests hold
+	granted  chan grant // blocks pool handed to waiting requests
+
+	reqs      []request
+	freeReqs  []int32
+	inState   [numStates]int32 // requests in each state
+	wrs       []C.struct_nt_wr
+	wrsPtr    unsafe.Pointer
+	nwr       int
+	wcs       []C.struct_nt_wc
+	wcsPtr    unsafe.Pointer
+	eventfd   int
+	sleeping  atomic.Bool
+	awake     time.Time // when the poller last woke, for busy time
+	stopping  atomic.Bool
+	mu        sync.Mutex // guards id against use after teardown
+	destroyed bool
+	discDone  bool
+	done      chan struct{}
 }
 
 // queueSizes are the sizes of one queue pair's verbs resources.
 type queueSizes struct {
 	depth   int // receives: commands the host may have outstanding
 	nreq    int // requests: a response may still be in flight when the host's next command lands
-	ndata   int // small data buffers
-	nlarge  int // MaxDataTransfer-sized data buffers
 	inline  int // in-capsule data bytes per receive
 	sendWR  int // send queue entries, and the slots of the send budget
 	recvWR  int
@@ -119,11 +120,7 @@ const minSendWR = fabrics.MaxKeyedDescriptors + 1
 // queue pair. Where the device cannot have a CQ that large, the send
 // queue shrinks instead (the send budget keeps within it).
 func sizeQueue(depth int, admin bool, inline int, lim deviceLimits, initiator int) (queueSizes, error) {
-	sz := queueSizes{depth: depth, nreq: 2 * depth, ndata: depth, nlarge: largeBuffers(depth, admin),
-		inline: inline, recvWR: depth, maxRead: initiator}
-	if admin {
-		sz.ndata = adminDataBuffers
-	}
+	sz := queueSizes{depth: depth, nreq: 2 * depth, inline: inline, recvWR: depth, maxRead: initiator}
 	sz.sendWR = max(2*sz.nreq+1, minSendWR)
 	sz.sendWR = min(sz.sendWR, lim.maxQPWR, lim.maxCQE-sz.recvWR)
 	if sz.recvWR > lim.maxQPWR || sz.sendWR < minSendWR {
@@ -154,6 +151,7 @@ func newQueuePair(l *Listener, id *C.struct_rdma_cm_id, dev *device, req nvme.CM
 		sendInv: dev.caps().sendInvalidate,
 		done:    make(chan struct{}),
 		eventfd: -1,
+		rspUnit: -1,
 	}
 	qp.log = l.log.WithFields(logrus.Fields{"qid": req.QID, "peer": peer})
 	if err := qp.setUp(sz); err != nil {
@@ -167,10 +165,10 @@ func newQueuePair(l *Listener, id *C.struct_rdma_cm_id, dev *device, req nvme.CM
 // setUp creates the verbs objects, the registered memory and the batches,
 // then posts the receives. free undoes whatever part of it succeeded.
 func (qp *QueuePair) setUp(sz queueSizes) error {
-	if err := qp.createVerbs(sz); err != nil {
+	if err := qp.takeMemory(sz); err != nil {
 		return err
 	}
-	if err := qp.layOutMemory(sz); err != nil {
+	if err := qp.createVerbs(sz); err != nil {
 		return err
 	}
 	var err error
@@ -186,7 +184,10 @@ func (qp *QueuePair) setUp(sz queueSizes) error {
 		return fmt.Errorf("eventfd: %w", err)
 	}
 	qp.budget = newSendBudget(sz.sendWR, sz.maxRead, sz.nreq)
-	for i := range qp.cmdBufs {
+	if !qp.ownRing {
+		return nil // the shared receive queue is posted already
+	}
+	for i := range qp.rq.cmd {
 		qp.postRecv(int32(i))
 	}
 	return qp.flushPosts()
@@ -203,30 +204,18 @@ func (qp *QueuePair) createVerbs(sz queueSizes) error {
 	if ret := C.nt_set_nonblock(qp.cc.fd); ret != 0 {
 		return errnoErr("completion channel non-blocking", ret)
 	}
-	qp.cq, err = C.ibv_create_cq(qp.dev.ctx, C.int(sz.cqe), nil, qp.cc, 0)
+	qp.cq, err = C.ibv_create_cq(qp.dev.ctx, C.int(sz.cqe), nil, qp.cc, C.int(qp.dev.compVector()))
 	if qp.cq == nil {
 		return fmt.Errorf("create completion queue of %d entries: %w", sz.cqe, err)
 	}
-	recvSGE := 1
+	recvSGE, srq := 1, qp.rq.srq
 	if sz.inline > 0 {
 		recvSGE = 2
 	}
-	if ret := C.nt_create_qp(qp.id, qp.dev.pd, qp.cq, C.int(sz.sendWR), C.int(sz.recvWR), C.int(recvSGE)); ret != 0 {
+	if ret := C.nt_create_qp(qp.id, qp.dev.pd, qp.cq, srq, C.int(sz.sendWR), C.int(sz.recvWR), C.int(recvSGE)); ret != 0 {
 		return errnoErr(fmt.Sprintf("create queue pair (%d send, %d receive work requests)", sz.sendWR, sz.recvWR), ret)
 	}
 	qp.qp = C.nt_id_qp(qp.id)
-	return nil
-}
-
-// layOutMemory registers the queue pair's one region and carves it up
-// (bufferpool.go).
-func (qp *QueuePair) layOutMemory(sz queueSizes) error {
-	m := layOut(sz)
-	var err error
-	if qp.mem, err = registerRegion(qp.dev.pd, m.total, qp.dev.caps().regionAccess()); err != nil {
-		return err
-	}
-	qp.carve(qp.mem.buf, sz, m)
 	return nil
 }
 
@@ -236,7 +225,14 @@ func (qp *QueuePair) start() { go qp.poll() }
 // poll is the queue pair's poller goroutine.
 func (qp *QueuePair) poll() {
 	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	if cpus := qp.dev.settings.PollerCPUs; len(cpus) > 0 {
+		// Never unlocked: the pinned thread ends with the poller.
+		if err := pinPoller(cpus); err != nil {
+			qp.log.WithError(err).Warn("poller left unpinned")
+		}
+	} else {
+		defer runtime.UnlockOSThread()
+	}
 	qp.awake = time.Now()
 	defer func() { pollerBusy.Add(int64(time.Since(qp.awake))) }()
 	var idleSince time.Time
@@ -268,6 +264,10 @@ func (qp *QueuePair) process(n int) int {
 	for i := 0; i < n; i++ {
 		qp.handle(&qp.wcs[i])
 	}
+	if len(qp.granted) > 0 {
+		qp.runGrants()
+		n++
+	}
 	if qp.fq.Pending() {
 		qp.fq.Reap()
 		n++
@@ -283,6 +283,7 @@ func (qp *QueuePair) process(n int) int {
 // wake from a backend worker, or a stop. Arming and the poll that must
 // follow it are one C call, as are taking the event and the next poll.
 func (qp *QueuePair) sleep() {
+	qp.spill()
 	qp.sleeping.Store(true)
 	n := int(C.nt_arm_poll(qp.cq, (*C.struct_nt_wc)(qp.wcsPtr), pollBatch))
 	if n < 0 {
@@ -291,7 +292,7 @@ func (qp *QueuePair) sleep() {
 		qp.Disconnect()
 		return
 	}
-	if n > 0 || qp.fq.Pending() || qp.stopping.Load() {
+	if n > 0 || qp.fq.Pending() || len(qp.granted) > 0 || qp.stopping.Load() {
 		qp.sleeping.Store(false)
 		qp.process(n)
 		return
@@ -390,8 +391,7 @@ func (qp *QueuePair) free() {
 		C.ibv_destroy_comp_channel(qp.cc)
 		qp.cc = nil
 	}
-	qp.mem.free()
-	qp.mem = nil
+	qp.freeMemory()
 	freeBatch(qp.wrs, qp.wrsPtr)
 	qp.wrsPtr, qp.wrs = nil, nil
 	if qp.wcsPtr != nil {

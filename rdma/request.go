@@ -98,8 +98,10 @@ type request struct {
 	fabrics.Request
 	state      reqState
 	recv       int32 // receive buffer holding the capsule, -1 once reposted
-	data       int32 // data buffer, -1 if none
+	data       int32 // first unit of the data block (pool.go), -1 if none
+	order      int8  // the data block's order
 	inline     []byte
+	cmd        [64]byte // the command, copied out of its receive buffer
 	descs      [fabrics.MaxKeyedDescriptors]fabrics.Keyed
 	ndesc      int
 	invalidate bool
@@ -128,21 +130,19 @@ func (qp *QueuePair) invalidTransition(r *request, from, to reqState) {
 	qp.Disconnect()
 }
 
-// release returns r and its data buffer. Live, the buffer goes to the
-// oldest request waiting for one; stopping, to the free list.
+// release returns r, its data block (pool.go hands it to the oldest
+// request waiting for one, on any queue pair of the device) and, at
+// teardown, its receive buffer.
 func (qp *QueuePair) release(r *request) {
 	qp.budget.retire(r.held)
 	r.held = charge{}
 	if d := r.data; d >= 0 {
 		r.data = -1
-		pool := qp.poolOf(d)
-		if qp.stopping.Load() {
-			pool.put(d)
-		} else if next := pool.give(d); next >= 0 {
-			n := &qp.reqs[next]
-			n.data = d
-			qp.startTransfer(n)
-		}
+		qp.giveBlock(d, r.order)
+	}
+	if r.recv >= 0 {
+		qp.returnRecv(r.recv) // torn down before its response
+		r.recv = -1
 	}
 	r.Data, r.inline = nil, nil
 	qp.move(r, stateFree)

@@ -11,15 +11,21 @@ import (
 // stubQueuePair is a queue pair without verbs: its requests and buffers
 // are carved from Go memory, its batch is C memory, and a disconnect only
 // marks it stopping. Enough for the state machine and teardown accounting.
-func stubQueuePair(t *testing.T, sz queueSizes) *QueuePair {
+func stubQueuePair(t testing.TB, sz queueSizes) *QueuePair {
 	t.Helper()
 	logger := logrus.New()
 	logger.SetOutput(io.Discard)
-	qp := &QueuePair{log: logrus.NewEntry(logger), discDone: true, eventfd: -1}
-	m := layOut(sz)
-	buf := make([]byte, m.total)
-	qp.carve(buf, sz, m)
-	qp.mem = &memoryRegion{buf: buf, lkey: 1}
+	qp := &QueuePair{log: logrus.NewEntry(logger), discDone: true, eventfd: -1, ownRing: true}
+	qp.rq = &recvRing{mem: &memoryRegion{lkey: 3}}
+	for range sz.depth {
+		qp.rq.cmd = append(qp.rq.cmd, make([]byte, 64))
+		qp.rq.inline = append(qp.rq.inline, make([]byte, sz.inline))
+	}
+	qp.pool = newDataPool(&memoryRegion{buf: make([]byte, maxBlock), lkey: 1})
+	qp.ctl = newDataPool(&memoryRegion{buf: make([]byte, maxBlock), lkey: 2})
+	qp.rspOrder = orderFor(uint32(sz.nreq * 16))
+	qp.rspUnit = qp.ctl.alloc(qp.rspOrder)
+	qp.carve(sz)
 	var err error
 	if qp.wrs, qp.wrsPtr, err = newBatch(3*sz.nreq + 3*pollBatch); err != nil {
 		t.Fatal(err)
@@ -29,7 +35,7 @@ func stubQueuePair(t *testing.T, sz queueSizes) *QueuePair {
 	return qp
 }
 
-var stubSizes = queueSizes{depth: 2, nreq: 4, ndata: 2, nlarge: 1, sendWR: 64, recvWR: 2, cqe: 66, maxRead: 1}
+var stubSizes = queueSizes{depth: 2, nreq: 4, sendWR: 64, recvWR: 2, cqe: 66, maxRead: 1}
 
 // takeForTest pops a free request and moves it to executing, as a received
 // capsule does.
@@ -104,12 +110,12 @@ func TestInvalidTransitionsAreCounted(t *testing.T) {
 func TestTeardownAccountsForEveryRequest(t *testing.T) {
 	qp := stubQueuePair(t, stubSizes)
 	executing := qp.takeForTest()
-	executing.data = qp.small.take(int32(executing.Tag))
+	qp.takeBlock(executing)
 	waiting := qp.takeForTest()
 	waiting.data = -1
 	qp.move(waiting, stateNeedBuffer)
 	sending := qp.takeForTest()
-	sending.data = qp.small.take(int32(sending.Tag))
+	qp.takeBlock(sending)
 	qp.Complete(&sending.Request)
 	if sending.state != stateSending || qp.nwr == 0 {
 		t.Fatalf("response in state %v with %d work requests batched", sending.state, qp.nwr)
@@ -133,20 +139,22 @@ func TestTeardownAccountsForEveryRequest(t *testing.T) {
 // Live, a freed buffer goes to the oldest request waiting for one; a
 // failed completion settles the request whose chain it ended.
 func TestReleaseHandsBufferOnAndSettles(t *testing.T) {
-	sz := stubSizes
-	sz.ndata = 1
-	qp := stubQueuePair(t, sz)
+	qp := stubQueuePair(t, stubSizes) // a pool of one largest block
 	a := qp.takeForTest()
-	a.data = qp.small.take(int32(a.Tag))
+	a.order = maxOrder
+	if !qp.takeBlock(a) {
+		t.Fatal("no block from an empty pool")
+	}
 	qp.Complete(&a.Request)
 	b := qp.takeForTest()
-	b.Dir, b.Len, b.ndesc = fabrics.DirHostToCtrl, 512, 1
+	b.Dir, b.Len, b.ndesc, b.order = fabrics.DirHostToCtrl, 512, 1, maxOrder
 	b.descs[0] = fabrics.Keyed{Addr: 4096, Len: 512, Key: 7}
-	if b.data = qp.small.take(int32(b.Tag)); b.data != -1 {
-		t.Fatal("second buffer out of a pool of one")
+	if qp.takeBlock(b) {
+		t.Fatal("second block out of a pool of one")
 	}
 	qp.move(b, stateNeedBuffer)
 	qp.onSendDone(a)
+	qp.runGrants()
 	if a.state != stateFree || b.data < 0 || b.state != stateReading {
 		t.Fatalf("after the send: a %v, b %v with buffer %d; want b reading the host's data", a.state, b.state, b.data)
 	}

@@ -69,3 +69,57 @@ func rejectReason(status uint16) string {
 	}
 	return "other"
 }
+
+// PoolStats is one device's shared data buffer pool.
+type PoolStats struct {
+	Device      string
+	Size, InUse int64
+	Waits       uint64 // requests that found the pool dry and waited
+}
+
+// Pools reports the buffer pool of every device in use.
+func Pools() []PoolStats {
+	devicesMu.Lock()
+	defer devicesMu.Unlock()
+	var out []PoolStats
+	for _, d := range devices {
+		if d.pool != nil {
+			out = append(out, PoolStats{Device: d.name, Size: d.pool.size(), InUse: d.pool.inUse.Load(), Waits: d.pool.waits.Load()})
+		}
+	}
+	return out
+}
+
+// SetupBuckets are the upper bounds, in seconds, of the queue pair set-up
+// time histogram: from the connection request to the accept.
+var SetupBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1}
+
+var setupHist struct {
+	mu     sync.Mutex
+	counts []uint64 // per bucket, the last for above every bound
+	sum    float64
+}
+
+func observeSetup(seconds float64) {
+	setupHist.mu.Lock()
+	defer setupHist.mu.Unlock()
+	if setupHist.counts == nil {
+		setupHist.counts = make([]uint64, len(SetupBuckets)+1)
+	}
+	i := 0
+	for i < len(SetupBuckets) && seconds > SetupBuckets[i] {
+		i++
+	}
+	setupHist.counts[i]++
+	setupHist.sum += seconds
+}
+
+// SetupTimes returns the set-up time histogram: a count per bucket of
+// SetupBuckets (not cumulative) plus one above them, and the sum.
+func SetupTimes() ([]uint64, float64) {
+	setupHist.mu.Lock()
+	defer setupHist.mu.Unlock()
+	out := make([]uint64, len(SetupBuckets)+1)
+	copy(out, setupHist.counts)
+	return out, setupHist.sum
+}

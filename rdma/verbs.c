@@ -12,7 +12,7 @@
 // Enough work requests for one chained post; longer batches are split.
 #define NT_CHAIN 64
 
-int nt_post(struct ibv_qp *qp, struct nt_wr *wrs, int n, int *failed_op)
+int nt_post(struct ibv_qp *qp, struct ibv_srq *srq, struct nt_wr *wrs, int n, int *failed_op)
 {
 	struct ibv_send_wr swr[NT_CHAIN], *bad_s = NULL;
 	struct ibv_recv_wr rwr[NT_CHAIN], *bad_r = NULL;
@@ -76,7 +76,7 @@ int nt_post(struct ibv_qp *qp, struct nt_wr *wrs, int n, int *failed_op)
 		// Receives first: a host may answer a response with a new
 		// command at once, and it must find a buffer posted.
 		if (nr > 0) {
-			ret = ibv_post_recv(qp, rwr, &bad_r);
+			ret = srq ? ibv_post_srq_recv(srq, rwr, &bad_r) : ibv_post_recv(qp, rwr, &bad_r);
 			if (ret) {
 				*failed_op = NT_RECV;
 				return ret;
@@ -209,17 +209,20 @@ void nt_conn_req(struct rdma_cm_event *ev, struct nt_conn_req *out)
 	}
 }
 
-int nt_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *cq, int send_wr, int recv_wr, int recv_sge)
+int nt_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *cq, struct ibv_srq *srq, int send_wr, int recv_wr, int recv_sge)
 {
 	struct ibv_qp_init_attr attr;
 	memset(&attr, 0, sizeof(attr));
 	attr.send_cq = cq;
 	attr.recv_cq = cq;
+	attr.srq = srq;
 	attr.qp_type = IBV_QPT_RC;
 	attr.cap.max_send_wr = send_wr;
-	attr.cap.max_recv_wr = recv_wr;
 	attr.cap.max_send_sge = 1;
-	attr.cap.max_recv_sge = recv_sge;
+	if (!srq) {
+		attr.cap.max_recv_wr = recv_wr;
+		attr.cap.max_recv_sge = recv_sge;
+	}
 	attr.sq_sig_all = 0;
 	if (rdma_create_qp(id, pd, &attr))
 		return -errno;
@@ -260,6 +263,10 @@ int nt_device_info(struct ibv_context *ctx, struct nt_device_info *out)
 	out->iwarp = ctx->device->transport_type == IBV_TRANSPORT_IWARP ||
 		     ctx->device->node_type == IBV_NODE_RNIC;
 	out->mem_mgt_ext = (a.device_cap_flags & IBV_DEVICE_MEM_MGT_EXTENSIONS) != 0;
+	out->max_srq = a.max_srq;
+	out->max_srq_wr = a.max_srq_wr;
+	out->max_srq_sge = a.max_srq_sge;
+	out->num_comp_vectors = ctx->num_comp_vectors;
 	snprintf(out->name, sizeof(out->name), "%s", ibv_get_device_name(ctx->device));
 	return 0;
 }
@@ -344,4 +351,15 @@ int nt_qp_to_error(struct ibv_qp *qp)
 	memset(&attr, 0, sizeof(attr));
 	attr.qp_state = IBV_QPS_ERR;
 	return ibv_modify_qp(qp, &attr, IBV_QP_STATE);
+}
+
+struct ibv_srq *nt_create_srq(struct ibv_pd *pd, int max_wr, int max_sge, int *err)
+{
+	struct ibv_srq_init_attr attr;
+	memset(&attr, 0, sizeof(attr));
+	attr.attr.max_wr = max_wr;
+	attr.attr.max_sge = max_sge;
+	struct ibv_srq *srq = ibv_create_srq(pd, &attr);
+	*err = srq ? 0 : -errno;
+	return srq;
 }

@@ -52,7 +52,9 @@ struct nt_conn_req {
 	char peer[64];
 };
 
-int nt_post(struct ibv_qp *qp, struct nt_wr *wrs, int n, int *failed_op);
+// Receives go to srq where it is not NULL, else to qp's own receive queue.
+int nt_post(struct ibv_qp *qp, struct ibv_srq *srq, struct nt_wr *wrs, int n, int *failed_op);
+struct ibv_srq *nt_create_srq(struct ibv_pd *pd, int max_wr, int max_sge, int *err);
 int nt_poll(struct ibv_cq *cq, struct nt_wc *wcs, int n);
 int nt_arm_poll(struct ibv_cq *cq, struct nt_wc *wcs, int n);
 int nt_event_poll(struct ibv_comp_channel *ch, struct ibv_cq *cq, struct nt_wc *wcs, int n);
@@ -60,7 +62,7 @@ int nt_event_poll(struct ibv_comp_channel *ch, struct ibv_cq *cq, struct nt_wc *
 int nt_listen(struct rdma_event_channel *ch, struct rdma_cm_id **out, const char *addr, const char *port, int backlog);
 int nt_get_event(struct rdma_event_channel *ch, struct rdma_cm_event **ev, int *type, struct rdma_cm_id **id, int *status);
 void nt_conn_req(struct rdma_cm_event *ev, struct nt_conn_req *out);
-int nt_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *cq, int send_wr, int recv_wr, int recv_sge);
+int nt_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *cq, struct ibv_srq *srq, int send_wr, int recv_wr, int recv_sge);
 int nt_accept(struct rdma_cm_id *id, const void *priv, int len, uint8_t initiator_depth, uint8_t responder_resources);
 int nt_reject(struct rdma_cm_id *id, const void *priv, int len);
 // What the transport needs to know of a device, queried once per device.
@@ -72,6 +74,11 @@ struct nt_device_info {
 	uint8_t iwarp;
 	// IBV_DEVICE_MEM_MGT_EXTENSIONS: Send with Invalidate works.
 	uint8_t mem_mgt_ext;
+	// Shared receive queues: how many, and how deep; 0 if none.
+	int max_srq;
+	int max_srq_wr;
+	int max_srq_sge;
+	int num_comp_vectors;
 	char name[64];
 };
 

@@ -231,6 +231,10 @@ func (c *change) applyDaemonSettings() {
 		c.log.WithField("socket", c.cur.Control.Socket).Warn("control.socket: the new admin socket path takes effect at restart")
 		c.applied.Control.Socket = c.cur.Control.Socket
 	}
+	if !c.next.RDMA.Equal(c.cur.RDMA) {
+		c.log.Warn("rdma: buffer pool, shared receive queue and poller CPUs are set up at start; the change takes effect at restart")
+		c.applied.RDMA = c.cur.RDMA
+	}
 	if c.next.StateFile != c.cur.StateFile && c.cur.StateFile != "" {
 		c.log.WithField("state_file", c.cur.StateFile).Warn("state_file: the new path takes effect at restart")
 		c.applied.StateFile = c.cur.StateFile

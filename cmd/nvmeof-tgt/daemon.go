@@ -73,7 +73,7 @@ func start(cfg *config.Config, logger *logrus.Logger) (*daemon, error) {
 	d := &daemon{
 		logger: logger, log: log, target: fabrics.NewTarget(log),
 		// Everything but logging and the socket counts as a change.
-		cfg:       &config.Config{Log: cfg.Log, Control: cfg.Control, StateFile: cfg.StateFile},
+		cfg:       &config.Config{Log: cfg.Log, Control: cfg.Control, StateFile: cfg.StateFile, RDMA: cfg.RDMA},
 		listeners: map[uint16]portListener{},
 		sd:        &notifier{clock: monotonic}, clock: monotonic,
 	}

@@ -3,16 +3,22 @@ package main
 import (
 	"fmt"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/rdma"
 	"golang.org/x/sys/unix"
 )
 
-// minMemlock is the locked memory one queue pair's registered buffers
-// need at the default queue size, with headroom for a few connections.
-const minMemlock = 64 << 20
+// rdmaSettings are the transport's resources as configured.
+func rdmaSettings(c config.RDMA) rdma.Settings {
+	return rdma.Settings{BufferPool: int64(c.BufferPool), SharedReceiveQueue: c.SRQ(),
+		ReceiveQueueDepth: c.ReceiveQueueDepth, PollerCPUs: c.PollerCPUs}
+}
 
-// checkMemlock refuses to start where RDMA registrations would fail one
-// connection at a time, with an error that says how to fix it.
-func checkMemlock() error {
+// checkMemlock refuses to start where an RDMA device's registrations, need
+// bytes when a port first listens on it, would not fit the locked-memory
+// limit, with an error that says how to fix it.
+func checkMemlock(need int64) error {
+	minMemlock := uint64(need)
 	if hasIPCLock() {
 		return nil // registrations are not charged against the limit
 	}
@@ -30,7 +36,7 @@ func checkMemlock() error {
 			return nil
 		}
 	}
-	return fmt.Errorf("locked-memory limit is %d KiB, below the %d MiB RDMA buffers need: run with LimitMEMLOCK=infinity (systemd) or `ulimit -l unlimited`", lim.Cur>>10, minMemlock>>20)
+	return fmt.Errorf("locked-memory limit is %d KiB, below the %d MiB each RDMA device registers (rdma.buffer_pool and the shared receive queues): run with LimitMEMLOCK=infinity (systemd) or `ulimit -l unlimited`, or lower rdma.buffer_pool", lim.Cur>>10, minMemlock>>20)
 }
 
 // hasIPCLock reports whether the process holds CAP_IPC_LOCK, as root does.

@@ -18,6 +18,7 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+	"github.com/nvmeof-tgt/nvmeof-tgt/rdma"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -139,7 +140,15 @@ func configureLogger(log *logrus.Logger, c config.Log) {
 // Started by systemd (Type=notify), it reports its state and, if the unit
 // sets WatchdogSec=, pings the watchdog.
 func serve(path string, cfg *config.Config, log *logrus.Logger) error {
-	if err := checkMemlock(); err != nil {
+	rs := rdmaSettings(cfg.RDMA)
+	if err := rdma.Configure(rs); err != nil {
+		return err
+	}
+	var inline []int
+	for _, p := range cfg.Ports {
+		inline = append(inline, int(p.InlineDataSize))
+	}
+	if err := checkMemlock(rdma.DeviceMemory(rs, inline)); err != nil {
 		return err
 	}
 	sigs := make(chan os.Signal, 1)

@@ -52,6 +52,10 @@ var (
 	dPoller     = prometheus.NewDesc(prefix+"poller_seconds_total", "Time queue pair pollers spent busy (polling, including spinning) and asleep.", []string{"state"}, nil)
 	dCMRejects  = prometheus.NewDesc(prefix+"rdma_connections_rejected_total", "RDMA CM connection requests refused before any NVMe Connect, by reason (no_resources: the queue pair could not be set up, usually locked memory).", []string{"port", "reason"}, nil)
 	dDevEvents  = prometheus.NewDesc(prefix+"rdma_device_events_total", "RDMA device events: asynchronous verbs events and rdma_cm device removals and address changes.", []string{"device", "event"}, nil)
+	dPoolSize   = prometheus.NewDesc(prefix+"rdma_buffer_pool_bytes", "rdma.buffer_pool: data buffer memory a device registered for all its queue pairs.", []string{"device"}, nil)
+	dPoolInUse  = prometheus.NewDesc(prefix+"rdma_buffer_pool_in_use_bytes", "Buffer pool memory held by commands in flight and the queue pairs' small caches.", []string{"device"}, nil)
+	dPoolWaits  = prometheus.NewDesc(prefix+"rdma_buffer_pool_waits_total", "Commands that found the buffer pool dry and waited their turn (none fails for it).", []string{"device"}, nil)
+	dQPSetup    = prometheus.NewDesc(prefix+"rdma_queue_pair_setup_seconds", "Time from an RDMA connection request to its accept: setting up the queue pair.", nil, nil)
 	dViolations = prometheus.NewDesc(prefix+"rdma_request_state_violations_total", "Request state transitions the RDMA transport refused; each disconnected its queue pair. Nonzero means a bug: report it.", nil, nil)
 )
 
@@ -60,7 +64,7 @@ var statusTypes = []string{"generic", "command_specific", "media", "path", "4", 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dReads, dWrites, dReadBytes, dWriteBytes, dReadTime, dWriteTime, dFlushes,
 		dDiscards, dZeroes, dReadLatency, dWriteLatency, dNamespaceSz, dControllers, dQueuePairs, dRefused, dKAExpired,
-		dQPReserved, dQPLimit, dCtrlLimit, dCmdErrors, dBuildInfo, dConfigGen, dReloadOK, dReloadTime, dRegistered, dPoller, dCMRejects, dDevEvents, dViolations} {
+		dQPReserved, dQPLimit, dCtrlLimit, dCmdErrors, dBuildInfo, dConfigGen, dReloadOK, dReloadTime, dRegistered, dPoller, dCMRejects, dDevEvents, dViolations, dPoolSize, dPoolInUse, dPoolWaits, dQPSetup} {
 		ch <- d
 	}
 }
@@ -193,6 +197,20 @@ func collectRDMA(e emit) {
 	e.counter(dPoller, busy, "busy")
 	e.counter(dPoller, idle, "idle")
 	e.counter(dViolations, float64(rdma.InvalidTransitions()))
+	for _, p := range rdma.Pools() {
+		e.gauge(dPoolSize, float64(p.Size), p.Device)
+		e.gauge(dPoolInUse, float64(p.InUse), p.Device)
+		e.counter(dPoolWaits, float64(p.Waits), p.Device)
+	}
+	counts, sum := rdma.SetupTimes()
+	buckets := make(map[float64]uint64, len(rdma.SetupBuckets))
+	var total uint64
+	for i, ub := range rdma.SetupBuckets {
+		total += counts[i]
+		buckets[ub] = total
+	}
+	total += counts[len(rdma.SetupBuckets)]
+	e.ch <- prometheus.MustNewConstHistogram(dQPSetup, total, sum, buckets)
 	for k, n := range rdma.Rejects() {
 		e.counter(dCMRejects, float64(n), strconv.Itoa(int(k.Port)), k.Reason)
 	}
