@@ -188,6 +188,13 @@ func (qp *QueuePair) startTransfer(r *request) {
 	if r.state != stateExecuting {
 		qp.move(r, stateExecuting) // it waited for the buffer
 	}
+	if qp.qid == 0 || r.Cmd.Opcode() != nvme.IORead {
+		// Pool blocks carry whatever their last transfer left, another
+		// host's data included. A Read fills its block from the
+		// backend; the commands that build their data (Identify, log
+		// pages) write only the fields they set.
+		clear(r.Data)
+	}
 	qp.fq.Execute(&r.Request)
 }
 

@@ -1,9 +1,11 @@
-# Locked memory runs out: a daemon without CAP_IPC_LOCK, under a
-# locked-memory limit its start-up check accepts (64 MiB, room for an admin
-# queue and about two I/O queues), serves the first host. The queues it
-# cannot set up for a second host are refused with the CM reject "no
-# resources" and counted; the daemon lives on and the first host's I/O
-# (fio with verification) never notices.
+# Locked memory runs out: a daemon without CAP_IPC_LOCK, under a 64 MiB
+# locked-memory limit. First, the default buffer pool (128 MiB) does not
+# fit: the daemon refuses to start and says which key to lower. Then, with
+# a 16 MiB pool and no shared receive queue, each I/O queue registers its
+# own receive ring at connect, 16 MiB at 128 KiB of in-capsule data: the
+# first host's queues fit, the ones it cannot set up for a second host are
+# refused with the CM reject "no resources" and counted; the daemon lives
+# on and the first host's I/O (fio with verification) never notices.
 daemon_only "locked-memory handling is nvmeof-tgt's"
 nqn=nqn.2026-11.io.example:memlock
 h1=nqn.2014-08.org.nvmexpress:uuid:20202020-0000-0000-0000-000000000001
@@ -26,10 +28,22 @@ NVMEOF_TGT=/tmp/nvmeof-tgt-nobody
 log=$RESULTS/$SCENARIO-target.log
 touch "$log"
 
+config /tmp/tgt-default.yaml <<CFG
+control: {socket: /tmp/nvmeof-tgt-20.sock}
+state_file: /tmp/nvmeof-tgt-20-state.json
+ports: [{id: 1, address: $ADDR, port: $PORT}]
+CFG
+if "$NVMEOF_TGT" -config /tmp/tgt-default.yaml >"$RESULTS/$SCENARIO-default.log" 2>&1; then
+	fail "the daemon started although its buffer pool cannot be locked"
+fi
+grep -q "rdma.buffer_pool" "$RESULTS/$SCENARIO-default.log" || fail "the refusal does not name rdma.buffer_pool: $(tail -3 "$RESULTS/$SCENARIO-default.log")"
+echo "ok: refused to start: $(grep -o 'locked-memory limit.*' "$RESULTS/$SCENARIO-default.log" | head -1 | cut -c1-200)"
+
 config /tmp/tgt.yaml <<CFG
 control: {socket: /tmp/nvmeof-tgt-20.sock}
 metrics: {address: 127.0.0.1:9750}
-ports: [{id: 1, address: $ADDR, port: $PORT}, {id: 2, address: $ADDR, port: 4421}]
+rdma: {buffer_pool: 16MiB, shared_receive_queue: false}
+ports: [{id: 1, address: $ADDR, port: $PORT, inline_data_size: 131072}, {id: 2, address: $ADDR, port: 4421, inline_data_size: 131072}]
 subsystems:
   - nqn: $nqn
     allow_any_host: true
