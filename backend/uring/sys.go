@@ -40,9 +40,9 @@ type cqringOffsets struct {
 
 type params struct {
 	sqEntries, cqEntries, flags, sqThreadCPU, sqThreadIdle, features, wqFD uint32
-	resv                                                                    [3]uint32
-	sqOff                                                                   sqringOffsets
-	cqOff                                                                   cqringOffsets
+	resv                                                                   [3]uint32
+	sqOff                                                                  sqringOffsets
+	cqOff                                                                  cqringOffsets
 }
 
 // sqe is a submission queue entry (struct io_uring_sqe).
