@@ -19,6 +19,7 @@ func TestExampleParses(t *testing.T) {
 		Control:   Control{Socket: DefaultControlSocket},
 		StateFile: DefaultStateFile,
 		Limits:    Limits{MaxQueuePairs: DefaultMaxQueuePairs},
+		IOEngine:  "auto",
 		Ports:     []Port{{ID: 1, Transport: "rdma", Address: "10.0.0.1", Port: 4420, InlineDataSize: 8192, MaxQueueSize: 128}},
 		Subsystems: []Subsystem{{
 			NQN: "nqn.2026-11.io.example:vol1", AllowAnyHost: true, Hosts: []string{}, Ports: []uint16{1},
@@ -120,6 +121,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 		StateFile: "/var/lib/t/state.json",
 		RXE:       []string{"eth1", "ens3"},
 		Limits:    Limits{MaxQueuePairs: 300},
+		IOEngine:  "threads",
 		Ports: []Port{
 			{ID: 1, Transport: "rdma", Address: "10.0.0.1", Port: 4420, InlineDataSize: 16384, MaxQueueSize: 1024},
 			{ID: 7, Transport: "rdma", Address: "fd00::1", Port: 4421, InlineDataSize: 8192, MaxQueueSize: 2},
