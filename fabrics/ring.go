@@ -46,6 +46,9 @@ type queueRing struct {
 // maxRingEntries bounds a ring whatever depth a queue claims.
 const maxRingEntries = 4096
 
+// setupRing is newQueueRing; tests stand in a failing set-up.
+var setupRing = newQueueRing
+
 // newQueueRing sets up a ring for depth requests whose completions wake
 // the poller of tr.
 func newQueueRing(depth int, tr QueueTransport) (*queueRing, error) {
@@ -160,7 +163,7 @@ func (q *Queue) ringFor() *queueRing {
 	if q.target.IOEngine() != EngineIOURing {
 		return nil
 	}
-	qr, err := newQueueRing(q.depth, q.tr)
+	qr, err := setupRing(q.depth, q.tr)
 	if err != nil {
 		q.log.WithError(err).Warn("cannot set up io_uring for this queue; its file and block I/O runs on worker threads")
 		return nil

@@ -2,6 +2,7 @@ package fabrics
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -200,4 +201,21 @@ func TestRingDepthAndClose(t *testing.T) {
 	if h.io.Queue.ring != nil || h.io.Queue.outstanding.Load() != 0 {
 		t.Fatal("the ring outlived Close, or requests are still held")
 	}
+}
+
+// A queue whose ring cannot be set up (out of memory, too many open
+// files) runs its file I/O on the workers instead.
+func TestRingSetupFailureFallsBack(t *testing.T) {
+	setupRing = func(int, QueueTransport) (*queueRing, error) { return nil, errors.New("no ring for this test") }
+	t.Cleanup(func() { setupRing = newQueueRing })
+	h, _, _ := fileTarget(t, EngineIOURing, 1<<20)
+	data := bytes.Repeat([]byte{9}, 4096)
+	if st := h.rw(nvme.IOWrite, 1, 0, 8, data, false); st != 0 {
+		t.Fatalf("write: %v", st)
+	}
+	got := make([]byte, 4096)
+	if st := h.rw(nvme.IORead, 1, 0, 8, got, false); st != 0 || !bytes.Equal(got, data) {
+		t.Fatalf("read: %v", st)
+	}
+	checkEngine(t, h, EngineThreads)
 }

@@ -8,6 +8,9 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
+// probeIOURing is uring.Probe; tests stand in a kernel without io_uring.
+var probeIOURing = uring.Probe
+
 // chooseEngine turns the configuration's io_engine into the engine to run:
 // auto takes io_uring where the kernel allows it and says why not where it
 // does not; io_uring asked for by name must work, or the daemon does not
@@ -16,7 +19,7 @@ func chooseEngine(want string, log *logrus.Entry) (fabrics.IOEngine, error) {
 	if want == "threads" {
 		return fabrics.EngineThreads, nil
 	}
-	err := uring.Probe()
+	err := probeIOURing()
 	switch {
 	case err == nil:
 		return fabrics.EngineIOURing, nil

@@ -1,6 +1,10 @@
 package main
 
 import (
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/backend/uring"
@@ -34,5 +38,20 @@ func TestIOEngineChangeWaitsForRestart(t *testing.T) {
 	}
 	if d.target.IOEngine() != fabrics.EngineIOURing || d.cfg.IOEngine != "auto" {
 		t.Fatalf("after a reload to threads: %v (%q), want io_uring (auto) until restart", d.target.IOEngine(), d.cfg.IOEngine)
+	}
+}
+
+// Where the kernel refuses io_uring (kernel.io_uring_disabled: EPERM),
+// auto falls back to threads and io_uring by name refuses to start.
+func TestChooseEngineWithoutIOURing(t *testing.T) {
+	probeIOURing = func() error { return fmt.Errorf("%w: io_uring_setup: %w", uring.ErrUnsupported, syscall.EPERM) }
+	t.Cleanup(func() { probeIOURing = uring.Probe })
+	log := quietLogger().WithField("test", t.Name())
+	if got, err := chooseEngine("auto", log); err != nil || got != fabrics.EngineThreads {
+		t.Fatalf("auto: %v %v, want threads", got, err)
+	}
+	_, err := chooseEngine("io_uring", log)
+	if err == nil || !strings.Contains(err.Error(), "io_engine: io_uring cannot be used") || !errors.Is(err, syscall.EPERM) {
+		t.Fatalf("io_uring without it: %v, want an io_engine error wrapping EPERM", err)
 	}
 }
