@@ -37,7 +37,7 @@ func benchQueue(b *testing.B) (*Queue, *nullTransport) {
 }
 
 // benchQueueOn connects an I/O queue to subsystem nqn of tg.
-func benchQueueOn(b *testing.B, tg *Target, p *Port, nqn string) (*Queue, *nullTransport) {
+func benchQueueOn(b testing.TB, tg *Target, p *Port, nqn string) (*Queue, *nullTransport) {
 	s := tg.Subsystem(nqn)
 	h := &host{t: nil, admin: NewLoopQueue(tg, p, 0, 32)}
 	rsp, err := h.admin.Submit(connectCmd(0, 31, 0, false), connectData(s.NQN, testHost, 0xffff))

@@ -219,3 +219,42 @@ func TestRingSetupFailureFallsBack(t *testing.T) {
 	}
 	checkEngine(t, h, EngineThreads)
 }
+
+// The ring fills a read buffer the transport may have used before: a read
+// cut short by the end of the file is resubmitted for the rest, and what
+// lies past the end is zeroed, not left as the buffer's old contents.
+func TestRingShortReadZeroesTheRest(t *testing.T) {
+	tg, p, _ := testTarget(t)
+	path := filepath.Join(t.TempDir(), "img")
+	fb, err := backend.Open("file", backend.Options{Path: path, Size: 1 << 20, Buffered: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fb.Close() })
+	ns, _ := NewNamespace(2, fb, false, [16]byte{8})
+	tg.Subsystem(testNQN).AddNamespace(ns)
+	tg.SetIOEngine(EngineIOURing)
+	q, tr := benchQueueOn(t, tg, p, testNQN)
+	if err := os.WriteFile(path, bytes.Repeat([]byte{0x5a}, 6000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := &Request{Cmd: ioCmd(nvme.IORead, 2, 0, 16, 8192), Rsp: make(nvme.Completion, nvme.CompletionSize)}
+	if !q.Prepare(r) {
+		t.Fatalf("prepare: %v", r.status)
+	}
+	r.Data = bytes.Repeat([]byte{0xff}, 8192)
+	q.Execute(r)
+	deadline := time.Now().Add(10 * time.Second)
+	for tr.completed == 0 && time.Now().Before(deadline) {
+		if q.Pending() {
+			q.Reap()
+		}
+	}
+	if tr.completed != 1 || r.status != 0 || q.ring == nil {
+		t.Fatalf("completed %d, status %v, ring %v", tr.completed, r.status, q.ring != nil)
+	}
+	want := append(bytes.Repeat([]byte{0x5a}, 6000), make([]byte, 8192-6000)...)
+	if !bytes.Equal(r.Data, want) {
+		t.Fatal("a read across the end of the file is not the data, then zeros")
+	}
+}
