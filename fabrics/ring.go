@@ -189,10 +189,13 @@ func (q *Queue) submitRing(r *Request) bool {
 	tag := qr.free[len(qr.free)-1]
 	qr.free = qr.free[:len(qr.free)-1]
 	qr.slots[tag] = ringSlot{r: r, step: step}
-	if !qr.prep(tag) {
-		panic("io_uring submission queue full: it has a place for every slot")
-	}
 	q.hold()
+	if !qr.prep(tag) {
+		// Not expected (the queue has a place for every slot), but a
+		// worker can still run it.
+		q.releaseSlot(tag)
+		return false
+	}
 	if qr.ring.Unsubmitted() == 1 {
 		// A transport whose poller does not look at Pending after
 		// Execute (the loop) submits on the wake.
@@ -277,14 +280,14 @@ func (q *Queue) finishRing(tag uint32, st nvme.Status) {
 }
 
 // releaseSlot ends what submitRing began: the write's admission, the
-// queue's hold and the slot.
+// queue's hold and the slot. The request keeps its claim on the namespace
+// (complete ends it).
 func (q *Queue) releaseSlot(tag uint32) {
 	qr := q.ring
 	r := qr.slots[tag].r
 	if r.Cmd.Opcode() == nvme.IOWrite {
 		r.ns.exitWrite(r, r.off, r.length, false)
 	}
-	r.release()
 	qr.slots[tag] = ringSlot{}
 	qr.free = append(qr.free, tag)
 	q.unhold()
@@ -309,7 +312,7 @@ func (q *Queue) closeRing() {
 				break
 			}
 			qr.ring.Advance()
-			q.releaseSlot(uint32(tag))
+			q.dropSlot(uint32(tag))
 		}
 	}
 	q.releaseStuck()
@@ -322,7 +325,15 @@ func (q *Queue) closeRing() {
 func (q *Queue) releaseStuck() {
 	for tag := range q.ring.slots {
 		if q.ring.slots[tag].r != nil {
-			q.releaseSlot(uint32(tag))
+			q.dropSlot(uint32(tag))
 		}
 	}
+}
+
+// dropSlot releases slot tag and its request's namespace claim without
+// completing it, at close.
+func (q *Queue) dropSlot(tag uint32) {
+	r := q.ring.slots[tag].r
+	q.releaseSlot(tag)
+	r.release()
 }
