@@ -88,6 +88,21 @@ func WriteDurable(b Backend, p []byte, off int64) error {
 	return b.Flush()
 }
 
+// FileBacked is implemented by backends whose ReadAt, WriteAt, WriteAtSync
+// and Flush are positional I/O on one descriptor: pread, pwrite, pwritev2
+// with RWF_DSYNC, fdatasync. An asynchronous engine (io_uring) may then
+// issue the same operations on Fd in their place, with the same
+// durability, provided it also keeps the rules below.
+type FileBacked interface {
+	// Fd is the descriptor; it stays open until Close.
+	Fd() int
+	// Writable is false for a read-only backend, whose writes must fail
+	// with ErrReadOnly instead of reaching the descriptor.
+	Writable() bool
+	// A read that ends early at end of file (0 bytes) reads zeros for the
+	// rest, and a write that makes no progress fails (io.ErrShortWrite).
+}
+
 // Resizer is implemented by backends whose capacity can change while they
 // serve: a file grows, nullblk takes any size, a block device is measured
 // again (after lvextend, say).

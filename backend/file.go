@@ -180,6 +180,11 @@ func (b *fileBackend) WriteAtSync(p []byte, off int64) error {
 // A punched hole reads zeros.
 func (b *fileBackend) Traits() Traits { return Traits{VolatileCache: true, DiscardZeroes: true} }
 
+// Fd and Writable implement FileBacked, for block devices too: ReadAt,
+// WriteAt, WriteAtSync and Flush are plain positional I/O on b.fd.
+func (b *fileBackend) Fd() int        { return b.fd }
+func (b *fileBackend) Writable() bool { return !b.readOnly }
+
 func (b *fileBackend) Flush() error {
 	if err := unix.Fdatasync(b.fd); err != nil {
 		return &os.PathError{Op: "fdatasync", Path: b.f.Name(), Err: err}

@@ -4,13 +4,17 @@ import "slices"
 
 // Config is the whole configuration file.
 type Config struct {
-	Log        Log         `yaml:"log"`
-	Metrics    Metrics     `yaml:"metrics"`
-	Control    Control     `yaml:"control"`
-	RXE        []string    `yaml:"rxe,omitempty"` // netdevs to give a soft-RoCE link at start
-	StateFile  string      `yaml:"state_file"`    // the daemon's lifetime counters (SMART), across restarts
-	Limits     Limits      `yaml:"limits"`
-	RDMA       RDMA        `yaml:"rdma"`
+	Log       Log      `yaml:"log"`
+	Metrics   Metrics  `yaml:"metrics"`
+	Control   Control  `yaml:"control"`
+	RXE       []string `yaml:"rxe,omitempty"` // netdevs to give a soft-RoCE link at start
+	StateFile string   `yaml:"state_file"`    // the daemon's lifetime counters (SMART), across restarts
+	Limits    Limits   `yaml:"limits"`
+	RDMA      RDMA     `yaml:"rdma"`
+	// IOEngine runs file and block I/O: io_uring, threads (worker
+	// goroutines), or auto (default: io_uring where the kernel allows it).
+	// A change takes effect at restart.
+	IOEngine   string      `yaml:"io_engine"`
 	Ports      []Port      `yaml:"ports"`
 	Subsystems []Subsystem `yaml:"subsystems"`
 }

@@ -82,6 +82,9 @@ func (c *Config) ApplyDefaults() {
 	if c.StateFile == "" {
 		c.StateFile = DefaultStateFile
 	}
+	if c.IOEngine == "" {
+		c.IOEngine = "auto"
+	}
 	if c.Limits.MaxQueuePairs == 0 {
 		c.Limits.MaxQueuePairs = DefaultMaxQueuePairs
 	}

@@ -92,6 +92,11 @@ func (c *Config) Validate() error {
 	if !filepath.IsAbs(c.Control.Socket) {
 		v.add("control.socket", "%q is not an absolute path", c.Control.Socket)
 	}
+	switch c.IOEngine {
+	case "auto", "io_uring", "threads":
+	default:
+		v.add("io_engine", "unknown engine %q (want auto, io_uring or threads)", c.IOEngine)
+	}
 	if !filepath.IsAbs(c.StateFile) {
 		v.add("state_file", "%q is not an absolute path", c.StateFile)
 	}

@@ -57,6 +57,7 @@ var validateCases = []validateCase{
 	{"queue too small", func(c *Config) { c.Ports[0].MaxQueueSize = 1 }, "ports[0].max_queue_size: 1 is out of range 2..1024"},
 	{"queue too large", func(c *Config) { c.Ports[0].MaxQueueSize = 2048 }, "ports[0].max_queue_size: 2048 is out of range 2..1024"},
 	{"relative state file", func(c *Config) { c.StateFile = "state.json" }, `state_file: "state.json" is not an absolute path`},
+	{"io engine", func(c *Config) { c.IOEngine = "aio" }, `io_engine: unknown engine "aio" (want auto, io_uring or threads)`},
 	{"no queue pairs", func(c *Config) { c.Limits.MaxQueuePairs = 1 }, "limits.max_queue_pairs: 1 is out of range 2..65536 (an admin and an I/O queue at least)"},
 	{"too many queue pairs", func(c *Config) { c.Limits.MaxQueuePairs = 1<<16 + 1 }, "limits.max_queue_pairs: 65537 is out of range 2..65536 (an admin and an I/O queue at least)"},
 	{"fewest queue pairs", func(c *Config) { c.Limits.MaxQueuePairs = 2 }, ""},

@@ -14,8 +14,11 @@
 //	Execute  run the command; the result comes back through QueueTransport.Complete
 //
 // Complete is always called on the queue's own poller goroutine: commands
-// that block (file and block device I/O) run on per-queue workers and are
-// handed back through Reap, which the poller calls after QueueTransport.Wake.
+// that block (file and block device I/O) go to the queue's io_uring
+// (ring.go, EngineIOURing) or run on per-queue workers, and are handed
+// back through Reap, which the poller calls when Pending says so or after
+// QueueTransport.Wake. Reap also submits the ring's queued entries, once
+// per poll pass.
 // So a queue's state is touched by one goroutine and the I/O path takes no
 // lock that another queue contends.
 //

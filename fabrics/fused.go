@@ -206,6 +206,19 @@ func (ns *Namespace) enterWrite(r *Request, off, n int64) bool {
 	return true
 }
 
+// tryEnterWrite is enterWrite for the poller, which must not wait: it
+// admits the write only on the lock-free path (no fused pair in flight on
+// the namespace) and reports false otherwise, for a worker to take it.
+func (ns *Namespace) tryEnterWrite(r *Request) bool {
+	r.nsStats.Writing.Add(1)
+	if ns.gate.fused.Load() == 0 {
+		return true
+	}
+	r.nsStats.Writing.Add(-1)
+	ns.gate.wake() // no longer an unfenced write: see lockFused
+	return false
+}
+
 func (ns *Namespace) exitWrite(r *Request, off, n int64, gated bool) {
 	if !gated {
 		r.nsStats.Writing.Add(-1)

@@ -236,7 +236,10 @@ func scatter(data, host []byte, descs []Keyed) {
 func (lq *LoopQueue) Close() {
 	lq.closeOnce.Do(func() {
 		lq.Disconnect()
+		// Closing drains the queue's ring, which the poller owns.
+		lq.mu.Lock()
 		lq.Queue.Close()
+		lq.mu.Unlock()
 		if lq.reserved {
 			lq.Queue.target.ReleaseQueue()
 		}

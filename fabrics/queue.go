@@ -31,6 +31,8 @@ type Queue struct {
 	outstanding atomic.Int32  // requests held outside the poller (hold, unhold)
 	drained     chan struct{} // a token each time outstanding drops to 0
 	workers     bool
+	ring        *queueRing // EngineIOURing: set up on the first file-backed I/O
+	ringOff     bool       // the ring is not for this queue (threads, or set-up failed)
 
 	Stats     QueueStats
 	nsStats   atomic.Pointer[[]nsStat] // per-namespace I/O counters
@@ -113,10 +115,14 @@ func (q *Queue) Fail(r *Request, st nvme.Status) {
 }
 
 // Execute runs a prepared command whose data (for DirHostToCtrl) is in
-// r.Data. Blocking backend calls go to the queue's workers.
+// r.Data. Blocking backend calls go to the queue's ring where they can,
+// otherwise to its workers.
 func (q *Queue) Execute(r *Request) {
 	// A fused first command only waits for its second: it stays here.
 	if r.blocking && r.Cmd.Fuse() != nvme.FuseFirst {
+		if q.submitRing(r) {
+			return
+		}
 		q.startWorkers()
 		q.hold()
 		q.jobs <- r
@@ -165,10 +171,16 @@ func (q *Queue) completeAsync(r *Request) {
 }
 
 // Pending reports whether Reap has work, cheaply, for the poller's idle check.
-func (q *Queue) Pending() bool { return len(q.done) != 0 }
+func (q *Queue) Pending() bool {
+	return len(q.done) != 0 || q.ring != nil && q.ring.pending()
+}
 
-// Reap completes the requests other goroutines finished.
+// Reap submits the ring's queued entries and completes the requests the
+// ring and other goroutines finished.
 func (q *Queue) Reap() {
+	if q.ring != nil {
+		q.reapRing()
+	}
 	for {
 		select {
 		case r := <-q.done:
@@ -221,6 +233,7 @@ func (q *Queue) Close() {
 		q.ctrl.detach(q)
 		q.log.Info("queue disconnected")
 	}
+	q.closeRing()
 	for q.outstanding.Load() > 0 {
 		<-q.drained
 	}

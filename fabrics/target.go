@@ -47,6 +47,8 @@ type Target struct {
 	// flush, a write cache disable's flush) on a goroutine of its own;
 	// tests replace it to wait for that work rather than poll its effect.
 	background func(func())
+
+	ioEngine atomic.Int32 // an IOEngine (engine.go)
 }
 
 // Lifetime is the daemon's life as the SMART log reports it: like a
@@ -333,10 +335,11 @@ type Namespace struct {
 	blocks     atomic.Uint64 // capacity; changes only with ResizeNamespace
 
 	traits   backend.Traits
-	blocking bool         // backend calls may sleep: they run on the queue's workers
-	gate     writeGate    // fused Compare and Write against every other write
-	removed  atomic.Bool  // set once RemoveNamespace unpublished it
-	holds    atomic.Int64 // holders outside any queue (hold), counted by drain
+	blocking bool               // backend calls may sleep: they run on the queue's workers
+	file     backend.FileBacked // non-nil: reads, writes and flushes may go through a ring
+	gate     writeGate          // fused Compare and Write against every other write
+	removed  atomic.Bool        // set once RemoveNamespace unpublished it
+	holds    atomic.Int64       // holders outside any queue (hold), counted by drain
 
 	statsMu sync.Mutex
 	retired IOSnapshot // counters of queues that closed
@@ -364,6 +367,7 @@ func NewNamespace(nsid uint32, b backend.Backend, readOnly bool, uuid [16]byte) 
 		traits: backend.TraitsOf(b)}
 	nb, ok := b.(backend.NonBlocking)
 	ns.blocking = !ok || !nb.NonBlocking()
+	ns.file, _ = b.(backend.FileBacked)
 	ns.gate.init()
 	ns.blocks.Store(blocks)
 	return ns, nil

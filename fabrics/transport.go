@@ -15,3 +15,11 @@ type QueueTransport interface {
 	// Peer is the host's address, for logs.
 	Peer() string
 }
+
+// EventFDer is implemented by transports whose poller sleeps on an eventfd
+// (the one Wake writes): a queue's io_uring signals its completions there
+// directly. For other transports the ring gets an eventfd of its own and a
+// goroutine that turns it into Wake calls.
+type EventFDer interface {
+	EventFD() int
+}

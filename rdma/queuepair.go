@@ -325,6 +325,10 @@ func (qp *QueuePair) Wake() {
 	}
 }
 
+// EventFD implements fabrics.EventFDer: the queue's io_uring signals
+// completions on the eventfd the poller sleeps on.
+func (qp *QueuePair) EventFD() int { return qp.eventfd }
+
 func (qp *QueuePair) kick() {
 	one := [8]byte{1}
 	unix.Write(qp.eventfd, one[:])

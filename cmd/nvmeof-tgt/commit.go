@@ -235,6 +235,10 @@ func (c *change) applyDaemonSettings() {
 		c.log.Warn("rdma: buffer pool, shared receive queue and poller CPUs are set up at start; the change takes effect at restart")
 		c.applied.RDMA = c.cur.RDMA
 	}
+	if c.next.IOEngine != c.cur.IOEngine && c.cur.IOEngine != "" {
+		c.log.WithField("io_engine", c.cur.IOEngine).Warn("io_engine: the new engine takes effect at restart")
+		c.applied.IOEngine = c.cur.IOEngine
+	}
 	if c.next.StateFile != c.cur.StateFile && c.cur.StateFile != "" {
 		c.log.WithField("state_file", c.cur.StateFile).Warn("state_file: the new path takes effect at restart")
 		c.applied.StateFile = c.cur.StateFile

@@ -73,10 +73,15 @@ func start(cfg *config.Config, logger *logrus.Logger) (*daemon, error) {
 	d := &daemon{
 		logger: logger, log: log, target: fabrics.NewTarget(log),
 		// Everything but logging and the socket counts as a change.
-		cfg:       &config.Config{Log: cfg.Log, Control: cfg.Control, StateFile: cfg.StateFile, RDMA: cfg.RDMA},
+		cfg:       &config.Config{Log: cfg.Log, Control: cfg.Control, StateFile: cfg.StateFile, RDMA: cfg.RDMA, IOEngine: cfg.IOEngine},
 		listeners: map[uint16]portListener{},
 		sd:        &notifier{clock: monotonic}, clock: monotonic,
 	}
+	engine, err := chooseEngine(cfg.IOEngine, log)
+	if err != nil {
+		return nil, err
+	}
+	d.target.SetIOEngine(engine)
 	if err := d.apply(cfg); err != nil {
 		d.stop(time.Second)
 		return nil, err

@@ -200,7 +200,7 @@ func runDaemon(path string, cfg *config.Config, log *logrus.Logger, sup supervis
 		life.close()
 		return err
 	}
-	d.log.WithField("version", version).Info("nvmeof-tgt serving")
+	d.log.WithFields(logrus.Fields{"version": version, "io_engine": d.target.IOEngine()}).Info("nvmeof-tgt serving")
 	d.sd.readyNow(d.statusLine())
 	d.mainLoop(path, sup)
 	d.sd.stopping()

@@ -45,6 +45,7 @@ var (
 	dCmdErrors   = prometheus.NewDesc(prefix+"command_errors_total", "Commands completed with an error status, by status code type.", []string{"subsystem", "type"}, nil)
 
 	dBuildInfo  = prometheus.NewDesc(prefix+"build_info", "Build information.", []string{"version", "goversion"}, nil)
+	dIOEngine   = prometheus.NewDesc(prefix+"io_engine", "The engine running file and block I/O (io_engine): 1 for the one in use.", []string{"engine"}, nil)
 	dConfigGen  = prometheus.NewDesc(prefix+"config_generation", "Configuration generation: 1 at start, one more per reload or admin change applied.", nil, nil)
 	dReloadOK   = prometheus.NewDesc(prefix+"config_last_reload_successful", "Whether the last reload applied in full (1) or was rejected (0).", nil, nil)
 	dReloadTime = prometheus.NewDesc(prefix+"config_last_reload_timestamp_seconds", "When the configuration was last loaded.", nil, nil)
@@ -64,7 +65,7 @@ var statusTypes = []string{"generic", "command_specific", "media", "path", "4", 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dReads, dWrites, dReadBytes, dWriteBytes, dReadTime, dWriteTime, dFlushes,
 		dDiscards, dZeroes, dReadLatency, dWriteLatency, dNamespaceSz, dControllers, dQueuePairs, dRefused, dKAExpired,
-		dQPReserved, dQPLimit, dCtrlLimit, dCmdErrors, dBuildInfo, dConfigGen, dReloadOK, dReloadTime, dRegistered, dPoller, dCMRejects, dDevEvents, dViolations, dPoolSize, dPoolInUse, dPoolWaits, dQPSetup} {
+		dQPReserved, dQPLimit, dCtrlLimit, dCmdErrors, dBuildInfo, dIOEngine, dConfigGen, dReloadOK, dReloadTime, dRegistered, dPoller, dCMRejects, dDevEvents, dViolations, dPoolSize, dPoolInUse, dPoolWaits, dQPSetup} {
 		ch <- d
 	}
 }
@@ -111,6 +112,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	e.gauge(dQPReserved, float64(reserved))
 	e.gauge(dQPLimit, float64(limit))
 	e.gauge(dBuildInfo, 1, version, goVersion())
+	e.gauge(dIOEngine, 1, c.target.IOEngine().String())
 	c.collectConfig(e)
 	collectRDMA(e)
 }

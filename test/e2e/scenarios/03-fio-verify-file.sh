@@ -4,6 +4,12 @@
 nqn=nqn.2026-11.io.example:vol1
 serve_file "$nqn" /data/fio.img 256MiB
 dev=$(connect "$nqn")
+# The guest kernel (6.1) has io_uring, so io_engine: auto (the default)
+# must have taken it for this file namespace.
+if ours; then
+	grep -q "io_engine=io_uring" "$RESULTS/$SCENARIO-target.log" || fail "the daemon did not start with io_uring: $(grep -m1 serving "$RESULTS/$SCENARIO-target.log")"
+	echo "ok: io_engine=io_uring"
+fi
 common=(--filename="$dev" --ioengine=libaio --direct=1 --iodepth=16 --bsrange=4k-1m --size=96m
 	--verify=crc32c --verify_state_save=0 --randrepeat=1 --randseed=42)
 fio_ok write --rw=randwrite --do_verify=0 "${common[@]}"
