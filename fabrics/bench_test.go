@@ -2,7 +2,11 @@ package fabrics
 
 import (
 	"path/filepath"
+	"runtime"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
@@ -17,99 +21,182 @@ func (n *nullTransport) Wake()             {}
 func (n *nullTransport) Disconnect()       {}
 func (n *nullTransport) Peer() string      { return "bench" }
 
-// nonBlockingMem is memBackend run on the poller, as nullblk is.
-type nonBlockingMem struct{ *memBackend }
-
-func (nonBlockingMem) NonBlocking() bool { return true }
-
-// benchQueue returns an I/O queue bound to a controller of a subsystem whose
-// namespace 1 is an in-memory, non-blocking backend.
-func benchQueue(b *testing.B) (*Queue, *nullTransport) {
+// benchController connects a controller to a subsystem whose namespace 1
+// is a 1 GiB nullblk backend (non-blocking, run on the poller) and returns
+// the controller ID for its I/O queues.
+func benchController(b *testing.B) (*Target, *Port, *Subsystem, uint16) {
 	tg, p, _ := testTarget(b)
 	s := NewSubsystem("nqn.2026-11.io.example:bench", "", "", true)
-	ns, err := NewNamespace(1, nonBlockingMem{newMem(1<<20, 512)}, false, [16]byte{7})
+	null, err := backend.Open("nullblk", backend.Options{Size: 1 << 30})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ns, err := NewNamespace(1, null, false, [16]byte{7})
 	if err != nil {
 		b.Fatal(err)
 	}
 	s.AddNamespace(ns)
 	tg.AddSubsystem(s)
-	return benchQueueOn(b, tg, p, s.NQN)
+	return tg, p, s, enableController(b, tg, p, s)
 }
 
-// benchQueueOn connects an I/O queue to subsystem nqn of tg.
-func benchQueueOn(b testing.TB, tg *Target, p *Port, nqn string) (*Queue, *nullTransport) {
-	s := tg.Subsystem(nqn)
-	h := &host{t: nil, admin: NewLoopQueue(tg, p, 0, 32)}
-	rsp, err := h.admin.Submit(connectCmd(0, 31, 0, false), connectData(s.NQN, testHost, 0xffff))
+// enableController connects and enables a controller of s and returns its ID.
+func enableController(b testing.TB, tg *Target, p *Port, s *Subsystem) uint16 {
+	admin := NewLoopQueue(tg, p, 0, 32)
+	b.Cleanup(admin.Close)
+	rsp, err := admin.Submit(connectCmd(0, 31, 0, false), connectData(s.NQN, testHost, 0xffff))
 	if err != nil || rsp.Status() != 0 {
 		b.Fatalf("connect: %v %v", err, rsp)
 	}
 	c := newCmd(0)
 	c.SetProperty(true, false, nvme.RegCC, nvme.CCEnable|6<<nvme.CCIOSQEShift|4<<nvme.CCIOCQEShift)
-	h.admin.Submit(c, nil)
+	admin.Submit(c, nil)
+	return uint16(rsp.Result())
+}
+
+// benchQueueOn connects a controller to subsystem nqn of tg and gives it
+// I/O queue 1.
+func benchQueueOn(b testing.TB, tg *Target, p *Port, nqn string) (*Queue, *nullTransport) {
+	s := tg.Subsystem(nqn)
+	return benchQueue(b, tg, p, s, enableController(b, tg, p, s), 1)
+}
+
+// benchQueue connects I/O queue qid of controller cntlid, depth 128, on
+// the null transport.
+func benchQueue(b testing.TB, tg *Target, p *Port, s *Subsystem, cntlid, qid uint16) (*Queue, *nullTransport) {
 	tr := &nullTransport{}
-	q := NewQueue(tg, p, 1, 128, tr)
-	r := &Request{Cmd: connectCmd(1, 127, 0, true), Rsp: make(nvme.Completion, nvme.CompletionSize)}
+	q := NewQueue(tg, p, qid, 128, tr)
+	r := &Request{Cmd: connectCmd(qid, 127, 0, true), Rsp: make(nvme.Completion, nvme.CompletionSize)}
 	q.Prepare(r)
-	r.MapInline(connectData(s.NQN, testHost, uint16(rsp.Result())))
+	r.MapInline(connectData(s.NQN, testHost, cntlid))
 	q.Execute(r)
 	if r.status != 0 {
-		b.Fatalf("io connect: %v", r.status)
+		b.Fatalf("io connect qid %d: %v", qid, r.status)
 	}
 	tr.completed = 0
-	b.Cleanup(func() { q.Close(); h.admin.Close() })
+	b.Cleanup(q.Close)
 	return q, tr
 }
 
-// benchIO runs 4 KiB commands of opcode op through the fabrics half of
-// the path: decode, validate, execute against a non-blocking backend,
+// ioLoop runs n 4 KiB commands of opcode op on q, as a transport's poller
+// does: decode, validate, execute against the non-blocking backend,
 // complete. It must not allocate.
-func benchIO(b *testing.B, op uint8) {
-	q, tr := benchQueue(b)
+func ioLoop(b *testing.B, q *Queue, op uint8, n int) {
 	buf := make([]byte, MaxDataTransfer)
 	r := &Request{Cmd: newCmd(op), Rsp: make(nvme.Completion, nvme.CompletionSize)}
 	r.Cmd.SetNSID(1)
 	r.Cmd.SetCDW(12, 7)
 	keyed(r.Cmd, 4096)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		r.Cmd.SetSLBA(uint64(i*8) % 2040)
+	for i := 0; i < n; i++ {
+		r.Cmd.SetSLBA(uint64(i*8) % (1 << 21))
 		if !q.Prepare(r) {
-			b.Fatalf("prepare failed: %v", r.status)
+			b.Errorf("prepare failed: %v", r.status)
+			return
 		}
 		r.Data = buf[:r.Len]
 		q.Execute(r)
 	}
-	if tr.completed != b.N {
-		b.Fatalf("%d completions for %d commands", tr.completed, b.N)
+}
+
+// cpuTime is the CPU time (user and system, every thread) this process has
+// used so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportPerCore adds iops/core: commands per second of process CPU time,
+// which counts what the garbage collector and runtime spend too and does
+// not depend on how many cores were free.
+func reportPerCore(b *testing.B, ios int, cpu time.Duration) {
+	if cpu > 0 {
+		b.ReportMetric(float64(ios)/cpu.Seconds(), "iops/core")
 	}
 }
 
-func BenchmarkReadPath(b *testing.B)  { benchIO(b, nvme.IORead) }
-func BenchmarkWritePath(b *testing.B) { benchIO(b, nvme.IOWrite) }
+// benchIO runs 4 KiB commands of opcode op on one I/O queue.
+func benchIO(b *testing.B, op uint8) {
+	tg, p, s, cntlid := benchController(b)
+	q, tr := benchQueue(b, tg, p, s, cntlid, 1)
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	ioLoop(b, q, op, b.N)
+	cpu := cpuTime() - cpu0
+	b.StopTimer()
+	if tr.completed != b.N {
+		b.Fatalf("%d completions for %d commands", tr.completed, b.N)
+	}
+	reportPerCore(b, b.N, cpu)
+}
+
+// benchParallel runs b.N commands of opcode op split over GOMAXPROCS I/O
+// queues of one controller, each driven by its own goroutine as each RDMA
+// queue pair has its own poller: what they share (the namespace, its
+// counters, the controller) shows up as a lower iops/core than one queue
+// gets.
+func benchParallel(b *testing.B, op uint8) {
+	tg, p, s, cntlid := benchController(b)
+	nq := runtime.GOMAXPROCS(0)
+	qs := make([]*Queue, nq)
+	trs := make([]*nullTransport, nq)
+	for i := range qs {
+		qs[i], trs[i] = benchQueue(b, tg, p, s, cntlid, uint16(i+1))
+	}
+	per := (b.N + nq - 1) / nq
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	var wg sync.WaitGroup
+	for i := range qs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ioLoop(b, qs[i], op, per)
+		}()
+	}
+	wg.Wait()
+	cpu := cpuTime() - cpu0
+	b.StopTimer()
+	for i, tr := range trs {
+		if tr.completed != per {
+			b.Fatalf("queue %d: %d completions for %d commands", i+1, tr.completed, per)
+		}
+	}
+	reportPerCore(b, per*nq, cpu)
+}
+
+func BenchmarkReadPath(b *testing.B)          { benchIO(b, nvme.IORead) }
+func BenchmarkWritePath(b *testing.B)         { benchIO(b, nvme.IOWrite) }
+func BenchmarkReadPathParallel(b *testing.B)  { benchParallel(b, nvme.IORead) }
+func BenchmarkWritePathParallel(b *testing.B) { benchParallel(b, nvme.IOWrite) }
 
 // BenchmarkRingReadPath is the io_uring path of a 4 KiB read of a file
 // namespace: decode, validate, queue on the ring, submit, reap, complete.
 // It must not allocate.
 func BenchmarkRingReadPath(b *testing.B) {
-	tg, p, _ := testTarget(b)
+	tg, p, s, cntlid := benchController(b)
 	fb, err := backend.Open("file", backend.Options{Path: filepath.Join(b.TempDir(), "img"), Size: 1 << 20, Buffered: true})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { fb.Close() })
 	ns, _ := NewNamespace(2, fb, false, [16]byte{8})
-	tg.Subsystem(testNQN).AddNamespace(ns)
+	s.AddNamespace(ns)
 	tg.SetIOEngine(EngineIOURing)
-	q, tr := benchQueueOn(b, tg, p, testNQN)
+	q, tr := benchQueue(b, tg, p, s, cntlid, 1)
 	buf := make([]byte, MaxDataTransfer)
 	r := &Request{Cmd: newCmd(nvme.IORead), Rsp: make(nvme.Completion, nvme.CompletionSize)}
 	r.Cmd.SetNSID(2)
 	r.Cmd.SetCDW(12, 7)
 	keyed(r.Cmd, 4096)
 	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for i := 0; i < b.N; i++ {
 		r.Cmd.SetSLBA(uint64(i*8) % 2040)
 		if !q.Prepare(r) {
 			b.Fatalf("prepare failed: %v", r.status)
@@ -125,6 +212,7 @@ func BenchmarkRingReadPath(b *testing.B) {
 			b.Fatalf("read: %v", r.status)
 		}
 	}
+	reportPerCore(b, b.N, cpuTime()-cpu0)
 	if q.ring == nil {
 		b.Fatal("the reads did not go through the ring")
 	}

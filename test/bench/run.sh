@@ -1,8 +1,12 @@
 #!/bin/bash
 # Side-by-side fio benchmark: nvmeof-tgt against the Linux kernel target,
 # each serving a null device over soft-RoCE inside one QEMU guest. Prints a
-# table; BENCH_RUNTIME sets seconds per job (default 8), BENCH_TARGETS which
-# targets to run (default "nvmeof-tgt nvmet").
+# table with the CPU each target costs per I/O; BENCH_RUNTIME sets seconds
+# per job (default 8), BENCH_TARGETS which targets to run (default
+# "nvmeof-tgt nvmet"), BENCH_JOBS a subset of jobs ("rw,bs,qd ..."),
+# BENCH_IDLE the seconds of the idle measurement (default 30, 0 skips it),
+# BENCH_PERF the jobs to profile with perf ("rw,bs,qd ..."). The method is
+# described at the top of guest-bench.sh.
 #
 # Everything is emulated (TCG, 2 vCPUs), so only ratios taken in one run
 # mean anything.
@@ -15,6 +19,14 @@ CGO_ENABLED=1 go build -ldflags "-X main.version=$(git describe --tags --always 
 results=$(mktemp -d /var/tmp/nvmeof-tgt-bench-XXXXXX)
 "$repo/test/vm/run-guest.sh" --script "$repo/test/bench/guest-bench.sh" --results "$results" \
 	--env "NVMEOF_TGT=$bin" --env "BENCH_RUNTIME=${BENCH_RUNTIME:-8}" \
-	--env "BENCH_TARGETS=${BENCH_TARGETS:-nvmeof-tgt nvmet}" --env "NVMEOF_TGT_SPIN_US=${NVMEOF_TGT_SPIN_US:-}" --env "BENCH_JOBS=${BENCH_JOBS:-}" --timeout 900
+	--env "BENCH_TARGETS=${BENCH_TARGETS:-nvmeof-tgt nvmet}" --env "NVMEOF_TGT_SPIN_US=${NVMEOF_TGT_SPIN_US:-}" --env "BENCH_JOBS=${BENCH_JOBS:-}" \
+	--env "BENCH_IDLE=${BENCH_IDLE:-30}" --env "BENCH_PERF=${BENCH_PERF:-}" --timeout 900
 cat "$results/main.log"
+# Profiles (BENCH_PERF): flat, by command, shared object and symbol.
+for f in "$results"/*.perf.data; do
+	[ -f "$f" ] || continue
+	perf report -f -i "$f" --kallsyms="$results/kallsyms" --stdio --no-children -g none \
+		--sort comm,dso,sym --percent-limit 0.5 >"${f%.data}.txt" 2>/dev/null || true
+	echo "profile: ${f%.data}.txt"
+done
 echo "(raw results in $results)"
