@@ -43,6 +43,13 @@ var spinWindow = func() time.Duration {
 	return 200 * time.Microsecond
 }()
 
+// spinGap is the longest sleep after which the poller still spins: a host
+// whose next command came this soon is streaming I/O, and spinning saves
+// its next commands a wake-up. After a longer sleep (an idle queue woken
+// by a keep-alive, an admin command) the poller goes back to sleep as soon
+// as its work is done, so an idle target costs next to nothing.
+const spinGap = time.Millisecond
+
 // pollBatch is how many completions one pass polls.
 const pollBatch = 32
 
@@ -86,6 +93,7 @@ type QueuePair struct {
 	eventfd   int
 	sleeping  atomic.Bool
 	awake     time.Time // when the poller last woke, for busy time
+	spin      bool      // the last sleep was short: spin before the next (spinGap)
 	stopping  atomic.Bool
 	mu        sync.Mutex // guards id against use after teardown
 	destroyed bool
@@ -241,6 +249,10 @@ func (qp *QueuePair) poll() {
 			idleSince = time.Time{}
 			continue
 		}
+		if !qp.spin {
+			qp.sleep()
+			continue
+		}
 		now := time.Now()
 		if idleSince.IsZero() {
 			idleSince = now
@@ -303,6 +315,7 @@ func (qp *QueuePair) sleep() {
 	_, err := unix.Poll(fds[:], -1)
 	qp.awake = time.Now()
 	pollerIdle.Add(int64(qp.awake.Sub(slept)))
+	qp.spin = spinWindow > 0 && qp.awake.Sub(slept) < spinGap
 	qp.sleeping.Store(false)
 	if err != nil && err != unix.EINTR {
 		qp.log.WithError(err).Error("poll on completion channel failed; disconnecting the queue")
