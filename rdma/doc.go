@@ -3,15 +3,25 @@
 // manager listener that parses the NVMe-oF private data and accepts or
 // rejects queue pairs, and the queue pairs themselves.
 //
-// Each queue pair owns one registered memory region (mmap'd, never the Go
-// heap) holding its receive buffers, response capsules and data buffers,
-// registered once when the queue pair is created. A single poller
-// goroutine, locked to its OS thread, drives the queue pair: it polls the
-// completion queue in batches, runs each command through its checked
-// request state machine (request.go) and posts every work
-// request the pass produced in one chained post. When the queue pair is
-// idle it arms the completion queue and sleeps on the completion channel
-// and an eventfd that backend workers write when they finish.
+// Registered memory belongs to the device, not to queue pairs, so that it
+// follows the data in flight rather than the number of queues
+// (bufferpool.go, pool.go). When a port first listens on a device, the
+// device registers a data-buffer pool (buddy blocks of 4 KiB to 1 MiB,
+// first come first served across its queue pairs, with a small cache per
+// queue pair), the response capsules, and a shared receive queue per
+// in-capsule size (recvring.go). Connecting a queue pair registers
+// nothing; where the device has no SRQ, or it is turned off, a queue pair
+// gets its own receive ring. A command the pool cannot serve waits in
+// line, and never fails.
+//
+// A single poller goroutine, locked to its OS thread, drives the queue
+// pair: it polls the completion queue in batches, runs each command
+// through its checked request state machine (request.go) and posts every
+// work request the pass produced in one chained post. When the queue pair
+// is idle it arms the completion queue and sleeps on the completion
+// channel and an eventfd, which backend workers, the queue's io_uring and
+// the pool (a grant to a waiting command) write. It spins briefly before
+// it sleeps only while the host keeps it busy.
 //
 // Every post stays within the queue pair's send budget (credits.go): send
 // queue slots and RDMA READs in flight. Requests that do not fit wait in
@@ -21,8 +31,7 @@
 // Teardown is driven by the request states (drain.go): once fabrics let go
 // of the queue, the queue pair goes to the error state and is polled until
 // every request with work requests on the wire has its completion; only
-// then do requests and data buffers go back, and only then is the
-// registered memory freed.
+// then do requests and data buffers go back to the device's pool.
 //
 // Lifetimes, from the longest: a listener's CM event channel outlives the
 // CM ids of its queue pairs (conntable.go); a device (device.go: the
