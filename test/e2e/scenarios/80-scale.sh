@@ -68,11 +68,11 @@ for i in $(seq 1 $verified); do
 done
 out=$RESULTS/$SCENARIO-verify.json
 fio --output-format=json --output="$out" --rw=randwrite --bs=4k --iodepth=32 --ioengine=libaio \
-	--direct=1 --size=32m --verify=crc32c --do_verify=1 --verify_fatal=1 "${jobs[@]}" ||
+	--direct=1 --size=16m --verify=crc32c --do_verify=1 --verify_fatal=1 "${jobs[@]}" ||
 	fail "fio verify exited with $?: $(tail -20 "$out")"
 assert_eq "fio verify jobs" "$(jq '.jobs | length' "$out")" $verified
 assert_eq "fio verify errors" "$(jq '[.jobs[].error] | add' "$out")" 0
-assert_eq "bytes written and verified" "$(jq '[.jobs[] | select(.write.io_bytes == 33554432 and .read.io_bytes == 33554432)] | length' "$out")" $verified
+assert_eq "bytes written and verified" "$(jq '[.jobs[] | select(.write.io_bytes == 16777216 and .read.io_bytes == 16777216)] | length' "$out")" $verified
 echo "fio verify: $(jq -r '[.jobs[] | "\(.jobname) \(.write.iops | floor) write IOPS"] | join(", ")' "$out")"
 echo "buffer pool waits: $(metric nvmeof_tgt_rdma_buffer_pool_waits_total), in use after the I/O: $(mib "$(printf '%.0f' "$(metric nvmeof_tgt_rdma_buffer_pool_in_use_bytes)")") MiB"
 assert_eq "registered after the I/O (MiB)" "$(mib "$(registered)")" "$(mib "$idle")"
