@@ -28,10 +28,18 @@
 #
 # BENCH_PERF="rw,bs,qd ..." records a system-wide cpu-clock profile with
 # perf during those jobs (both targets) into LABEL-JOB.perf.txt.
+#
+# Interleaving. Both targets serve at once (nvmeof-tgt on port 4420, nvmet
+# on 4421, each with its host connected), and every job runs BENCH_ROUNDS
+# times (default 3) on each, alternating which goes first (ABBA), so that
+# a change in the load of the machine running the guest falls on both
+# alike. The summary gives, per job, the median of each figure and the
+# median of the per-round ratios.
 set -euo pipefail
 export LC_ALL=C # join needs the order the globs sort in
 runtime=${BENCH_RUNTIME:-8}
 idle_secs=${BENCH_IDLE:-30}
+rounds=${BENCH_ROUNDS:-3}
 hz=$(getconf CLK_TCK)
 hwc=/sys/class/infiniband/rxe0/ports/1/hw_counters
 metrics=127.0.0.1:9750
@@ -59,12 +67,13 @@ poller_secs() { # busy asleep, from the metrics endpoint
 # per_m TICKS IOS: CPU seconds per million I/Os.
 per_m() { awk -v t="$1" -v n="$2" -v hz="$hz" 'BEGIN {if (n > 0) printf "%.1f", t / hz / n * 1e6; else print "-"}'; }
 
-# fio_job LABEL RW BS QD DEV: runs one job, under perf if BENCH_PERF names it.
+# fio_job LABEL RW BS QD DEV OUT: runs one job, under perf if BENCH_PERF
+# names it (its first round only).
 fio_job() {
-	local label=$1 rw=$2 bs=$3 qd=$4 dev=$5 out="/results/$1-$2-$3-qd$4"
+	local label=$1 rw=$2 bs=$3 qd=$4 dev=$5 out=$6
 	local cmd=(fio --name=b --filename="$dev" --rw="$rw" --bs="$bs" --iodepth="$qd" --ioengine=libaio --direct=1
 		--runtime="$runtime" --time_based --output-format=json --output="$out.json")
-	if profiled "$rw,$bs,$qd"; then
+	if profiled "$rw,$bs,$qd" && [[ $out == *-r1 ]]; then
 		profile "$out" "${cmd[@]}"
 	else
 		"${cmd[@]}"
@@ -83,34 +92,33 @@ profile() {
 	perf record -q -a -g -e cpu-clock -o "$out.perf.data" -- "$@" 2>/dev/null
 }
 
-bench() { # label device [pid]
-	local label=$1 dev=$2 pid=${3:-} j rw bs qd c0 c1 p0=0 p1=0 pl0 pl1 ios tgt
-	for j in "${jobs[@]}"; do
-		read -r rw bs qd <<<"$j"
-		out="/results/$label-$rw-$bs-qd$qd"
-		rxe_counters >/tmp/rxe0
-		[ -z "$pid" ] || { pl0=$(poller_secs); p0=$(proc_cpu "$pid"); }
-		c0=$(guest_cpu)
-		fio_job "$label" "$rw" "$bs" "$qd" "$dev"
-		c1=$(guest_cpu)
-		[ -z "$pid" ] || { p1=$(proc_cpu "$pid"); pl1=$(poller_secs); }
-		rxe_counters >/tmp/rxe1
-		ios=$(jq '.jobs[0] | .read.total_ios + .write.total_ios' "$out.json")
-		tgt=-
-		[ -z "$pid" ] || tgt=$(per_m $((p1 - p0)) "$ios")
-		read -r b0 s0 <<<"$c0"
-		read -r b1 s1 <<<"$c1"
-		jq -r --arg l "$label" --arg j "$rw $bs qd$qd" --arg t "$tgt" --arg s "$(per_m $((s1 - s0)) "$ios")" \
-			--arg b "$(per_m $((b1 - b0)) "$ios")" \
-			'.jobs[0] | [$l, $j, ((.read.iops + .write.iops) | floor), (((.read.bw + .write.bw) / 1024) | floor),
-				((.read.clat_ns.mean + .write.clat_ns.mean) / 1000 | floor), $t, $s, $b] | @tsv' "$out.json" >>/results/bench.tsv
-		# Soft-RoCE counters that moved, per I/O.
-		join /tmp/rxe0 /tmp/rxe1 | awk -v l="$label" -v j="$rw $bs qd$qd" -v n="$ios" '
-			$3 != $2 {s = s sprintf(" %s=%.2f", $1, ($3 - $2) / n)} END {print l "\t" j "\t" s}' >>/results/rxe.tsv
-		[ -z "$pid" ] || awk -v l="$label" -v j="$rw $bs qd$qd" -v n="$ios" -v a="$pl0" -v b="$pl1" 'BEGIN {
-			split(a, x, " "); split(b, y, " ")
-			printf "%s\t%s\tbusy %.1f s/M I/O, asleep %.1f s/M I/O\n", l, j, (y[1] - x[1]) / n * 1e6, (y[2] - x[2]) / n * 1e6}' >>/results/poller.tsv
-	done
+# run_job LABEL DEVICE PID ROUND RW BS QD: one fio job on one target, with
+# its CPU, soft-RoCE and (nvmeof-tgt) poller figures; PID empty for nvmet.
+run_job() {
+	local label=$1 dev=$2 pid=$3 round=$4 rw=$5 bs=$6 qd=$7 c0 c1 p0=0 p1=0 pl0 pl1 ios tgt
+	local out="/results/$label-$rw-$bs-qd$qd-r$round" j="$rw $bs qd$qd"
+	rxe_counters >/tmp/rxe0
+	[ -z "$pid" ] || { pl0=$(poller_secs); p0=$(proc_cpu "$pid"); }
+	c0=$(guest_cpu)
+	fio_job "$label" "$rw" "$bs" "$qd" "$dev" "$out"
+	c1=$(guest_cpu)
+	[ -z "$pid" ] || { p1=$(proc_cpu "$pid"); pl1=$(poller_secs); }
+	rxe_counters >/tmp/rxe1
+	ios=$(jq '.jobs[0] | .read.total_ios + .write.total_ios' "$out.json")
+	tgt=-
+	[ -z "$pid" ] || tgt=$(per_m $((p1 - p0)) "$ios")
+	read -r b0 s0 <<<"$c0"
+	read -r b1 s1 <<<"$c1"
+	jq -r --arg l "$label" --arg j "$j" --arg r "$round" --arg t "$tgt" --arg s "$(per_m $((s1 - s0)) "$ios")" \
+		--arg b "$(per_m $((b1 - b0)) "$ios")" \
+		'.jobs[0] | [$l, $j, $r, ((.read.iops + .write.iops) | floor), (((.read.bw + .write.bw) / 1024) | floor),
+			((.read.clat_ns.mean + .write.clat_ns.mean) / 1000 | floor), $t, $s, $b] | @tsv' "$out.json" >>/results/rounds.tsv
+	# Soft-RoCE counters that moved, per I/O.
+	join /tmp/rxe0 /tmp/rxe1 | awk -v l="$label" -v j="$j r$round" -v n="$ios" '
+		$3 != $2 {s = s sprintf(" %s=%.2f", $1, ($3 - $2) / n)} END {print l "\t" j "\t" s}' >>/results/rxe.tsv
+	[ -z "$pid" ] || awk -v l="$label" -v j="$j r$round" -v n="$ios" -v a="$pl0" -v b="$pl1" 'BEGIN {
+		split(a, x, " "); split(b, y, " ")
+		printf "%s\t%s\tbusy %.1f s/M I/O, asleep %.1f s/M I/O\n", l, j, (y[1] - x[1]) / n * 1e6, (y[2] - x[2]) / n * 1e6}' >>/results/poller.tsv
 }
 
 # idle PID DEV: nvmeof-tgt's CPU with the host connected and no I/O.
@@ -140,17 +148,68 @@ idle() {
 			s, t / hz / s * 100, n / 1e9 / s * 100, w / s, g / hz / s / ncpu * 100, ncpu, io}' >/results/idle.txt
 }
 
+# wait_dev NQN: the block device of NQN's namespace 1, once it appears.
 wait_dev() {
+	local s d
 	for _ in $(seq 100); do
-		for d in /dev/nvme*n1; do [ -b "$d" ] && { echo "$d"; return; }; done
+		for s in /sys/class/nvme-subsystem/nvme-subsys* /sys/class/nvme/nvme*; do
+			[ "$(cat "$s/subsysnqn" 2>/dev/null)" = "$1" ] || continue
+			for d in "$s"/nvme*n1; do [ -b "/dev/${d##*/}" ] && { echo "/dev/${d##*/}"; return; }; done
+		done
 		sleep 0.1
 	done
-	echo "no namespace appeared" >&2
+	echo "no namespace of $1 appeared" >&2
 	exit 1
 }
 
+# summary: per target and job the median of each figure over the rounds,
+# then per job the median of the per-round ratios (ours / nvmet).
+summary() {
+	sort -t$'\t' -k1,1 -k2,2 -k3,3n /results/rounds.tsv | awk -F'\t' '
+		function med(a, n,   i, j, t) {
+			for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
+			return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+		}
+		function flush(   k, v, n) {
+			if (key == "") return
+			line = key
+			for (k = 4; k <= 9; k++) {
+				n = 0; delete v
+				for (i = 1; i <= cnt; i++) { split(rows[i], f, "\t"); if (f[k] != "-") v[++n] = f[k] }
+				line = line "\t" (n ? sprintf(k <= 6 ? "%d" : "%.1f", med(v, n)) : "-")
+			}
+			print line
+			cnt = 0
+		}
+		{ k = $1 "\t" $2; if (k != key) { flush(); key = k } rows[++cnt] = $0 }
+		END { flush() }' >/results/bench-median.tsv
+	{
+		printf 'target\tjob\tIOPS\tMiB/s\tmean_clat_us\ttgt_cpu_s/M\tsys_cpu_s/M\tbusy_cpu_s/M\n'
+		cat /results/bench-median.tsv
+	} | column -t -s $'\t'
+	echo
+	echo "per job, median over $rounds rounds of ours / nvmet:"
+	awk -F'\t' '
+		function med(a, n,   i, j, t) {
+			for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
+			return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+		}
+		{ iops[$1, $2, $3] = $4; lat[$1, $2, $3] = $6; if (!($2 in seen)) { seen[$2] = 1; order[++nj] = $2 } if ($3 > nr) nr = $3 }
+		END {
+			for (x = 1; x <= nj; x++) {
+				j = order[x]; n = 0; delete ri; delete rl
+				for (r = 1; r <= nr; r++) if (("nvmet", j, r) in iops && ("nvmeof-tgt", j, r) in iops && iops["nvmet", j, r] > 0) {
+					n++; ri[n] = iops["nvmeof-tgt", j, r] / iops["nvmet", j, r]; rl[n] = lat["nvmeof-tgt", j, r] / lat["nvmet", j, r]
+					s = s sprintf(" %.2f", ri[n])
+				}
+				if (n) printf "  %-18s IOPS ratio %.2f (rounds:%s), mean latency ratio %.2f\n", j, med(ri, n), s, med(rl, n)
+				s = ""
+			}
+		}' /results/rounds.tsv
+}
+
 report() {
-	column -t -s $'\t' /results/bench.tsv
+	summary
 	echo
 	echo "CPU: seconds per million I/Os (tgt: nvmeof-tgt process; sys: guest system+irq+softirq; busy: all guest non-idle)"
 	[ ! -f /results/idle.txt ] || cat /results/idle.txt
@@ -160,7 +219,7 @@ report() {
 	[ ! -f /results/poller.tsv ] || { echo "nvmeof-tgt pollers:"; column -t -s $'\t' /results/poller.tsv; }
 }
 
-printf 'target\tjob\tIOPS\tMiB/s\tmean_clat_us\ttgt_cpu_s/M\tsys_cpu_s/M\tbusy_cpu_s/M\n' >/results/bench.tsv
+: >/results/rounds.tsv
 : >/results/rxe.tsv
 
 cat >/tmp/bench.yaml <<CFG
@@ -181,23 +240,37 @@ for _ in $(seq 300); do
 	sleep 0.1
 done
 nvme connect -t rdma -a 10.99.0.1 -s 4420 -n nqn.2026-11.io.example:bench >/dev/null
-dev=$(wait_dev)
-[ "$idle_secs" = 0 ] || idle "$pid" "$dev"
-bench nvmeof-tgt "$dev" "$pid"
+ours=$(wait_dev nqn.2026-11.io.example:bench)
+[ "$idle_secs" = 0 ] || idle "$pid" "$ours"
+
+theirs=""
+if [[ ${BENCH_TARGETS:-nvmeof-tgt nvmet} == *nvmet* ]]; then
+	# The kernel target over a 1 GiB null_blk device, as nvmeof-tgt's
+	# nullblk namespace above, on the next port of the same address.
+	source "$VM_DIR/kernel-target.sh"
+	kt_load
+	kt_port 1 10.99.0.1 4421
+	kt_subsystem kbench
+	kt_namespace kbench 1 "$(kt_nullb $((1 << 30)) 512)"
+	kt_link 1 kbench
+	nvme connect -t rdma -a 10.99.0.1 -s 4421 -n kbench >/dev/null
+	theirs=$(wait_dev kbench)
+fi
+for r in $(seq 1 "$rounds"); do
+	for j in "${jobs[@]}"; do
+		read -r rw bs qd <<<"$j"
+		if [ -z "$theirs" ]; then
+			run_job nvmeof-tgt "$ours" "$pid" "$r" "$rw" "$bs" "$qd"
+		elif [ $((r % 2)) = 1 ]; then
+			run_job nvmeof-tgt "$ours" "$pid" "$r" "$rw" "$bs" "$qd"
+			run_job nvmet "$theirs" "" "$r" "$rw" "$bs" "$qd"
+		else
+			run_job nvmet "$theirs" "" "$r" "$rw" "$bs" "$qd"
+			run_job nvmeof-tgt "$ours" "$pid" "$r" "$rw" "$bs" "$qd"
+		fi
+	done
+done
 nvme disconnect-all >/dev/null
 kill -TERM $pid
 wait $pid
-
-[[ ${BENCH_TARGETS:-nvmeof-tgt nvmet} == *nvmet* ]] || { report; exit 0; }
-# The kernel target over a 1 GiB null_blk device, as nvmeof-tgt's nullblk
-# namespace above.
-source "$VM_DIR/kernel-target.sh"
-kt_load
-kt_port 1 10.99.0.1 4420
-kt_subsystem kbench
-kt_namespace kbench 1 "$(kt_nullb $((1 << 30)) 512)"
-kt_link 1 kbench
-nvme connect -t rdma -a 10.99.0.1 -s 4420 -n kbench >/dev/null
-bench nvmet "$(wait_dev)"
-nvme disconnect-all >/dev/null
 report

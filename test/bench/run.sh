@@ -20,7 +20,7 @@ results=$(mktemp -d /var/tmp/nvmeof-tgt-bench-XXXXXX)
 "$repo/test/vm/run-guest.sh" --script "$repo/test/bench/guest-bench.sh" --results "$results" \
 	--env "NVMEOF_TGT=$bin" --env "BENCH_RUNTIME=${BENCH_RUNTIME:-8}" \
 	--env "BENCH_TARGETS=${BENCH_TARGETS:-nvmeof-tgt nvmet}" --env "NVMEOF_TGT_SPIN_US=${NVMEOF_TGT_SPIN_US:-}" --env "BENCH_JOBS=${BENCH_JOBS:-}" \
-	--env "BENCH_IDLE=${BENCH_IDLE:-30}" --env "BENCH_PERF=${BENCH_PERF:-}" --timeout 900
+	--env "BENCH_IDLE=${BENCH_IDLE:-30}" --env "BENCH_ROUNDS=${BENCH_ROUNDS:-3}" --env "BENCH_PERF=${BENCH_PERF:-}" --timeout 1500
 cat "$results/main.log"
 # Profiles (BENCH_PERF): flat, by command, shared object and symbol.
 for f in "$results"/*.perf.data; do
