@@ -2,8 +2,8 @@ package dhchap
 
 import (
 	"crypto/rand"
-	"math/big"
 	"fmt"
+	"math/big"
 	"strings"
 	"testing"
 )

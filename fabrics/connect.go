@@ -19,6 +19,11 @@ func (q *Queue) prepareFabrics(r *Request) nvme.Status {
 			return nvme.StatusCommandSequence | nvme.DNR
 		}
 		r.handler = execProperty
+	case nvme.FabricsAuthSend, nvme.FabricsAuthRecv:
+		if q.ctrl == nil {
+			return nvme.StatusCommandSequence | nvme.DNR
+		}
+		return q.prepareAuth(r)
 	default:
 		if q.ctrl == nil {
 			return nvme.StatusCommandSequence | nvme.DNR
@@ -96,6 +101,7 @@ func connectAdmin(q *Queue, r *Request, s *Subsystem, d nvme.ConnectData, log *l
 		kato = discoveryKATO
 	}
 	c := newController(s, q, d, kato)
+	c.auth = s.authConfigFor(d.HostNQN)
 	if err := s.allocController(c); err != nil {
 		s.Stats.Refused.Refuse("controller_limit", q.port.ID)
 		maxCtrls, _ := s.Limits()
@@ -110,8 +116,13 @@ func connectAdmin(q *Queue, r *Request, s *Subsystem, d nvme.ConnectData, log *l
 		return true
 	}
 	q.bind(c, r.Cmd.ConnectSQSize())
-	c.log.WithField("kato_ms", kato).Info("controller created")
+	c.log.WithFields(logrus.Fields{"kato_ms": kato, "authentication": c.auth.keys.Host != nil}).Info("controller created")
 	r.result = uint64(c.ID)
+	if c.auth.keys.Host != nil {
+		q.requireAuth()
+		c.armAuthDeadline(kato)
+		r.result |= nvme.ConnectAuthReqATR
+	}
 	return true
 }
 
@@ -158,6 +169,13 @@ func connectIO(q *Queue, r *Request, s *Subsystem, d nvme.ConnectData, log *logr
 	q.bind(c, r.Cmd.ConnectSQSize())
 	c.sawTraffic()
 	r.result = uint64(c.ID)
+	c.mu.Lock()
+	needAuth := c.auth.keys.Host != nil
+	c.mu.Unlock()
+	if needAuth {
+		q.requireAuth()
+		r.result |= nvme.ConnectAuthReqATR
+	}
 	return true
 }
 

@@ -239,6 +239,8 @@ type Subsystem struct {
 	ports       map[uint16]bool // nil: every port
 	controllers map[uint16]*Controller
 	nextCNTLID  uint16
+	keys        map[string]HostKeys // DH-HMAC-CHAP secrets by host NQN (auth.go)
+	policy      AuthPolicy
 
 	// Limits for new controllers (SetLimits).
 	maxControllers int
