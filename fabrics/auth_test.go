@@ -779,3 +779,35 @@ func TestAuthFailureDisconnects(t *testing.T) {
 		t.Fatal("queue still connected after the grace period")
 	}
 }
+
+// FuzzAuthSend sends arbitrary messages by Authentication Send to a
+// controller waiting for its host to authenticate, then asks for the
+// answer. Every command completes, the controller never counts as
+// authenticated, and a failure leaves no controller behind.
+func FuzzAuthSend(f *testing.F) {
+	f.Add(nvme.AuthNegotiateMsg{TID: 1, NAPD: 1, AuthID: 1, Hashes: []uint8{1}, DHGroups: []uint8{1}}.Encode(), true)
+	f.Add(nvme.AuthReplyMsg{TID: 1, R: make([]byte, 32), CValid: true, C: make([]byte, 32), Seq: 1}.Encode(), false)
+	f.Add(nvme.EncodeAuthSuccess2(1), true)
+	f.Add([]byte{0, 0xf0, 0, 0, 1, 0, 1, 1}, false)
+	key := newTestSecret(f, 1, 32)
+	f.Fuzz(func(t *testing.T, msg []byte, negotiateFirst bool) {
+		if len(msg) == 0 || len(msg) > 4096 {
+			return
+		}
+		at := newAuthTarget(t, key, nil, AuthPolicy{})
+		at.tg.SetClock(&ManualClock{})
+		h := at.connectAuth(t, 0)
+		if negotiateFirst {
+			h.authSend(h.admin, nvme.AuthNegotiateMsg{TID: 1, NAPD: 1, AuthID: 1, Hashes: []uint8{1}, DHGroups: []uint8{1}}.Encode())
+			h.authRecv(h.admin, 4096)
+		}
+		h.authSend(h.admin, msg)
+		h.authRecv(h.admin, 4096)
+		if _, st := h.propertyStatus(false, false, nvme.RegCSTS, 0); st != nvme.StatusAuthRequired|nvme.DNR {
+			t.Fatalf("property get after fuzzed authentication: %v", st)
+		}
+		if f := at.failures(); len(f) != 0 && len(at.s.Controllers()) != 0 {
+			t.Fatalf("failure %v left the controller", f)
+		}
+	})
+}
