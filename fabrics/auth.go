@@ -598,3 +598,13 @@ func (c *Controller) armAuthDeadline(katoMS uint32) {
 	c.authTimer = t
 	c.mu.Unlock()
 }
+
+// HasHostKeys reports, in constant time, whether the subsystem holds
+// exactly k for hostNQN: for checking that a reload or an admin change
+// took, without any way to read a secret back.
+func (s *Subsystem) HasHostKeys(hostNQN string, k HostKeys) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	have := s.keys[hostNQN]
+	return have.Host.Equal(k.Host) && have.Ctrl.Equal(k.Ctrl)
+}
