@@ -25,7 +25,10 @@ const ctlUsage = `usage: nvmeof-tgt ctl [-socket PATH] COMMAND
   add subsystem NQN [-serial S] [-model M] [-allow-any-host] [-port ID]... [-host HOSTNQN]...
   add namespace NQN -backend file|block|nullblk [-nsid N] [-path P] [-size S] [-block-size B]
                     [-read-only] [-buffered] [-uuid U]
-  add host NQN HOSTNQN                 allow HOSTNQN into subsystem NQN
+  add host NQN HOSTNQN [-dhchap-key-file F] [-dhchap-ctrl-key-file F]
+                                       allow HOSTNQN into subsystem NQN, with its DH-HMAC-CHAP keys
+  set host NQN HOSTNQN [-dhchap-key-file F] [-dhchap-ctrl-key-file F]
+                                       replace HOSTNQN's keys (none: no authentication)
   set subsystem NQN -allow-any-host=true|false
   set namespace NQN NSID -size S       grow a namespace in place (hosts see the new size)
   remove port ID | subsystem NQN | namespace NQN NSID | host NQN HOSTNQN
