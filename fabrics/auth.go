@@ -447,8 +447,10 @@ func (q *Queue) authReply(d []byte) {
 		q.authFail(nvme.AuthFailed, "no_host_key")
 		return
 	}
-	want := dhchap.HostResponse(a.hash, hostKey, q.challenge(a.c1), a.s1, a.tid, 0, c.HostNQN, c.Subsystem.NQN)
+	chal := q.challenge(a.c1)
+	want := dhchap.HostResponse(a.hash, hostKey, chal, a.s1, a.tid, 0, c.HostNQN, c.Subsystem.NQN)
 	clear(hostKey)
+	clear(chal)
 	ok := hmac.Equal(want, m.R)
 	clear(want)
 	if !ok {
@@ -473,7 +475,8 @@ func (q *Queue) authReply(d []byte) {
 }
 
 // challenge is the challenge a response covers: augmented with the
-// session key when a DH group is in use.
+// session key when a DH group is in use. The caller clears it (C1 and C2
+// are used once).
 func (q *Queue) challenge(c []byte) []byte {
 	a := q.auth
 	if a.skey == nil {
@@ -486,8 +489,10 @@ func (q *Queue) challenge(c []byte) []byte {
 func (q *Queue) controllerResponse() []byte {
 	a, c := q.auth, q.ctrl
 	_, key := c.transformedKeys(true)
-	r := dhchap.ControllerResponse(a.hash, key, q.challenge(a.c2), a.s2, a.tid, 0, c.Subsystem.NQN, c.HostNQN)
+	chal := q.challenge(a.c2)
+	r := dhchap.ControllerResponse(a.hash, key, chal, a.s2, a.tid, 0, c.Subsystem.NQN, c.HostNQN)
 	clear(key)
+	clear(chal)
 	return r
 }
 
