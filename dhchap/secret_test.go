@@ -99,8 +99,9 @@ func TestParseSecretErrors(t *testing.T) {
 			t.Errorf("error repeats the secret: %v", err)
 		}
 	}
-	// A key nvme gen-dhchap-key printed, not made by this package: its CRC
-	// convention is Linux's.
+	// A key made outside this package (as in the blktests control script's
+	// self-test), whose CRC must check out:
+	// the CRC convention is the one Linux and nvme-cli use.
 	if _, err := ParseSecret("DHHC-1:00:ia6zGodOr4SEG0Zzaw398rpY0wqipUWj4jWjUh4HWUz6aQ2n:"); err != nil {
 		t.Fatal(err)
 	}
