@@ -7,6 +7,10 @@ import (
 
 // In-band authentication (NVMe Base 2.0 §8.13, TP 8006): the
 // Authentication Send and Receive commands carry DH-HMAC-CHAP messages.
+// Unlike the views elsewhere in this package, messages decode into structs:
+// a few per connection, off the I/O path, each length checked against the
+// data before it is used. Layouts follow Linux's struct
+// nvmf_auth_dhchap_*_data (include/linux/nvme.h).
 
 // Authentication Send/Receive submission entry fields (NVMe-oF
 // "Authentication Send Command"): SPSP0 and SPSP1 name the protocol's
