@@ -234,6 +234,12 @@ func authExempt(cmd nvme.Command) bool {
 	return false
 }
 
+// authorized reports whether q may run commands: it authenticated, and
+// no queue of its controller failed authentication since.
+func (q *Queue) authorized() bool {
+	return q.auth.done && !q.ctrl.authRevoked.Load()
+}
+
 // requireAuth arms q for authentication after a Connect; the caller sets
 // AUTHREQ in the response.
 func (q *Queue) requireAuth() {
@@ -531,6 +537,9 @@ func (q *Queue) authFail(explanation uint8, reason string) {
 		host = "unlisted"
 	}
 	c.Subsystem.Stats.AuthFailures.add(AuthFailureKey{Host: host, Reason: reason})
+	// Every queue of the controller stops at once, not when it is
+	// disconnected.
+	c.authRevoked.Store(true)
 	q.log.WithField("reason", reason).Warn("authentication failed; removing the controller")
 	c.endAfter("authentication failed", authFailureGrace)
 }

@@ -246,7 +246,8 @@ func (h *host) authenticate(q *LoopQueue, in initiator) error {
 // authTarget is a target whose subsystem lists testHost with key (and
 // ctrlKey) and whose log is kept for inspection.
 type authTarget struct {
-	tg   *Target
+	tg    *Target
+	clock *ManualClock
 	p    *Port
 	s    *Subsystem
 	logs *bytes.Buffer
@@ -272,7 +273,9 @@ func newAuthTarget(t *testing.T, key testSecret, ctrlKey *testSecret, pol AuthPo
 	}
 	s.SetHostKeys(map[string]HostKeys{testHost: k})
 	s.SetAuthPolicy(pol)
-	return &authTarget{tg: tg, p: p, s: s, logs: &buf}
+	clock := &ManualClock{}
+	tg.SetClock(clock)
+	return &authTarget{tg: tg, clock: clock, p: p, s: s, logs: &buf}
 }
 
 // connectAuth connects an admin queue and checks AUTHREQ.
@@ -444,9 +447,8 @@ func TestAuthWrongTransform(t *testing.T) {
 // it cannot even create.
 func TestAuthMissing(t *testing.T) {
 	key := newTestSecret(t, 0, 32)
-	clock := &ManualClock{}
 	at := newAuthTarget(t, key, nil, AuthPolicy{})
-	at.tg.SetClock(clock)
+	clock := at.clock
 	h := at.connectAuth(t, 5000)
 	want := nvme.StatusAuthRequired | nvme.DNR
 	if _, st := h.propertyStatus(false, true, nvme.RegCAP, 0); st != want {
@@ -716,6 +718,17 @@ func TestAuthReauthentication(t *testing.T) {
 	if len(at.s.Controllers()) != 0 {
 		t.Fatal("controller kept after a failed re-authentication")
 	}
+	// Its other queues stop at once, before they are disconnected.
+	if st := h.rw(nvme.IORead, 1, 0, 1, make([]byte, 512), false); st != nvme.StatusAuthRequired|nvme.DNR {
+		t.Fatalf("read after the failure: %v", st)
+	}
+	if _, st := h.propertyStatus(false, false, nvme.RegCSTS, 0); st != nvme.StatusAuthRequired|nvme.DNR {
+		t.Fatalf("admin command after the failure on the I/O queue: %v", st)
+	}
+	at.clock.Advance(authFailureGrace)
+	if !h.admin.Disconnected() || !h.io.Disconnected() {
+		t.Fatal("queues still connected after the grace period")
+	}
 }
 
 // A key changed by reload or the admin socket applies to new
@@ -758,9 +771,8 @@ func TestAuthKeyRotation(t *testing.T) {
 // its queues after a grace period that lets AUTH_Failure1 reach the host.
 func TestAuthFailureDisconnects(t *testing.T) {
 	key := newTestSecret(t, 1, 32)
-	clock := &ManualClock{}
 	at := newAuthTarget(t, key, nil, AuthPolicy{})
-	at.tg.SetClock(clock)
+	clock := at.clock
 	h := at.connectAuth(t, 0)
 	cntl := h.cntl
 	if err := h.authenticate(h.admin, initiator{hostNQN: testHost, subNQN: testNQN, key: newTestSecret(t, 1, 32), tid: 1}); err == nil {
@@ -795,7 +807,6 @@ func FuzzAuthSend(f *testing.F) {
 			return
 		}
 		at := newAuthTarget(t, key, nil, AuthPolicy{})
-		at.tg.SetClock(&ManualClock{})
 		h := at.connectAuth(t, 0)
 		if negotiateFirst {
 			h.authSend(h.admin, nvme.AuthNegotiateMsg{TID: 1, NAPD: 1, AuthID: 1, Hashes: []uint8{1}, DHGroups: []uint8{1}}.Encode())

@@ -76,6 +76,7 @@ type Controller struct {
 	// whether the admin queue authenticated, and the deadline for it.
 	auth          authConfig
 	authenticated atomic.Bool
+	authRevoked   atomic.Bool // a queue failed authentication: no queue runs commands
 	authTimer     Timer
 }
 

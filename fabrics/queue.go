@@ -86,7 +86,7 @@ func (q *Queue) Prepare(r *Request) bool {
 	case cmd.Flags()&nvme.FlagsPSDTMask != nvme.PSDTSGLContig:
 		// Fabrics carries SGLs only.
 		st = nvme.StatusInvalidField | nvme.DNR
-	case q.auth != nil && !q.auth.done && !authExempt(cmd):
+	case q.auth != nil && !q.authorized() && !authExempt(cmd):
 		st = nvme.StatusAuthRequired | nvme.DNR
 	case cmd.Fuse() != 0 || q.fuseFirst != nil:
 		st = q.prepareFused(r)
