@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -78,8 +79,11 @@ func (h *Host) UnmarshalJSON(b []byte) error {
 		*h = Host{NQN: s}
 		return nil
 	}
+	// Strict, as the admin socket's parameters are.
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
 	var f hostFields
-	if err := json.Unmarshal(b, &f); err != nil {
+	if err := dec.Decode(&f); err != nil {
 		return err
 	}
 	*h = Host(f)

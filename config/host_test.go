@@ -45,6 +45,9 @@ func TestHostForms(t *testing.T) {
 	if err := json.Unmarshal(j, &back); err != nil || back[0] != want[0] || back[1] != want[1] {
 		t.Fatalf("json round trip: %+v %v", back, err)
 	}
+	if err := json.Unmarshal([]byte(`[{"nqn":"nqn.h","dhchap_secret":"x"}]`), &back); err == nil {
+		t.Fatal("JSON host with an unknown key accepted")
+	}
 	// Unknown keys in the object form are errors, as everywhere.
 	if _, err := Parse([]byte("ports: [{id: 1, address: 10.0.0.1}]\nsubsystems:\n- nqn: nqn.a\n  hosts:\n  - {nqn: nqn.h, dhchap_secret: x}\n")); err == nil ||
 		!strings.Contains(err.Error(), "dhchap_secret") {
