@@ -190,8 +190,8 @@ func readSecretFile(path string) (*dhchap.Secret, error) {
 
 // Hash and DH group names of dhchap_hashes and dhchap_dhgroups.
 var (
-	DHCHAPHashes   = []string{"sha256", "sha384", "sha512"}
-	DHCHAPDHGroups = []string{"null", "ffdhe2048", "ffdhe3072", "ffdhe4096", "ffdhe6144", "ffdhe8192"}
+	DHCHAPHashes   = dhchap.HashNames()
+	DHCHAPDHGroups = dhchap.GroupNames()
 )
 
 // HostNQNs lists the NQNs of the allowed hosts.

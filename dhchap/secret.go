@@ -127,9 +127,31 @@ func HashName(id uint8) string {
 	return fmt.Sprintf("hash(%d)", id)
 }
 
+// HashIDs are the hashes DH-HMAC-CHAP defines, and GroupIDs the DH
+// groups, each in the order a controller prefers them by default (the
+// Linux target's defaults first).
+var (
+	HashIDs  = []uint8{nvme.HashSHA256, nvme.HashSHA384, nvme.HashSHA512}
+	GroupIDs = []uint8{nvme.DHGroupNull, nvme.DHGroup2048, nvme.DHGroup3072, nvme.DHGroup4096,
+		nvme.DHGroup6144, nvme.DHGroup8192}
+)
+
+// HashNames and GroupNames are the configuration names of HashIDs and
+// GroupIDs.
+func HashNames() []string  { return namesOf(HashIDs, HashName) }
+func GroupNames() []string { return namesOf(GroupIDs, GroupName) }
+
+func namesOf(ids []uint8, name func(uint8) string) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = name(id)
+	}
+	return out
+}
+
 // HashByName is the ID of a hash name, 0 if unknown.
 func HashByName(name string) uint8 {
-	for _, id := range []uint8{nvme.HashSHA256, nvme.HashSHA384, nvme.HashSHA512} {
+	for _, id := range HashIDs {
 		if HashName(id) == name {
 			return id
 		}

@@ -66,22 +66,16 @@ type AuthPolicy struct {
 	DHGroups []uint8
 }
 
-var (
-	allHashes   = []uint8{nvme.HashSHA256, nvme.HashSHA384, nvme.HashSHA512}
-	allDHGroups = []uint8{nvme.DHGroupNull, nvme.DHGroup2048, nvme.DHGroup3072, nvme.DHGroup4096,
-		nvme.DHGroup6144, nvme.DHGroup8192}
-)
-
 func (p AuthPolicy) hashes() []uint8 {
 	if len(p.Hashes) == 0 {
-		return allHashes
+		return dhchap.HashIDs
 	}
 	return p.Hashes
 }
 
 func (p AuthPolicy) groups() []uint8 {
 	if len(p.DHGroups) == 0 {
-		return allDHGroups
+		return dhchap.GroupIDs
 	}
 	return p.DHGroups
 }
@@ -361,13 +355,13 @@ func (q *Queue) authNegotiate(d []byte) {
 	pol := c.authPolicy()
 	hash, ok := firstOffered(pol.hashes(), m.Hashes)
 	if !ok {
-		q.log.WithField("offered", names(m.Hashes, dhchap.HashName)).Warn("authentication failed: the host offers no hash the subsystem accepts; check dhchap_hashes")
+		q.log.WithField("offered", namesOf(m.Hashes, dhchap.HashName)).Warn("authentication failed: the host offers no hash the subsystem accepts; check dhchap_hashes")
 		q.authFail(nvme.AuthHashUnusable, "hash_unusable")
 		return
 	}
 	group, ok := firstOffered(pol.groups(), m.DHGroups)
 	if !ok {
-		q.log.WithField("offered", names(m.DHGroups, dhchap.GroupName)).Warn("authentication failed: the host offers no DH group the subsystem accepts; check dhchap_dhgroups")
+		q.log.WithField("offered", namesOf(m.DHGroups, dhchap.GroupName)).Warn("authentication failed: the host offers no DH group the subsystem accepts; check dhchap_dhgroups")
 		q.authFail(nvme.AuthDHGroupUnusable, "dhgroup_unusable")
 		return
 	}
@@ -381,14 +375,6 @@ func firstOffered(ours, offered []uint8) (uint8, bool) {
 		}
 	}
 	return 0, false
-}
-
-func names(ids []uint8, name func(uint8) string) []string {
-	out := make([]string, len(ids))
-	for i, id := range ids {
-		out[i] = name(id)
-	}
-	return out
 }
 
 // authChallenge writes DH-HMAC-CHAP_Challenge: a fresh C1 and S1, and a
@@ -621,4 +607,12 @@ func (s *Subsystem) HasHostKeys(hostNQN string, k HostKeys) bool {
 	defer s.mu.Unlock()
 	have := s.keys[hostNQN]
 	return have.Host.Equal(k.Host) && have.Ctrl.Equal(k.Ctrl)
+}
+
+func namesOf(ids []uint8, name func(uint8) string) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = name(id)
+	}
+	return out
 }

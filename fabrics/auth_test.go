@@ -248,9 +248,9 @@ func (h *host) authenticate(q *LoopQueue, in initiator) error {
 type authTarget struct {
 	tg    *Target
 	clock *ManualClock
-	p    *Port
-	s    *Subsystem
-	logs *bytes.Buffer
+	p     *Port
+	s     *Subsystem
+	logs  *bytes.Buffer
 }
 
 func newAuthTarget(t *testing.T, key testSecret, ctrlKey *testSecret, pol AuthPolicy) *authTarget {

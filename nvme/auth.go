@@ -21,12 +21,6 @@ const (
 	authSPSP1  = 42
 	authSECP   = 43
 	authLength = 44
-
-	// AuthSECPOffset and friends let an error point at the field.
-	AuthSECPOffset   = authSECP
-	AuthSPSP0Offset  = authSPSP0
-	AuthSPSP1Offset  = authSPSP1
-	AuthLengthOffset = authLength
 )
 
 // AuthSECPDHCHAP is the security protocol of NVMe in-band authentication,
