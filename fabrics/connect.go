@@ -107,11 +107,13 @@ func connectAdmin(q *Queue, r *Request, s *Subsystem, d nvme.ConnectData, log *l
 		maxCtrls, _ := s.Limits()
 		log.WithField("max_controllers", maxCtrls).Warn("connect rejected: the subsystem has as many controllers as its max_controllers allows")
 		r.status = nvme.StatusConnectControllerBusy | nvme.DNR
+		c.auth.keys.clear()
 		return true
 	}
 	c.log = log.WithField("cntlid", c.ID)
 	if st := c.attach(q); st != 0 {
 		s.removeController(c)
+		c.auth.keys.clear()
 		r.status = st
 		return true
 	}
