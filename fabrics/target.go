@@ -238,7 +238,10 @@ type Subsystem struct {
 	hosts       map[string]bool
 	ports       map[uint16]bool // nil: every port
 	controllers map[uint16]*Controller
-	nextCNTLID  uint16
+	// Controller IDs come from cntlidMin..cntlidMax (SetControllerIDs);
+	// nextCNTLID is where allocController's next search starts.
+	cntlidMin, cntlidMax uint16
+	nextCNTLID           uint16
 
 	// Limits for new controllers (SetLimits).
 	maxControllers int
@@ -275,7 +278,9 @@ func newSubsystem(t *Target, nqn, serial, model string, allowAnyHost bool) *Subs
 		target:      t,
 		hosts:       map[string]bool{},
 		controllers: map[uint16]*Controller{},
-		nextCNTLID:  1,
+		cntlidMin:   nvme.MinControllerID,
+		cntlidMax:   nvme.MaxControllerID,
+		nextCNTLID:  nvme.MinControllerID,
 
 		maxControllers: nvme.MaxControllerID,
 		maxIOQueues:    nvme.MaxIOQueues,
@@ -500,31 +505,59 @@ func (s *Subsystem) Limits() (maxControllers, maxIOQueues int) {
 	return s.maxControllers, int(s.maxIOQueues)
 }
 
-// errControllerLimit is returned when the subsystem has as many
-// controllers as it may.
-var errControllerLimit = errors.New("controller limit reached")
+// SetControllerIDs bounds the IDs of controllers created from then on to
+// lo..hi, within 1..FFEFh. Daemons that serve one subsystem use disjoint
+// ranges: a host refuses a second controller with an ID it already has in
+// the subsystem. Connected controllers keep their IDs, in the range or not.
+func (s *Subsystem) SetControllerIDs(lo, hi uint16) error {
+	if lo < nvme.MinControllerID || hi > nvme.MaxControllerID || lo > hi {
+		return fmt.Errorf("controller ID range %d..%d is not within %d..%d", lo, hi, nvme.MinControllerID, nvme.MaxControllerID)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cntlidMin, s.cntlidMax = lo, hi
+	return nil
+}
 
-// allocController picks a free controller ID, 1..FFEFh, unless the
-// subsystem is at its controller limit.
+// ControllerIDs reports the range SetControllerIDs set.
+func (s *Subsystem) ControllerIDs() (lo, hi uint16) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cntlidMin, s.cntlidMax
+}
+
+// Why allocController refuses a controller.
+var (
+	errControllerLimit = errors.New("controller limit reached")
+	errNoControllerID  = errors.New("every controller ID of the range is in use")
+)
+
+// allocController gives c a free controller ID, unless the subsystem is at
+// its controller limit. IDs are handed out next-fit: the search starts
+// after the last ID given, wraps within the range and skips IDs in use, so
+// an ID just freed is not reused at once (a host may still be tearing down
+// the controller that had it). The Linux target takes the lowest free ID.
 func (s *Subsystem) allocController(c *Controller) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.isDiscovery && len(s.controllers) >= s.maxControllers {
 		return errControllerLimit
 	}
-	for range nvme.MaxControllerID {
-		id := s.nextCNTLID
-		s.nextCNTLID++
-		if s.nextCNTLID > nvme.MaxControllerID {
-			s.nextCNTLID = 1
+	lo, hi := s.cntlidMin, s.cntlidMax
+	id := s.nextCNTLID
+	for range int(hi-lo) + 1 {
+		if id < lo || id > hi {
+			id = lo
 		}
 		if s.controllers[id] == nil {
 			c.ID = id
 			s.controllers[id] = c
+			s.nextCNTLID = id + 1 // hi+1 at most: FFF0h, no overflow
 			return nil
 		}
+		id++
 	}
-	return errors.New("no free controller ID")
+	return errNoControllerID
 }
 
 func (s *Subsystem) controller(id uint16) *Controller {

@@ -95,7 +95,11 @@ func (c *change) addSubsystems() {
 		}
 		fs.SetPorts(s.Ports)
 		fs.SetLimits(s.MaxControllers, s.MaxIOQueues)
-		if err := c.d.target.AddSubsystem(fs); err != nil {
+		err := fs.SetControllerIDs(s.CntlidRange())
+		if err == nil {
+			err = c.d.target.AddSubsystem(fs)
+		}
+		if err != nil {
 			// Its namespaces, opened already, are closed by addNamespaces.
 			c.refused[s.NQN] = true
 			c.problem(fmt.Errorf("%s: %w", subPath(c.next, s.NQN), err), func(a *config.Config) {
@@ -157,7 +161,13 @@ func (c *change) retune() {
 	for _, s := range c.plan.Limits {
 		if fs := c.keptSubsystem(s.NQN); fs != nil {
 			fs.SetLimits(s.MaxControllers, s.MaxIOQueues)
-			c.log.WithFields(logrus.Fields{"subsystem": s.NQN, "max_controllers": s.MaxControllers, "max_io_queues": s.MaxIOQueues}).Info("subsystem limits changed; connected controllers keep what they have")
+			lo, hi := s.CntlidRange()
+			if err := fs.SetControllerIDs(lo, hi); err != nil {
+				// Validate checked the range; the target disagreeing is a bug.
+				c.problem(fmt.Errorf("%s.cntlid_min: %w", subPath(c.next, s.NQN), err), nil)
+			}
+			c.log.WithFields(logrus.Fields{"subsystem": s.NQN, "max_controllers": s.MaxControllers, "max_io_queues": s.MaxIOQueues,
+				"cntlid_min": lo, "cntlid_max": hi}).Info("subsystem limits changed; connected controllers keep what they have")
 		}
 	}
 	if _, limit := c.d.target.QueuePairs(); limit != c.next.Limits.MaxQueuePairs {
