@@ -23,6 +23,7 @@ func (t *Target) RemovePort(id uint16) error {
 		return fmt.Errorf("port %d does not exist", id)
 	}
 	delete(t.ports, id)
+	delete(t.referrals, id)
 	subs := make([]*Subsystem, 0, len(t.subsystems)+1)
 	for _, s := range t.subsystems {
 		subs = append(subs, s)

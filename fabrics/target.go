@@ -27,7 +27,8 @@ type Target struct {
 	ports      map[uint16]*Port
 	subsystems map[string]*Subsystem
 	discovery  *Subsystem
-	genctr     atomic.Uint64 // discovery log generation counter
+	referrals  map[uint16][]Referral // by port ID (discovery.go)
+	genctr     atomic.Uint64         // discovery log generation counter
 
 	// Refused counts connects to subsystems that do not exist (or not on
 	// the port used), and queue pairs refused for the daemon-wide limit:
@@ -80,6 +81,7 @@ func NewTarget(log *logrus.Entry) *Target {
 	t := &Target{
 		Log:        log,
 		ports:      map[uint16]*Port{},
+		referrals:  map[uint16][]Referral{},
 		subsystems: map[string]*Subsystem{},
 		clock:      wallClock{},
 		background: func(f func()) { go f() },

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -83,6 +84,27 @@ func (c *change) addPorts() {
 			continue
 		}
 		c.d.listeners[pc.ID] = l
+		c.setReferrals(pc)
+	}
+}
+
+// updateReferrals gives kept ports their new referrals; discovery
+// controllers connected through them hear of it.
+func (c *change) updateReferrals() {
+	for _, pc := range c.plan.ReferralPorts {
+		c.setReferrals(pc)
+		c.log.WithFields(logrus.Fields{"port": pc.ID, "referrals": len(pc.Referrals)}).Info("port referrals changed")
+	}
+}
+
+func (c *change) setReferrals(pc config.Port) {
+	refs := make([]fabrics.Referral, 0, len(pc.Referrals))
+	for _, r := range pc.Referrals {
+		// Validate parsed the address.
+		refs = append(refs, fabrics.Referral{Address: netip.MustParseAddr(r.Address), ServiceID: r.Port})
+	}
+	if err := c.d.target.SetReferrals(pc.ID, refs); err != nil {
+		c.problem(fmt.Errorf("%s.referrals: %w", portPath(c.next, pc.ID), err), nil)
 	}
 }
 

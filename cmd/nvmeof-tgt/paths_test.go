@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -215,5 +216,83 @@ func TestControllerIDRangeFollowsReload(t *testing.T) {
 	}
 	if after := loopConnect(t, d.target, 1, nqn); after.cntl != 3000 {
 		t.Fatalf("controller ID after the reload %d, want 3000", after.cntl)
+	}
+}
+
+// withReferrals adds referrals to the port of a haConfig.
+func withReferrals(cfg, refs string) string {
+	return strings.Replace(cfg, "}}]", "}, referrals: "+refs+"}]", 1)
+}
+
+// discoveryRecords reads the discovery log through h, a discovery
+// controller.
+func (h *loopHost) discoveryRecords() (nvme.DiscoveryHeader, []nvme.DiscoveryEntry) {
+	h.t.Helper()
+	hdr, err := nvme.ParseDiscoveryHeader(h.getLog(nvme.LogDiscovery, nvme.DiscoveryHdrSize))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	page := h.getLog(nvme.LogDiscovery, nvme.DiscoveryHdrSize+int(hdr.NumRec)*nvme.DiscoveryEntSize)
+	var out []nvme.DiscoveryEntry
+	for off := nvme.DiscoveryHdrSize; off < len(page); off += nvme.DiscoveryEntSize {
+		e, err := nvme.ParseDiscoveryEntry(page[off:])
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		out = append(out, e)
+	}
+	return hdr, out
+}
+
+// awaitEvent enables the notices in bits and leaves an Asynchronous Event
+// Request with the controller; the channel yields its completion.
+func (h *loopHost) awaitEvent(bits uint32) <-chan nvme.Completion {
+	h.t.Helper()
+	c := loopCmd(nvme.AdminSetFeatures, 0)
+	c.SetCDW(10, nvme.FeatAsyncEvent)
+	c.SetCDW(11, bits)
+	if st := h.submit(c, nil).Status(); st != 0 {
+		h.t.Fatalf("set async event config: %v", st)
+	}
+	return h.admin.SubmitAsync(loopCmd(nvme.AdminAsyncEvent, 0), nil)
+}
+
+// Referrals come from the file at start and change on reload without
+// restarting the port's listener; a discovery controller connected through
+// the port gets the discovery log change event and reads the new list.
+func TestReferralsFollowReload(t *testing.T) {
+	rdma := useFakeRDMA(t)
+	dir := t.TempDir()
+	base := haConfig(dir, "10.99.0.1", 1, 999, "optimized")
+	d, err := start(parse(t, withReferrals(base, "[{address: 10.99.0.2}]")), quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.stop(time.Second) })
+	h := loopConnect(t, d.target, 1, nvme.DiscoveryNQN)
+	hdr, recs := h.discoveryRecords()
+	if len(recs) != 3 || recs[2].Subtype != nvme.SubtypeDiscoveryReferral || recs[2].TRADDR != "10.99.0.2" || recs[2].TRSVCID != "4420" {
+		t.Fatalf("discovery log at start %+v, want the referral to 10.99.0.2:4420 last", recs)
+	}
+	events := h.awaitEvent(nvme.OAESDiscoveryChange)
+	next := withReferrals(base, "[{address: 10.99.0.2, port: 4421}, {address: 10.99.0.3}]")
+	if err := d.apply(parse(t, next)); err != nil {
+		t.Fatal(err)
+	}
+	if len(rdma.opened) != 1 || rdma.opened[0].closed || h.admin.Disconnected() {
+		t.Fatal("a referral change restarted the port or dropped its discovery controller")
+	}
+	if rsp := <-events; rsp == nil || rsp.Result() != nvme.AsyncTypeNotice|uint64(nvme.AsyncNoticeDiscoveryLog)<<8|uint64(nvme.LogDiscovery)<<16 {
+		t.Fatalf("discovery log change event: %v", rsp)
+	}
+	hdr2, recs := h.discoveryRecords()
+	if hdr2.GenCtr == hdr.GenCtr || len(recs) != 4 || recs[2].TRSVCID != "4421" || recs[3].TRADDR != "10.99.0.3" {
+		t.Fatalf("after reload: generation %d (was %d), records %+v", hdr2.GenCtr, hdr.GenCtr, recs)
+	}
+	if err := d.apply(parse(t, base)); err != nil {
+		t.Fatal(err)
+	}
+	if _, recs := h.discoveryRecords(); len(recs) != 2 {
+		t.Fatalf("referrals removed, yet %d records", len(recs))
 	}
 }
