@@ -40,8 +40,8 @@ func (t *Target) SetReferrals(id uint16, refs []Referral) error {
 	} else {
 		t.referrals[id] = slices.Clone(refs)
 	}
-	t.genctr.Add(1)
 	t.mu.Unlock()
+	t.genctr.Add(1)
 	for _, c := range t.discovery.Controllers() {
 		if c.Port.ID == id {
 			c.raiseEvent(nvme.AsyncTypeNotice, nvme.AsyncNoticeDiscoveryLog, nvme.LogDiscovery)

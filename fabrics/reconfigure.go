@@ -29,8 +29,8 @@ func (t *Target) RemovePort(id uint16) error {
 		subs = append(subs, s)
 	}
 	subs = append(subs, t.discovery)
-	t.discoveryChanged()
 	t.mu.Unlock()
+	t.discoveryChanged()
 	for _, s := range subs {
 		for _, c := range s.Controllers() {
 			if c.Port != nil && c.Port.ID == id {
@@ -51,8 +51,8 @@ func (t *Target) RemoveSubsystem(nqn string) error {
 		return fmt.Errorf("subsystem %s does not exist", nqn)
 	}
 	delete(t.subsystems, nqn)
-	t.discoveryChanged()
 	t.mu.Unlock()
+	t.discoveryChanged()
 	s.disconnectAll()
 	for _, id := range s.NamespaceIDs() {
 		if err := s.RemoveNamespace(id); err != nil {
@@ -197,9 +197,7 @@ func (s *Subsystem) LinkPorts(ids []uint16) {
 // changed.
 func (s *Subsystem) changedDiscovery() {
 	if t := s.target; t != nil {
-		t.mu.Lock()
 		t.discoveryChanged()
-		t.mu.Unlock()
 	}
 }
 

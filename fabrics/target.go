@@ -145,11 +145,12 @@ type Port struct {
 // AddPort registers a port.
 func (t *Target) AddPort(p *Port) error {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if _, ok := t.ports[p.ID]; ok {
+		t.mu.Unlock()
 		return fmt.Errorf("port %d already exists", p.ID)
 	}
 	t.ports[p.ID] = p
+	t.mu.Unlock()
 	t.discoveryChanged()
 	return nil
 }
@@ -176,12 +177,13 @@ func (t *Target) PortIDs() []uint16 {
 // AddSubsystem registers a subsystem.
 func (t *Target) AddSubsystem(s *Subsystem) error {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if _, ok := t.subsystems[s.NQN]; ok || s.NQN == nvme.DiscoveryNQN {
+		t.mu.Unlock()
 		return fmt.Errorf("subsystem %s already exists", s.NQN)
 	}
 	s.target = t
 	t.subsystems[s.NQN] = s
+	t.mu.Unlock()
 	t.discoveryChanged()
 	return nil
 }
@@ -209,12 +211,12 @@ func (t *Target) Subsystems() []*Subsystem {
 }
 
 // discoveryChanged bumps the discovery log generation and tells connected
-// discovery controllers. Called with t.mu held.
+// discovery controllers, after the change is made and without t.mu held:
+// by the time a change returns, the event is raised. A host reading the
+// log meanwhile sees the new generation on its next read and reads again.
 func (t *Target) discoveryChanged() {
 	t.genctr.Add(1)
-	if t.discovery != nil {
-		go t.discovery.raiseEvent(nvme.AsyncTypeNotice, nvme.AsyncNoticeDiscoveryLog, nvme.LogDiscovery)
-	}
+	t.discovery.raiseEvent(nvme.AsyncTypeNotice, nvme.AsyncNoticeDiscoveryLog, nvme.LogDiscovery)
 }
 
 // Close disconnects every controller and closes every namespace backend.
