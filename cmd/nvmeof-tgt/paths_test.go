@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -294,5 +297,66 @@ func TestReferralsFollowReload(t *testing.T) {
 	}
 	if _, recs := h.discoveryRecords(); len(recs) != 2 {
 		t.Fatalf("referrals removed, yet %d records", len(recs))
+	}
+}
+
+// lockedBuffer is a log destination tests read while the daemon may log.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// take returns what was logged since the last take.
+func (b *lockedBuffer) take() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.buf.String()
+	b.buf.Reset()
+	return s
+}
+
+// What -check warns about is logged at start and at every reload that
+// applies a file with it.
+func TestWarningsLogged(t *testing.T) {
+	useFakeRDMA(t)
+	dir := t.TempDir()
+	var logged lockedBuffer
+	logger := quietLogger()
+	logger.SetOutput(&logged)
+	noANA := strings.Replace(haConfig(dir, "10.99.0.2", 1000, 1999, "optimized"), ", ana: {1: optimized}", "", 1)
+	const warning = "subsystems[0].cntlid_min: controller IDs 1000..1999 leave room for another daemon"
+	d, err := start(parse(t, noANA), logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.stop(time.Second) })
+	if out := logged.take(); !strings.Contains(out, warning) || !strings.Contains(out, "level=warning") {
+		t.Fatalf("start log lacks the warning:\n%s", out)
+	}
+	path := filepath.Join(dir, "config.yaml")
+	write := func(cfg string) {
+		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(haConfig(dir, "10.99.0.2", 1000, 1999, "non_optimized"))
+	if err := d.reload(path); err != nil {
+		t.Fatal(err)
+	}
+	if out := logged.take(); strings.Contains(out, warning) {
+		t.Fatalf("warning logged with an ANA state set:\n%s", out)
+	}
+	write(noANA)
+	if err := d.reload(path); err != nil {
+		t.Fatal(err)
+	}
+	if out := logged.take(); !strings.Contains(out, warning) {
+		t.Fatalf("reload log lacks the warning:\n%s", out)
 	}
 }
