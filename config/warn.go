@@ -51,11 +51,11 @@ func sharedWithoutANA(c *Config, path string, s Subsystem) string {
 		for i, id := range ports {
 			ids[i] = fmt.Sprint(id)
 		}
-		field := path + ".ports"
+		which := "ports " + strings.Join(ids, ", ")
 		if len(s.Ports) == 0 {
-			field = path // every port, by default
+			which = "every port (" + strings.Join(ids, ", ") + ")"
 		}
-		return fmt.Sprintf("%s: served on ports %s, but %s", field, strings.Join(ids, ", "), why)
+		return fmt.Sprintf("%s.ports: served on %s, but %s", path, which, why)
 	}
 	lo, hi := s.CntlidRange()
 	if lo == nvme.MinControllerID && hi == nvme.MaxControllerID {

@@ -18,7 +18,7 @@ subsystems:
 		want       []string // prefixes, one per warning
 	}{
 		{"one port, whole range", onePort + sub, nil},
-		{"two ports by default", twoPorts + sub, []string{"subsystems[0]: served on ports 1, 2, but no port sets an ANA state"}},
+		{"two ports by default", twoPorts + sub, []string{"subsystems[0].ports: served on every port (1, 2), but no port sets an ANA state"}},
 		{"two ports listed", twoPorts + sub + "    ports: [2, 1]\n", []string{"subsystems[0].ports: served on ports 2, 1, but"}},
 		{"one of two ports", twoPorts + sub + "    ports: [2]\n", nil},
 		{"range", onePort + sub + "    cntlid_min: 1000\n    cntlid_max: 1999\n",
@@ -29,7 +29,7 @@ subsystems:
 			[]string{"subsystems[0].cntlid_max:"}},
 		{"namespace in another group", twoPorts + sub + "    namespaces: [{nsid: 1, backend: nullblk, size: 1MiB, ana_group: 2}]\n", nil},
 		{"namespaces in the default group", twoPorts + sub + "    namespaces: [{nsid: 1, backend: nullblk, size: 1MiB, ana_group: 1}]\n",
-			[]string{"subsystems[0]: served on ports 1, 2"}},
+			[]string{"subsystems[0].ports: served on every port (1, 2)"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -38,7 +38,7 @@ subsystems:
 		{"version", []string{"-version"}, 0, "nvmeof-tgt " + version},
 		{"check good", []string{"-check", "-config", good}, 0, "configuration is valid"},
 		{"check bad", []string{"-check", "-config", bad}, 1, `subsystems[0].namespaces[0].backend: unknown backend "flie"`},
-		{"check warns", []string{"-check", "-config", shared}, 0, "shared.yaml: warning: subsystems[0]: served on ports 1, 2, but no port sets an ANA state"},
+		{"check warns", []string{"-check", "-config", shared}, 0, "shared.yaml: warning: subsystems[0].ports: served on every port (1, 2), but no port sets an ANA state"},
 		{"missing file", []string{"-check", "-config", filepath.Join(dir, "none.yaml")}, 1, "no such file"},
 		{"bad flag", []string{"-bogus"}, 2, "flag provided but not defined"},
 	}
