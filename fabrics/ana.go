@@ -196,5 +196,16 @@ func (q *Queue) anaLog(page []byte, rgo bool) []byte {
 		}
 		l.Groups = append(l.Groups, d)
 	}
-	return l.Append(page[:0])
+	page = l.Append(page[:0])
+	// The page is as long as it can grow, zeros after the last
+	// descriptor: the size the Linux host reads in one command, and that
+	// libnvme reads in 4 KiB pieces at increasing offsets.
+	n := len(page)
+	page = slices.Grow(page, anaLogSize-n)[:anaLogSize]
+	clear(page[n:])
+	return page
 }
+
+// anaLogSize is the longest ANA log page: every group, with every
+// namespace listed once.
+const anaLogSize = nvme.ANALogHdrSize + nvme.MaxANAGroups*nvme.ANAGroupSize + nvme.MaxNamespaces*nvme.ANANSIDSize
