@@ -29,6 +29,7 @@ type Target struct {
 	discovery  *Subsystem
 	referrals  map[uint16][]Referral // by port ID (discovery.go)
 	genctr     atomic.Uint64         // discovery log generation counter
+	anaChanges atomic.Uint64         // ANA log change count: one more per state or group change
 
 	// Refused counts connects to subsystems that do not exist (or not on
 	// the port used), and queue pairs refused for the daemon-wide limit:
@@ -140,6 +141,8 @@ type Port struct {
 	ServiceID      uint16 // trsvcid
 	InlineDataSize uint32
 	MaxQueueSize   uint16
+
+	ana atomic.Pointer[anaTable] // nil: every group optimized (ana.go)
 }
 
 // AddPort registers a port.
@@ -348,6 +351,7 @@ type Namespace struct {
 	file     backend.FileBacked // non-nil: reads, writes and flushes may go through a ring
 	gate     writeGate          // fused Compare and Write against every other write
 	removed  atomic.Bool        // set once RemoveNamespace unpublished it
+	anaGroup atomic.Uint32      // ANA group (ana.go)
 	holds    atomic.Int64       // holders outside any queue (hold), counted by drain
 
 	statsMu sync.Mutex
@@ -379,6 +383,7 @@ func NewNamespace(nsid uint32, b backend.Backend, readOnly bool, uuid [16]byte) 
 	ns.file, _ = b.(backend.FileBacked)
 	ns.gate.init()
 	ns.blocks.Store(blocks)
+	ns.anaGroup.Store(DefaultANAGroup)
 	return ns, nil
 }
 

@@ -135,6 +135,7 @@ func (c *change) commit() {
 	c.addSubsystems()
 	c.resize()
 	c.retune()
+	c.setANA()
 	c.addNamespaces()
 	c.applyDaemonSettings()
 }

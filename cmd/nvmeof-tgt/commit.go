@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -202,6 +203,34 @@ func (c *change) retune() {
 		if fs := c.keptSubsystem(s.NQN); fs != nil {
 			fs.LinkPorts(s.Ports)
 			c.log.WithFields(logrus.Fields{"subsystem": s.NQN, "ports": s.Ports}).Info("subsystem ports changed")
+		}
+	}
+}
+
+// setANA applies new ANA states of kept ports and moves kept namespaces
+// to their new ANA groups, in place: hosts keep their connections and get
+// an ANA change event. The target logs each change.
+func (c *change) setANA() {
+	for _, pc := range c.plan.ANAPorts {
+		if err := c.d.target.SetANAStates(pc.ID, anaStates(pc)); err != nil {
+			old := c.cur.Ports[slices.IndexFunc(c.cur.Ports, func(p config.Port) bool { return p.ID == pc.ID })].ANA
+			c.problem(fmt.Errorf("%s.ana: %w", portPath(c.next, pc.ID), err), func(a *config.Config) {
+				a.Ports[slices.IndexFunc(a.Ports, func(p config.Port) bool { return p.ID == pc.ID })].ANA = maps.Clone(old)
+			})
+		}
+	}
+	for _, r := range c.plan.Regroup {
+		s, err := c.subsystem(r.NQN)
+		if err == nil {
+			err = s.SetANAGroup(r.NSID, r.Group())
+		}
+		if err != nil {
+			ci, cj := findNS(c.cur, r.NQN, r.NSID)
+			old := c.cur.Subsystems[ci].Namespaces[cj].ANAGroup
+			c.problem(fmt.Errorf("%s.ana_group: %w", nsPath(c.next, r.NQN, r.NSID), err), func(a *config.Config) {
+				i, j := findNS(a, r.NQN, r.NSID)
+				a.Subsystems[i].Namespaces[j].ANAGroup = old
+			})
 		}
 	}
 }
