@@ -131,6 +131,7 @@ func (c *change) listenNewPorts() error {
 func (c *change) commit() {
 	c.removeOld()
 	c.addPorts()
+	c.updateReferrals()
 	c.addSubsystems()
 	c.resize()
 	c.retune()

@@ -87,6 +87,7 @@ func start(cfg *config.Config, logger *logrus.Logger) (*daemon, error) {
 		d.stop(time.Second)
 		return nil, err
 	}
+	logWarnings(log, cfg)
 	d.gen.Store(1)
 	d.lastReload.Store(&reloadResult{true, time.Now()})
 	return d, nil
