@@ -103,36 +103,6 @@ func FuzzDSMRanges(f *testing.F) {
 	})
 }
 
-// FuzzParseDiscoveryEntry decodes arbitrary records: never a read past
-// the record, and what is decoded encodes back to the same record.
-func FuzzParseDiscoveryEntry(f *testing.F) {
-	b := make([]byte, DiscoveryEntSize)
-	(&DiscoveryEntry{TransportType: TransportRDMA, AddrFamily: AddrFamilyIPv4, Subtype: SubtypeDiscoveryReferral,
-		CNTLID: 0xffff, ASQSZ: 32, TRSVCID: "4420", SubNQN: DiscoveryNQN, TRADDR: "10.99.0.2"}).Encode(b)
-	f.Add(b)
-	f.Add(b[:100])
-	f.Fuzz(func(t *testing.T, data []byte) {
-		if _, err := ParseDiscoveryHeader(data); (err != nil) != (len(data) < 18) {
-			t.Fatalf("header of %d bytes: %v", len(data), err)
-		}
-		e, err := ParseDiscoveryEntry(data)
-		if err != nil {
-			if len(data) >= DiscoveryEntSize {
-				t.Fatalf("refused a whole record: %v", err)
-			}
-			return
-		}
-		if len(e.TRSVCID) >= discTRSvcIDLen || len(e.TRADDR) >= discTRAddrLen || len(e.SubNQN) > NQNMaxLen {
-			return // longer than Encode writes
-		}
-		out := make([]byte, DiscoveryEntSize)
-		e.Encode(out)
-		if again, err := ParseDiscoveryEntry(out); err != nil || again != e {
-			t.Fatalf("round trip: %+v became %+v (%v)", e, again, err)
-		}
-	})
-}
-
 // FuzzANALog decodes arbitrary ANA log pages, as a host reads one: what
 // decodes encodes to a page that decodes to the same fields.
 func FuzzANALog(f *testing.F) {
@@ -163,6 +133,36 @@ func FuzzANALog(f *testing.F) {
 			if g.ID != h.ID || g.State != h.State || g.ChangeCount != h.ChangeCount || !slices.Equal(g.NSIDs, h.NSIDs) {
 				t.Fatalf("group %d: %+v became %+v", i, g, h)
 			}
+		}
+	})
+}
+
+// FuzzParseDiscoveryEntry decodes arbitrary records: never a read past
+// the record, and what is decoded encodes back to the same record.
+func FuzzParseDiscoveryEntry(f *testing.F) {
+	b := make([]byte, DiscoveryEntSize)
+	(&DiscoveryEntry{TransportType: TransportRDMA, AddrFamily: AddrFamilyIPv4, Subtype: SubtypeDiscoveryReferral,
+		CNTLID: 0xffff, ASQSZ: 32, TRSVCID: "4420", SubNQN: DiscoveryNQN, TRADDR: "10.99.0.2"}).Encode(b)
+	f.Add(b)
+	f.Add(b[:100])
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if _, err := ParseDiscoveryHeader(data); (err != nil) != (len(data) < 18) {
+			t.Fatalf("header of %d bytes: %v", len(data), err)
+		}
+		e, err := ParseDiscoveryEntry(data)
+		if err != nil {
+			if len(data) >= DiscoveryEntSize {
+				t.Fatalf("refused a whole record: %v", err)
+			}
+			return
+		}
+		if len(e.TRSVCID) >= discTRSvcIDLen || len(e.TRADDR) >= discTRAddrLen || len(e.SubNQN) > NQNMaxLen {
+			return // longer than Encode writes
+		}
+		out := make([]byte, DiscoveryEntSize)
+		e.Encode(out)
+		if again, err := ParseDiscoveryEntry(out); err != nil || again != e {
+			t.Fatalf("round trip: %+v became %+v (%v)", e, again, err)
 		}
 	})
 }
