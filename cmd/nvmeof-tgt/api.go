@@ -80,6 +80,7 @@ var methods = map[string]method{
 	"add_host":         typed((*session).addHost, true),
 	"remove_host":      typed((*session).removeHost, true),
 	"set_host":         typed((*session).setHost, true),
+	"set_ana_state":    typed((*session).setANAState, true),
 }
 
 // unknownField reads the name out of encoding/json's DisallowUnknownFields error.
