@@ -134,3 +134,33 @@ func FuzzParseSecret(f *testing.F) {
 		}
 	})
 }
+
+// nvme-cli (2.3, libnvme 1.3) transforms a secret itself when given one:
+// `nvme gen-dhchap-key --secret=HEX --key-length=N --hmac=NN --nqn=katHost`
+// printed these for the KAT keys above (key byte i = 7i + N). Their key
+// bytes are HMAC(secret, NQN || "NVMe-over-Fabrics"), which TransformKey
+// must give too: an implementation apart from Linux's and ours.
+func TestTransformMatchesNvmeCli(t *testing.T) {
+	for _, c := range []struct {
+		keyLen int
+		nn     uint8
+		out    string
+	}{
+		{32, 1, "DHHC-1:01:eFirHzPdZNvaGUQxx7jz8eZ76AMgdqVYYbzn4IA2a0jAISZv:"},
+		{48, 2, "DHHC-1:02:diE781fiCb70mD6q5qdJz9pO5QtJF6zk3ehWPtIAnGpn+LuO3rwD6LGeGZEL+c3Ig6jeaQ==:"},
+		{64, 3, "DHHC-1:03:JQLzgxo1AKMoWYSbFFW8NJtebDrEM3v/v52LBDkIBOmzzdbAAXVVFe0hpgZhlwruHgjfX0eCOQAphCNtxkaDA0pAlSo=:"},
+	} {
+		want, err := ParseSecret(c.out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := make([]byte, c.keyLen)
+		for i := range key {
+			key[i] = byte(7*i + c.keyLen)
+		}
+		got := TransformKey(&Secret{Transform: c.nn, Key: key}, katHost)
+		if hex.EncodeToString(got) != hex.EncodeToString(want.Key) {
+			t.Errorf("NN %d: transformed key %x, nvme-cli %x", c.nn, got, want.Key)
+		}
+	}
+}
