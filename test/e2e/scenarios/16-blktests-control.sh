@@ -41,6 +41,13 @@ echo "$out" | grep -q "dhchap_key" || fail "setup with a malformed host key: $ou
 "$ntc" setup --subsysnqn "$subsys" --subsys-uuid "$uuid" --hostnqn "$hostnqn" \
 	--hostkey DHHC-1:00:ia6zGodOr4SEG0Zzaw398rpY0wqipUWj4jWjUh4HWUz6aQ2n: || fail "setup with a host key"
 assert_eq "hosts that authenticate" "$("$NVMEOF_TGT" ctl list -json | jq -r '.subsystems[0].dhchap_hosts[0]')" "$hostnqn"
+# Now the host must authenticate: one that does not (here, a kernel built
+# without NVMe authentication, which gives up at AUTHREQ) gets nothing.
+if nvme connect -t rdma -a "$ADDR" -s "$PORT" -n "$subsys" --hostnqn="$hostnqn" --hostid="$hostid" >/dev/null 2>&1; then
+	fail "a host that did not authenticate got in"
+fi
+assert_eq "controllers left by the refused host" \
+	"$("$NVMEOF_TGT" ctl list -json | jq '.subsystems[0].controllers | length')" 0
 # Setup twice is fine (a leftover subsystem is replaced), cleanup removes all.
 "$ntc" setup --subsysnqn "$subsys" --subsys-uuid "$uuid" --hostnqn "$hostnqn" || fail "setup again"
 "$ntc" cleanup --subsysnqn "$subsys" || fail "cleanup"
