@@ -452,7 +452,8 @@ func (q *Queue) authReply(d []byte) {
 	}
 	if m.CValid && m.Seq != 0 {
 		// Bidirectional: the controller answers C2 in Success1.
-		_, ck := c.transformedKeys(true)
+		hk, ck := c.transformedKeys(true)
+		clear(hk)
 		if ck == nil {
 			q.log.Warn("authentication failed: the host asks the controller to authenticate (bidirectional) but no dhchap_ctrl_key is configured for it")
 			q.authFail(nvme.AuthFailed, "no_controller_key")
