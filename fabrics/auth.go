@@ -433,7 +433,7 @@ func (q *Queue) authReply(d []byte) {
 		}
 		a.skey = skey
 	}
-	hostKey, _ := c.transformedKeys(false)
+	hostKey := c.transformedKey(false)
 	if hostKey == nil {
 		q.log.Warn("authentication failed: no dhchap_key is configured for this host, yet it tried to authenticate")
 		q.authFail(nvme.AuthFailed, "no_host_key")
@@ -452,8 +452,7 @@ func (q *Queue) authReply(d []byte) {
 	}
 	if m.CValid && m.Seq != 0 {
 		// Bidirectional: the controller answers C2 in Success1.
-		hk, ck := c.transformedKeys(true)
-		clear(hk)
+		ck := c.transformedKey(true)
 		if ck == nil {
 			q.log.Warn("authentication failed: the host asks the controller to authenticate (bidirectional) but no dhchap_ctrl_key is configured for it")
 			q.authFail(nvme.AuthFailed, "no_controller_key")
@@ -481,7 +480,7 @@ func (q *Queue) challenge(c []byte) []byte {
 // controllerResponse computes R2 for Success1.
 func (q *Queue) controllerResponse() []byte {
 	a, c := q.auth, q.ctrl
-	_, key := c.transformedKeys(true)
+	key := c.transformedKey(true)
 	chal := q.challenge(a.c2)
 	r := dhchap.ControllerResponse(a.hash, key, chal, a.s2, a.tid, 0, c.Subsystem.NQN, c.HostNQN)
 	clear(key)
@@ -555,19 +554,20 @@ func (c *Controller) authListed() bool {
 	return c.auth.listed
 }
 
-// transformedKeys returns the transformed host key (with the host NQN)
-// and, if want, the transformed controller key (with the subsystem NQN);
-// nil where none is configured. The caller clears them.
-func (c *Controller) transformedKeys(wantCtrl bool) (host, ctrl []byte) {
+// transformedKey returns the transformed host key (with the host NQN),
+// or with ctrl the transformed controller key (with the subsystem NQN);
+// nil when none is configured. The caller clears it.
+func (c *Controller) transformedKey(ctrl bool) []byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if k := c.auth.keys.Host; k != nil {
-		host = dhchap.TransformKey(k, c.HostNQN)
+	k, nqn := c.auth.keys.Host, c.HostNQN
+	if ctrl {
+		k, nqn = c.auth.keys.Ctrl, c.Subsystem.NQN
 	}
-	if k := c.auth.keys.Ctrl; wantCtrl && k != nil {
-		ctrl = dhchap.TransformKey(k, c.Subsystem.NQN)
+	if k == nil {
+		return nil
 	}
-	return host, ctrl
+	return dhchap.TransformKey(k, nqn)
 }
 
 func (c *Controller) isDead() bool {
