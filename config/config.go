@@ -1,6 +1,11 @@
 package config
 
-import "slices"
+import (
+	"maps"
+	"slices"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+)
 
 // Config is the whole configuration file.
 type Config struct {
@@ -81,12 +86,58 @@ type Port struct {
 	// out turns in-capsule data off).
 	InlineDataSize uint32 `yaml:"inline_data_size"`
 	MaxQueueSize   uint16 `yaml:"max_queue_size"`
+	// ANA is the Asymmetric Namespace Access state of each ANA group on
+	// this port (optimized, non_optimized, inaccessible, persistent_loss
+	// or change). A group left out is optimized here.
+	ANA map[uint32]string `yaml:"ana,omitempty"`
+	// Referrals are other ports, possibly another daemon's, that this
+	// port's discovery log lists so a host finds every path from one.
+	Referrals []Referral `yaml:"referrals,omitempty"`
 
 	// noInline records an explicit inline_data_size: 0, which
 	// ApplyDefaults keeps, where a key left out gets the default. After
 	// ApplyDefaults it is true exactly when InlineDataSize is 0, so ports
 	// still compare equal by value.
 	noInline bool
+}
+
+// Referral is a discovery referral: another port serving discovery.
+type Referral struct {
+	Transport string `yaml:"transport"` // rdma (default)
+	Address   string `yaml:"address"`   // IPv4 or IPv6 literal
+	Port      uint16 `yaml:"port"`      // trsvcid (default 4420)
+}
+
+// ANA states, as written in the configuration.
+const (
+	ANAOptimized      = "optimized"
+	ANANonOptimized   = "non_optimized"
+	ANAInaccessible   = "inaccessible"
+	ANAPersistentLoss = "persistent_loss"
+	ANAChange         = "change"
+)
+
+// ANAStates lists the ANA states a port may give a group.
+var ANAStates = []string{ANAOptimized, ANANonOptimized, ANAInaccessible, ANAPersistentLoss, ANAChange}
+
+// ANAState is the state of ANA group g on p: optimized unless set.
+func (p Port) ANAState(g uint32) string {
+	if s, ok := p.ANA[g]; ok {
+		return s
+	}
+	return ANAOptimized
+}
+
+// SameListener reports whether p and o listen alike: equal but for their
+// ANA states and referrals, which change without restarting the listener.
+func (p Port) SameListener(o Port) bool {
+	return p.ID == o.ID && p.Transport == o.Transport && p.Address == o.Address && p.Port == o.Port &&
+		p.InlineDataSize == o.InlineDataSize && p.MaxQueueSize == o.MaxQueueSize && p.noInline == o.noInline
+}
+
+// Equal reports whether p and o are the same port in every setting.
+func (p Port) Equal(o Port) bool {
+	return p.SameListener(o) && maps.Equal(p.ANA, o.ANA) && slices.Equal(p.Referrals, o.Referrals)
 }
 
 // SetInlineDataSize sets the in-capsule data size as an explicit value:
@@ -104,6 +155,11 @@ type Subsystem struct {
 	AllowAnyHost bool     `yaml:"allow_any_host"`
 	Hosts        []string `yaml:"hosts"`
 	Ports        []uint16 `yaml:"ports"` // empty: every port
+	// CntlidMin and CntlidMax bound the controller IDs handed out (0:
+	// the defaults, 1 and 0xffef; see CntlidRange). Daemons that serve one subsystem together
+	// need disjoint ranges: a host refuses a controller ID seen twice.
+	CntlidMin uint16 `yaml:"cntlid_min,omitempty"`
+	CntlidMax uint16 `yaml:"cntlid_max,omitempty"`
 	// MaxControllers is the most controllers (one per host and path)
 	// connected at once (default DefaultMaxControllers).
 	MaxControllers int `yaml:"max_controllers"`
@@ -121,8 +177,30 @@ type Namespace struct {
 	Size      Size   `yaml:"size"`       // bytes; accepts 512, 1GiB, 100MB ...
 	BlockSize uint32 `yaml:"block_size"` // 512 | 4096 (default 512; block: the device's when 0)
 	ReadOnly  bool   `yaml:"read_only"`
-	Buffered  bool   `yaml:"buffered"` // file: page cache instead of O_DIRECT
-	UUID      string `yaml:"uuid"`     // "" derives one from nqn+nsid
+	Buffered  bool   `yaml:"buffered"`            // file: page cache instead of O_DIRECT
+	UUID      string `yaml:"uuid"`                // "" derives one from nqn+nsid
+	ANAGroup  uint32 `yaml:"ana_group,omitempty"` // ANA group ID (0: DefaultANAGroup; see Group)
+}
+
+// CntlidRange is the controller IDs s hands out, with the defaults for
+// bounds left unset.
+func (s Subsystem) CntlidRange() (lo, hi uint16) {
+	lo, hi = s.CntlidMin, s.CntlidMax
+	if lo == 0 {
+		lo = nvme.MinControllerID
+	}
+	if hi == 0 {
+		hi = nvme.MaxControllerID
+	}
+	return lo, hi
+}
+
+// Group is the namespace's ANA group ID, with the default.
+func (ns Namespace) Group() uint32 {
+	if ns.ANAGroup == 0 {
+		return DefaultANAGroup
+	}
+	return ns.ANAGroup
 }
 
 // Size is a byte count that unmarshals from an integer or a human size.
@@ -138,6 +216,10 @@ func (c *Config) Clone() *Config {
 		out.RDMA.SharedReceiveQueue = &srq
 	}
 	out.Ports = append([]Port(nil), c.Ports...)
+	for i := range out.Ports {
+		out.Ports[i].ANA = maps.Clone(out.Ports[i].ANA)
+		out.Ports[i].Referrals = slices.Clone(out.Ports[i].Referrals)
+	}
 	out.Subsystems = make([]Subsystem, len(c.Subsystems))
 	for i, s := range c.Subsystems {
 		s.Hosts = append([]string(nil), s.Hosts...)

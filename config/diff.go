@@ -1,11 +1,16 @@
 package config
 
-import "slices"
+import (
+	"maps"
+	"slices"
+)
 
 // Plan is what changes between a running configuration and the next: what
 // a reload applies, item by item, so that everything else keeps running.
 type Plan struct {
-	DelPorts, AddPorts []Port      // a changed port is deleted and added
+	DelPorts, AddPorts []Port      // a port whose listener changed is deleted and added
+	ANAPorts           []Port      // kept, with other ANA states
+	ReferralPorts      []Port      // kept, with other referrals
 	DelSubsystems      []Subsystem // removed, or rebuilt (serial or model changed)
 	AddSubsystems      []Subsystem
 	DelNamespaces      []NamespaceRef // in subsystems kept; a changed one is deleted and added
@@ -14,7 +19,7 @@ type Plan struct {
 	Remeasure          []NamespaceRef // block namespaces kept: the device may have grown
 	Access             []Subsystem    // kept, with other hosts or allow_any_host
 	Links              []Subsystem    // kept, with other ports
-	Limits             []Subsystem    // kept, with other max_controllers or max_io_queues
+	Limits             []Subsystem    // kept, with other max_controllers, max_io_queues or cntlid range
 }
 
 // NamespaceRef is a namespace and the NQN of its subsystem.
@@ -53,8 +58,9 @@ func Diff(cur, next *Config) Plan {
 	return p
 }
 
-// diffPorts plans the port changes: a port whose settings changed is
-// deleted and added again.
+// diffPorts plans the port changes: a port whose listener settings changed
+// is deleted and added again; one with only other ANA states or referrals
+// is kept, with its connections.
 func (p *Plan) diffPorts(cur, next []Port) {
 	curPorts := map[uint16]Port{}
 	for _, pc := range cur {
@@ -64,7 +70,13 @@ func (p *Plan) diffPorts(cur, next []Port) {
 	for _, pc := range next {
 		nextPorts[pc.ID] = true
 		old, ok := curPorts[pc.ID]
-		if ok && old == pc {
+		if ok && old.SameListener(pc) {
+			if !maps.Equal(old.ANA, pc.ANA) {
+				p.ANAPorts = append(p.ANAPorts, pc)
+			}
+			if !slices.Equal(old.Referrals, pc.Referrals) {
+				p.ReferralPorts = append(p.ReferralPorts, pc)
+			}
 			continue
 		}
 		if ok {
@@ -88,7 +100,8 @@ func (p *Plan) diffSubsystem(old, s Subsystem) {
 	if !sameSet(old.Ports, s.Ports) {
 		p.Links = append(p.Links, s)
 	}
-	if old.MaxControllers != s.MaxControllers || old.MaxIOQueues != s.MaxIOQueues {
+	if old.MaxControllers != s.MaxControllers || old.MaxIOQueues != s.MaxIOQueues ||
+		old.CntlidMin != s.CntlidMin || old.CntlidMax != s.CntlidMax {
 		p.Limits = append(p.Limits, s)
 	}
 	oldNS := map[uint32]Namespace{}

@@ -124,3 +124,60 @@ subsystems:
 		t.Fatalf("no change, limits listed: %+v", p.Limits)
 	}
 }
+
+func TestDiffKeepsListenerOnANAAndReferrals(t *testing.T) {
+	cur := mustParse(t, `
+ports: [{id: 1, address: 10.0.0.1}, {id: 2, address: 10.0.0.2}]
+`)
+	next := mustParse(t, `
+ports:
+  - {id: 1, address: 10.0.0.1, ana: {1: inaccessible, 2: non_optimized}}
+  - {id: 2, address: 10.0.0.2, referrals: [{address: 10.0.0.9}]}
+`)
+	p := Diff(cur, next)
+	if len(p.DelPorts)+len(p.AddPorts) != 0 {
+		t.Fatalf("listeners restarted: del %v add %v", p.DelPorts, p.AddPorts)
+	}
+	if len(p.ANAPorts) != 1 || p.ANAPorts[0].ID != 1 || p.ANAPorts[0].ANAState(1) != ANAInaccessible {
+		t.Fatalf("ANAPorts = %+v", p.ANAPorts)
+	}
+	if len(p.ReferralPorts) != 1 || p.ReferralPorts[0].ID != 2 || p.ReferralPorts[0].Referrals[0].Port != DefaultServiceID {
+		t.Fatalf("ReferralPorts = %+v", p.ReferralPorts)
+	}
+	if q := Diff(next, next.Clone()); len(q.ANAPorts)+len(q.ReferralPorts)+len(q.AddPorts) != 0 {
+		t.Fatalf("identical configurations differ: %+v", q)
+	}
+}
+
+// TestSameListenerCoversPort fails when Port gains a field SameListener
+// does not compare: a new listener setting must restart the port.
+func TestSameListenerCoversPort(t *testing.T) {
+	base := Port{ID: 1, Transport: "rdma", Address: "10.0.0.1", Port: 4420, InlineDataSize: 8192, MaxQueueSize: 128}
+	typ := reflect.TypeOf(base)
+	for i := 0; i < typ.NumField(); i++ {
+		f := typ.Field(i)
+		p := base
+		v := reflect.ValueOf(&p).Elem().Field(i)
+		v = reflect.NewAt(v.Type(), v.Addr().UnsafePointer()).Elem() // unexported fields too
+		switch v.Kind() {
+		case reflect.Map:
+			v.Set(reflect.MakeMap(v.Type()))
+			v.SetMapIndex(reflect.ValueOf(uint32(1)), reflect.ValueOf(ANAInaccessible))
+		case reflect.Slice:
+			v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+		case reflect.String:
+			v.SetString("x")
+		case reflect.Bool:
+			v.SetBool(!v.Bool())
+		default:
+			v.SetUint(v.Uint() + 1)
+		}
+		live := f.Name == "ANA" || f.Name == "Referrals"
+		if base.SameListener(p) != live {
+			t.Errorf("field %s: SameListener = %v", f.Name, base.SameListener(p))
+		}
+		if base.Equal(p) {
+			t.Errorf("field %s: Equal ignores it", f.Name)
+		}
+	}
+}

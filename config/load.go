@@ -44,6 +44,7 @@ const (
 	DefaultInlineDataSize = 8192
 	DefaultMaxQueueSize   = 128
 	DefaultBlockSize      = 512
+	DefaultANAGroup       = 1
 	DefaultControlSocket  = "/run/nvmeof-tgt/ctl.sock"
 	DefaultStateFile      = "/var/lib/nvmeof-tgt/state.json"
 
@@ -112,6 +113,15 @@ func (c *Config) ApplyDefaults() {
 		p.noInline = p.InlineDataSize == 0
 		if p.MaxQueueSize == 0 {
 			p.MaxQueueSize = DefaultMaxQueueSize
+		}
+		for j := range p.Referrals {
+			r := &p.Referrals[j]
+			if r.Transport == "" {
+				r.Transport = "rdma"
+			}
+			if r.Port == 0 {
+				r.Port = DefaultServiceID
+			}
 		}
 	}
 	for i := range c.Subsystems {

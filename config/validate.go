@@ -2,10 +2,12 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -139,6 +141,26 @@ func (v *validator) port(path string, p Port) {
 	if p.MaxQueueSize < 2 || p.MaxQueueSize > 1024 {
 		v.add(path+".max_queue_size", "%d is out of range 2..1024", p.MaxQueueSize)
 	}
+	for _, g := range slices.Sorted(maps.Keys(p.ANA)) {
+		gp := fmt.Sprintf("%s.ana[%d]", path, g)
+		if g < 1 || g > nvme.MaxANAGroups {
+			v.add(gp, "ANA group %d is out of range 1..%d", g, nvme.MaxANAGroups)
+		}
+		if !slices.Contains(ANAStates, p.ANA[g]) {
+			v.add(gp, "unknown ANA state %q (want %s)", p.ANA[g], strings.Join(ANAStates, ", "))
+		}
+	}
+	for j, r := range p.Referrals {
+		rp := fmt.Sprintf("%s.referrals[%d]", path, j)
+		if r.Transport != "rdma" {
+			v.add(rp+".transport", "unknown transport %q (want rdma)", r.Transport)
+		}
+		if a, err := netip.ParseAddr(r.Address); err != nil {
+			v.add(rp+".address", "%q is not an IPv4 or IPv6 address", r.Address)
+		} else if a.String() == p.Address && r.Port == p.Port {
+			v.add(rp, "refers to this port itself")
+		}
+	}
 }
 
 func (v *validator) subsystem(path string, s Subsystem) {
@@ -161,6 +183,10 @@ func (v *validator) subsystem(path string, s Subsystem) {
 	}
 	if s.MaxIOQueues < 1 || s.MaxIOQueues > nvme.MaxIOQueues {
 		v.add(path+".max_io_queues", "%d is out of range 1..%d", s.MaxIOQueues, nvme.MaxIOQueues)
+	}
+	if lo, hi := s.CntlidRange(); hi > nvme.MaxControllerID || lo > hi {
+		v.add(path+".cntlid_min", "controller ID range %d..%d is not within %d..%d", lo, hi,
+			nvme.MinControllerID, nvme.MaxControllerID)
 	}
 	if !s.AllowAnyHost && len(s.Hosts) == 0 {
 		v.add(path+".hosts", "no host may connect: set allow_any_host: true or list hosts")
@@ -227,6 +253,9 @@ func (v *validator) namespace(path string, ns Namespace, nsids map[uint32]bool) 
 		v.add(path+".block_size", "%d is not 512 or 4096", ns.BlockSize)
 	case ns.Size%Size(ns.BlockSize) != 0:
 		v.add(path+".size", "%s is not a multiple of block_size %d", ns.Size, ns.BlockSize)
+	}
+	if ns.ANAGroup > nvme.MaxANAGroups {
+		v.add(path+".ana_group", "%d is out of range 1..%d", ns.ANAGroup, nvme.MaxANAGroups)
 	}
 	if ns.UUID != "" {
 		u, err := NamespaceUUID("", 0, ns.UUID)

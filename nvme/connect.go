@@ -18,9 +18,16 @@ const DiscoveryNQN = "nqn.2014-08.org.nvmexpress.discovery"
 // ControllerIDDynamic in Connect data asks for any free controller ID.
 const ControllerIDDynamic = 0xffff
 
-// MaxControllerID is the highest controller ID a subsystem may give out
-// (1..FFEFh; the rest are reserved).
-const MaxControllerID = 0xffef
+// MinControllerID and MaxControllerID bound the controller IDs a subsystem
+// may give out (1..FFEFh; the rest are reserved).
+const (
+	MinControllerID = 1
+	MaxControllerID = 0xffef
+)
+
+// MaxANAGroups is the most ANA groups (IDs 1..MaxANAGroups) a subsystem
+// reports: Identify Controller ANAGRPMAX and NANAGRPID.
+const MaxANAGroups = 128
 
 // MaxIOQueues is the most I/O queues one controller of this target grants,
 // as the Linux target's default; the configuration and Set Features Number
