@@ -27,8 +27,9 @@ for c in "$c1" "$c2"; do
 	nvme ana-log "/dev/$c" -o json >"$RESULTS/$SCENARIO-ana-log-$c.json" || fail "nvme ana-log /dev/$c"
 	cat "$RESULTS/$SCENARIO-ana-log-$c.json"
 done
-ana_desc() { # CTRL: "grpid state nsids" of its ANA log's only group
-	jq -r '.ana_log | if length != 1 then "groups: \(length)" else .[0] | "\(.grpid) \(.state) \([.nsids[].nsid] | join(","))" end' \
+ana_desc() { # CTRL: "grpid state nsids" of its ANA log's only group descriptor
+	jq -r '[.. | objects | select(has("grpid"))] | if length != 1 then "groups: \(length)" else
+		.[0] | "\(.grpid) \(.state) \([.. | objects | .nsid? // empty | tostring] | join(","))" end' \
 		"$RESULTS/$SCENARIO-ana-log-$1.json"
 }
 assert_eq "ANA log through port 1" "$(ana_desc "$c1")" "1 non-optimized 1"
