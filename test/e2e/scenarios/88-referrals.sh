@@ -25,12 +25,12 @@ CFG
 fi
 nvme discover -t rdma -a "$ADDR" -s "$PORT" | tee "$RESULTS/$SCENARIO-discover.txt" || fail "nvme discover at A"
 nvme discover -t rdma -a "$ADDR" -s "$PORT" -o json >"$RESULTS/$SCENARIO-discover.json" || fail "nvme discover -o json at A"
-# nvme-cli names the referral's subtype "discovery subsystem" (the current
-# one, A's own discovery subsystem, is "current discovery subsystem").
+# nvme-cli names a referral's subtype (1) "discovery subsystem referral";
+# A's own discovery subsystem (3) is "current discovery subsystem".
 referral=$(jq -c --arg a "$ADDR2" '[.records[] | select(.traddr == $a)]' "$RESULTS/$SCENARIO-discover.json")
 echo "entries with B's address: $referral"
 assert_eq "referral entries for B" "$(echo "$referral" | jq length)" 1
-assert_eq "referral subtype" "$(echo "$referral" | jq -r '.[0].subtype')" "discovery subsystem"
+assert_eq "referral subtype" "$(echo "$referral" | jq -r '.[0].subtype')" "discovery subsystem referral"
 assert_eq "referral subsystem NQN" "$(echo "$referral" | jq -r '.[0].subnqn')" nqn.2014-08.org.nvmexpress.discovery
 assert_eq "referral service ID" "$(echo "$referral" | jq -r '.[0].trsvcid | tonumber')" "$PORT"
 assert_eq "subsystem entries for A's own port" \
