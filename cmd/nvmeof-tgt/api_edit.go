@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
 // The add_, set_ and remove_ methods: each edits a copy of the running
@@ -20,6 +22,13 @@ type portParams struct {
 	Port           *uint16 `json:"port,omitempty"`             // default 4420
 	InlineDataSize *uint32 `json:"inline_data_size,omitempty"` // default config.DefaultInlineDataSize
 	MaxQueueSize   *uint16 `json:"max_queue_size,omitempty"`   // default config.DefaultMaxQueueSize
+}
+
+// anaParams sets the ANA state of one group on one port.
+type anaParams struct {
+	Port  uint16 `json:"port"`
+	Group uint32 `json:"group"`
+	State string `json:"state"` // optimized, non_optimized, inaccessible, persistent_loss, change
 }
 
 type portRef struct {
@@ -60,12 +69,14 @@ type namespaceParams struct {
 	ReadOnly  bool     `json:"read_only,omitempty"`
 	Buffered  bool     `json:"buffered,omitempty"`
 	UUID      string   `json:"uuid,omitempty"`
+	ANAGroup  uint32   `json:"ana_group,omitempty"` // default 1
 }
 
 type namespaceSet struct {
-	NQN  string    `json:"nqn"`
-	NSID uint32    `json:"nsid"`
-	Size *byteSize `json:"size,omitempty"`
+	NQN      string    `json:"nqn"`
+	NSID     uint32    `json:"nsid"`
+	Size     *byteSize `json:"size,omitempty"`
+	ANAGroup *uint32   `json:"ana_group,omitempty"`
 }
 
 type namespaceRef struct {
@@ -158,6 +169,34 @@ func (s *session) removePort(p portRef) (changeResult, error) {
 			sc.Ports = slices.DeleteFunc(sc.Ports, func(id uint16) bool { return id == p.ID })
 		}
 		return "", nil
+	})
+}
+
+// setANAState changes the ANA state of a group on a port in place: hosts
+// connected through the port keep their connections and get an ANA change
+// event. Optimized, the default, leaves the group out of the port's list.
+func (s *session) setANAState(p anaParams) (changeResult, error) {
+	if p.Group < 1 || p.Group > nvme.MaxANAGroups {
+		return changeResult{}, paramError("group", "invalid params: group %d is out of range 1..%d", p.Group, nvme.MaxANAGroups)
+	}
+	if !slices.Contains(config.ANAStates, p.State) {
+		return changeResult{}, paramError("state", "invalid params: state %q: want one of %s", p.State, strings.Join(config.ANAStates, ", "))
+	}
+	return s.api.change(func(c *config.Config) (string, error) {
+		i := slices.IndexFunc(c.Ports, func(q config.Port) bool { return q.ID == p.Port })
+		if i < 0 {
+			return "", notFound("port", "no port %d", p.Port)
+		}
+		pc := &c.Ports[i]
+		if p.State == config.ANAOptimized {
+			delete(pc.ANA, p.Group)
+		} else {
+			if pc.ANA == nil {
+				pc.ANA = map[uint32]string{}
+			}
+			pc.ANA[p.Group] = p.State
+		}
+		return fmt.Sprintf("ports[%d].ana[%d]", i, p.Group), nil
 	})
 }
 

@@ -81,6 +81,14 @@ var apiSteps = []apiStep{
 	{"add_host", `{"nqn":"` + nqnC + `","host":"bad host"}`, codeValidationFailed, "subsystems[2].hosts[2]", ""},
 	{"remove_host", `{"nqn":"` + nqnC + `","host":"` + hostX + `"}`, 0, "", ""},
 	{"remove_host", `{"nqn":"` + nqnC + `","host":"` + hostX + `"}`, codeNotFound, "host", ""},
+	{"set_ana_state", `{"port":1,"group":2,"state":"non_optimized"}`, 0, "", ""},
+	{"set_ana_state", `{"port":1,"group":3,"state":"change"}`, 0, "", ""},
+	{"set_ana_state", `{"port":1,"group":3,"state":"optimized"}`, 0, "", ""},
+	{"set_ana_state", `{"port":9,"group":2,"state":"inaccessible"}`, codeNotFound, "port", ""},
+	{"set_ana_state", `{"port":1,"group":0,"state":"inaccessible"}`, codeInvalidParams, "group", ""},
+	{"set_ana_state", `{"port":1,"group":2,"state":"standby"}`, codeInvalidParams, "state", ""},
+	{"set_namespace", `{"nqn":"` + nqnB + `","nsid":1,"ana_group":2}`, 0, "", ""},
+	{"set_namespace", `{"nqn":"` + nqnB + `","nsid":1,"ana_group":200}`, codeValidationFailed, "subsystems[1].namespaces[0].ana_group", "ana_group"},
 	{"remove_subsystem", `{}`, codeInvalidParams, "nqn", ""},
 	{"remove_subsystem", `{"nqn":"nqn.2026-11.io.example:none"}`, codeNotFound, "nqn", ""},
 	{"remove_subsystem", `{"nqn":"` + nqnA + `"}`, 0, "", ""},
@@ -132,8 +140,11 @@ func checkAPIResult(t *testing.T, c *apiClient, dir string) {
 		!slices.Equal(sc.Hosts, []string{hostY}) || !sc.AllowAnyHost || len(sc.Ports) != 0 {
 		t.Fatalf("subsystem c: %+v", sc)
 	}
-	if sb := st.Subsystems[0]; sb.Namespaces[0].SizeBytes != 16<<20 {
-		t.Fatalf("the refused shrink changed b's namespace: %+v", sb.Namespaces[0])
+	if sb := st.Subsystems[0]; sb.Namespaces[0].SizeBytes != 16<<20 || sb.Namespaces[0].ANAGroup != 2 {
+		t.Fatalf("the refused shrink changed b's namespace, or it is not in ANA group 2: %+v", sb.Namespaces[0])
+	}
+	if ana := st.Ports[0].ANA; len(ana) != 1 || ana[2] != config.ANANonOptimized {
+		t.Fatalf("port 1 ANA states %v, want group 2 non_optimized only", ana)
 	}
 	var saved saveResult
 	if err := c.call("save_config", nil, &saved); err != nil {

@@ -3,7 +3,9 @@ package main
 import (
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 )
@@ -18,8 +20,12 @@ var ctlVerbs = []ctlVerb{
 		flags: addNamespaceFlags},
 	{name: "add host", args: []string{"NQN", "HOSTNQN"}, about: "Allow host HOSTNQN into subsystem NQN.", flags: hostFlags("add_host")},
 	{name: "set subsystem", args: []string{"NQN"}, about: "Change who may connect to subsystem NQN.", flags: setSubsystemFlags},
-	{name: "set namespace", args: []string{"NQN", "NSID"}, about: "Resize a namespace in place: hosts keep it and see the new size.",
+	{name: "set namespace", args: []string{"NQN", "NSID"}, about: "Resize a namespace, or move it to another ANA group, in place: hosts keep it.",
 		flags: setNamespaceFlags},
+	{name: "set ana", args: []string{"PORT", "GROUP", "STATE"},
+		about: "Set the ANA state of group GROUP on port PORT: optimized, non_optimized, inaccessible, persistent_loss or change.\n" +
+			"Hosts connected through the port keep their connections and get an ANA change event.",
+		flags: setANAFlags},
 	{name: "remove port", args: []string{"ID"}, about: "Stop listening on port ID; hosts connected through it are disconnected.",
 		flags: removePortFlags},
 	{name: "remove subsystem", args: []string{"NQN"}, about: "Remove subsystem NQN; its hosts are disconnected.",
@@ -100,6 +106,7 @@ func addNamespaceFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 	fs.BoolVar(&p.ReadOnly, "read-only", false, "hosts may read but not write")
 	fs.BoolVar(&p.Buffered, "buffered", false, "file: go through the page cache instead of O_DIRECT")
 	fs.StringVar(&p.UUID, "uuid", "", "namespace `UUID` hosts see (default: derived from the NQN and NSID)")
+	uintVar(fs, &p.ANAGroup, "ana-group", 0, "ANA `GROUP` of the namespace, 1 to 128 (default 1)")
 	return func(pos []string) (*ctlCommand, error) {
 		p.NQN = pos[0]
 		if size != nil {
@@ -130,7 +137,15 @@ func setSubsystemFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 
 func setNamespaceFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 	var p namespaceSet
-	sizeVar(fs, &p.Size, "size", "the new `SIZE` (required)")
+	sizeVar(fs, &p.Size, "size", "the new `SIZE`")
+	fs.Func("ana-group", "move the namespace to ANA `GROUP` (1 to 128)", func(s string) error {
+		g, err := parseUint32(s)
+		if err != nil {
+			return fmt.Errorf("want a number from 1 to 128")
+		}
+		p.ANAGroup = &g
+		return nil
+	})
 	return func(pos []string) (*ctlCommand, error) {
 		nsid, err := parseNSID(pos[1])
 		if err != nil {
@@ -138,6 +153,23 @@ func setNamespaceFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 		}
 		p.NQN, p.NSID = pos[0], nsid
 		return ctlEdit("set_namespace", p)
+	}
+}
+
+func setANAFlags(*flag.FlagSet) func([]string) (*ctlCommand, error) {
+	return func(pos []string) (*ctlCommand, error) {
+		port, err := parseUint16(pos[0])
+		if err != nil {
+			return nil, fmt.Errorf("port ID %q: want a number from 0 to 65535", pos[0])
+		}
+		group, err := parseUint32(pos[1])
+		if err != nil {
+			return nil, fmt.Errorf("ANA group %q: want a number from 1 to 128", pos[1])
+		}
+		if !slices.Contains(config.ANAStates, pos[2]) {
+			return nil, fmt.Errorf("ANA state %q: want one of %s", pos[2], strings.Join(config.ANAStates, ", "))
+		}
+		return ctlEdit("set_ana_state", anaParams{Port: port, Group: group, State: pos[2]})
 	}
 }
 

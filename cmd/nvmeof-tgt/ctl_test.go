@@ -52,6 +52,10 @@ var ctlSteps = []struct {
 	{[]string{"-socket=SOCK", "remove", "subsystem", "nqn.2026-11.io.example:none"}, 1, "no subsystem nqn.2026-11.io.example:none"},
 	{[]string{"-socket=SOCK", "set", "subsystem", nqnC, "-allow-any-host"}, 0, ""},
 	{[]string{"-socket=SOCK", "set", "namespace", nqnC, "1", "-size", "128MiB"}, 0, ""},
+	{[]string{"-socket=SOCK", "set", "ana", "1", "2", "inaccessible"}, 0, ""},
+	{[]string{"-socket=SOCK", "set", "ana", "9", "2", "inaccessible"}, 1, "no port 9"},
+	{[]string{"-socket=SOCK", "set", "namespace", nqnB, "1", "-ana-group", "2"}, 0, ""},
+	{[]string{"-socket=SOCK", "list"}, 0, "  ANA group 2  inaccessible"},
 	{[]string{"-socket=SOCK", "add", "host", nqnC, hostY}, 0, ""},
 	{[]string{"-socket=SOCK", "remove", "host", nqnC, hostY}, 0, ""},
 	{[]string{"-socket=SOCK", "remove", "namespace", nqnA, "1"}, 0, ""},
@@ -161,8 +165,11 @@ var ctlUsageErrors = []struct {
 	{[]string{"add", "port", "-address", "10.0.0.1"}, "add port needs -id"},
 	{[]string{"add", "port"}, "add port needs -address and -id"},
 	{[]string{"add", "namespace", "x"}, "add namespace needs -backend"},
-	{[]string{"set", "namespace", "x", "1"}, "set namespace needs -size"},
+	{[]string{"set", "namespace", "x", "1"}, "set namespace: nothing to set"},
 	{[]string{"set", "subsystem", "x"}, "set subsystem: nothing to set"},
+	{[]string{"set", "ana", "1", "2", "standby"}, `ANA state "standby": want one of optimized, non_optimized`},
+	{[]string{"set", "ana", "1", "two", "optimized"}, `ANA group "two"`},
+	{[]string{"set", "ana", "1", "2"}, "set ana takes 3 arguments, got 2"},
 }
 
 func TestCtlUsageErrors(t *testing.T) {

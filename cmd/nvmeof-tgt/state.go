@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"time"
 
@@ -20,6 +21,8 @@ type PortState struct {
 	ID      uint16 `json:"id"`
 	Address string `json:"address"`
 	Port    uint16 `json:"port"`
+	// ANA is the state of each ANA group not optimized on the port.
+	ANA map[uint32]string `json:"ana,omitempty"`
 }
 
 type SubState struct {
@@ -41,6 +44,7 @@ type NSState struct {
 	BlockSize uint32 `json:"block_size"`
 	ReadOnly  bool   `json:"read_only"`
 	UUID      string `json:"uuid"`
+	ANAGroup  uint32 `json:"ana_group"`
 }
 
 type CtrlState struct {
@@ -59,7 +63,7 @@ func state(d *daemon) State {
 	gen, _, _ := d.generation()
 	st := State{Generation: gen, Ports: []PortState{}, Subsystems: []SubState{}}
 	for _, p := range cfg.Ports {
-		st.Ports = append(st.Ports, PortState{p.ID, p.Address, p.Port})
+		st.Ports = append(st.Ports, PortState{ID: p.ID, Address: p.Address, Port: p.Port, ANA: maps.Clone(p.ANA)})
 	}
 	for _, sc := range cfg.Subsystems {
 		if ss, ok := subsystemState(d, sc); ok {
@@ -86,7 +90,7 @@ func subsystemState(d *daemon, sc config.Subsystem) (SubState, bool) {
 		}
 		ss.Namespaces = append(ss.Namespaces, NSState{NSID: ns.ID, Backend: nc.Backend, Path: nc.Path,
 			SizeBytes: ns.Blocks() << ns.BlockShift, BlockSize: 1 << ns.BlockShift, ReadOnly: ns.ReadOnly,
-			UUID: config.FormatUUID(ns.UUID)})
+			UUID: config.FormatUUID(ns.UUID), ANAGroup: ns.ANAGroup()})
 	}
 	slices.SortFunc(ss.Namespaces, func(a, b NSState) int { return cmp.Compare(a.NSID, b.NSID) })
 	for _, c := range s.Controllers() {
