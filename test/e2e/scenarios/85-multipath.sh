@@ -18,20 +18,21 @@ cb=$(connect_at "$ADDR2" "$nqn" --ctrl-loss-tmo=60 --reconnect-delay=1)
 dev=$(wait_dev "$nqn" 1)
 assert_eq "A's path" "$(ana_state "$ca" 1)" optimized
 assert_eq "B's path" "$(ana_state "$cb" 1)" non-optimized
-job=(--filename="$dev" --direct=1 --ioengine=libaio --rw=write --bs=64k --iodepth=16 --size=128M
+job=(--filename="$dev" --direct=1 --ioengine=libaio --rw=write --bs=64k --iodepth=16 --size=64M
 	--verify=crc32c --do_verify=1 --verify_fatal=1 --verify_dump=1)
 a0=$(path_ios "$ca" 1) b0=$(path_ios "$cb" 1)
 fio_ok mp "${job[@]}" &
 fio_pid=$!
-# Kill A once fio has written a quarter of the run through it.
+# Kill A once fio has written a quarter of the run, all through A.
 a_busy() {
 	gone "$fio_pid" && fail "fio ended before the kill"
-	path_ios_above "$ca" 1 $((a0 + 512))
+	path_ios_above "$ca" 1 $((a0 + 256))
 }
-wait_for 60 "512 I/Os through A" a_busy
-kill9_target
+wait_for 60 "256 I/Os through A (a quarter of the writes)" a_busy
 b1=$(path_ios "$cb" 1)
-echo "A killed after $(($(path_ios "$ca" 1) - a0)) I/Os through it; B had $((b1 - b0))"
+kill9_target
+echo "A killed after $(($(path_ios "$ca" 1) - a0)) I/Os through it"
+assert_eq "I/Os through B, the non-optimized path, before the kill" $((b1 - b0)) 0
 rc=0
 wait "$fio_pid" || rc=$?
 assert_eq "fio through the failover (status)" "$rc" 0

@@ -16,16 +16,16 @@ cb=$(connect_at "$ADDR2" "$nqn")
 dev=$(wait_dev "$nqn" 1)
 assert_eq "A's path" "$(ana_state "$ca" 1)" optimized
 assert_eq "B's path" "$(ana_state "$cb" 1)" non-optimized
-job=(--filename="$dev" --direct=1 --ioengine=libaio --rw=write --bs=64k --iodepth=16 --size=128M
+job=(--filename="$dev" --direct=1 --ioengine=libaio --rw=write --bs=64k --iodepth=16 --size=64M
 	--verify=crc32c --do_verify=1 --verify_fatal=1 --verify_dump=1)
 a0=$(path_ios "$ca" 1)
 fio_ok failover "${job[@]}" &
 fio_pid=$!
 a_busy() {
 	gone "$fio_pid" && fail "fio ended before the failover"
-	path_ios_above "$ca" 1 $((a0 + 512))
+	path_ios_above "$ca" 1 $((a0 + 256))
 }
-wait_for 60 "512 I/Os through A" a_busy
+wait_for 60 "256 I/Os through A (a quarter of the writes)" a_busy
 ctl_b set ana 2 1 optimized || fail "ctl set ana on B"
 ctl_a set ana 1 1 inaccessible || fail "ctl set ana on A"
 wait_for 15 "the host seeing A's path inaccessible" ana_state_is "$ca" 1 inaccessible
