@@ -43,7 +43,7 @@ func (t *Target) SetReferrals(id uint16, refs []Referral) error {
 	t.mu.Unlock()
 	t.genctr.Add(1)
 	for _, c := range t.discovery.Controllers() {
-		if c.Port.ID == id {
+		if c.Port != nil && c.Port.ID == id {
 			c.raiseEvent(nvme.AsyncTypeNotice, nvme.AsyncNoticeDiscoveryLog, nvme.LogDiscovery)
 		}
 	}

@@ -44,6 +44,8 @@ type subsystemParams struct {
 	Ports          []uint16 `json:"ports,omitempty"` // none: every port
 	MaxControllers int      `json:"max_controllers,omitempty"`
 	MaxIOQueues    int      `json:"max_io_queues,omitempty"`
+	CntlidMin      uint16   `json:"cntlid_min,omitempty"` // default 1
+	CntlidMax      uint16   `json:"cntlid_max,omitempty"` // default 65519
 }
 
 // subsystemSet changes what is given and keeps the rest.
@@ -53,6 +55,8 @@ type subsystemSet struct {
 	Ports          *[]uint16 `json:"ports,omitempty"`
 	MaxControllers *int      `json:"max_controllers,omitempty"`
 	MaxIOQueues    *int      `json:"max_io_queues,omitempty"`
+	CntlidMin      *uint16   `json:"cntlid_min,omitempty"`
+	CntlidMax      *uint16   `json:"cntlid_max,omitempty"`
 }
 
 type subsystemRef struct {
@@ -208,14 +212,15 @@ func (s *session) addSubsystem(p subsystemParams) (changeResult, error) {
 		c.Subsystems = append(c.Subsystems, config.Subsystem{
 			NQN: p.NQN, Serial: p.Serial, Model: p.Model, AllowAnyHost: p.AllowAnyHost,
 			Hosts: p.Hosts, Ports: p.Ports, MaxControllers: p.MaxControllers, MaxIOQueues: p.MaxIOQueues,
+			CntlidMin: p.CntlidMin, CntlidMax: p.CntlidMax,
 		})
 		return fmt.Sprintf("subsystems[%d]", len(c.Subsystems)-1), nil
 	})
 }
 
 func (s *session) setSubsystem(p subsystemSet) (changeResult, error) {
-	if p.AllowAnyHost == nil && p.Ports == nil && p.MaxControllers == nil && p.MaxIOQueues == nil {
-		return changeResult{}, paramError("params", "invalid params: nothing to set (allow_any_host, ports, max_controllers, max_io_queues)")
+	if p.AllowAnyHost == nil && p.Ports == nil && p.MaxControllers == nil && p.MaxIOQueues == nil && p.CntlidMin == nil && p.CntlidMax == nil {
+		return changeResult{}, paramError("params", "invalid params: nothing to set (allow_any_host, ports, max_controllers, max_io_queues, cntlid_min, cntlid_max)")
 	}
 	return s.api.change(func(c *config.Config) (string, error) {
 		i, err := findSubsystem(c, p.NQN)
@@ -227,6 +232,8 @@ func (s *session) setSubsystem(p subsystemSet) (changeResult, error) {
 		sc.Ports = orDefault(p.Ports, sc.Ports)
 		sc.MaxControllers = orDefault(p.MaxControllers, sc.MaxControllers)
 		sc.MaxIOQueues = orDefault(p.MaxIOQueues, sc.MaxIOQueues)
+		sc.CntlidMin = orDefault(p.CntlidMin, sc.CntlidMin)
+		sc.CntlidMax = orDefault(p.CntlidMax, sc.CntlidMax)
 		return fmt.Sprintf("subsystems[%d]", i), nil
 	})
 }

@@ -62,6 +62,10 @@ var apiSteps = []apiStep{
 	{"set_subsystem", `{"nqn":"` + nqnC + `"}`, codeInvalidParams, "params", ""},
 	{"set_subsystem", `{"nqn":"nqn.2026-11.io.example:none","allow_any_host":true}`, codeNotFound, "nqn", ""},
 	{"set_subsystem", `{"nqn":"` + nqnC + `","max_io_queues":-1}`, codeValidationFailed, "subsystems[2].max_io_queues", "max_io_queues"},
+	{"set_subsystem", `{"nqn":"` + nqnC + `","cntlid_min":1000,"cntlid_max":1999}`, 0, "", ""},
+	{"set_subsystem", `{"nqn":"` + nqnC + `","cntlid_min":2000}`, codeValidationFailed, "subsystems[2].cntlid_min", "cntlid_min"},
+	{"add_subsystem", `{"nqn":"nqn.2026-11.io.example:d","allow_any_host":true,"cntlid_max":65520}`,
+		codeValidationFailed, "subsystems[3].cntlid_min", "cntlid_min"},
 	{"remove_port", `{"id":2}`, 0, "", ""},
 	{"add_namespace", `{"nqn":"` + nqnC + `","backend":"nullblk","size":"64MiB"}`, 0, "", ""},
 	{"add_namespace", `{"nqn":"` + nqnC + `","nsid":1,"backend":"nullblk","size":1048576}`, codeAlreadyExists, "nsid", ""},
@@ -137,7 +141,7 @@ func checkAPIResult(t *testing.T, c *apiClient, dir string) {
 	}
 	sc := st.Subsystems[1]
 	if len(sc.Namespaces) != 1 || sc.Namespaces[0].NSID != 3 || sc.Namespaces[0].UUID != "91fdba0d-f87b-4c25-b80f-db7be1418b9e" ||
-		!slices.Equal(sc.Hosts, []string{hostY}) || !sc.AllowAnyHost || len(sc.Ports) != 0 {
+		!slices.Equal(sc.Hosts, []string{hostY}) || !sc.AllowAnyHost || len(sc.Ports) != 0 || sc.CntlidMin != 1000 || sc.CntlidMax != 1999 {
 		t.Fatalf("subsystem c: %+v", sc)
 	}
 	if sb := st.Subsystems[0]; sb.Namespaces[0].SizeBytes != 16<<20 || sb.Namespaces[0].ANAGroup != 2 {

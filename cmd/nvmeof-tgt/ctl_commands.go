@@ -19,7 +19,7 @@ var ctlVerbs = []ctlVerb{
 	{name: "add namespace", args: []string{"NQN"}, about: "Add a namespace to subsystem NQN; connected hosts see it appear.",
 		flags: addNamespaceFlags},
 	{name: "add host", args: []string{"NQN", "HOSTNQN"}, about: "Allow host HOSTNQN into subsystem NQN.", flags: hostFlags("add_host")},
-	{name: "set subsystem", args: []string{"NQN"}, about: "Change who may connect to subsystem NQN.", flags: setSubsystemFlags},
+	{name: "set subsystem", args: []string{"NQN"}, about: "Change who may connect to subsystem NQN, or its controller ID range.", flags: setSubsystemFlags},
 	{name: "set namespace", args: []string{"NQN", "NSID"}, about: "Resize a namespace, or move it to another ANA group, in place: hosts keep it.",
 		flags: setNamespaceFlags},
 	{name: "set ana", args: []string{"PORT", "GROUP", "STATE"},
@@ -89,6 +89,8 @@ func addSubsystemFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 	fs.BoolVar(&p.AllowAnyHost, "allow-any-host", false, "let any host connect, not only those given with -host")
 	listVar(fs, &p.Ports, "port", "serve the subsystem on port `ID` only (default: every port)", parseUint16)
 	listVar(fs, &p.Hosts, "host", "allow host `HOSTNQN`", func(s string) (string, error) { return s, nil })
+	uintVar(fs, &p.CntlidMin, "cntlid-min", 0, "lowest controller `ID` handed out (default 1); another daemon serving the subsystem needs a range apart")
+	uintVar(fs, &p.CntlidMax, "cntlid-max", 0, "highest controller `ID` handed out (default 65519)")
 	return func(pos []string) (*ctlCommand, error) {
 		p.NQN = pos[0]
 		return ctlEdit("add_subsystem", p)
@@ -129,6 +131,18 @@ func setSubsystemFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 		p.AllowAnyHost = &v
 		return err
 	})
+	idFlag := func(name, usage string, to **uint16) {
+		fs.Func(name, usage, func(s string) error {
+			v, err := parseUint16(s)
+			if err != nil {
+				return fmt.Errorf("want a number from 1 to 65519")
+			}
+			*to = &v
+			return nil
+		})
+	}
+	idFlag("cntlid-min", "lowest controller `ID` handed out to new controllers", &p.CntlidMin)
+	idFlag("cntlid-max", "highest controller `ID` handed out to new controllers", &p.CntlidMax)
 	return func(pos []string) (*ctlCommand, error) {
 		p.NQN = pos[0]
 		return ctlEdit("set_subsystem", p)

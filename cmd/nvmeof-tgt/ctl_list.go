@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
 // showStateJSON prints get_state's result as it came, indented: fields a
@@ -43,6 +44,9 @@ func showStateText(raw json.RawMessage, out io.Writer) error {
 			}
 			fmt.Fprintf(w, "  ANA group %d\t%s\n", g, state)
 		}
+		for _, r := range p.Referrals {
+			fmt.Fprintf(w, "  referral\trdma %s\n", net.JoinHostPort(r.Address, strconv.Itoa(int(r.Port))))
+		}
 	}
 	for _, s := range st.Subsystems {
 		ports := "all ports"
@@ -52,6 +56,9 @@ func showStateText(raw json.RawMessage, out io.Writer) error {
 		access := "any host"
 		if !s.AllowAnyHost {
 			access = fmt.Sprintf("%d allowed hosts", len(s.Hosts))
+		}
+		if s.CntlidMin != nvme.MinControllerID || s.CntlidMax != nvme.MaxControllerID {
+			ports += fmt.Sprintf(", controller IDs %d..%d", s.CntlidMin, s.CntlidMax)
 		}
 		fmt.Fprintf(w, "subsystem %s  %s, %s\n", s.NQN, access, ports)
 		for _, n := range s.Namespaces {

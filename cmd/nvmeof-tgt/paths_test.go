@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -276,6 +277,22 @@ func TestReferralsFollowReload(t *testing.T) {
 	hdr, recs := h.discoveryRecords()
 	if len(recs) != 3 || recs[2].Subtype != nvme.SubtypeDiscoveryReferral || recs[2].TRADDR != "10.99.0.2" || recs[2].TRSVCID != "4420" {
 		t.Fatalf("discovery log at start %+v, want the referral to 10.99.0.2:4420 last", recs)
+	}
+	// get_state and ctl list show them, and the controller ID range.
+	raw, err := json.Marshal(state(d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text bytes.Buffer
+	if err := showStateText(raw, &text); err != nil {
+		t.Fatal(err)
+	}
+	// Compared with the columns' padding squeezed.
+	listed := strings.Join(strings.Fields(text.String()), " ")
+	for _, want := range []string{"referral rdma 10.99.0.2:4420", "all ports, controller IDs 1..999"} {
+		if !strings.Contains(listed, want) {
+			t.Errorf("ctl list lacks %q:\n%s", want, text.String())
+		}
 	}
 	events := h.awaitEvent(nvme.OAESDiscoveryChange)
 	next := withReferrals(base, "[{address: 10.99.0.2, port: 4421}, {address: 10.99.0.3}]")

@@ -23,6 +23,14 @@ type PortState struct {
 	Port    uint16 `json:"port"`
 	// ANA is the state of each ANA group not optimized on the port.
 	ANA map[uint32]string `json:"ana,omitempty"`
+	// Referrals are the other discovery services the port's discovery
+	// log lists.
+	Referrals []ReferralState `json:"referrals,omitempty"`
+}
+
+type ReferralState struct {
+	Address string `json:"address"`
+	Port    uint16 `json:"port"`
 }
 
 type SubState struct {
@@ -32,6 +40,8 @@ type SubState struct {
 	AllowAnyHost bool        `json:"allow_any_host"`
 	Hosts        []string    `json:"hosts"`
 	Ports        []uint16    `json:"ports"`
+	CntlidMin    uint16      `json:"cntlid_min"` // controller IDs handed out
+	CntlidMax    uint16      `json:"cntlid_max"`
 	Namespaces   []NSState   `json:"namespaces"`
 	Controllers  []CtrlState `json:"controllers"`
 }
@@ -63,7 +73,11 @@ func state(d *daemon) State {
 	gen, _, _ := d.generation()
 	st := State{Generation: gen, Ports: []PortState{}, Subsystems: []SubState{}}
 	for _, p := range cfg.Ports {
-		st.Ports = append(st.Ports, PortState{ID: p.ID, Address: p.Address, Port: p.Port, ANA: maps.Clone(p.ANA)})
+		ps := PortState{ID: p.ID, Address: p.Address, Port: p.Port, ANA: maps.Clone(p.ANA)}
+		for _, r := range p.Referrals {
+			ps.Referrals = append(ps.Referrals, ReferralState{r.Address, r.Port})
+		}
+		st.Ports = append(st.Ports, ps)
 	}
 	for _, sc := range cfg.Subsystems {
 		if ss, ok := subsystemState(d, sc); ok {
@@ -82,6 +96,7 @@ func subsystemState(d *daemon, sc config.Subsystem) (SubState, bool) {
 	ss := SubState{NQN: s.NQN, Serial: s.Serial, Model: s.Model, AllowAnyHost: sc.AllowAnyHost,
 		Hosts: append([]string{}, sc.Hosts...), Ports: append([]uint16{}, sc.Ports...),
 		Namespaces: []NSState{}, Controllers: []CtrlState{}}
+	ss.CntlidMin, ss.CntlidMax = s.ControllerIDs()
 	slices.Sort(ss.Hosts)
 	for _, nc := range sc.Namespaces {
 		ns := s.Namespace(nc.NSID)
