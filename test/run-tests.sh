@@ -17,9 +17,11 @@ echo "== blktests control script self-test"
 echo "== unit tests (race detector on)"
 # Tests that need a tool install-deps provides fail rather than skip here.
 NVMEOF_REQUIRE_TOOLS=1 go test -race -count=1 ./...
-echo "== end-to-end suite, guest kernel 6.1 (every scenario)"
-E2E_KERNEL=6.1 go test -count=1 -tags e2e -v -timeout 30m ./test/e2e/
+# 97-dhchap needs a host with NVMe authentication, which 6.1 is built without.
+echo "== end-to-end suite, guest kernel 6.1 (every scenario but 97-dhchap)"
+E2E_KERNEL=6.1 E2E_ONLY='^([^9]|9[^7])' go test -count=1 -tags e2e -v -timeout 30m ./test/e2e/
 # The host side changed much between 6.1 and 6.12 (multipath, ANA, naming):
-# connect, fio verify and the multipath scenarios run on 6.12 too.
-echo "== end-to-end suite, guest kernel 6.12 (connect, fio verify, multipath and ANA)"
-E2E_KERNEL=6.12 E2E_ONLY='^(02-connect|03-fio-verify-file|8[4-8]-.*)$' go test -count=1 -tags e2e -v -timeout 15m ./test/e2e/
+# connect, fio verify and the multipath scenarios run on 6.12 too, and
+# in-band authentication, which only 6.12's host has.
+echo "== end-to-end suite, guest kernel 6.12 (connect, fio verify, multipath and ANA, authentication)"
+E2E_KERNEL=6.12 E2E_ONLY='^(02-connect|03-fio-verify-file|8[4-8]-.*|97-dhchap)$' go test -count=1 -tags e2e -v -timeout 15m ./test/e2e/

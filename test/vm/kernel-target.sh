@@ -7,6 +7,7 @@
 #   kt_port ID ADDR [SVCID] [INLINE]         an RDMA port
 #   kt_subsystem NQN [SERIAL] [MODEL]        a subsystem open to any host
 #   kt_allow_host NQN HOSTNQN                restrict NQN to an allow-list
+#   kt_host_auth HOSTNQN KEY [CKEY [HASH [GRP]]] the host's DH-HMAC-CHAP keys, hash and DH group
 #   kt_namespace NQN NSID DEVICE [UUID [GRP]] a namespace over a block device, in ANA group GRP
 #   kt_link PORT NQN                         expose NQN on PORT
 #   kt_ana PORT GROUP STATE                  a port's ANA state for a group (optimized, non_optimized, ...)
@@ -64,6 +65,20 @@ kt_allow_host() { # NQN HOSTNQN (an empty HOSTNQN only closes the subsystem)
 	[ -n "${2:-}" ] || return 0
 	[ -d "$KT_CFS/hosts/$2" ] || mkdir "$KT_CFS/hosts/$2"
 	ln -s "$KT_CFS/hosts/$2" "$s/allowed_hosts/$2"
+}
+
+# kt_host_auth HOSTNQN KEY [CTRL_KEY [HASH [DHGROUP]]]: the host's
+# DH-HMAC-CHAP secrets (DHHC-1 form) and the hash (sha256, sha384, sha512)
+# and DH group (null, ffdhe2048 ...) nvmet asks it for. nvmet keeps these
+# per host, for every subsystem, where nvmeof-tgt keeps the keys per
+# subsystem entry and the hashes and groups per subsystem.
+kt_host_auth() {
+	local h=$KT_CFS/hosts/$1
+	[ -d "$h" ] || mkdir "$h" || return 1
+	echo "$2" >"$h/dhchap_key" || return 1
+	if [ -n "${3:-}" ]; then echo "$3" >"$h/dhchap_ctrl_key" || return 1; fi
+	if [ -n "${4:-}" ]; then echo "hmac($4)" >"$h/dhchap_hash" || return 1; fi
+	if [ -n "${5:-}" ]; then echo "$5" >"$h/dhchap_dhgroup" || return 1; fi
 }
 
 kt_namespace() { # NQN NSID DEVICE [UUID [ANA_GROUP]]
@@ -183,7 +198,9 @@ kt_uuid() {
 
 # kt_from_config FILE: set up the ports, subsystems, hosts and namespaces of
 # a nvmeof-tgt configuration file. The log and metrics sections have no
-# kernel counterpart and are ignored.
+# kernel counterpart and are ignored. A host entry with keys gets them
+# (inline or from its files), with the first of the subsystem's
+# dhchap_hashes and dhchap_dhgroups, since nvmet asks for one of each.
 kt_from_config() {
 	local lines kind a b c d e f g h i dev all_ports=() p groups=""
 	# yq (jq over YAML) flattens the file into '|'-separated records; '|'
@@ -197,7 +214,10 @@ kt_from_config() {
 			((.referrals // []) | to_entries[] | ["referral", $p.id, "r\(.key)", .value.address, (.value.port // 4420)])),
 		((.subsystems // [])[] | . as $s |
 			["subsys", .nqn, (.allow_any_host // false), (.serial // ""), (.model // ""), (.cntlid_min // 1), (.cntlid_max // 65519)],
-			((.hosts // [])[] | ["host", $s.nqn, .]),
+			((.hosts // [])[] | if type == "string" then ["host", $s.nqn, .] else
+				["host", $s.nqn, .nqn, (.dhchap_key // ""), (.dhchap_key_file // ""),
+					(.dhchap_ctrl_key // ""), (.dhchap_ctrl_key_file // ""),
+					(($s.dhchap_hashes // [])[0] // ""), (($s.dhchap_dhgroups // [])[0] // "")] end),
 			((.namespaces // [])[] | ["ns", $s.nqn, .nsid, .backend, (.path // ""), (.size // ""),
 				(.block_size // 0), (.buffered // false), (.read_only // false), (.uuid // ""), (.ana_group // 1)]),
 			["link", .nqn, ((.ports // []) | map(tostring) | join(","))])
@@ -217,7 +237,12 @@ kt_from_config() {
 			if [ "$b" != true ]; then kt_allow_host "$a" "" || return 1; fi
 			if [ "$e" != 1 ] || [ "$f" != 65519 ]; then kt_cntlid "$a" "$e" "$f" || return 1; fi
 			;;
-		host) kt_allow_host "$a" "$b" || return 1 ;;
+		host) # a=nqn b=hostnqn c=key d=key_file e=ctrl_key f=ctrl_key_file g=hash h=dhgroup
+			kt_allow_host "$a" "$b" || return 1
+			[ -z "$d" ] || c=$(<"$d") || return 1
+			[ -z "$f" ] || e=$(<"$f") || return 1
+			if [ -n "$c" ]; then kt_host_auth "$b" "$c" "$e" "$g" "$h" || return 1; fi
+			;;
 		ns) # a=nqn b=nsid c=backend d=path e=size f=block_size g=buffered h=read_only i=uuid
 			[ "$f" != 0 ] || f=512
 			case $c in
