@@ -1,0 +1,50 @@
+#!/bin/bash
+# Runs blktests against nvmeof-tgt in the test guest, through
+# nvme-target-control: the daemon starts with one RDMA port and no
+# subsystem, and blktests makes each test's subsystem itself.
+#
+#   E2E_KERNEL=6.12 test/vm/run-guest.sh --script test/blktests/guest-check.sh \
+#       --results DIR --env NVMEOF_TGT=/path/to/nvmeof-tgt \
+#       --env BLKTESTS=/path/to/blktests [--env TESTS='nvme/041 nvme/042'] [--disk IMG]
+#
+# BLKTESTS is a blktests checkout built with make; the guest writes only
+# to its own overlay, so the checkout stays as it is. DIR/blktests holds
+# blktests' results, DIR/target.log the daemon's log.
+set -euo pipefail
+: "${NVMEOF_TGT:?the nvmeof-tgt binary}" "${BLKTESTS:?a blktests checkout}"
+here=$(cd "$(dirname "$0")" && pwd)
+tests=${TESTS:-nvme}
+# blktests checks kernel options in /boot/config-$(uname -r); the guest's
+# kernel is unpacked beside its modules, and / is a writable overlay here.
+for c in "/lib/modules/$(uname -r)/../../../boot/config-$(uname -r)" /var/cache/nvmeof-tgt-test/"$(uname -r)"/root/boot/config-"$(uname -r)"; do
+	if [ -f "$c" ]; then
+		cp "$c" /boot/ && break
+	fi
+done
+[ -f "/boot/config-$(uname -r)" ] || echo "no kernel config for $(uname -r): blktests will skip tests that check options"
+mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config
+mkdir -p /data
+if [ -b /dev/vda ]; then
+	mkfs.ext4 -q -F /dev/vda
+	mount /dev/vda /data
+fi
+cat >/tmp/tgt.yaml <<CFG
+ports: [{id: 1, address: 10.99.0.1, port: 4420}]
+subsystems: []
+CFG
+"$NVMEOF_TGT" -config /tmp/tgt.yaml >/results/target.log 2>&1 &
+tgt=$!
+for _ in $(seq 100); do
+	nvme discover -t rdma -a 10.99.0.1 >/dev/null 2>&1 && break
+	sleep 0.1
+done
+cd "$BLKTESTS"
+rc=0
+# USE_RXE: blktests' rdma set-up finds the guest's soft-RoCE link.
+NVME_TARGET_CONTROL=$here/nvme-target-control NVMET_TRTYPES=rdma NVMET_BLKDEV_TYPES=file USE_RXE=1 \
+	NVME_IMG_SIZE=64M NVMET_IMG_SIZE=64MiB NVMET_IMG_DIR=/data/bt \
+	timeout 1200 ./check $tests || rc=$?
+cp -r results /results/blktests
+kill "$tgt"
+wait "$tgt" || true
+exit "$rc"
