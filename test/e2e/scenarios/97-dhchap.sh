@@ -57,7 +57,7 @@ subsystems:
       - $hn
 ${1:+    dhchap_hashes: [$1]}
 ${2:+    dhchap_dhgroups: [$2]}
-    namespaces: [{nsid: 1, backend: nullblk, size: 64MiB}]
+    namespaces: [{nsid: 1, backend: file, path: /data/auth.img, size: 64MiB}]
 CFG
 }
 
