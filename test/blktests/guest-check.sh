@@ -4,23 +4,20 @@
 # subsystem, and blktests makes each test's subsystem itself.
 #
 #   E2E_KERNEL=6.12 test/vm/run-guest.sh --script test/blktests/guest-check.sh \
-#       --results DIR --env NVMEOF_TGT=/path/to/nvmeof-tgt \
+#       --results DIR --env NVMEOF_TGT=/path/to/nvmeof-tgt --env SRC=$PWD \
 #       --env BLKTESTS=/path/to/blktests [--env TESTS='nvme/041 nvme/042'] [--disk IMG]
 #
+# SRC is this repository (run-guest.sh runs a copy of this script).
 # BLKTESTS is a blktests checkout built with make; the guest writes only
 # to its own overlay, so the checkout stays as it is. DIR/blktests holds
 # blktests' results, DIR/target.log the daemon's log.
 set -euo pipefail
-: "${NVMEOF_TGT:?the nvmeof-tgt binary}" "${BLKTESTS:?a blktests checkout}"
-here=$(cd "$(dirname "$0")" && pwd)
+: "${NVMEOF_TGT:?the nvmeof-tgt binary}" "${BLKTESTS:?a blktests checkout}" "${SRC:?this repository}"
 tests=${TESTS:-nvme}
 # blktests checks kernel options in /boot/config-$(uname -r); the guest's
 # kernel is unpacked beside its modules, and / is a writable overlay here.
-for c in "/lib/modules/$(uname -r)/../../../boot/config-$(uname -r)" /var/cache/nvmeof-tgt-test/"$(uname -r)"/root/boot/config-"$(uname -r)"; do
-	if [ -f "$c" ]; then
-		cp "$c" /boot/ && break
-	fi
-done
+c=${NVMEOF_TEST_CACHE:-/var/cache/nvmeof-tgt-test}/$(uname -r)/root/boot/config-$(uname -r)
+if [ -f "$c" ]; then cp "$c" /boot/; fi
 [ -f "/boot/config-$(uname -r)" ] || echo "no kernel config for $(uname -r): blktests will skip tests that check options"
 mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config
 mkdir -p /data
@@ -41,7 +38,7 @@ done
 cd "$BLKTESTS"
 rc=0
 # USE_RXE: blktests' rdma set-up finds the guest's soft-RoCE link.
-NVME_TARGET_CONTROL=$here/nvme-target-control NVMET_TRTYPES=rdma NVMET_BLKDEV_TYPES=file USE_RXE=1 \
+NVME_TARGET_CONTROL=$SRC/test/blktests/nvme-target-control NVMET_TRTYPES=rdma NVMET_BLKDEV_TYPES=file USE_RXE=1 \
 	NVME_IMG_SIZE=64M NVMET_IMG_SIZE=64MiB NVMET_IMG_DIR=/data/bt \
 	timeout 1200 ./check $tests || rc=$?
 cp -r results /results/blktests
