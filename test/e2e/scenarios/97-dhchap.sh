@@ -213,8 +213,9 @@ before=0
 if ours; then before=$(authlog "host re-authenticated" ".host == \"$hk\""); fi
 dmesg -C
 echo "$new" >"/sys/class/nvme/$live/dhchap_secret" || fail "writing $live's dhchap_secret"
-dmesg_has() { dmesg | grep -q "$1"; }
-wait_for 5 "the host starting re-authentication" dmesg_has "re-authenticating controller"
+# The host logs each admin queue authentication, re-authentications too.
+dmesg_has() { dmesg | grep -qF "$1"; }
+wait_for 30 "the host re-authenticating $live" dmesg_has "$live: qid 0: authenticated with hash"
 if ours; then
 	reauthed() { [ "$(authlog "host re-authenticated" ".host == \"$hk\"")" -ge $((before + 2)) ]; }
 	wait_for 30 "the admin and I/O queue re-authenticating" reauthed
@@ -237,7 +238,8 @@ if ours; then
 	KERNEL_TARGET_UP=1
 	kt_from_config /tmp/tgt.yaml >>"$RESULTS/$SCENARIO-kernel.log" 2>&1 ||
 		fail "configuring the Linux target: $(tail -5 "$RESULTS/$SCENARIO-kernel.log")"
-	wait_for 30 "the Linux target answering discovery" nvme discover -t rdma -a "$ADDR" -s "$PORT" -o json
+	kt_answers() { nvme discover -t rdma -a "$ADDR" -s "$PORT" >/dev/null 2>&1; }
+	wait_for 30 "the Linux target answering discovery" kt_answers
 	got=$(outcomes)
 	echo "$got"
 	assert_eq "outcomes against the Linux target" "$got" "$expected"
