@@ -11,7 +11,8 @@
 // E2E_ONLY=regexp limits the scenarios; E2E_KEEP=1 keeps the results
 // directory; E2E_KERNEL=6.1 (the default) or 6.12 picks the guest kernel
 // (test/vm/prepare.sh; test/run-tests.sh runs every scenario on 6.1 and a
-// subset on 6.12). NVMEOF_E2E_TARGET=kernel runs the scenarios against the Linux
+// subset on 6.12; 97-dhchap, which needs a host with NVMe authentication,
+// only on 6.12). NVMEOF_E2E_TARGET=kernel runs the scenarios against the Linux
 // kernel target (nvmet-rdma, configured from the same YAML files by
 // test/vm/kernel-target.sh) instead of nvmeof-tgt, to check the suite
 // itself; scenarios about nvmeof-tgt's own features are skipped there.
