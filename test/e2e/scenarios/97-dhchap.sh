@@ -109,6 +109,7 @@ outcomes() {
 	try unkeyed_host_with_secret "$hn" --dhchap-secret="$(gen "$hn" 1)"
 	try bidirectional "$hb" --dhchap-secret="$kb" --dhchap-ctrl-secret="$cb"
 	try host_key_only "$hb" --dhchap-secret="$kb"
+	try ctrl_key_not_on_target "$hk" --dhchap-secret="$kk" --dhchap-ctrl-secret="$cb"
 	try wrong_ctrl_key "$hw" --dhchap-secret="$kw" --dhchap-ctrl-secret="$cw"
 }
 expected="right_key connects
@@ -118,6 +119,7 @@ unkeyed_host connects
 unkeyed_host_with_secret connects
 bidirectional connects
 host_key_only connects
+ctrl_key_not_on_target refused
 wrong_ctrl_key refused"
 
 # authlog MSG [JQ-FILTER]: how many of the daemon's log entries say MSG
@@ -145,6 +147,7 @@ echo "$got"
 assert_eq "outcomes against $TARGET" "$got" "$expected"
 if ours; then
 	assert_eq "wrong key counted" "$(failures "$hk" wrong_response)" 1
+	assert_eq "bidirectional without a controller key counted" "$(failures "$hk" no_controller_key)" 1
 	assert_eq "wrong controller key: the host's refusal counted" "$(failures "$hw" host_refused_controller)" 1
 	for h in "$hk" "$hw"; do
 		wait_for 10 "no controller left for refused host $h" no_target_ctrl "$h"
