@@ -70,6 +70,18 @@ hconnect() {
 		--nr-io-queues=1 "$@"
 }
 
+# fconnect HOSTNQN [OPTION=VALUE...]: connect as that host beside a live
+# controller of the same subsystem, through /dev/nvme-fabrics as nvme-cli
+# does: nvme-cli 2.3 takes any controller of the subsystem at that address
+# for this one and says "already connected", -D or not.
+fconnect() {
+	local h=$1 o
+	shift
+	o="transport=rdma,traddr=$ADDR,trsvcid=$PORT,nqn=$subsys,hostnqn=$h,hostid=${h##*:},nr_io_queues=1,duplicate_connect"
+	for x in "$@"; do o+=",$x"; done
+	echo "$o" >/dev/nvme-fabrics
+}
+
 # try CASE HOSTNQN [nvme-cli args]: print "CASE connects" or "CASE
 # refused", leaving nothing connected either way.
 try() {
@@ -177,8 +189,7 @@ if ours; then
 		match=".host == \"$hb\" and .hash == \"$hash\" and .dhgroup == \"$group\" and .bidirectional"
 		before=$(authlog "host authenticated" "$match")
 		start=$(date +%s.%N)
-		# -D: nvme-cli counts the first host's controller as this one's.
-		hconnect "$hb" -D --dhchap-secret="$kb" --dhchap-ctrl-secret="$cb" >/dev/null ||
+		fconnect "$hb" "dhchap_secret=$kb" "dhchap_ctrl_secret=$cb" ||
 			fail "bidirectional connect with $combo"
 		secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b - a}')
 		c=$(host_ctrl "$hb") || fail "no controller after connecting with $combo"
@@ -202,11 +213,11 @@ else
 fi
 assert_eq "the connection after the rotation" "$(cat "/sys/class/nvme/$live/state")" live
 fio_ok after-rotation --filename="$dev" --rw=read --bs=64k --iodepth=4 --ioengine=libaio --direct=1 --size=4m
-# -D: a second controller of the same host, beside the live one.
-if hconnect "$hk" -D --dhchap-secret="$kk" >/dev/null 2>&1; then
+# A second controller of the same host, beside the live one.
+if fconnect "$hk" "dhchap_secret=$kk" 2>/dev/null; then
 	fail "the old key still connects after the rotation"
 fi
-hconnect "$hk" -D --dhchap-secret="$new" >/dev/null || fail "connect with the rotated key"
+fconnect "$hk" "dhchap_secret=$new" || fail "connect with the rotated key"
 c=$(host_ctrl "$hk" "$live") || fail "no second controller after connecting with the rotated key"
 nvme disconnect -d "$c" >/dev/null || fail "disconnect $c"
 
