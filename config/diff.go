@@ -16,7 +16,7 @@ type Plan struct {
 	DelNamespaces      []NamespaceRef // in subsystems kept; a changed one is deleted and added
 	AddNamespaces      []NamespaceRef
 	ResizeNamespaces   []NamespaceRef // in subsystems kept: only the size differs
-	Remeasure          []NamespaceRef // block namespaces kept: the device may have grown
+	Remeasure          []NamespaceRef // block and rbd namespaces kept: the device or image may have grown
 	Access             []Subsystem    // kept, with other hosts or allow_any_host
 	Links              []Subsystem    // kept, with other ports
 	Limits             []Subsystem    // kept, with other max_controllers, max_io_queues or cntlid range
@@ -129,7 +129,7 @@ func (p *Plan) diffSubsystem(old, s Subsystem) {
 func (p *Plan) keepNamespace(nqn string, oldNS map[uint32]Namespace, n Namespace) bool {
 	o, ok := oldNS[n.NSID]
 	if ok && o == n {
-		if n.Backend == "block" {
+		if n.Backend == "block" || n.Backend == "rbd" {
 			p.Remeasure = append(p.Remeasure, NamespaceRef{nqn, n})
 		}
 		return true

@@ -60,6 +60,11 @@ type namespaceParams struct {
 	ReadOnly  bool     `json:"read_only,omitempty"`
 	Buffered  bool     `json:"buffered,omitempty"`
 	UUID      string   `json:"uuid,omitempty"`
+	// rbd: the image; the cluster is the top-level ceph block's.
+	Pool           string `json:"pool,omitempty"`
+	RadosNamespace string `json:"rados_namespace,omitempty"`
+	Image          string `json:"image,omitempty"`
+	Create         bool   `json:"create,omitempty"`
 }
 
 type namespaceSet struct {
