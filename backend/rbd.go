@@ -210,7 +210,7 @@ func openRBD(opts Options) (Backend, error) {
 	}
 	conn, err := connect(o)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("rbd:%s: %w", name, err)
 	}
 	b := &rbdBackend{conn: conn, blockSize: bs, readOnly: opts.ReadOnly, name: name}
 	if err := b.open(o, opts.Size); err != nil {

@@ -23,8 +23,8 @@ const ctlUsage = `usage: nvmeof-tgt ctl [-socket PATH] COMMAND
   list [-json]                         the running state: ports, subsystems, namespaces, hosts, controllers
   add port -id N -address ADDR [-port 4420] [-inline-data-size B] [-max-queue-size N]
   add subsystem NQN [-serial S] [-model M] [-allow-any-host] [-port ID]... [-host HOSTNQN]...
-  add namespace NQN -backend file|block|nullblk [-nsid N] [-path P] [-size S] [-block-size B]
-                    [-read-only] [-buffered] [-uuid U]
+  add namespace NQN -backend file|block|rbd|nullblk [-nsid N] [-path P] [-size S] [-block-size B]
+                    [-read-only] [-buffered] [-uuid U] [-pool P -image I [-rados-namespace N] [-create]]
   add host NQN HOSTNQN                 allow HOSTNQN into subsystem NQN
   set subsystem NQN -allow-any-host=true|false
   set namespace NQN NSID -size S       grow a namespace in place (hosts see the new size)
