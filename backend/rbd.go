@@ -9,6 +9,30 @@ package backend
 #include <rados/librados.h>
 #include <rbd/librbd.h>
 
+// rbdAioDone is Go's (rbd_callback.go): librbd calls it from its own
+// thread when an asynchronous operation completes.
+extern void rbdAioDone(rbd_completion_t c, void *arg);
+
+static int aio_start(rbd_image_t img, int op, uint64_t off, size_t len, char *buf, uintptr_t arg) {
+	rbd_completion_t c;
+	int r = rbd_aio_create_completion((void *)arg, (rbd_callback_t)rbdAioDone, &c);
+	if (r < 0)
+		return r;
+	switch (op) {
+	case 0:
+		r = rbd_aio_read(img, off, len, buf, c);
+		break;
+	case 1:
+		r = rbd_aio_write(img, off, len, buf, c);
+		break;
+	default:
+		r = rbd_aio_flush(img, c);
+	}
+	if (r < 0)
+		rbd_aio_release(c);
+	return r;
+}
+
 static int create_image(rados_ioctx_t io, const char *name, uint64_t size) {
 	rbd_image_options_t opts;
 	rbd_image_options_create(&opts);
@@ -34,8 +58,9 @@ import (
 func init() { Register("rbd", openRBD) }
 
 // rbdBackend serves a namespace from a Ceph RBD image through librbd.
-// Every call blocks until the OSDs answer, so it runs on the queue's
-// workers. librbd's cache is off (rbd_cache=false on every connection): a
+// Reads, writes and flushes go through librbd's asynchronous calls
+// (AsyncIO); the other calls block until the OSDs answer, so they run on
+// the queue's workers. librbd's cache is off (rbd_cache=false on every connection): a
 // write completes once the OSDs have it on stable media, so there is no
 // volatile cache to report and FUA needs nothing more.
 type rbdBackend struct {
@@ -307,6 +332,40 @@ func (b *rbdBackend) WriteAt(p []byte, off int64) error {
 		return rbdError("write", b.name, -C.ENOSPC)
 	}
 	return nil
+}
+
+// The asynchronous calls (AsyncIO): librbd completes them on its own
+// thread, through rbdAioDone.
+const (
+	aioRead = iota
+	aioWrite
+	aioFlush
+)
+
+func (b *rbdBackend) startAsync(op int, p []byte, off int64, sink *AsyncSink, tag uint32) error {
+	var buf *C.char
+	if len(p) > 0 {
+		buf = ptr(p)
+	}
+	if r := C.aio_start(b.image, C.int(op), C.uint64_t(off), C.size_t(len(p)), buf, C.uintptr_t(asyncArg(sink, tag))); r < 0 {
+		return rbdError([...]string{"aio read", "aio write", "aio flush"}[op], b.name, r)
+	}
+	return nil
+}
+
+func (b *rbdBackend) ReadAsync(p []byte, off int64, sink *AsyncSink, tag uint32) error {
+	return b.startAsync(aioRead, p, off, sink, tag)
+}
+
+func (b *rbdBackend) WriteAsync(p []byte, off int64, sink *AsyncSink, tag uint32) error {
+	if b.readOnly {
+		return b.readOnlyError("write")
+	}
+	return b.startAsync(aioWrite, p, off, sink, tag)
+}
+
+func (b *rbdBackend) FlushAsync(sink *AsyncSink, tag uint32) error {
+	return b.startAsync(aioFlush, nil, 0, sink, tag)
 }
 
 // Flush: with the cache off there is nothing to write back, but
