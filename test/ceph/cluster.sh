@@ -53,14 +53,15 @@ stop_daemon() { # name
 # fetch mon config"); it is tried again.
 start_osd() {
 	osd_up && return 0
-	local try
-	for try in 1 2 3 4 5; do
-		if ceph-osd --conf "$C/ceph.conf" -i 0 2>>"$C/log/osd-start.log"; then
+	local try start=$SECONDS
+	for try in $(seq 1 20); do
+		if ceph-osd --conf "$C/ceph.conf" -i 0 --debug-monc 10 --debug-auth 10 2>>"$C/log/osd-start.log"; then
 			waitfor "osd.0 up" 120 osd_up
+			[ "$try" = 1 ] || echo "cluster.sh: ceph-osd started at try $try, $((SECONDS - start)) s after the first" >&2
 			return
 		fi
-		echo "cluster.sh: ceph-osd did not start (try $try); see $C/log/osd-start.log" >&2
-		sleep 1
+		echo "cluster.sh: ceph-osd did not start (try $try, $((SECONDS - start)) s); see $C/log/osd-start.log" >&2
+		sleep 3
 	done
 	return 1
 }
