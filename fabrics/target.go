@@ -351,6 +351,7 @@ type Namespace struct {
 	traits   backend.Traits
 	blocking bool               // backend calls may sleep: they run on the queue's workers
 	file     backend.FileBacked // non-nil: reads, writes and flushes may go through a ring
+	async    backend.AsyncIO    // non-nil: reads, writes and flushes may start without a worker
 	gate     writeGate          // fused Compare and Write against every other write
 	removed  atomic.Bool        // set once RemoveNamespace unpublished it
 	anaGroup atomic.Uint32      // ANA group (ana.go)
@@ -383,6 +384,7 @@ func NewNamespace(nsid uint32, b backend.Backend, readOnly bool, uuid [16]byte) 
 	nb, ok := b.(backend.NonBlocking)
 	ns.blocking = !ok || !nb.NonBlocking()
 	ns.file, _ = b.(backend.FileBacked)
+	ns.async, _ = b.(backend.AsyncIO)
 	ns.gate.init()
 	ns.blocks.Store(blocks)
 	ns.anaGroup.Store(DefaultANAGroup)

@@ -128,6 +128,8 @@ func openNamespace(nqn string, nc config.Namespace) (*fabrics.Namespace, error) 
 	b, err := backend.Open(nc.Backend, backend.Options{
 		Path: nc.Path, Size: int64(nc.Size), BlockSize: nc.BlockSize,
 		ReadOnly: nc.ReadOnly, Buffered: nc.Buffered,
+		RBD: backend.RBDOptions{Pool: nc.Pool, Namespace: nc.RadosNamespace, Image: nc.Image, Create: nc.Create,
+			Conf: nc.Ceph.Conf, User: nc.Ceph.User, Keyring: nc.Ceph.Keyring},
 	})
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) && nc.Backend == "block" {

@@ -112,7 +112,7 @@ func subsystemState(d *daemon, sc config.Subsystem) (SubState, bool) {
 		if ns == nil {
 			continue
 		}
-		ss.Namespaces = append(ss.Namespaces, NSState{NSID: ns.ID, Backend: nc.Backend, Path: nc.Path,
+		ss.Namespaces = append(ss.Namespaces, NSState{NSID: ns.ID, Backend: nc.Backend, Path: nc.Source(),
 			SizeBytes: ns.Blocks() << ns.BlockShift, BlockSize: 1 << ns.BlockShift, ReadOnly: ns.ReadOnly,
 			UUID: config.FormatUUID(ns.UUID), ANAGroup: ns.ANAGroup()})
 	}

@@ -483,3 +483,51 @@ ns_heads() {
 	done
 	echo "$n"
 }
+
+# ceph_up: the guest's Ceph cluster (test/ceph/cluster.sh: one monitor, one
+# BlueStore OSD, pool rbd of size 1, cephx on) on the third disk. The first
+# rbd scenario starts it; it runs on for the rest of the boot, so later
+# ones only read its env file (CEPH_CONF, CEPH_USER, CEPH_KEYRING, ...).
+CEPH_DIR=/ceph/cluster
+ceph_up() {
+	if [ ! -f "$CEPH_DIR/env" ]; then
+		[ -b /dev/vdc ] || fail "no /dev/vdc for the Ceph cluster (test/e2e/e2e_test.go makes it)"
+		# The OSD puts the host name in its CRUSH location; BlueStore
+		# needs O_DIRECT, which the guest's tmpfs lacks.
+		hostname ceph0
+		mkfs.ext4 -q -F /dev/vdc
+		mkdir -p /ceph
+		mount /dev/vdc /ceph
+		local start=$SECONDS
+		CEPH_OSD_SIZE=$((2 << 30)) "$E2E_DIR/../ceph/cluster.sh" start "$CEPH_DIR" >"$RESULTS/ceph-start.log" 2>&1 ||
+			fail "starting the Ceph cluster: $(tail -20 "$RESULTS/ceph-start.log")"
+		echo "ceph cluster started in $((SECONDS - start)) s"
+	else
+		# A scenario that failed with the OSD stopped must not fail the next.
+		"$E2E_DIR/../ceph/cluster.sh" start-osd "$CEPH_DIR" >>"$RESULTS/ceph-start.log" 2>&1 ||
+			fail "starting the OSD again: $(tail -5 "$RESULTS/ceph-start.log")"
+	fi
+	set -a
+	source "$CEPH_DIR/env"
+	set +a
+}
+
+# rbd_admin ARGS...: the rbd command as the cluster's administrator.
+# The rbd command waits for the OSDs without a limit of its own.
+rbd_admin() { timeout 120 rbd --conf "$CEPH_CONF" --id admin --keyring "$CEPH_ADMIN_KEYRING" "$@"; }
+
+# serve_rbd NQN IMAGE SIZE: start the target with one subsystem whose
+# namespace 1 is the RBD image IMAGE (created with SIZE), reached as the
+# cluster's RBD user.
+serve_rbd() {
+	config /tmp/tgt.yaml <<CFG
+ports: [{id: 1, address: $ADDR, port: $PORT}]
+metrics: {address: 127.0.0.1:9750}
+ceph: {conf: $CEPH_CONF, user: $CEPH_USER, keyring: $CEPH_KEYRING}
+subsystems:
+  - nqn: $1
+    allow_any_host: true
+    namespaces: [{nsid: 1, backend: rbd, pool: $CEPH_POOL, image: $2, create: true, size: $3}]
+CFG
+	start_target /tmp/tgt.yaml
+}
