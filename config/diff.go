@@ -16,6 +16,7 @@ type Plan struct {
 	DelNamespaces      []NamespaceRef // in subsystems kept; a changed one is deleted and added
 	AddNamespaces      []NamespaceRef
 	ResizeNamespaces   []NamespaceRef // in subsystems kept: only the size differs
+	Regroup            []NamespaceRef // kept, in another ANA group: moved in place
 	Remeasure          []NamespaceRef // block and rbd namespaces kept: the device or image may have grown
 	Access             []Subsystem    // kept, with other hosts or allow_any_host
 	Links              []Subsystem    // kept, with other ports
@@ -125,24 +126,34 @@ func (p *Plan) diffSubsystem(old, s Subsystem) {
 
 // keepNamespace reports whether namespace n of subsystem nqn stays as the
 // host knows it: unchanged (a block device is measured again, it may have
-// grown), or changed in size only (resized in place).
+// grown), or changed in size only (resized in place); either may also have
+// moved to another ANA group, which changes in place too.
 func (p *Plan) keepNamespace(nqn string, oldNS map[uint32]Namespace, n Namespace) bool {
 	o, ok := oldNS[n.NSID]
-	if ok && o == n {
+	if !ok {
+		return false
+	}
+	regroup := o.Group() != n.Group()
+	o.ANAGroup = n.ANAGroup // compared above, where 0 is the default group
+	keep := false
+	switch resized := o; {
+	case o == n:
 		if n.Backend == "block" || n.Backend == "rbd" {
 			p.Remeasure = append(p.Remeasure, NamespaceRef{nqn, n})
 		}
-		return true
-	}
-	if resized := o; ok && n.Backend != "block" {
+		keep = true
+	case n.Backend != "block":
 		resized.Size = n.Size
 		if resized == n {
 			// Hosts keep the namespace and see its new size.
 			p.ResizeNamespaces = append(p.ResizeNamespaces, NamespaceRef{nqn, n})
-			return true
+			keep = true
 		}
 	}
-	return false
+	if keep && regroup {
+		p.Regroup = append(p.Regroup, NamespaceRef{nqn, n})
+	}
+	return keep
 }
 
 func sameSet[T comparable](a, b []T) bool {

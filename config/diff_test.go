@@ -181,3 +181,44 @@ func TestSameListenerCoversPort(t *testing.T) {
 		}
 	}
 }
+
+// A namespace moved to another ANA group stays, moved in place, also when
+// it is resized at once; group 1 written out is the default group.
+func TestDiffRegroupsInPlace(t *testing.T) {
+	cur := mustParse(t, `
+ports: [{id: 1, address: 10.0.0.1}]
+subsystems:
+  - nqn: nqn.2026-11.io.example:a
+    allow_any_host: true
+    namespaces:
+      - {nsid: 1, backend: nullblk, size: 1GiB}
+      - {nsid: 2, backend: nullblk, size: 1GiB, ana_group: 2}
+      - {nsid: 3, backend: nullblk, size: 1GiB}
+      - {nsid: 4, backend: nullblk, size: 1GiB}
+`)
+	next := mustParse(t, `
+ports: [{id: 1, address: 10.0.0.1}]
+subsystems:
+  - nqn: nqn.2026-11.io.example:a
+    allow_any_host: true
+    namespaces:
+      - {nsid: 1, backend: nullblk, size: 1GiB, ana_group: 1}
+      - {nsid: 2, backend: nullblk, size: 1GiB, ana_group: 3}
+      - {nsid: 3, backend: nullblk, size: 2GiB, ana_group: 3}
+      - {nsid: 4, backend: nullblk, size: 1GiB, read_only: true, ana_group: 3}
+`)
+	p := Diff(cur, next)
+	if got := nsids(p.Regroup); !reflect.DeepEqual(got, []string{"nqn.2026-11.io.example:a/2", "nqn.2026-11.io.example:a/3"}) {
+		t.Errorf("Regroup = %v", got)
+	}
+	if got := nsids(p.ResizeNamespaces); !reflect.DeepEqual(got, []string{"nqn.2026-11.io.example:a/3"}) {
+		t.Errorf("ResizeNamespaces = %v", got)
+	}
+	// Made read-only as well: deleted and added, in its new group.
+	if got := nsids(p.AddNamespaces); !reflect.DeepEqual(got, []string{"nqn.2026-11.io.example:a/4"}) {
+		t.Errorf("AddNamespaces = %v", got)
+	}
+	if len(p.DelNamespaces) != 1 {
+		t.Errorf("DelNamespaces = %v", nsids(p.DelNamespaces))
+	}
+}

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -33,6 +34,9 @@ func TestExamples(t *testing.T) {
 				t.Fatalf("%s: an example should serve at least one subsystem on one port", f)
 			}
 			checkExampleHeader(t, f, string(data), c)
+			for _, w := range c.Warnings() {
+				t.Errorf("%s: -check warns: %s", f, w)
+			}
 		})
 	}
 }
@@ -86,4 +90,34 @@ func markedEdit(text, value string) bool {
 		}
 	}
 	return found
+}
+
+// TestHAExamplesAgree keeps the two daemons of the HA example one
+// subsystem to hosts: the same subsystem section but for disjoint
+// controller ID ranges, and each port referring to the other.
+func TestHAExamplesAgree(t *testing.T) {
+	var cs [2]*Config
+	for i, f := range []string{"examples/ha-daemon-a.yaml", "examples/ha-daemon-b.yaml"} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cs[i], err = Parse(data); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	a, b := cs[0].Subsystems[0], cs[1].Subsystems[0]
+	aLo, aHi := a.CntlidRange()
+	bLo, bHi := b.CntlidRange()
+	if aHi >= bLo && bHi >= aLo {
+		t.Errorf("controller ID ranges %d..%d and %d..%d overlap", aLo, aHi, bLo, bHi)
+	}
+	a.CntlidMin, a.CntlidMax, b.CntlidMin, b.CntlidMax = 0, 0, 0, 0
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("subsystem sections differ:\n%+v\n%+v", a, b)
+	}
+	pa, pb := cs[0].Ports[0], cs[1].Ports[0]
+	if len(pa.Referrals) != 1 || pa.Referrals[0].Address != pb.Address || len(pb.Referrals) != 1 || pb.Referrals[0].Address != pa.Address {
+		t.Errorf("referrals %+v and %+v do not point at each other's port", pa.Referrals, pb.Referrals)
+	}
 }

@@ -153,8 +153,17 @@ func (q *Queue) identifyController(b []byte) {
 		id.OAES = nvme.OAESDiscoveryChange
 	} else {
 		id.ControllerType = nvme.ControllerIO
-		id.CMIC = nvme.CMICMultiController
-		id.OAES = nvme.OAESNSAttrChanged
+		// Several ports, several controllers, and ANA reporting, as the
+		// Linux target: the host's multipath reads the ANA log.
+		id.CMIC = nvme.CMICMultiPort | nvme.CMICMultiController | nvme.CMICANA
+		id.OAES = nvme.OAESNSAttrChanged | nvme.OAESANAChange
+		// Every state; ANAGRPID may change while attached (a reload moves
+		// a namespace to another group in place), so bit 6 stays clear.
+		id.ANACAP = nvme.ANACAPOptimized | nvme.ANACAPNonOptimized | nvme.ANACAPInaccessible |
+			nvme.ANACAPPersistentLoss | nvme.ANACAPChange
+		id.ANATT = anaTransitionTime
+		id.ANAGRPMAX = nvme.MaxANAGroups
+		id.NANAGRPID = nvme.MaxANAGroups
 		id.LPA |= nvme.LPACmdEffects
 		id.FRMW = 1<<1 | 1 // one slot, slot 1 read-only
 		id.NN = nvme.MaxNamespaces
@@ -174,7 +183,8 @@ func identifyNamespace(ns *Namespace, b []byte) {
 	id := nvme.IdentifyNamespace{
 		Blocks:       ns.Blocks(),
 		BlockShift:   ns.BlockShift,
-		NMIC:         1,
+		NMIC:         nvme.NMICShared,
+		ANAGroupID:   ns.ANAGroup(),
 		WriteProtect: ns.ReadOnly,
 		NSFEAT:       nvme.NSFEATThinProvisioning,
 		DLFEAT:       nvme.DLFEATWriteZeroesDeallocate,
@@ -222,6 +232,11 @@ func execGetLogPage(q *Queue, r *Request) bool {
 		c.changedNSLog(page, cmd.LogRAE())
 	case lid == nvme.LogCmdEffects:
 		page = append(page, effectsLog[:]...)
+	case lid == nvme.LogANA:
+		page = q.anaLog(page, cmd.LogSpecific()&nvme.ANALogRGO != 0)
+		c.mu.Lock()
+		c.logPageRead(nvme.AsyncNoticeANAChange, cmd.LogRAE())
+		c.mu.Unlock()
 	default:
 		r.status = nvme.StatusInvalidLogPage | nvme.DNR
 		return true

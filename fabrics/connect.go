@@ -97,9 +97,17 @@ func connectAdmin(q *Queue, r *Request, s *Subsystem, d nvme.ConnectData, log *l
 	}
 	c := newController(s, q, d, kato)
 	if err := s.allocController(c); err != nil {
-		s.Stats.Refused.Refuse("controller_limit", q.port.ID)
-		maxCtrls, _ := s.Limits()
-		log.WithField("max_controllers", maxCtrls).Warn("connect rejected: the subsystem has as many controllers as its max_controllers allows")
+		// Controller Busy with DNR for both, as the Linux target answers
+		// when its controller ID range is used up.
+		if errors.Is(err, errNoControllerID) {
+			s.Stats.Refused.Refuse("cntlid_range", q.port.ID)
+			lo, hi := s.ControllerIDs()
+			log.WithFields(logrus.Fields{"cntlid_min": lo, "cntlid_max": hi}).Warn("connect rejected: every controller ID in the subsystem's cntlid_min..cntlid_max is in use; widen the range")
+		} else {
+			s.Stats.Refused.Refuse("controller_limit", q.port.ID)
+			maxCtrls, _ := s.Limits()
+			log.WithField("max_controllers", maxCtrls).Warn("connect rejected: the subsystem has as many controllers as its max_controllers allows")
+		}
 		r.status = nvme.StatusConnectControllerBusy | nvme.DNR
 		return true
 	}

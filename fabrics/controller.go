@@ -427,6 +427,8 @@ func noticeBit(info uint8) uint32 {
 		return nvme.OAESNSAttrChanged
 	case nvme.AsyncNoticeDiscoveryLog:
 		return nvme.OAESDiscoveryChange
+	case nvme.AsyncNoticeANAChange:
+		return nvme.OAESANAChange
 	}
 	return 0
 }

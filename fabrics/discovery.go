@@ -1,6 +1,9 @@
 package fabrics
 
 import (
+	"fmt"
+	"net/netip"
+	"slices"
 	"strconv"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
@@ -10,10 +13,58 @@ import (
 // discovery entries (ASQSZ), the size the Linux host uses.
 const adminQueueSize = 32
 
+// Referral is another discovery service that a port's discovery log points
+// hosts to, over RDMA: typically the port of a second daemon serving the
+// same subsystems, so that one `nvme connect-all` finds every path.
+type Referral struct {
+	Address   netip.Addr
+	ServiceID uint16 // trsvcid
+}
+
+// SetReferrals replaces the referrals in port id's discovery log. When
+// they change, the log's generation counter moves and the discovery
+// controllers connected through that port get the discovery log change
+// event, as the Linux target raises it for a referral added or removed.
+func (t *Target) SetReferrals(id uint16, refs []Referral) error {
+	t.mu.Lock()
+	if _, ok := t.ports[id]; !ok {
+		t.mu.Unlock()
+		return fmt.Errorf("port %d does not exist", id)
+	}
+	if slices.Equal(t.referrals[id], refs) {
+		t.mu.Unlock()
+		return nil
+	}
+	if len(refs) == 0 {
+		delete(t.referrals, id)
+	} else {
+		t.referrals[id] = slices.Clone(refs)
+	}
+	t.mu.Unlock()
+	t.genctr.Add(1)
+	for _, c := range t.discovery.Controllers() {
+		if c.Port != nil && c.Port.ID == id {
+			c.raiseEvent(nvme.AsyncTypeNotice, nvme.AsyncNoticeDiscoveryLog, nvme.LogDiscovery)
+		}
+	}
+	return nil
+}
+
+// Referrals returns port id's referrals.
+func (t *Target) Referrals(id uint16) []Referral {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.referrals[id])
+}
+
 // discoveryLog builds the discovery log page for the queue's host: one
-// entry for the discovery subsystem itself, then one per subsystem on the
-// queue's port that the host may connect to.
+// entry for the discovery subsystem itself, one per subsystem on the
+// queue's port that the host may connect to, then the port's referrals,
+// in the Linux target's order.
 func (q *Queue) discoveryLog(page []byte) []byte {
+	// The generation first: a change while the page is built then shows
+	// as a new generation on the host's next read, and it reads again.
+	genctr := q.target.genctr.Load()
 	host := q.ctrl.HostNQN
 	var subs []*Subsystem
 	for _, s := range q.target.Subsystems() {
@@ -21,20 +72,18 @@ func (q *Queue) discoveryLog(page []byte) []byte {
 			subs = append(subs, s)
 		}
 	}
-	n := 1 + len(subs)
+	refs := q.target.Referrals(q.port.ID)
+	n := 1 + len(subs) + len(refs)
 	page = grow(page, nvme.DiscoveryHdrSize+n*nvme.DiscoveryEntSize)
-	nvme.PutDiscoveryHeader(page, q.target.genctr.Load(), uint64(n))
+	nvme.PutDiscoveryHeader(page, genctr, uint64(n))
 	e := nvme.DiscoveryEntry{
 		TransportType: nvme.TransportRDMA,
-		AddrFamily:    nvme.AddrFamilyIPv4,
+		AddrFamily:    addrFamily(q.port.Address),
 		PortID:        q.port.ID,
 		CNTLID:        nvme.ControllerIDDynamic,
 		ASQSZ:         adminQueueSize,
 		TRSVCID:       strconv.Itoa(int(q.port.ServiceID)),
 		TRADDR:        q.port.Address.String(),
-	}
-	if q.port.Address.Is6() && !q.port.Address.Is4In6() {
-		e.AddrFamily = nvme.AddrFamilyIPv6
 	}
 	off := nvme.DiscoveryHdrSize
 	e.Subtype, e.SubNQN = nvme.SubtypeCurrentDiscovery, nvme.DiscoveryNQN
@@ -44,5 +93,29 @@ func (q *Queue) discoveryLog(page []byte) []byte {
 		e.Subtype, e.SubNQN = nvme.SubtypeNVM, s.NQN
 		e.Encode(page[off:])
 	}
+	for _, r := range refs {
+		off += nvme.DiscoveryEntSize
+		// The referred port's ID is the other daemon's to know: 0, as a
+		// Linux target referral whose portid was never set.
+		ref := nvme.DiscoveryEntry{
+			TransportType: nvme.TransportRDMA,
+			AddrFamily:    addrFamily(r.Address),
+			Subtype:       nvme.SubtypeDiscoveryReferral,
+			CNTLID:        nvme.ControllerIDDynamic,
+			ASQSZ:         adminQueueSize,
+			TRSVCID:       strconv.Itoa(int(r.ServiceID)),
+			SubNQN:        nvme.DiscoveryNQN,
+			TRADDR:        r.Address.String(),
+		}
+		ref.Encode(page[off:])
+	}
 	return page
+}
+
+// addrFamily is the discovery log's ADRFAM of a.
+func addrFamily(a netip.Addr) uint8 {
+	if a.Is6() && !a.Is4In6() {
+		return nvme.AddrFamilyIPv6
+	}
+	return nvme.AddrFamilyIPv4
 }

@@ -35,4 +35,9 @@
 // I/O command counts itself in flight on its namespace in its own queue's
 // counters, so removing a namespace can wait for the commands already
 // dispatched to it without any lock on the I/O path.
+//
+// Asymmetric Namespace Access (ana.go): each port holds an immutable
+// table of its ANA groups' states, swapped whole on change, which I/O
+// commands read with one atomic load to fail a namespace whose group is
+// not accessible through their port with a path related status.
 package fabrics

@@ -34,6 +34,9 @@ func (q *Queue) prepareIO(r *Request) nvme.Status {
 	if ns == nil {
 		return nvme.StatusInvalidNamespace | nvme.DNR
 	}
+	if st := q.anaStatus(ns); st != 0 {
+		return st
+	}
 	if st := q.claim(r, ns); st != 0 {
 		return st
 	}

@@ -107,3 +107,108 @@ func TestQueuePairLimit(t *testing.T) {
 	q.Close()
 	ios[0].Close()
 }
+
+// adminConnect sends an admin Connect on a new queue and returns the
+// queue and the completion; the queue is closed at the end of the test.
+func adminConnect(t *testing.T, tg *Target, p *Port, subnqn string) (*LoopQueue, nvme.Completion) {
+	t.Helper()
+	q := NewLoopQueue(tg, p, 0, 32)
+	t.Cleanup(q.Close)
+	rsp, err := q.Submit(connectCmd(0, 31, 0, false), connectData(subnqn, testHost, nvme.ControllerIDDynamic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q, rsp
+}
+
+// Controller IDs come from the subsystem's range, next-fit: after the last
+// ID given, wrapping within the range, skipping IDs in use. A full range
+// refuses Connect with Controller Busy and DNR, as the Linux target does;
+// a new range applies to controllers created from then on.
+func TestControllerIDRange(t *testing.T) {
+	tg, p, _ := testTarget(t)
+	s := tg.Subsystem(testNQN)
+	if lo, hi := s.ControllerIDs(); lo != 1 || hi != 0xffef {
+		t.Fatalf("default range %d..%d, want 1..65519", lo, hi)
+	}
+	if err := s.SetControllerIDs(10, 12); err != nil {
+		t.Fatal(err)
+	}
+	queues := map[uint16]*LoopQueue{}
+	next := func(want uint16) {
+		t.Helper()
+		q, rsp := adminConnect(t, tg, p, testNQN)
+		if rsp.Status() != 0 || uint16(rsp.Result()) != want {
+			t.Fatalf("connect: %v cntlid %d, want cntlid %d", rsp.Status(), uint16(rsp.Result()), want)
+		}
+		queues[want] = q
+	}
+	next(10)
+	next(11)
+	queues[10].Close()
+	next(12) // next-fit: not the 10 just freed
+	next(10) // wrapped
+	_, rsp := adminConnect(t, tg, p, testNQN)
+	if rsp.Status() != nvme.StatusConnectControllerBusy|nvme.DNR {
+		t.Fatalf("connect with the range used up: %v, want Controller Busy with DNR", rsp.Status())
+	}
+	if n := s.Stats.Refused.Counts()[RefusedKey{"cntlid_range", p.ID}]; n != 1 {
+		t.Fatalf("cntlid_range refusals %d, want 1", n)
+	}
+	queues[11].Close()
+	next(11) // the only free one
+
+	// A reload moves the range: new controllers get IDs from it, the
+	// connected ones keep theirs and keep working.
+	if err := s.SetControllerIDs(1000, 1001); err != nil {
+		t.Fatal(err)
+	}
+	next(1000)
+	next(1001)
+	for _, id := range []uint16{10, 11, 12} {
+		c := s.controller(id)
+		if c == nil || queues[id].Disconnected() {
+			t.Fatalf("controller %d, outside the new range, was dropped", id)
+		}
+	}
+	// The discovery subsystem keeps the whole range.
+	if _, rsp := adminConnect(t, tg, p, nvme.DiscoveryNQN); rsp.Status() != 0 {
+		t.Fatalf("discovery connect: %v", rsp.Status())
+	}
+}
+
+// The range may end at the last valid ID, FFEFh: the search wraps there
+// rather than running into the reserved IDs.
+func TestControllerIDRangeTop(t *testing.T) {
+	tg, p, _ := testTarget(t)
+	s := tg.Subsystem(testNQN)
+	if err := s.SetControllerIDs(0xffee, nvme.MaxControllerID); err != nil {
+		t.Fatal(err)
+	}
+	var ids []uint16
+	for range 3 {
+		q, rsp := adminConnect(t, tg, p, testNQN)
+		if rsp.Status() != 0 {
+			t.Fatalf("connect: %v", rsp.Status())
+		}
+		ids = append(ids, uint16(rsp.Result()))
+		if len(ids) == 1 {
+			q.Close()
+		}
+	}
+	if ids[0] != 0xffee || ids[1] != 0xffef || ids[2] != 0xffee {
+		t.Fatalf("controller IDs %#x, want [0xffee 0xffef 0xffee]", ids)
+	}
+}
+
+func TestSetControllerIDsRefusesBadRanges(t *testing.T) {
+	s := NewSubsystem(testNQN, "", "", true)
+	for _, r := range [][2]uint16{{0, 5}, {5, 4}, {1, 0xfff0}} {
+		if err := s.SetControllerIDs(r[0], r[1]); err == nil {
+			t.Errorf("range %d..%d accepted", r[0], r[1])
+		}
+	}
+	if lo, hi := s.ControllerIDs(); lo != 1 || hi != nvme.MaxControllerID {
+		t.Fatalf("a refused range changed it to %d..%d", lo, hi)
+	}
+}

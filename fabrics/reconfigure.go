@@ -23,13 +23,14 @@ func (t *Target) RemovePort(id uint16) error {
 		return fmt.Errorf("port %d does not exist", id)
 	}
 	delete(t.ports, id)
+	delete(t.referrals, id)
 	subs := make([]*Subsystem, 0, len(t.subsystems)+1)
 	for _, s := range t.subsystems {
 		subs = append(subs, s)
 	}
 	subs = append(subs, t.discovery)
-	t.discoveryChanged()
 	t.mu.Unlock()
+	t.discoveryChanged()
 	for _, s := range subs {
 		for _, c := range s.Controllers() {
 			if c.Port != nil && c.Port.ID == id {
@@ -50,8 +51,8 @@ func (t *Target) RemoveSubsystem(nqn string) error {
 		return fmt.Errorf("subsystem %s does not exist", nqn)
 	}
 	delete(t.subsystems, nqn)
-	t.discoveryChanged()
 	t.mu.Unlock()
+	t.discoveryChanged()
 	s.disconnectAll()
 	for _, id := range s.NamespaceIDs() {
 		if err := s.RemoveNamespace(id); err != nil {
@@ -196,9 +197,7 @@ func (s *Subsystem) LinkPorts(ids []uint16) {
 // changed.
 func (s *Subsystem) changedDiscovery() {
 	if t := s.target; t != nil {
-		t.mu.Lock()
 		t.discoveryChanged()
-		t.mu.Unlock()
 	}
 }
 

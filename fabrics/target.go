@@ -27,7 +27,9 @@ type Target struct {
 	ports      map[uint16]*Port
 	subsystems map[string]*Subsystem
 	discovery  *Subsystem
-	genctr     atomic.Uint64 // discovery log generation counter
+	referrals  map[uint16][]Referral // by port ID (discovery.go)
+	genctr     atomic.Uint64         // discovery log generation counter
+	anaChanges atomic.Uint64         // ANA log change count: one more per state or group change
 
 	// Refused counts connects to subsystems that do not exist (or not on
 	// the port used), and queue pairs refused for the daemon-wide limit:
@@ -80,6 +82,7 @@ func NewTarget(log *logrus.Entry) *Target {
 	t := &Target{
 		Log:        log,
 		ports:      map[uint16]*Port{},
+		referrals:  map[uint16][]Referral{},
 		subsystems: map[string]*Subsystem{},
 		clock:      wallClock{},
 		background: func(f func()) { go f() },
@@ -138,16 +141,19 @@ type Port struct {
 	ServiceID      uint16 // trsvcid
 	InlineDataSize uint32
 	MaxQueueSize   uint16
+
+	ana atomic.Pointer[anaTable] // nil: every group optimized (ana.go)
 }
 
 // AddPort registers a port.
 func (t *Target) AddPort(p *Port) error {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if _, ok := t.ports[p.ID]; ok {
+		t.mu.Unlock()
 		return fmt.Errorf("port %d already exists", p.ID)
 	}
 	t.ports[p.ID] = p
+	t.mu.Unlock()
 	t.discoveryChanged()
 	return nil
 }
@@ -174,12 +180,13 @@ func (t *Target) PortIDs() []uint16 {
 // AddSubsystem registers a subsystem.
 func (t *Target) AddSubsystem(s *Subsystem) error {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if _, ok := t.subsystems[s.NQN]; ok || s.NQN == nvme.DiscoveryNQN {
+		t.mu.Unlock()
 		return fmt.Errorf("subsystem %s already exists", s.NQN)
 	}
 	s.target = t
 	t.subsystems[s.NQN] = s
+	t.mu.Unlock()
 	t.discoveryChanged()
 	return nil
 }
@@ -207,12 +214,12 @@ func (t *Target) Subsystems() []*Subsystem {
 }
 
 // discoveryChanged bumps the discovery log generation and tells connected
-// discovery controllers. Called with t.mu held.
+// discovery controllers, after the change is made and without t.mu held:
+// by the time a change returns, the event is raised. A host reading the
+// log meanwhile sees the new generation on its next read and reads again.
 func (t *Target) discoveryChanged() {
 	t.genctr.Add(1)
-	if t.discovery != nil {
-		go t.discovery.raiseEvent(nvme.AsyncTypeNotice, nvme.AsyncNoticeDiscoveryLog, nvme.LogDiscovery)
-	}
+	t.discovery.raiseEvent(nvme.AsyncTypeNotice, nvme.AsyncNoticeDiscoveryLog, nvme.LogDiscovery)
 }
 
 // Close disconnects every controller and closes every namespace backend.
@@ -238,7 +245,10 @@ type Subsystem struct {
 	hosts       map[string]bool
 	ports       map[uint16]bool // nil: every port
 	controllers map[uint16]*Controller
-	nextCNTLID  uint16
+	// Controller IDs come from cntlidMin..cntlidMax (SetControllerIDs);
+	// nextCNTLID is where allocController's next search starts.
+	cntlidMin, cntlidMax uint16
+	nextCNTLID           uint16
 
 	// Limits for new controllers (SetLimits).
 	maxControllers int
@@ -275,7 +285,9 @@ func newSubsystem(t *Target, nqn, serial, model string, allowAnyHost bool) *Subs
 		target:      t,
 		hosts:       map[string]bool{},
 		controllers: map[uint16]*Controller{},
-		nextCNTLID:  1,
+		cntlidMin:   nvme.MinControllerID,
+		cntlidMax:   nvme.MaxControllerID,
+		nextCNTLID:  nvme.MinControllerID,
 
 		maxControllers: nvme.MaxControllerID,
 		maxIOQueues:    nvme.MaxIOQueues,
@@ -340,6 +352,7 @@ type Namespace struct {
 	async    backend.AsyncIO    // non-nil: reads, writes and flushes may start without a worker
 	gate     writeGate          // fused Compare and Write against every other write
 	removed  atomic.Bool        // set once RemoveNamespace unpublished it
+	anaGroup atomic.Uint32      // ANA group (ana.go)
 	holds    atomic.Int64       // holders outside any queue (hold), counted by drain
 
 	statsMu sync.Mutex
@@ -372,6 +385,7 @@ func NewNamespace(nsid uint32, b backend.Backend, readOnly bool, uuid [16]byte) 
 	ns.async, _ = b.(backend.AsyncIO)
 	ns.gate.init()
 	ns.blocks.Store(blocks)
+	ns.anaGroup.Store(DefaultANAGroup)
 	return ns, nil
 }
 
@@ -502,31 +516,59 @@ func (s *Subsystem) Limits() (maxControllers, maxIOQueues int) {
 	return s.maxControllers, int(s.maxIOQueues)
 }
 
-// errControllerLimit is returned when the subsystem has as many
-// controllers as it may.
-var errControllerLimit = errors.New("controller limit reached")
+// SetControllerIDs bounds the IDs of controllers created from then on to
+// lo..hi, within 1..FFEFh. Daemons that serve one subsystem use disjoint
+// ranges: a host refuses a second controller with an ID it already has in
+// the subsystem. Connected controllers keep their IDs, in the range or not.
+func (s *Subsystem) SetControllerIDs(lo, hi uint16) error {
+	if lo < nvme.MinControllerID || hi > nvme.MaxControllerID || lo > hi {
+		return fmt.Errorf("controller ID range %d..%d is not within %d..%d", lo, hi, nvme.MinControllerID, nvme.MaxControllerID)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cntlidMin, s.cntlidMax = lo, hi
+	return nil
+}
 
-// allocController picks a free controller ID, 1..FFEFh, unless the
-// subsystem is at its controller limit.
+// ControllerIDs reports the range SetControllerIDs set.
+func (s *Subsystem) ControllerIDs() (lo, hi uint16) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cntlidMin, s.cntlidMax
+}
+
+// Why allocController refuses a controller.
+var (
+	errControllerLimit = errors.New("controller limit reached")
+	errNoControllerID  = errors.New("every controller ID of the range is in use")
+)
+
+// allocController gives c a free controller ID, unless the subsystem is at
+// its controller limit. IDs are handed out next-fit: the search starts
+// after the last ID given, wraps within the range and skips IDs in use, so
+// an ID just freed is not reused at once (a host may still be tearing down
+// the controller that had it). The Linux target takes the lowest free ID.
 func (s *Subsystem) allocController(c *Controller) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.isDiscovery && len(s.controllers) >= s.maxControllers {
 		return errControllerLimit
 	}
-	for range nvme.MaxControllerID {
-		id := s.nextCNTLID
-		s.nextCNTLID++
-		if s.nextCNTLID > nvme.MaxControllerID {
-			s.nextCNTLID = 1
+	lo, hi := s.cntlidMin, s.cntlidMax
+	id := s.nextCNTLID
+	for range int(hi-lo) + 1 {
+		if id < lo || id > hi {
+			id = lo
 		}
 		if s.controllers[id] == nil {
 			c.ID = id
 			s.controllers[id] = c
+			s.nextCNTLID = id + 1 // hi+1 at most: FFF0h, no overflow
 			return nil
 		}
+		id++
 	}
-	return errors.New("no free controller ID")
+	return errNoControllerID
 }
 
 func (s *Subsystem) controller(id uint16) *Controller {

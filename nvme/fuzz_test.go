@@ -1,6 +1,9 @@
 package nvme
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 func FuzzParseConnectData(f *testing.F) {
 	b := make([]byte, ConnectDataSize)
@@ -96,6 +99,70 @@ func FuzzDSMRanges(f *testing.F) {
 			if out.SLBA() != slba || out.NLB() != nlb {
 				t.Fatalf("range %d does not round-trip", i/DSMRangeSize)
 			}
+		}
+	})
+}
+
+// FuzzANALog decodes arbitrary ANA log pages, as a host reads one: what
+// decodes encodes to a page that decodes to the same fields.
+func FuzzANALog(f *testing.F) {
+	l := ANALog{ChangeCount: 3, Groups: []ANAGroup{
+		{ID: 1, ChangeCount: 3, State: ANAOptimized, NSIDs: []uint32{1, 2}},
+		{ID: 2, ChangeCount: 3, State: ANAInaccessible},
+	}}
+	f.Add(l.Append(nil))
+	f.Add([]byte{})
+	f.Add(make([]byte, ANALogHdrSize))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		l, err := ParseANALog(data)
+		if err != nil {
+			return
+		}
+		n := l.Size()
+		if n > len(data) {
+			t.Fatalf("decoded %d bytes from %d", n, len(data))
+		}
+		b := l.Append(nil)
+		// The reserved bytes are not kept: compare the fields.
+		again, err := ParseANALog(b)
+		if err != nil || again.ChangeCount != l.ChangeCount || len(again.Groups) != len(l.Groups) {
+			t.Fatalf("re-encoded page does not decode alike: %v", err)
+		}
+		for i, g := range l.Groups {
+			h := again.Groups[i]
+			if g.ID != h.ID || g.State != h.State || g.ChangeCount != h.ChangeCount || !slices.Equal(g.NSIDs, h.NSIDs) {
+				t.Fatalf("group %d: %+v became %+v", i, g, h)
+			}
+		}
+	})
+}
+
+// FuzzParseDiscoveryEntry decodes arbitrary records: never a read past
+// the record, and what is decoded encodes back to the same record.
+func FuzzParseDiscoveryEntry(f *testing.F) {
+	b := make([]byte, DiscoveryEntSize)
+	(&DiscoveryEntry{TransportType: TransportRDMA, AddrFamily: AddrFamilyIPv4, Subtype: SubtypeDiscoveryReferral,
+		CNTLID: 0xffff, ASQSZ: 32, TRSVCID: "4420", SubNQN: DiscoveryNQN, TRADDR: "10.99.0.2"}).Encode(b)
+	f.Add(b)
+	f.Add(b[:100])
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if _, err := ParseDiscoveryHeader(data); (err != nil) != (len(data) < 18) {
+			t.Fatalf("header of %d bytes: %v", len(data), err)
+		}
+		e, err := ParseDiscoveryEntry(data)
+		if err != nil {
+			if len(data) >= DiscoveryEntSize {
+				t.Fatalf("refused a whole record: %v", err)
+			}
+			return
+		}
+		if len(e.TRSVCID) >= discTRSvcIDLen || len(e.TRADDR) >= discTRAddrLen || len(e.SubNQN) > NQNMaxLen {
+			return // longer than Encode writes
+		}
+		out := make([]byte, DiscoveryEntSize)
+		e.Encode(out)
+		if again, err := ParseDiscoveryEntry(out); err != nil || again != e {
+			t.Fatalf("round trip: %+v became %+v (%v)", e, again, err)
 		}
 	})
 }

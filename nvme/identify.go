@@ -37,6 +37,10 @@ const (
 	idWCTEMP   = 266
 	idCCTEMP   = 268
 	idKAS      = 320
+	idANATT    = 342
+	idANACAP   = 343
+	idANAGRPMX = 344
+	idNANAGRP  = 348
 	idSQES     = 512
 	idCQES     = 513
 	idMAXCMD   = 514
@@ -60,11 +64,16 @@ const (
 )
 
 // CMIC bits.
-const CMICMultiController = 1 << 1
+const (
+	CMICMultiPort       = 1 << 0
+	CMICMultiController = 1 << 1
+	CMICANA             = 1 << 3 // Asymmetric Namespace Access reporting
+)
 
 // OAES bits.
 const (
 	OAESNSAttrChanged   = 1 << 8
+	OAESANAChange       = 1 << 11
 	OAESDiscoveryChange = 1 << 31
 )
 
@@ -110,6 +119,10 @@ type IdentifyController struct {
 	LPA            uint8
 	ELPE           uint8
 	KAS            uint16 // keep alive granularity, 100 ms units
+	ANATT          uint8  // ANA transition time, seconds
+	ANACAP         uint8
+	ANAGRPMAX      uint32 // highest ANA group ID
+	NANAGRPID      uint32 // number of ANA group IDs
 	MaxCmd         uint16
 	NN             uint32
 	ONCS           uint16
@@ -150,6 +163,10 @@ func (id *IdentifyController) Encode(b []byte) {
 	le.PutUint16(b[idWCTEMP:], id.WCTEMP)
 	le.PutUint16(b[idCCTEMP:], id.CCTEMP)
 	le.PutUint16(b[idKAS:], id.KAS)
+	b[idANATT] = id.ANATT
+	b[idANACAP] = id.ANACAP
+	le.PutUint32(b[idANAGRPMX:], id.ANAGRPMAX)
+	le.PutUint32(b[idNANAGRP:], id.NANAGRPID)
 	// Submission entries are 64 bytes, completions 16: required and
 	// maximum sizes as powers of two.
 	b[idSQES] = 6<<4 | 6
@@ -179,6 +196,7 @@ const (
 	nsFLBAS  = 26
 	nsNMIC   = 30
 	nsDLFEAT = 33
+	nsANAGRP = 92
 	nsNPWG   = 64
 	nsNPWA   = 66
 	nsNPDG   = 68
@@ -204,6 +222,10 @@ const (
 	DLFEATWriteZeroesDeallocate = 1 << 3
 )
 
+// NMICShared (Identify Namespace NMIC bit 0): the namespace may be
+// attached to two or more controllers at once.
+const NMICShared = 1 << 0
+
 // NSFEAT bits.
 const (
 	NSFEATThinProvisioning = 1 << 0
@@ -215,7 +237,8 @@ type IdentifyNamespace struct {
 	Blocks        uint64 // NSZE = NCAP = NUSE
 	BlockShift    uint8  // LBADS: log2 of the block size
 	NSFEAT        uint8
-	NMIC          uint8 // bit 0: may be attached to several controllers
+	NMIC          uint8 // NMICShared: may be attached to several controllers
+	ANAGroupID    uint32
 	DLFEAT        uint8 // bits 0-2 = 1: deallocated blocks read as zeros
 	WriteProtect  bool
 	NGUID         [16]byte
@@ -236,6 +259,7 @@ func (ns *IdentifyNamespace) Encode(b []byte) {
 	b[nsFLBAS] = 0
 	b[nsNMIC] = ns.NMIC
 	b[nsDLFEAT] = ns.DLFEAT
+	le.PutUint32(b[nsANAGRP:], ns.ANAGroupID)
 	if ns.NSFEAT&NSFEATOptimalIO != 0 {
 		for _, off := range []int{nsNPWG, nsNPWA, nsNPDG, nsNPDA, nsNOWS} {
 			le.PutUint16(b[off:], ns.OptimalBlocks)

@@ -1,6 +1,10 @@
 package nvme
 
-import "encoding/binary"
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+)
 
 // Firmware Slot log: AFI (bits 2:0 are the running slot), then from
 // FirmwareSlotOff the revision of each slot, FirmwareRevSize bytes each.
@@ -287,4 +291,56 @@ func (e *DiscoveryEntry) Encode(b []byte) {
 // hosts strip both NULs and spaces.
 func putPadded(b []byte, s string) {
 	copy(b[:len(b)-1], s)
+}
+
+// ErrShortDiscoveryLog is returned when a discovery log header or entry
+// is shorter than its fixed size.
+var ErrShortDiscoveryLog = errors.New("discovery log page too short")
+
+// DiscoveryHeader is the start of the discovery log page.
+type DiscoveryHeader struct {
+	GenCtr uint64 // changes whenever the records do
+	NumRec uint64
+	RecFmt uint16
+}
+
+// ParseDiscoveryHeader decodes the header at the start of b, as a host
+// reads it: the records follow at DiscoveryHdrSize, DiscoveryEntSize each.
+func ParseDiscoveryHeader(b []byte) (DiscoveryHeader, error) {
+	if len(b) < discRecFmt+2 {
+		return DiscoveryHeader{}, ErrShortDiscoveryLog
+	}
+	le := binary.LittleEndian
+	return DiscoveryHeader{le.Uint64(b[discGenCtr:]), le.Uint64(b[discNumRec:]), le.Uint16(b[discRecFmt:])}, nil
+}
+
+// ParseDiscoveryEntry decodes one record. Strings end at their first NUL,
+// and trailing spaces are dropped, as hosts read them; the transport
+// specific address subtype is not returned (Encode derives it from the
+// transport type).
+func ParseDiscoveryEntry(b []byte) (DiscoveryEntry, error) {
+	if len(b) < DiscoveryEntSize {
+		return DiscoveryEntry{}, ErrShortDiscoveryLog
+	}
+	le := binary.LittleEndian
+	return DiscoveryEntry{
+		TransportType: b[discTRType],
+		AddrFamily:    b[discAdrFam],
+		Subtype:       b[discSubType],
+		TREQ:          b[discTReq],
+		PortID:        le.Uint16(b[discPortID:]),
+		CNTLID:        le.Uint16(b[discCNTLID:]),
+		ASQSZ:         le.Uint16(b[discASQSZ:]),
+		TRSVCID:       paddedString(b[discTRSvcID : discTRSvcID+discTRSvcIDLen]),
+		SubNQN:        paddedString(b[discSubNQN : discSubNQN+ConnectNQNFieldSize]),
+		TRADDR:        paddedString(b[discTRAddr : discTRAddr+discTRAddrLen]),
+	}, nil
+}
+
+// paddedString reads a NUL- or space-padded ASCII field.
+func paddedString(b []byte) string {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return string(bytes.TrimRight(b, " "))
 }

@@ -96,6 +96,17 @@ func TestDiscoveryEntry(t *testing.T) {
 		b[768] != RDMAQPTypeConnected || b[770] != RDMACMSRDMACM || b[8] != 32 {
 		t.Fatalf("entry encoded wrong: %x", b[:16])
 	}
+	if got, err := ParseDiscoveryEntry(b); err != nil || got != e {
+		t.Fatalf("decoded %+v (%v), want %+v", got, err, e)
+	}
+	if _, err := ParseDiscoveryEntry(b[:DiscoveryEntSize-1]); err != ErrShortDiscoveryLog {
+		t.Fatalf("short record: %v", err)
+	}
+	hdr := make([]byte, DiscoveryHdrSize)
+	PutDiscoveryHeader(hdr, 7, 3)
+	if h, err := ParseDiscoveryHeader(hdr); err != nil || h != (DiscoveryHeader{GenCtr: 7, NumRec: 3}) {
+		t.Fatalf("header %+v (%v)", h, err)
+	}
 }
 
 func TestConnectDataRoundTrip(t *testing.T) {

@@ -74,6 +74,7 @@ const (
 	LogFirmwareSlot   = 0x03
 	LogChangedNS      = 0x04
 	LogCmdEffects     = 0x05
+	LogANA            = 0x0c
 	LogDiscovery      = 0x70
 	LogSupportedPages = 0x00
 )
@@ -99,6 +100,7 @@ const CSINVM = 0x00
 const (
 	AsyncTypeNotice         = 0x2
 	AsyncNoticeNSChanged    = 0x00
+	AsyncNoticeANAChange    = 0x03
 	AsyncNoticeDiscoveryLog = 0xf0
 )
 

@@ -73,6 +73,14 @@ const (
 	StatusConnectInvalidHost        Status = 0x184
 )
 
+// Path related status (SCT 3): the namespace cannot be reached through
+// this controller now; the host retries on another path.
+const (
+	StatusANAPersistentLoss Status = 0x301
+	StatusANAInaccessible   Status = 0x302
+	StatusANATransition     Status = 0x303
+)
+
 // Type is the Status Code Type.
 func (s Status) Type() uint8 { return uint8(s>>statusSCTShift) & statusSCTMask }
 

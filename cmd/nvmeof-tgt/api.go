@@ -79,6 +79,7 @@ var methods = map[string]method{
 	"remove_namespace": typed((*session).removeNamespace, true),
 	"add_host":         typed((*session).addHost, true),
 	"remove_host":      typed((*session).removeHost, true),
+	"set_ana_state":    typed((*session).setANAState, true),
 }
 
 // unknownField reads the name out of encoding/json's DisallowUnknownFields error.

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
 // The add_, set_ and remove_ methods: each edits a copy of the running
@@ -22,6 +24,13 @@ type portParams struct {
 	MaxQueueSize   *uint16 `json:"max_queue_size,omitempty"`   // default config.DefaultMaxQueueSize
 }
 
+// anaParams sets the ANA state of one group on one port.
+type anaParams struct {
+	Port  uint16 `json:"port"`
+	Group uint32 `json:"group"`
+	State string `json:"state"` // optimized, non_optimized, inaccessible, persistent_loss, change
+}
+
 type portRef struct {
 	ID uint16 `json:"id"`
 }
@@ -35,6 +44,8 @@ type subsystemParams struct {
 	Ports          []uint16 `json:"ports,omitempty"` // none: every port
 	MaxControllers int      `json:"max_controllers,omitempty"`
 	MaxIOQueues    int      `json:"max_io_queues,omitempty"`
+	CntlidMin      uint16   `json:"cntlid_min,omitempty"` // default 1
+	CntlidMax      uint16   `json:"cntlid_max,omitempty"` // default 65519
 }
 
 // subsystemSet changes what is given and keeps the rest.
@@ -44,6 +55,8 @@ type subsystemSet struct {
 	Ports          *[]uint16 `json:"ports,omitempty"`
 	MaxControllers *int      `json:"max_controllers,omitempty"`
 	MaxIOQueues    *int      `json:"max_io_queues,omitempty"`
+	CntlidMin      *uint16   `json:"cntlid_min,omitempty"`
+	CntlidMax      *uint16   `json:"cntlid_max,omitempty"`
 }
 
 type subsystemRef struct {
@@ -60,6 +73,7 @@ type namespaceParams struct {
 	ReadOnly  bool     `json:"read_only,omitempty"`
 	Buffered  bool     `json:"buffered,omitempty"`
 	UUID      string   `json:"uuid,omitempty"`
+	ANAGroup  uint32   `json:"ana_group,omitempty"` // default 1
 	// rbd: the image; the cluster is the top-level ceph block's.
 	Pool           string `json:"pool,omitempty"`
 	RadosNamespace string `json:"rados_namespace,omitempty"`
@@ -68,9 +82,10 @@ type namespaceParams struct {
 }
 
 type namespaceSet struct {
-	NQN  string    `json:"nqn"`
-	NSID uint32    `json:"nsid"`
-	Size *byteSize `json:"size,omitempty"`
+	NQN      string    `json:"nqn"`
+	NSID     uint32    `json:"nsid"`
+	Size     *byteSize `json:"size,omitempty"`
+	ANAGroup *uint32   `json:"ana_group,omitempty"`
 }
 
 type namespaceRef struct {
@@ -166,6 +181,34 @@ func (s *session) removePort(p portRef) (changeResult, error) {
 	})
 }
 
+// setANAState changes the ANA state of a group on a port in place: hosts
+// connected through the port keep their connections and get an ANA change
+// event. Optimized, the default, leaves the group out of the port's list.
+func (s *session) setANAState(p anaParams) (changeResult, error) {
+	if p.Group < 1 || p.Group > nvme.MaxANAGroups {
+		return changeResult{}, paramError("group", "invalid params: group %d is out of range 1..%d", p.Group, nvme.MaxANAGroups)
+	}
+	if !slices.Contains(config.ANAStates, p.State) {
+		return changeResult{}, paramError("state", "invalid params: state %q: want one of %s", p.State, strings.Join(config.ANAStates, ", "))
+	}
+	return s.api.change(func(c *config.Config) (string, error) {
+		i := slices.IndexFunc(c.Ports, func(q config.Port) bool { return q.ID == p.Port })
+		if i < 0 {
+			return "", notFound("port", "no port %d", p.Port)
+		}
+		pc := &c.Ports[i]
+		if p.State == config.ANAOptimized {
+			delete(pc.ANA, p.Group)
+		} else {
+			if pc.ANA == nil {
+				pc.ANA = map[uint32]string{}
+			}
+			pc.ANA[p.Group] = p.State
+		}
+		return fmt.Sprintf("ports[%d].ana[%d]", i, p.Group), nil
+	})
+}
+
 func (s *session) addSubsystem(p subsystemParams) (changeResult, error) {
 	return s.api.change(func(c *config.Config) (string, error) {
 		if slices.ContainsFunc(c.Subsystems, func(x config.Subsystem) bool { return x.NQN == p.NQN }) {
@@ -174,14 +217,15 @@ func (s *session) addSubsystem(p subsystemParams) (changeResult, error) {
 		c.Subsystems = append(c.Subsystems, config.Subsystem{
 			NQN: p.NQN, Serial: p.Serial, Model: p.Model, AllowAnyHost: p.AllowAnyHost,
 			Hosts: p.Hosts, Ports: p.Ports, MaxControllers: p.MaxControllers, MaxIOQueues: p.MaxIOQueues,
+			CntlidMin: p.CntlidMin, CntlidMax: p.CntlidMax,
 		})
 		return fmt.Sprintf("subsystems[%d]", len(c.Subsystems)-1), nil
 	})
 }
 
 func (s *session) setSubsystem(p subsystemSet) (changeResult, error) {
-	if p.AllowAnyHost == nil && p.Ports == nil && p.MaxControllers == nil && p.MaxIOQueues == nil {
-		return changeResult{}, paramError("params", "invalid params: nothing to set (allow_any_host, ports, max_controllers, max_io_queues)")
+	if p.AllowAnyHost == nil && p.Ports == nil && p.MaxControllers == nil && p.MaxIOQueues == nil && p.CntlidMin == nil && p.CntlidMax == nil {
+		return changeResult{}, paramError("params", "invalid params: nothing to set (allow_any_host, ports, max_controllers, max_io_queues, cntlid_min, cntlid_max)")
 	}
 	return s.api.change(func(c *config.Config) (string, error) {
 		i, err := findSubsystem(c, p.NQN)
@@ -193,6 +237,8 @@ func (s *session) setSubsystem(p subsystemSet) (changeResult, error) {
 		sc.Ports = orDefault(p.Ports, sc.Ports)
 		sc.MaxControllers = orDefault(p.MaxControllers, sc.MaxControllers)
 		sc.MaxIOQueues = orDefault(p.MaxIOQueues, sc.MaxIOQueues)
+		sc.CntlidMin = orDefault(p.CntlidMin, sc.CntlidMin)
+		sc.CntlidMax = orDefault(p.CntlidMax, sc.CntlidMax)
 		return fmt.Sprintf("subsystems[%d]", i), nil
 	})
 }

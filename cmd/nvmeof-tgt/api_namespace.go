@@ -42,7 +42,7 @@ func (s *session) addNamespace(p namespaceParams) (changeResult, error) {
 		}
 		sc.Namespaces = append(sc.Namespaces, config.Namespace{
 			NSID: nsid, Backend: p.Backend, Path: p.Path, Size: config.Size(p.Size), BlockSize: p.BlockSize,
-			ReadOnly: p.ReadOnly, Buffered: p.Buffered, UUID: p.UUID,
+			ReadOnly: p.ReadOnly, Buffered: p.Buffered, UUID: p.UUID, ANAGroup: p.ANAGroup,
 			Pool: p.Pool, RadosNamespace: p.RadosNamespace, Image: p.Image, Create: p.Create,
 		})
 		return fmt.Sprintf("subsystems[%d].namespaces[%d]", i, len(sc.Namespaces)-1), nil
@@ -51,17 +51,22 @@ func (s *session) addNamespace(p namespaceParams) (changeResult, error) {
 	return res, err
 }
 
-// setNamespace resizes a namespace in place: hosts keep it and see the new size.
+// setNamespace resizes a namespace, or moves it to another ANA group, in
+// place: hosts keep it and see the new size or group.
 func (s *session) setNamespace(p namespaceSet) (changeResult, error) {
-	if p.Size == nil {
-		return changeResult{}, paramError("size", "invalid params: nothing to set (size)")
+	if p.Size == nil && p.ANAGroup == nil {
+		return changeResult{}, paramError("size", "invalid params: nothing to set (size, ana_group)")
 	}
 	return s.api.change(func(c *config.Config) (string, error) {
 		i, j, err := findNamespace(c, p.NQN, p.NSID)
 		if err != nil {
 			return "", err
 		}
-		c.Subsystems[i].Namespaces[j].Size = config.Size(*p.Size)
+		nc := &c.Subsystems[i].Namespaces[j]
+		if p.Size != nil {
+			nc.Size = config.Size(*p.Size)
+		}
+		nc.ANAGroup = orDefault(p.ANAGroup, nc.ANAGroup)
 		return fmt.Sprintf("subsystems[%d].namespaces[%d]", i, j), nil
 	})
 }

@@ -62,6 +62,10 @@ var apiSteps = []apiStep{
 	{"set_subsystem", `{"nqn":"` + nqnC + `"}`, codeInvalidParams, "params", ""},
 	{"set_subsystem", `{"nqn":"nqn.2026-11.io.example:none","allow_any_host":true}`, codeNotFound, "nqn", ""},
 	{"set_subsystem", `{"nqn":"` + nqnC + `","max_io_queues":-1}`, codeValidationFailed, "subsystems[2].max_io_queues", "max_io_queues"},
+	{"set_subsystem", `{"nqn":"` + nqnC + `","cntlid_min":1000,"cntlid_max":1999}`, 0, "", ""},
+	{"set_subsystem", `{"nqn":"` + nqnC + `","cntlid_min":2000}`, codeValidationFailed, "subsystems[2].cntlid_min", "cntlid_min"},
+	{"add_subsystem", `{"nqn":"nqn.2026-11.io.example:d","allow_any_host":true,"cntlid_max":65520}`,
+		codeValidationFailed, "subsystems[3].cntlid_min", "cntlid_min"},
 	{"remove_port", `{"id":2}`, 0, "", ""},
 	{"add_namespace", `{"nqn":"` + nqnC + `","backend":"nullblk","size":"64MiB"}`, 0, "", ""},
 	{"add_namespace", `{"nqn":"` + nqnC + `","nsid":1,"backend":"nullblk","size":1048576}`, codeAlreadyExists, "nsid", ""},
@@ -81,6 +85,14 @@ var apiSteps = []apiStep{
 	{"add_host", `{"nqn":"` + nqnC + `","host":"bad host"}`, codeValidationFailed, "subsystems[2].hosts[2]", ""},
 	{"remove_host", `{"nqn":"` + nqnC + `","host":"` + hostX + `"}`, 0, "", ""},
 	{"remove_host", `{"nqn":"` + nqnC + `","host":"` + hostX + `"}`, codeNotFound, "host", ""},
+	{"set_ana_state", `{"port":1,"group":2,"state":"non_optimized"}`, 0, "", ""},
+	{"set_ana_state", `{"port":1,"group":3,"state":"change"}`, 0, "", ""},
+	{"set_ana_state", `{"port":1,"group":3,"state":"optimized"}`, 0, "", ""},
+	{"set_ana_state", `{"port":9,"group":2,"state":"inaccessible"}`, codeNotFound, "port", ""},
+	{"set_ana_state", `{"port":1,"group":0,"state":"inaccessible"}`, codeInvalidParams, "group", ""},
+	{"set_ana_state", `{"port":1,"group":2,"state":"standby"}`, codeInvalidParams, "state", ""},
+	{"set_namespace", `{"nqn":"` + nqnB + `","nsid":1,"ana_group":2}`, 0, "", ""},
+	{"set_namespace", `{"nqn":"` + nqnB + `","nsid":1,"ana_group":200}`, codeValidationFailed, "subsystems[1].namespaces[0].ana_group", "ana_group"},
 	{"remove_subsystem", `{}`, codeInvalidParams, "nqn", ""},
 	{"remove_subsystem", `{"nqn":"nqn.2026-11.io.example:none"}`, codeNotFound, "nqn", ""},
 	{"remove_subsystem", `{"nqn":"` + nqnA + `"}`, 0, "", ""},
@@ -129,11 +141,14 @@ func checkAPIResult(t *testing.T, c *apiClient, dir string) {
 	}
 	sc := st.Subsystems[1]
 	if len(sc.Namespaces) != 1 || sc.Namespaces[0].NSID != 3 || sc.Namespaces[0].UUID != "91fdba0d-f87b-4c25-b80f-db7be1418b9e" ||
-		!slices.Equal(sc.Hosts, []string{hostY}) || !sc.AllowAnyHost || len(sc.Ports) != 0 {
+		!slices.Equal(sc.Hosts, []string{hostY}) || !sc.AllowAnyHost || len(sc.Ports) != 0 || sc.CntlidMin != 1000 || sc.CntlidMax != 1999 {
 		t.Fatalf("subsystem c: %+v", sc)
 	}
-	if sb := st.Subsystems[0]; sb.Namespaces[0].SizeBytes != 16<<20 {
-		t.Fatalf("the refused shrink changed b's namespace: %+v", sb.Namespaces[0])
+	if sb := st.Subsystems[0]; sb.Namespaces[0].SizeBytes != 16<<20 || sb.Namespaces[0].ANAGroup != 2 {
+		t.Fatalf("the refused shrink changed b's namespace, or it is not in ANA group 2: %+v", sb.Namespaces[0])
+	}
+	if ana := st.Ports[0].ANA; len(ana) != 1 || ana[2] != config.ANANonOptimized {
+		t.Fatalf("port 1 ANA states %v, want group 2 non_optimized only", ana)
 	}
 	var saved saveResult
 	if err := c.call("save_config", nil, &saved); err != nil {

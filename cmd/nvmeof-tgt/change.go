@@ -131,9 +131,11 @@ func (c *change) listenNewPorts() error {
 func (c *change) commit() {
 	c.removeOld()
 	c.addPorts()
+	c.updateReferrals()
 	c.addSubsystems()
 	c.resize()
 	c.retune()
+	c.setANA()
 	c.addNamespaces()
 	c.applyDaemonSettings()
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"maps"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -83,6 +85,27 @@ func (c *change) addPorts() {
 			continue
 		}
 		c.d.listeners[pc.ID] = l
+		c.setReferrals(pc)
+	}
+}
+
+// updateReferrals gives kept ports their new referrals; discovery
+// controllers connected through them hear of it.
+func (c *change) updateReferrals() {
+	for _, pc := range c.plan.ReferralPorts {
+		c.setReferrals(pc)
+		c.log.WithFields(logrus.Fields{"port": pc.ID, "referrals": len(pc.Referrals)}).Info("port referrals changed")
+	}
+}
+
+func (c *change) setReferrals(pc config.Port) {
+	refs := make([]fabrics.Referral, 0, len(pc.Referrals))
+	for _, r := range pc.Referrals {
+		// Validate parsed the address.
+		refs = append(refs, fabrics.Referral{Address: netip.MustParseAddr(r.Address), ServiceID: r.Port})
+	}
+	if err := c.d.target.SetReferrals(pc.ID, refs); err != nil {
+		c.problem(fmt.Errorf("%s.referrals: %w", portPath(c.next, pc.ID), err), nil)
 	}
 }
 
@@ -95,7 +118,11 @@ func (c *change) addSubsystems() {
 		}
 		fs.SetPorts(s.Ports)
 		fs.SetLimits(s.MaxControllers, s.MaxIOQueues)
-		if err := c.d.target.AddSubsystem(fs); err != nil {
+		err := fs.SetControllerIDs(s.CntlidRange())
+		if err == nil {
+			err = c.d.target.AddSubsystem(fs)
+		}
+		if err != nil {
 			// Its namespaces, opened already, are closed by addNamespaces.
 			c.refused[s.NQN] = true
 			c.problem(fmt.Errorf("%s: %w", subPath(c.next, s.NQN), err), func(a *config.Config) {
@@ -157,7 +184,13 @@ func (c *change) retune() {
 	for _, s := range c.plan.Limits {
 		if fs := c.keptSubsystem(s.NQN); fs != nil {
 			fs.SetLimits(s.MaxControllers, s.MaxIOQueues)
-			c.log.WithFields(logrus.Fields{"subsystem": s.NQN, "max_controllers": s.MaxControllers, "max_io_queues": s.MaxIOQueues}).Info("subsystem limits changed; connected controllers keep what they have")
+			lo, hi := s.CntlidRange()
+			if err := fs.SetControllerIDs(lo, hi); err != nil {
+				// Validate checked the range; the target disagreeing is a bug.
+				c.problem(fmt.Errorf("%s.cntlid_min: %w", subPath(c.next, s.NQN), err), nil)
+			}
+			c.log.WithFields(logrus.Fields{"subsystem": s.NQN, "max_controllers": s.MaxControllers, "max_io_queues": s.MaxIOQueues,
+				"cntlid_min": lo, "cntlid_max": hi}).Info("subsystem limits changed; connected controllers keep what they have")
 		}
 	}
 	if _, limit := c.d.target.QueuePairs(); limit != c.next.Limits.MaxQueuePairs {
@@ -170,6 +203,34 @@ func (c *change) retune() {
 		if fs := c.keptSubsystem(s.NQN); fs != nil {
 			fs.LinkPorts(s.Ports)
 			c.log.WithFields(logrus.Fields{"subsystem": s.NQN, "ports": s.Ports}).Info("subsystem ports changed")
+		}
+	}
+}
+
+// setANA applies new ANA states of kept ports and moves kept namespaces
+// to their new ANA groups, in place: hosts keep their connections and get
+// an ANA change event. The target logs each change.
+func (c *change) setANA() {
+	for _, pc := range c.plan.ANAPorts {
+		if err := c.d.target.SetANAStates(pc.ID, anaStates(pc)); err != nil {
+			old := c.cur.Ports[slices.IndexFunc(c.cur.Ports, func(p config.Port) bool { return p.ID == pc.ID })].ANA
+			c.problem(fmt.Errorf("%s.ana: %w", portPath(c.next, pc.ID), err), func(a *config.Config) {
+				a.Ports[slices.IndexFunc(a.Ports, func(p config.Port) bool { return p.ID == pc.ID })].ANA = maps.Clone(old)
+			})
+		}
+	}
+	for _, r := range c.plan.Regroup {
+		s, err := c.subsystem(r.NQN)
+		if err == nil {
+			err = s.SetANAGroup(r.NSID, r.Group())
+		}
+		if err != nil {
+			ci, cj := findNS(c.cur, r.NQN, r.NSID)
+			old := c.cur.Subsystems[ci].Namespaces[cj].ANAGroup
+			c.problem(fmt.Errorf("%s.ana_group: %w", nsPath(c.next, r.NQN, r.NSID), err), func(a *config.Config) {
+				i, j := findNS(a, r.NQN, r.NSID)
+				a.Subsystems[i].Namespaces[j].ANAGroup = old
+			})
 		}
 	}
 }

@@ -24,10 +24,13 @@ const ctlUsage = `usage: nvmeof-tgt ctl [-socket PATH] COMMAND
   add port -id N -address ADDR [-port 4420] [-inline-data-size B] [-max-queue-size N]
   add subsystem NQN [-serial S] [-model M] [-allow-any-host] [-port ID]... [-host HOSTNQN]...
   add namespace NQN -backend file|block|rbd|nullblk [-nsid N] [-path P] [-size S] [-block-size B]
-                    [-read-only] [-buffered] [-uuid U] [-pool P -image I [-rados-namespace N] [-create]]
+                    [-read-only] [-buffered] [-uuid U] [-ana-group G]
+                    [-pool P -image I [-rados-namespace N] [-create]]
   add host NQN HOSTNQN                 allow HOSTNQN into subsystem NQN
   set subsystem NQN -allow-any-host=true|false
-  set namespace NQN NSID -size S       grow a namespace in place (hosts see the new size)
+  set namespace NQN NSID [-size S] [-ana-group G]   resize or regroup a namespace in place
+  set ana PORT GROUP STATE             ANA state of GROUP on port PORT: optimized, non_optimized,
+                                       inaccessible, persistent_loss or change
   remove port ID | subsystem NQN | namespace NQN NSID | host NQN HOSTNQN
   save FILE|-                          write the running configuration as YAML
   reload                               re-read the configuration file, as SIGHUP does

@@ -3,7 +3,9 @@ package main
 import (
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 )
@@ -17,9 +19,13 @@ var ctlVerbs = []ctlVerb{
 	{name: "add namespace", args: []string{"NQN"}, about: "Add a namespace to subsystem NQN; connected hosts see it appear.",
 		flags: addNamespaceFlags},
 	{name: "add host", args: []string{"NQN", "HOSTNQN"}, about: "Allow host HOSTNQN into subsystem NQN.", flags: hostFlags("add_host")},
-	{name: "set subsystem", args: []string{"NQN"}, about: "Change who may connect to subsystem NQN.", flags: setSubsystemFlags},
-	{name: "set namespace", args: []string{"NQN", "NSID"}, about: "Resize a namespace in place: hosts keep it and see the new size.",
+	{name: "set subsystem", args: []string{"NQN"}, about: "Change who may connect to subsystem NQN, or its controller ID range.", flags: setSubsystemFlags},
+	{name: "set namespace", args: []string{"NQN", "NSID"}, about: "Resize a namespace, or move it to another ANA group, in place: hosts keep it.",
 		flags: setNamespaceFlags},
+	{name: "set ana", args: []string{"PORT", "GROUP", "STATE"},
+		about: "Set the ANA state of group GROUP on port PORT: optimized, non_optimized, inaccessible, persistent_loss or change.\n" +
+			"Hosts connected through the port keep their connections and get an ANA change event.",
+		flags: setANAFlags},
 	{name: "remove port", args: []string{"ID"}, about: "Stop listening on port ID; hosts connected through it are disconnected.",
 		flags: removePortFlags},
 	{name: "remove subsystem", args: []string{"NQN"}, about: "Remove subsystem NQN; its hosts are disconnected.",
@@ -83,6 +89,8 @@ func addSubsystemFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 	fs.BoolVar(&p.AllowAnyHost, "allow-any-host", false, "let any host connect, not only those given with -host")
 	listVar(fs, &p.Ports, "port", "serve the subsystem on port `ID` only (default: every port)", parseUint16)
 	listVar(fs, &p.Hosts, "host", "allow host `HOSTNQN`", func(s string) (string, error) { return s, nil })
+	uintVar(fs, &p.CntlidMin, "cntlid-min", 0, "lowest controller `ID` handed out (default 1); another daemon serving the subsystem needs a range apart")
+	uintVar(fs, &p.CntlidMax, "cntlid-max", 0, "highest controller `ID` handed out (default 65519)")
 	return func(pos []string) (*ctlCommand, error) {
 		p.NQN = pos[0]
 		return ctlEdit("add_subsystem", p)
@@ -104,6 +112,7 @@ func addNamespaceFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 	fs.StringVar(&p.Image, "image", "", "rbd: the `IMAGE` (the cluster is the one the top-level ceph block names)")
 	fs.BoolVar(&p.Create, "create", false, "rbd: create the image with -size if it does not exist")
 	fs.StringVar(&p.UUID, "uuid", "", "namespace `UUID` hosts see (default: derived from the NQN and NSID)")
+	uintVar(fs, &p.ANAGroup, "ana-group", 0, "ANA `GROUP` of the namespace, 1 to 128 (default 1)")
 	return func(pos []string) (*ctlCommand, error) {
 		p.NQN = pos[0]
 		if size != nil {
@@ -126,6 +135,18 @@ func setSubsystemFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 		p.AllowAnyHost = &v
 		return err
 	})
+	idFlag := func(name, usage string, to **uint16) {
+		fs.Func(name, usage, func(s string) error {
+			v, err := parseUint16(s)
+			if err != nil {
+				return fmt.Errorf("want a number from 1 to 65519")
+			}
+			*to = &v
+			return nil
+		})
+	}
+	idFlag("cntlid-min", "lowest controller `ID` handed out to new controllers", &p.CntlidMin)
+	idFlag("cntlid-max", "highest controller `ID` handed out to new controllers", &p.CntlidMax)
 	return func(pos []string) (*ctlCommand, error) {
 		p.NQN = pos[0]
 		return ctlEdit("set_subsystem", p)
@@ -134,7 +155,15 @@ func setSubsystemFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 
 func setNamespaceFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 	var p namespaceSet
-	sizeVar(fs, &p.Size, "size", "the new `SIZE` (required)")
+	sizeVar(fs, &p.Size, "size", "the new `SIZE`")
+	fs.Func("ana-group", "move the namespace to ANA `GROUP` (1 to 128)", func(s string) error {
+		g, err := parseUint32(s)
+		if err != nil {
+			return fmt.Errorf("want a number from 1 to 128")
+		}
+		p.ANAGroup = &g
+		return nil
+	})
 	return func(pos []string) (*ctlCommand, error) {
 		nsid, err := parseNSID(pos[1])
 		if err != nil {
@@ -142,6 +171,23 @@ func setNamespaceFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 		}
 		p.NQN, p.NSID = pos[0], nsid
 		return ctlEdit("set_namespace", p)
+	}
+}
+
+func setANAFlags(*flag.FlagSet) func([]string) (*ctlCommand, error) {
+	return func(pos []string) (*ctlCommand, error) {
+		port, err := parseUint16(pos[0])
+		if err != nil {
+			return nil, fmt.Errorf("port ID %q: want a number from 0 to 65535", pos[0])
+		}
+		group, err := parseUint32(pos[1])
+		if err != nil {
+			return nil, fmt.Errorf("ANA group %q: want a number from 1 to 128", pos[1])
+		}
+		if !slices.Contains(config.ANAStates, pos[2]) {
+			return nil, fmt.Errorf("ANA state %q: want one of %s", pos[2], strings.Join(config.ANAStates, ", "))
+		}
+		return ctlEdit("set_ana_state", anaParams{Port: port, Group: group, State: pos[2]})
 	}
 }
 

@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"text/tabwriter"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
 // showStateJSON prints get_state's result as it came, indented: fields a
@@ -34,6 +37,16 @@ func showStateText(raw json.RawMessage, out io.Writer) error {
 	fmt.Fprintf(w, "configuration generation %d\n", st.Generation)
 	for _, p := range st.Ports {
 		fmt.Fprintf(w, "port %d  rdma %s\n", p.ID, net.JoinHostPort(p.Address, strconv.Itoa(int(p.Port))))
+		for _, g := range anaGroupsOn(st, p) {
+			state := p.ANA[g]
+			if state == "" {
+				state = config.ANAOptimized
+			}
+			fmt.Fprintf(w, "  ANA group %d\t%s\n", g, state)
+		}
+		for _, r := range p.Referrals {
+			fmt.Fprintf(w, "  referral\trdma %s\n", net.JoinHostPort(r.Address, strconv.Itoa(int(r.Port))))
+		}
 	}
 	for _, s := range st.Subsystems {
 		ports := "all ports"
@@ -44,10 +57,13 @@ func showStateText(raw json.RawMessage, out io.Writer) error {
 		if !s.AllowAnyHost {
 			access = fmt.Sprintf("%d allowed hosts", len(s.Hosts))
 		}
+		if s.CntlidMin != nvme.MinControllerID || s.CntlidMax != nvme.MaxControllerID {
+			ports += fmt.Sprintf(", controller IDs %d..%d", s.CntlidMin, s.CntlidMax)
+		}
 		fmt.Fprintf(w, "subsystem %s  %s, %s\n", s.NQN, access, ports)
 		for _, n := range s.Namespaces {
-			fmt.Fprintf(w, "  namespace %d\t%s %s\t%s, %d-byte blocks%s\tuuid %s\n", n.NSID, n.Backend, n.Path,
-				config.Size(n.SizeBytes), n.BlockSize, map[bool]string{true: ", read-only"}[n.ReadOnly], n.UUID)
+			fmt.Fprintf(w, "  namespace %d\t%s %s\t%s, %d-byte blocks%s\tuuid %s, ANA group %d\n", n.NSID, n.Backend, n.Path,
+				config.Size(n.SizeBytes), n.BlockSize, map[bool]string{true: ", read-only"}[n.ReadOnly], n.UUID, n.ANAGroup)
 		}
 		for _, h := range s.Hosts {
 			fmt.Fprintf(w, "  host %s\n", h)
@@ -57,4 +73,22 @@ func showStateText(raw json.RawMessage, out io.Writer) error {
 		}
 	}
 	return w.Flush()
+}
+
+// anaGroupsOn lists, ascending, the ANA groups port p serves a namespace
+// of and those it gives a state.
+func anaGroupsOn(st State, p PortState) []uint32 {
+	groups := map[uint32]bool{}
+	for g := range p.ANA {
+		groups[g] = true
+	}
+	for _, s := range st.Subsystems {
+		if len(s.Ports) > 0 && !slices.Contains(s.Ports, p.ID) {
+			continue
+		}
+		for _, n := range s.Namespaces {
+			groups[n.ANAGroup] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(groups))
 }

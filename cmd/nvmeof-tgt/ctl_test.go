@@ -46,12 +46,20 @@ var ctlSteps = []struct {
 	want string
 }{
 	{[]string{"-socket=SOCK", "add", "port", "-id", "2", "-address", "10.0.0.2", "-port=4430"}, 0, ""},
-	{[]string{"-socket", "SOCK", "add", "subsystem", nqnC, "-port", "2", "-host", hostX}, 0, ""},
+	{[]string{"-socket", "SOCK", "add", "subsystem", nqnC, "-port", "2", "-host", hostX, "-cntlid-min", "1000", "-cntlid-max", "1999"}, 0, ""},
+	{[]string{"-socket=SOCK", "list"}, 0, "ports [2], controller IDs 1000..1999"},
 	{[]string{"--socket=SOCK", "add", "namespace", nqnC, "-backend", "nullblk", "-size", "64MiB", "-block-size", "4096"}, 0, ""},
 	{[]string{"-socket=SOCK", "add", "namespace", nqnC, "-backend", "file"}, 1, "subsystems[2].namespaces[1].path: required"},
 	{[]string{"-socket=SOCK", "remove", "subsystem", "nqn.2026-11.io.example:none"}, 1, "no subsystem nqn.2026-11.io.example:none"},
 	{[]string{"-socket=SOCK", "set", "subsystem", nqnC, "-allow-any-host"}, 0, ""},
+	{[]string{"-socket=SOCK", "set", "subsystem", nqnC, "-cntlid-min", "2000", "-cntlid-max", "2999"}, 0, ""},
+	{[]string{"-socket=SOCK", "set", "subsystem", nqnC, "-cntlid-max", "99"}, 1, "subsystems[2].cntlid_min: controller ID range 2000..99 is not within 1..65519"},
+	{[]string{"-socket=SOCK", "set", "subsystem", nqnC, "-cntlid-min", "x"}, 2, "want a number from 1 to 65519"},
 	{[]string{"-socket=SOCK", "set", "namespace", nqnC, "1", "-size", "128MiB"}, 0, ""},
+	{[]string{"-socket=SOCK", "set", "ana", "1", "2", "inaccessible"}, 0, ""},
+	{[]string{"-socket=SOCK", "set", "ana", "9", "2", "inaccessible"}, 1, "no port 9"},
+	{[]string{"-socket=SOCK", "set", "namespace", nqnB, "1", "-ana-group", "2"}, 0, ""},
+	{[]string{"-socket=SOCK", "list"}, 0, "  ANA group 2  inaccessible"},
 	{[]string{"-socket=SOCK", "add", "host", nqnC, hostY}, 0, ""},
 	{[]string{"-socket=SOCK", "remove", "host", nqnC, hostY}, 0, ""},
 	{[]string{"-socket=SOCK", "remove", "namespace", nqnA, "1"}, 0, ""},
@@ -161,8 +169,11 @@ var ctlUsageErrors = []struct {
 	{[]string{"add", "port", "-address", "10.0.0.1"}, "add port needs -id"},
 	{[]string{"add", "port"}, "add port needs -address and -id"},
 	{[]string{"add", "namespace", "x"}, "add namespace needs -backend"},
-	{[]string{"set", "namespace", "x", "1"}, "set namespace needs -size"},
+	{[]string{"set", "namespace", "x", "1"}, "set namespace: nothing to set"},
 	{[]string{"set", "subsystem", "x"}, "set subsystem: nothing to set"},
+	{[]string{"set", "ana", "1", "2", "standby"}, `ANA state "standby": want one of optimized, non_optimized`},
+	{[]string{"set", "ana", "1", "two", "optimized"}, `ANA group "two"`},
+	{[]string{"set", "ana", "1", "2"}, "set ana takes 3 arguments, got 2"},
 }
 
 func TestCtlUsageErrors(t *testing.T) {

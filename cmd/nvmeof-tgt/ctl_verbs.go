@@ -87,10 +87,16 @@ func missingFlags(name string, fs *flag.FlagSet) error {
 	switch {
 	case len(missing) > 0:
 		return fmt.Errorf("%s needs %s", name, strings.Join(missing, " and "))
-	case strings.HasPrefix(name, "set ") && len(given) == 0:
+	case strings.HasPrefix(name, "set ") && len(given) == 0 && hasFlags(fs):
 		return fmt.Errorf("%s: nothing to set", name)
 	}
 	return nil
+}
+
+func hasFlags(fs *flag.FlagSet) bool {
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	return n > 0
 }
 
 // help is the usage line, what the command does, and each flag with its help.

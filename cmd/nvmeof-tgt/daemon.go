@@ -13,6 +13,7 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/nvmeof-tgt/nvmeof-tgt/rdma"
 	"github.com/sirupsen/logrus"
 )
@@ -86,6 +87,7 @@ func start(cfg *config.Config, logger *logrus.Logger) (*daemon, error) {
 		d.stop(time.Second)
 		return nil, err
 	}
+	logWarnings(log, cfg)
 	d.gen.Store(1)
 	d.lastReload.Store(&reloadResult{true, time.Now()})
 	return d, nil
@@ -96,8 +98,26 @@ func newPort(pc config.Port) (*fabrics.Port, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &fabrics.Port{ID: pc.ID, Address: addr, ServiceID: pc.Port,
-		InlineDataSize: pc.InlineDataSize, MaxQueueSize: pc.MaxQueueSize}, nil
+	p := &fabrics.Port{ID: pc.ID, Address: addr, ServiceID: pc.Port,
+		InlineDataSize: pc.InlineDataSize, MaxQueueSize: pc.MaxQueueSize}
+	if err := p.SetANAStates(anaStates(pc)); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// anaStates is the port's ANA states as the target takes them; validation
+// made sure every name is a state.
+func anaStates(pc config.Port) map[uint32]nvme.ANAState {
+	out := make(map[uint32]nvme.ANAState, len(pc.ANA))
+	for g, name := range pc.ANA {
+		s, ok := nvme.ParseANAState(name)
+		if !ok {
+			s = 0 // refused by the target, naming the group
+		}
+		out[g] = s
+	}
+	return out
 }
 
 func openNamespace(nqn string, nc config.Namespace) (*fabrics.Namespace, error) {
@@ -118,6 +138,9 @@ func openNamespace(nqn string, nc config.Namespace) (*fabrics.Namespace, error) 
 		return nil, err
 	}
 	ns, err := fabrics.NewNamespace(nc.NSID, b, nc.ReadOnly, uuid)
+	if err == nil {
+		err = ns.SetANAGroup(nc.Group())
+	}
 	if err != nil {
 		b.Close()
 		return nil, err

@@ -111,6 +111,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if *check {
+		for _, w := range cfg.Warnings() {
+			fmt.Fprintf(stderr, "%s: warning: %s\n", *path, w)
+		}
 		fmt.Fprintf(stdout, "%s: configuration is valid\n", *path)
 		return 0
 	}

@@ -23,6 +23,12 @@ ports: [{id: 1, address: 10.0.0.1}]
 subsystems:
   - {nqn: nqn.2026-11.io.example:a, allow_any_host: true, namespaces: [{nsid: 1, backend: flie, path: /x, size: 1GiB}]}
 `), 0o644)
+	shared := filepath.Join(dir, "shared.yaml")
+	os.WriteFile(shared, []byte(`
+ports: [{id: 1, address: 10.0.0.1}, {id: 2, address: 10.0.0.2}]
+subsystems:
+  - {nqn: nqn.2026-11.io.example:a, allow_any_host: true, namespaces: [{nsid: 1, backend: nullblk, size: 1GiB}]}
+`), 0o644)
 	cases := []struct {
 		name   string
 		args   []string
@@ -32,6 +38,7 @@ subsystems:
 		{"version", []string{"-version"}, 0, "nvmeof-tgt " + version},
 		{"check good", []string{"-check", "-config", good}, 0, "configuration is valid"},
 		{"check bad", []string{"-check", "-config", bad}, 1, `subsystems[0].namespaces[0].backend: unknown backend "flie"`},
+		{"check warns", []string{"-check", "-config", shared}, 0, "shared.yaml: warning: subsystems[0].ports: served on every port (1, 2), but no port sets an ANA state"},
 		{"missing file", []string{"-check", "-config", filepath.Join(dir, "none.yaml")}, 1, "no such file"},
 		{"bad flag", []string{"-bogus"}, 2, "flag provided but not defined"},
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/nvmeof-tgt/nvmeof-tgt/rdma"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -42,6 +43,7 @@ var (
 	dQPReserved  = prometheus.NewDesc(prefix+"queue_pairs_reserved", "Queue pairs counted against limits.max_queue_pairs: connected, or being set up.", nil, nil)
 	dQPLimit     = prometheus.NewDesc(prefix+"queue_pairs_limit", "limits.max_queue_pairs: the most queue pairs the daemon accepts at once.", nil, nil)
 	dCtrlLimit   = prometheus.NewDesc(prefix+"controllers_limit", "subsystems[].max_controllers: the most controllers the subsystem accepts at once.", []string{"subsystem"}, nil)
+	dANAState    = prometheus.NewDesc(prefix+"ana_state", "ANA state of each group on each port: 1 for the group's current state, 0 for the others. Listed: the groups of the namespaces served on the port and those the port gives a state.", []string{"port", "group", "state"}, nil)
 	dCmdErrors   = prometheus.NewDesc(prefix+"command_errors_total", "Commands completed with an error status, by status code type.", []string{"subsystem", "type"}, nil)
 
 	dBuildInfo  = prometheus.NewDesc(prefix+"build_info", "Build information.", []string{"version", "goversion"}, nil)
@@ -65,7 +67,7 @@ var statusTypes = []string{"generic", "command_specific", "media", "path", "4", 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dReads, dWrites, dReadBytes, dWriteBytes, dReadTime, dWriteTime, dFlushes,
 		dDiscards, dZeroes, dReadLatency, dWriteLatency, dNamespaceSz, dControllers, dQueuePairs, dRefused, dKAExpired,
-		dQPReserved, dQPLimit, dCtrlLimit, dCmdErrors, dBuildInfo, dIOEngine, dConfigGen, dReloadOK, dReloadTime, dRegistered, dPoller, dCMRejects, dDevEvents, dViolations, dPoolSize, dPoolInUse, dPoolWaits, dQPSetup} {
+		dQPReserved, dQPLimit, dCtrlLimit, dANAState, dCmdErrors, dBuildInfo, dIOEngine, dConfigGen, dReloadOK, dReloadTime, dRegistered, dPoller, dCMRejects, dDevEvents, dViolations, dPoolSize, dPoolInUse, dPoolWaits, dQPSetup} {
 		ch <- d
 	}
 }
@@ -108,6 +110,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for k, n := range c.target.Refused.Counts() {
 		e.counter(dRefused, float64(n), "", strconv.Itoa(int(k.Port)), k.Reason)
 	}
+	collectANA(e, c.target, ports)
 	reserved, limit := c.target.QueuePairs()
 	e.gauge(dQPReserved, float64(reserved))
 	e.gauge(dQPLimit, float64(limit))
@@ -160,6 +163,43 @@ func collectConnections(e emit, s *fabrics.Subsystem, ports []uint16) {
 		p := strconv.Itoa(int(port))
 		e.gauge(dControllers, float64(n), s.NQN, p)
 		e.gauge(dQueuePairs, float64(qps[port]), s.NQN, p)
+	}
+}
+
+// collectANA sends the ANA state of every group on every port: of the
+// groups of the namespaces each port serves, and of those it gives a state.
+func collectANA(e emit, t *fabrics.Target, ports []uint16) {
+	subs := t.Subsystems()
+	for _, id := range ports {
+		p := t.Port(id)
+		if p == nil {
+			continue
+		}
+		groups := map[uint32]bool{}
+		for g := range p.ANAStates() {
+			groups[g] = true
+		}
+		for _, s := range subs {
+			if !s.OnPort(id) {
+				continue
+			}
+			for _, nsid := range s.NamespaceIDs() {
+				if ns := s.Namespace(nsid); ns != nil {
+					groups[ns.ANAGroup()] = true
+				}
+			}
+		}
+		port := strconv.Itoa(int(id))
+		for g := range groups {
+			cur := p.ANAState(g)
+			for _, st := range nvme.ANAStates {
+				v := 0.0
+				if st == cur {
+					v = 1
+				}
+				e.gauge(dANAState, v, port, strconv.FormatUint(uint64(g), 10), st.String())
+			}
+		}
 	}
 }
 

@@ -4,7 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -75,5 +77,71 @@ func TestConnectionGaugesReadZero(t *testing.T) {
 				t.Errorf("%s{subsystem=%q,port=%q}: %v (present %v), want %v", name, k[0], k[1], g, ok, v)
 			}
 		}
+	}
+}
+
+// nvmeof_tgt_ana_state has, for every group a port serves a namespace of
+// or gives a state, one series per state: 1 for the current one.
+func TestANAStateGauge(t *testing.T) {
+	tg := fabrics.NewTarget(nil)
+	p := &fabrics.Port{ID: 1, ServiceID: 4420}
+	if err := p.SetANAStates(map[uint32]nvme.ANAState{4: nvme.ANAInaccessible, 9: nvme.ANAChange}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tg.AddPort(p); err != nil {
+		t.Fatal(err)
+	}
+	s := fabrics.NewSubsystem("nqn.2026-11.io.example:ana", "", "", true)
+	for nsid, g := range map[uint32]uint32{1: 1, 2: 4} {
+		b, err := backend.Open("nullblk", backend.Options{Size: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns, err := fabrics.NewNamespace(nsid, b, false, [16]byte{byte(nsid)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns.SetANAGroup(g)
+		if err := s.AddNamespace(ns); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tg.AddSubsystem(s); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tg.Close)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(&collector{target: tg, started: time.Now(), gen: func() (uint64, bool, time.Time) { return 1, true, time.Now() }})
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "nvmeof_tgt_ana_state" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				l[lp.GetName()] = lp.GetValue()
+			}
+			got[l["port"]+"/"+l["group"]+"/"+l["state"]] = m.GetGauge().GetValue()
+		}
+	}
+	if len(got) != 3*len(nvme.ANAStates) {
+		t.Fatalf("%d series, want %d: %v", len(got), 3*len(nvme.ANAStates), got)
+	}
+	for _, on := range []string{"1/1/optimized", "1/4/inaccessible", "1/9/change"} {
+		if got[on] != 1 {
+			t.Errorf("%s = %v, want 1", on, got[on])
+		}
+	}
+	var sum float64
+	for _, v := range got {
+		sum += v
+	}
+	if sum != 3 {
+		t.Errorf("%v series at 1, want 3", sum)
 	}
 }

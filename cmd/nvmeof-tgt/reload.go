@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/sirupsen/logrus"
 )
 
 // reload re-reads path and applies it; an invalid file changes nothing.
@@ -27,8 +28,19 @@ func (d *daemon) reload(path string) error {
 	case err != nil:
 		d.log.WithError(err).WithField("file", path).Error("reload rejected: the running configuration stays; fix the fields named and reload again")
 	}
+	if err == nil || partial != nil {
+		logWarnings(d.log.WithField("file", path), next)
+	}
 	d.sd.readyNow(d.statusLine())
 	return err
+}
+
+// logWarnings logs what `-check` warns about in cfg: valid, but likely
+// not what was meant.
+func logWarnings(log *logrus.Entry, cfg *config.Config) {
+	for _, w := range cfg.Warnings() {
+		log.Warn(w)
+	}
 }
 
 // partialError reports what apply could not do once it had started

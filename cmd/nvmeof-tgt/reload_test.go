@@ -15,6 +15,7 @@ import (
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/sirupsen/logrus"
 )
 
@@ -426,5 +427,36 @@ func TestApplyLeavesOutSubsystemTheTargetRefuses(t *testing.T) {
 	}
 	if s := d.target.Subsystem(nqnC); s.Serial != "stale" || len(s.NamespaceIDs()) != 0 {
 		t.Fatal("the refused subsystem's namespace was added to the one running")
+	}
+}
+
+// A reload that changes only ports' ANA states and namespaces' ANA groups
+// keeps the listener, the port and the namespaces.
+func TestApplyChangesANAInPlace(t *testing.T) {
+	rdma, dir, d := startBase(t)
+	port, ns := d.target.Port(1), d.target.Subsystem(nqnA).Namespace(1)
+	y := strings.Replace(baseConfig(dir, ""), "{id: 1, address: 10.0.0.1}", "{id: 1, address: 10.0.0.1, ana: {2: inaccessible, 3: change}}", 1)
+	y = strings.Replace(y, "{nsid: 1, backend: nullblk, size: 64MiB}", "{nsid: 1, backend: nullblk, size: 64MiB, ana_group: 2}", 1)
+	if err := d.apply(parse(t, y)); err != nil {
+		t.Fatal(err)
+	}
+	if len(rdma.opened) != 1 || rdma.opened[0].closed || d.target.Port(1) != port || d.target.Subsystem(nqnA).Namespace(1) != ns {
+		t.Fatal("the listener, port or namespace was replaced")
+	}
+	if port.ANAState(2) != nvme.ANAInaccessible || port.ANAState(3) != nvme.ANAChange || port.ANAState(1) != nvme.ANAOptimized {
+		t.Fatalf("port states %v", port.ANAStates())
+	}
+	if ns.ANAGroup() != 2 {
+		t.Fatalf("namespace in group %d, want 2", ns.ANAGroup())
+	}
+	if run := d.running(); run.Ports[0].ANAState(3) != config.ANAChange || run.Subsystems[0].Namespaces[0].Group() != 2 {
+		t.Fatalf("running configuration: %+v", run.Ports[0])
+	}
+	// Back to the base: every group optimized, the namespace in group 1.
+	if err := d.apply(parse(t, baseConfig(dir, ""))); err != nil {
+		t.Fatal(err)
+	}
+	if len(port.ANAStates()) != 0 || ns.ANAGroup() != 1 || len(rdma.opened) != 1 {
+		t.Fatalf("after reverting: states %v, group %d, %d listeners", port.ANAStates(), ns.ANAGroup(), len(rdma.opened))
 	}
 }

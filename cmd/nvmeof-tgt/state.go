@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"time"
 
@@ -20,6 +21,16 @@ type PortState struct {
 	ID      uint16 `json:"id"`
 	Address string `json:"address"`
 	Port    uint16 `json:"port"`
+	// ANA is the state of each ANA group not optimized on the port.
+	ANA map[uint32]string `json:"ana,omitempty"`
+	// Referrals are the other discovery services the port's discovery
+	// log lists.
+	Referrals []ReferralState `json:"referrals,omitempty"`
+}
+
+type ReferralState struct {
+	Address string `json:"address"`
+	Port    uint16 `json:"port"`
 }
 
 type SubState struct {
@@ -29,6 +40,8 @@ type SubState struct {
 	AllowAnyHost bool        `json:"allow_any_host"`
 	Hosts        []string    `json:"hosts"`
 	Ports        []uint16    `json:"ports"`
+	CntlidMin    uint16      `json:"cntlid_min"` // controller IDs handed out
+	CntlidMax    uint16      `json:"cntlid_max"`
 	Namespaces   []NSState   `json:"namespaces"`
 	Controllers  []CtrlState `json:"controllers"`
 }
@@ -41,6 +54,7 @@ type NSState struct {
 	BlockSize uint32 `json:"block_size"`
 	ReadOnly  bool   `json:"read_only"`
 	UUID      string `json:"uuid"`
+	ANAGroup  uint32 `json:"ana_group"`
 }
 
 type CtrlState struct {
@@ -59,7 +73,11 @@ func state(d *daemon) State {
 	gen, _, _ := d.generation()
 	st := State{Generation: gen, Ports: []PortState{}, Subsystems: []SubState{}}
 	for _, p := range cfg.Ports {
-		st.Ports = append(st.Ports, PortState{p.ID, p.Address, p.Port})
+		ps := PortState{ID: p.ID, Address: p.Address, Port: p.Port, ANA: maps.Clone(p.ANA)}
+		for _, r := range p.Referrals {
+			ps.Referrals = append(ps.Referrals, ReferralState{r.Address, r.Port})
+		}
+		st.Ports = append(st.Ports, ps)
 	}
 	for _, sc := range cfg.Subsystems {
 		if ss, ok := subsystemState(d, sc); ok {
@@ -78,6 +96,7 @@ func subsystemState(d *daemon, sc config.Subsystem) (SubState, bool) {
 	ss := SubState{NQN: s.NQN, Serial: s.Serial, Model: s.Model, AllowAnyHost: sc.AllowAnyHost,
 		Hosts: append([]string{}, sc.Hosts...), Ports: append([]uint16{}, sc.Ports...),
 		Namespaces: []NSState{}, Controllers: []CtrlState{}}
+	ss.CntlidMin, ss.CntlidMax = s.ControllerIDs()
 	slices.Sort(ss.Hosts)
 	for _, nc := range sc.Namespaces {
 		ns := s.Namespace(nc.NSID)
@@ -86,7 +105,7 @@ func subsystemState(d *daemon, sc config.Subsystem) (SubState, bool) {
 		}
 		ss.Namespaces = append(ss.Namespaces, NSState{NSID: ns.ID, Backend: nc.Backend, Path: nc.Source(),
 			SizeBytes: ns.Blocks() << ns.BlockShift, BlockSize: 1 << ns.BlockShift, ReadOnly: ns.ReadOnly,
-			UUID: config.FormatUUID(ns.UUID)})
+			UUID: config.FormatUUID(ns.UUID), ANAGroup: ns.ANAGroup()})
 	}
 	slices.SortFunc(ss.Namespaces, func(a, b NSState) int { return cmp.Compare(a.NSID, b.NSID) })
 	for _, c := range s.Controllers() {

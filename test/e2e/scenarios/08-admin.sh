@@ -8,7 +8,11 @@ dev=$(connect "$nqn")
 ctrl=/dev/$(ctrl_of "$nqn")
 
 idctrl=$(nvme id-ctrl "$ctrl" -o json)
-assert_eq "CMIC multi-controller" "$(echo "$idctrl" | jq '.cmic')" 2
+# Multi-port, multi-controller and ANA reporting (bits 0, 1 and 3), as the kernel target.
+assert_eq "CMIC multi-port, multi-controller, ANA" "$(echo "$idctrl" | jq '.cmic')" 11
+# The host's multipath read the ANA log at connect; nvme-cli reads it too.
+nvme ana-log "$ctrl" >/dev/null || fail "nvme ana-log"
+echo "ok: ANA log"
 assert_eq "ONCS compare, DSM, write zeroes" "$(echo "$idctrl" | jq '.oncs')" 13
 assert_eq "FUSES compare and write" "$(echo "$idctrl" | jq '.fuses')" 1
 # A file namespace: a volatile write cache. Ours also says Flush takes
