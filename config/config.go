@@ -22,7 +22,9 @@ type Config struct {
 	IOEngine string `yaml:"io_engine"`
 	// Ceph is how rbd namespaces reach their cluster unless they say
 	// otherwise in their own ceph block.
-	Ceph       Ceph        `yaml:"ceph,omitempty"`
+	Ceph Ceph `yaml:"ceph,omitempty"`
+	// Gateway makes the daemon one of a gateway pair (gateway.go).
+	Gateway    *Gateway    `yaml:"gateway,omitempty"`
 	Ports      []Port      `yaml:"ports"`
 	Subsystems []Subsystem `yaml:"subsystems"`
 }
