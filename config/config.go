@@ -262,6 +262,11 @@ func (c *Config) Clone() *Config {
 		srq := *c.RDMA.SharedReceiveQueue
 		out.RDMA.SharedReceiveQueue = &srq
 	}
+	if c.Gateway != nil {
+		g := *c.Gateway
+		g.Groups = slices.Clone(g.Groups)
+		out.Gateway = &g
+	}
 	out.Ports = append([]Port(nil), c.Ports...)
 	for i := range out.Ports {
 		out.Ports[i].ANA = maps.Clone(out.Ports[i].ANA)

@@ -418,7 +418,9 @@ func TestSlowFencingTakesAnotherRound(t *testing.T) {
 // serving beside a possibly live old owner.
 type failFence struct{ *fakeClient }
 
-func (failFence) Fence(string) error { return fmt.Errorf("mon command refused: %w", errors.New("EACCES")) }
+func (failFence) Fence(string) error {
+	return fmt.Errorf("mon command refused: %w", errors.New("EACCES"))
+}
 
 func TestFailedFencingDoesNotServe(t *testing.T) {
 	c := newCluster(timing.Lease)

@@ -168,10 +168,10 @@ func (r *Runner) Release() bool {
 	return true
 }
 
-// Stop releases the group if owned and waits up to timeout for the
-// release to reach the cluster, then ends the loop: at a clean shutdown
-// the peer takes the group at once instead of after the lease expires.
-func (r *Runner) Stop(cancel context.CancelFunc, timeout time.Duration) {
+// ReleaseAndWait releases the group if owned and waits up to timeout
+// for the release to reach the cluster: at a clean shutdown the peer takes
+// the group at once instead of after the lease expires.
+func (r *Runner) ReleaseAndWait(timeout time.Duration) {
 	select {
 	case <-r.released: // an earlier release's
 	default:
@@ -182,6 +182,4 @@ func (r *Runner) Stop(cancel context.CancelFunc, timeout time.Duration) {
 		case <-time.After(timeout):
 		}
 	}
-	cancel()
-	<-r.done
 }

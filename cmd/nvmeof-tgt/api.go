@@ -65,21 +65,22 @@ func typed[P, R any](f func(*session, P) (R, error), changes bool) method {
 
 // methods is the management API: the README documents each entry.
 var methods = map[string]method{
-	"get_version":      typed((*session).getVersion, false),
-	"get_state":        typed((*session).getState, false),
-	"save_config":      typed((*session).saveConfig, false),
-	"reload":           typed((*session).reload, true),
-	"add_port":         typed((*session).addPort, true),
-	"remove_port":      typed((*session).removePort, true),
-	"add_subsystem":    typed((*session).addSubsystem, true),
-	"set_subsystem":    typed((*session).setSubsystem, true),
-	"remove_subsystem": typed((*session).removeSubsystem, true),
-	"add_namespace":    typed((*session).addNamespace, true),
-	"set_namespace":    typed((*session).setNamespace, true),
-	"remove_namespace": typed((*session).removeNamespace, true),
-	"add_host":         typed((*session).addHost, true),
-	"remove_host":      typed((*session).removeHost, true),
-	"set_ana_state":    typed((*session).setANAState, true),
+	"get_version":       typed((*session).getVersion, false),
+	"get_state":         typed((*session).getState, false),
+	"save_config":       typed((*session).saveConfig, false),
+	"reload":            typed((*session).reload, true),
+	"add_port":          typed((*session).addPort, true),
+	"remove_port":       typed((*session).removePort, true),
+	"add_subsystem":     typed((*session).addSubsystem, true),
+	"set_subsystem":     typed((*session).setSubsystem, true),
+	"remove_subsystem":  typed((*session).removeSubsystem, true),
+	"add_namespace":     typed((*session).addNamespace, true),
+	"set_namespace":     typed((*session).setNamespace, true),
+	"remove_namespace":  typed((*session).removeNamespace, true),
+	"add_host":          typed((*session).addHost, true),
+	"remove_host":       typed((*session).removeHost, true),
+	"set_ana_state":     typed((*session).setANAState, true),
+	"release_ana_group": typed((*session).releaseANAGroup, true),
 }
 
 // unknownField reads the name out of encoding/json's DisallowUnknownFields error.
