@@ -21,7 +21,9 @@ func TestMain(m *testing.M) {
 	if sock := os.Getenv("NVMEOF_TGT_TEST_RPC_CLIENT"); sock != "" {
 		os.Exit(rawClient(sock))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	stopGatewayCluster()
+	os.Exit(code)
 }
 
 func rawClient(sock string) int {
