@@ -7,7 +7,8 @@
 #                                     BlueStore opens its file with O_DIRECT)
 #   cluster.sh stop DIR               stop every daemon of it
 #   cluster.sh stop-osd DIR           stop the OSD (it marks itself down)
-#   cluster.sh start-osd DIR          start it again and wait until it is up
+#   cluster.sh start-osd DIR          start it again (unless it is up) and wait
+#                                     until it is up
 #
 # After start, DIR/env holds the paths a client needs (sourced by scripts):
 # CEPH_CONF, CEPH_ADMIN_KEYRING, CEPH_USER (the RBD client, without
@@ -47,9 +48,21 @@ stop_daemon() { # name
 	waitfor "$1 to exit" 60 bash -c "! kill -0 $pid"
 }
 
+# start_osd: start the OSD unless it is up. A restart soon after a stop
+# sometimes fails its first cephx exchange with the monitor ("failed to
+# fetch mon config"); it is tried again.
 start_osd() {
-	ceph-osd --conf "$C/ceph.conf" -i 0
-	waitfor "osd.0 up" 120 osd_up
+	osd_up && return 0
+	local try
+	for try in 1 2 3 4 5; do
+		if ceph-osd --conf "$C/ceph.conf" -i 0 2>>"$C/log/osd-start.log"; then
+			waitfor "osd.0 up" 120 osd_up
+			return
+		fi
+		echo "cluster.sh: ceph-osd did not start (try $try); see $C/log/osd-start.log" >&2
+		sleep 1
+	done
+	return 1
 }
 
 start() {

@@ -14,10 +14,10 @@ echo "host retries per command (nvme_core max_retries): $(cat /sys/module/nvme_c
 generic_errors() { local v; v=$(metric nvmeof_tgt_command_errors_total 'type="generic"'); echo "${v:-0}"; }
 writes() { local v; v=$(metric nvmeof_tgt_writes_completed_total); echo "${v:-0}"; }
 errs0=$(generic_errors)
-# Depth 8: the daemon runs 8 backend calls per queue at once, so no
-# command waits behind others' timeouts past the host's I/O timeout.
+# Depth 16, all of it in flight at librbd (asynchronous calls): each
+# command fails after one timeout, none waits behind another's.
 out=$RESULTS/$SCENARIO-fio.json
-fio --name=osd --filename="$dev" --ioengine=libaio --direct=1 --rw=randwrite --bs=4k --iodepth=8 \
+fio --name=osd --filename="$dev" --ioengine=libaio --direct=1 --rw=randwrite --bs=4k --iodepth=16 \
 	--size=32m --time_based --runtime=75 --verify=crc32c --verify_backlog=512 --verify_state_save=0 \
 	--output-format=json --output="$out" &
 fio_pid=$!

@@ -11,7 +11,7 @@ rbd_admin create --size 64M "$img" >/dev/null 2>&1 || fail "rbd create"
 # Every object written, so reads read data.
 rbd_admin bench --io-type write --io-pattern seq --io-size 4M --io-threads 4 --io-total 64M "$img" >/dev/null 2>&1 || fail "rbd bench fill"
 rbd_iops() { # read|write
-	rbd --conf "$CEPH_CONF" --id "$CEPH_USER" --keyring "$CEPH_KEYRING" bench --io-type "$1" --io-pattern rand \
+	timeout 120 rbd --conf "$CEPH_CONF" --id "$CEPH_USER" --keyring "$CEPH_KEYRING" bench --io-type "$1" --io-pattern rand \
 		--io-size 4K --io-threads 32 --io-total 32M "$img" 2>&1 | awk '/^elapsed:/ {print int($6)}'
 }
 rr=$(rbd_iops read)
