@@ -10,6 +10,22 @@ if [ "$(id -u)" != 0 ]; then
 	exit 1
 fi
 
+# The 6.12 guest kernel comes from bookworm-backports: add that suite, on
+# the mirror the machine already uses for bookworm, unless it is there.
+if ! apt-get indextargets --format '$(RELEASE)' | grep -qx bookworm-backports; then
+	mirror=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE)' | awk '$2 == "bookworm" {print $1; exit}')
+	mirror=${mirror:-http://deb.debian.org/debian/}
+	echo "install-deps: adding bookworm-backports ($mirror) to apt's sources"
+	cat >/etc/apt/sources.list.d/bookworm-backports.sources <<SRC
+Types: deb
+URIs: $mirror
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+	apt-get update -qq
+fi
+
 packages=(qemu-system-x86 busybox-static cpio kmod rdma-core ibverbs-providers ibverbs-utils
 	rdmacm-utils perftest nvme-cli fio iproute2 e2fsprogs util-linux libibverbs-dev librdmacm-dev
 	gcc libc6-dev git curl unzip ca-certificates xz-utils jq yq libcap2-bin dmsetup
@@ -47,6 +63,7 @@ if [ -z "$have" ] || [ "$(printf '%s\n%s\n' "$want" "$have" | sort -V | head -1)
 fi
 (cd "$repo" && go mod download)
 
-# The guest kernel and its initramfs.
-"$repo/test/vm/prepare.sh" >/dev/null
+# The guest kernels (6.1 and 6.12, see test/run-tests.sh) and their initramfs.
+E2E_KERNEL=6.1 "$repo/test/vm/prepare.sh" >/dev/null
+E2E_KERNEL=6.12 "$repo/test/vm/prepare.sh" >/dev/null
 echo "install-deps: ready"

@@ -17,5 +17,9 @@ echo "== blktests control script self-test"
 echo "== unit tests (race detector on)"
 # Tests that need a tool install-deps provides fail rather than skip here.
 NVMEOF_REQUIRE_TOOLS=1 go test -race -count=1 ./...
-echo "== end-to-end suite"
-go test -count=1 -tags e2e -v -timeout 30m ./test/e2e/
+echo "== end-to-end suite, guest kernel 6.1 (every scenario)"
+E2E_KERNEL=6.1 go test -count=1 -tags e2e -v -timeout 30m ./test/e2e/
+# The host side changed much between 6.1 and 6.12 (multipath, ANA, naming):
+# connect, fio verify and the multipath scenarios run on 6.12 too.
+echo "== end-to-end suite, guest kernel 6.12 (connect, fio verify, multipath and ANA)"
+E2E_KERNEL=6.12 E2E_ONLY='^(02-connect|03-fio-verify-file|8[4-8]-.*)$' go test -count=1 -tags e2e -v -timeout 15m ./test/e2e/

@@ -95,7 +95,8 @@ func boot() guest {
 	g := guest{results: results}
 
 	// The kernel (and its initramfs) first, so a machine without them
-	// fails with prepare.sh's message rather than later.
+	// fails with prepare.sh's message rather than later. E2E_KERNEL (6.1,
+	// the default, or 6.12) picks it; run-guest.sh sees the same variable.
 	prep := exec.Command(filepath.Join(root, "test/vm/prepare.sh"))
 	if out, err := prep.CombinedOutput(); err != nil {
 		g.err = fmt.Errorf("guest kernel not ready (run test/install-deps.sh as root): %v\n%s", err, out)
@@ -179,8 +180,8 @@ func runGuest(root, results, tgt string, env, disks []string) (string, error) {
 	start := time.Now()
 	run := exec.Command(filepath.Join(root, "test/vm/run-guest.sh"), args...)
 	out, err := run.CombinedOutput()
-	fmt.Printf("e2e: target %s; guest ran for %s (boot %s s); results in %s\n",
-		tgt, time.Since(start).Round(time.Second), read(results, "guest/boot.secs"), results)
+	fmt.Printf("e2e: target %s, guest kernel %s; guest ran for %s (boot %s s); results in %s\n",
+		tgt, read(results, "guest/kernel"), time.Since(start).Round(time.Second), read(results, "guest/boot.secs"), results)
 	if err != nil {
 		return string(out) + "\n--- main.log\n" + read(results, "guest/main.log") +
 				"\n--- setup.log\n" + read(results, "guest/setup.log"),

@@ -42,4 +42,8 @@ for s in "$E2E_DIR"/scenarios/*.sh; do
 		kt_clear >/dev/null 2>&1 || true
 	fi
 	umount /mnt/e2e 2>/dev/null || true
+	# Device-mapper tables and the second address (lib.sh's shared_disk
+	# and addr2_up), should the scenario's own clean-up not have run.
+	DM_DISABLE_UDEV=1 dmsetup remove_all >/dev/null 2>&1 || true
+	ip addr del 10.99.0.2/24 dev eth0 2>/dev/null || true
 done

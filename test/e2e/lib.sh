@@ -10,6 +10,16 @@ ADDR=10.99.0.1
 PORT=4420
 TARGET=${TARGET:-nvmeof-tgt}
 TARGET_PID=""
+# A second daemon (B) beside the one under test (A), for multipath: its own
+# address on the same rxe netdev (addr2_up), admin socket, metrics address
+# and state file, which its configuration names (b_settings).
+ADDR2=10.99.0.2
+TARGET2_PID=""
+B_SOCKET=/run/nvmeof-tgt/b.sock
+B_METRICS=127.0.0.1:9751
+B_STATE=/run/nvmeof-tgt/b-state.json
+ADDR2_ADDED=""
+SHARED_DM=()
 KERNEL_TARGET_UP=""
 case $TARGET in
 nvmeof-tgt) ;;
@@ -86,14 +96,105 @@ start_target() {
 	echo "target up (${TARGET_PID:+pid $TARGET_PID}${KERNEL_TARGET_UP:+kernel nvmet})"
 }
 
-# target_answers LOG: discovery works; fails the scenario at once if our
-# daemon has exited instead.
+# target_answers LOG [ADDR [PID]]: discovery works; fails the scenario at
+# once if our daemon has exited instead.
 target_answers() {
-	nvme discover -t rdma -a "$ADDR" -s "$PORT" >/dev/null 2>&1 && return 0
-	if ours && ! kill -0 "$TARGET_PID" 2>/dev/null; then
-		fail "target exited at start: $(tail -5 "$1")"
+	local addr=${2:-$ADDR} pid=${3:-$TARGET_PID}
+	nvme discover -t rdma -a "$addr" -s "$PORT" >/dev/null 2>&1 && return 0
+	if ours && ! kill -0 "$pid" 2>/dev/null; then
+		fail "target at $addr exited at start: $(tail -5 "$1")"
 	fi
 	return 1
+}
+
+# addr2_up: give the rxe netdev the second address and wait until rxe has
+# its GID, so that RDMA CM can listen and connect on it.
+addr2_up() {
+	if [[ $(ip -4 -o addr show dev eth0) != *" $ADDR2/"* ]]; then
+		ip addr add "$ADDR2/24" dev eth0 || fail "adding $ADDR2 to eth0"
+		ADDR2_ADDED=1
+	fi
+	wait_for 10 "an rxe GID for $ADDR2" rxe_has_gid "$ADDR2"
+}
+
+# rxe_has_gid IPV4: some RDMA port's GID table holds the address (as an
+# IPv4-mapped GID).
+rxe_has_gid() {
+	local want
+	want=$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' ${1//./ })
+	# One grep over the whole table: a process per entry takes seconds here.
+	grep -qsx "$want" /sys/class/infiniband/*/ports/*/gids/*
+}
+
+# b_settings: the top-level YAML keys that keep daemon B off A's admin
+# socket, metrics address and state file; put it in B's configuration.
+b_settings() {
+	cat <<YAML
+control: {socket: $B_SOCKET}
+metrics: {address: $B_METRICS}
+state_file: $B_STATE
+YAML
+}
+
+# start_target2 CONFIG [LOG]: run daemon B (configured with b_settings and
+# a port on ADDR2) and wait until it answers discovery there.
+start_target2() {
+	local config=$1 log=${2:-$RESULTS/$SCENARIO-target2.log}
+	ours || fail "start_target2: a second daemon is nvmeof-tgt only"
+	[ -z "$TARGET2_PID" ] || fail "start_target2: daemon B already runs (pid $TARGET2_PID)"
+	"$NVMEOF_TGT" -config "$config" >>"$log" 2>&1 &
+	TARGET2_PID=$!
+	wait_for 30 "daemon B answering discovery on $ADDR2" target_answers "$log" "$ADDR2" "$TARGET2_PID"
+	echo "daemon B up (pid $TARGET2_PID)"
+}
+
+# stop_target2: SIGTERM daemon B, which must exit 0 within 10 s.
+stop_target2() {
+	local pid=$TARGET2_PID rc=0
+	[ -n "$pid" ] || return 0
+	TARGET2_PID=""
+	kill -TERM "$pid"
+	if ! poll 10 gone "$pid"; then
+		kill -9 "$pid"
+		fail "daemon B still running 10 s after SIGTERM"
+	fi
+	wait "$pid" || rc=$?
+	assert_eq "daemon B exit status after SIGTERM" "$rc" 0
+}
+
+# kill9_target / kill9_target2: kill -9 daemon A / B and reap it.
+kill9_target() {
+	[ -n "$TARGET_PID" ] || fail "kill9_target: daemon A is not running"
+	kill -9 "$TARGET_PID"
+	wait "$TARGET_PID" 2>/dev/null || true
+	TARGET_PID=""
+}
+kill9_target2() {
+	[ -n "$TARGET2_PID" ] || fail "kill9_target2: daemon B is not running"
+	kill -9 "$TARGET2_PID"
+	wait "$TARGET2_PID" 2>/dev/null || true
+	TARGET2_PID=""
+}
+
+# ctl_b ARGS...: nvmeof-tgt ctl against daemon B's admin socket.
+ctl_b() { "$NVMEOF_TGT" ctl -socket "$B_SOCKET" "$@"; }
+
+# shared_disk NAME...: one dm-linear mapping per NAME over the whole of
+# /dev/vdb, as /dev/mapper/NAME. The block backend opens its
+# device exclusively, so two daemons serving one disk each get their own
+# mapping of it; both see the same blocks.
+shared_disk() {
+	local name sectors
+	[ -b /dev/vdb ] || fail "no second virtio disk (/dev/vdb) to share"
+	modprobe dm-mod || fail "modprobe dm-mod"
+	sectors=$(cat /sys/block/vdb/size)
+	for name in "$@"; do
+		# No udev in the guest: dmsetup makes the /dev/mapper nodes itself.
+		DM_DISABLE_UDEV=1 dmsetup create "$name" --table "0 $sectors linear /dev/vdb 0" ||
+			fail "dmsetup create $name"
+		SHARED_DM+=("$name")
+		[ -b "/dev/mapper/$name" ] || fail "dmsetup made no /dev/mapper/$name"
+	done
 }
 
 # stop_target: SIGTERM, which must end the daemon with status 0 within 10 s.
@@ -195,13 +296,21 @@ disconnect() {
 
 # cleanup: leave nothing connected or running for the next scenario.
 cleanup() {
+	local p d
 	nvme disconnect-all >/dev/null 2>&1 || true
-	if [ -n "$TARGET_PID" ]; then
-		kill -9 "$TARGET_PID" 2>/dev/null || true
-		wait "$TARGET_PID" 2>/dev/null || true
-	fi
+	for p in "$TARGET_PID" "$TARGET2_PID"; do
+		[ -n "$p" ] || continue
+		kill -9 "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+	done
 	if [ -n "$KERNEL_TARGET_UP" ]; then
 		kt_clear >/dev/null 2>&1 || true
+	fi
+	for d in "${SHARED_DM[@]}"; do
+		DM_DISABLE_UDEV=1 dmsetup remove "$d" >/dev/null 2>&1 || true
+	done
+	if [ -n "$ADDR2_ADDED" ]; then
+		ip addr del "$ADDR2/24" dev eth0 2>/dev/null || true
 	fi
 }
 trap cleanup EXIT
@@ -226,10 +335,14 @@ fio_ok() {
 # metric NAME [LABEL-FILTER]: the value of the first series of NAME on the
 # daemon's /metrics (metrics.address 127.0.0.1:9750), optionally the first
 # whose labels contain LABEL-FILTER.
-metric() {
+metric() { metric_at 127.0.0.1:9750 "$@"; }
+
+# metric_at HOST:PORT NAME [LABEL-FILTER]: metric, from the daemon whose
+# metrics.address is HOST:PORT (daemon B's is $B_METRICS).
+metric_at() {
 	# Whole scrape first: awk stopping early must not break curl's pipe.
-	curl -fsS -o /tmp/metrics.txt http://127.0.0.1:9750/metrics || fail "scraping /metrics"
-	awk -v m="$1" -v f="${2:-}" '$1 ~ "^"m"[{]" || $1 == m { if (f == "" || index($1, f)) { print $2; exit } }' /tmp/metrics.txt
+	curl -fsS -o /tmp/metrics.txt "http://$1/metrics" || fail "scraping $1/metrics"
+	awk -v m="$2" -v f="${3:-}" '$1 ~ "^"m"[{]" || $1 == m { if (f == "" || index($1, f)) { print $2; exit } }' /tmp/metrics.txt
 }
 
 # config FILE: write a daemon configuration from stdin.
@@ -294,4 +407,127 @@ subsystems:
     namespaces: [{nsid: 1, backend: rbd, pool: $CEPH_POOL, image: $2, create: true, size: $3}]
 CFG
 	start_target /tmp/tgt.yaml
+}
+
+# --- multipath: two controllers of one subsystem on one host ---
+
+# ha_pair NQN STATE_A STATE_B [PORT_A_KEYS [PORT_B_KEYS]]: write the
+# configurations of two daemons serving NQN as one subsystem: A
+# (/tmp/a.yaml: port 1 on ADDR, controller IDs 1-99, metrics on
+# 127.0.0.1:9750) and B (/tmp/b.yaml: port 2 on ADDR2, IDs 100-199,
+# b_settings), with the same serial and one namespace in ANA group 1 over
+# the shared disk (shared_disk ha-a ha-b), whose state is STATE_A on A's
+# port and STATE_B on B's. PORT_*_KEYS are more keys for that port's flow
+# mapping (referrals: [...]).
+ha_pair() {
+	local nqn=$1
+	config /tmp/a.yaml <<CFG
+metrics: {address: 127.0.0.1:9750}
+ports: [{id: 1, address: $ADDR, port: $PORT, ana: {1: $2}${4:+, $4}}]
+$(ha_subsystem "$nqn" 1 99 /dev/mapper/ha-a)
+CFG
+	config /tmp/b.yaml <<CFG
+$(b_settings)
+ports: [{id: 2, address: $ADDR2, port: $PORT, ana: {1: $3}${5:+, $5}}]
+$(ha_subsystem "$nqn" 100 199 /dev/mapper/ha-b)
+CFG
+}
+
+# ha_subsystem NQN CNTLID_MIN CNTLID_MAX DEVICE: the subsystems section of
+# one side of ha_pair.
+ha_subsystem() {
+	cat <<YAML
+subsystems:
+  - nqn: $1
+    serial: HA0000001
+    allow_any_host: true
+    cntlid_min: $2
+    cntlid_max: $3
+    namespaces: [{nsid: 1, backend: block, path: $4, ana_group: 1}]
+YAML
+}
+
+# connect_at ADDR NQN [extra nvme-cli args]: connect to NQN through ADDR and
+# print the controller (nvmeN) once it is live.
+connect_at() {
+	local addr=$1 nqn=$2 c
+	shift 2
+	nvme connect -t rdma -a "$addr" -s "$PORT" -n "$nqn" "$@" >&2 || fail "nvme connect $nqn at $addr"
+	wait_for 10 "a live controller of $nqn at $addr" ctrl_live_at "$nqn" "$addr"
+	ctrl_at "$nqn" "$addr"
+}
+
+# ctrl_at NQN ADDR: the host's controller (nvmeN) of NQN whose transport
+# address is ADDR, whatever its state.
+ctrl_at() {
+	local c
+	for c in /sys/class/nvme/nvme*; do
+		[ -e "$c/subsysnqn" ] && [ "$(cat "$c/subsysnqn")" = "$1" ] || continue
+		if [[ $(cat "$c/address") == *"traddr=$2,"* ]]; then
+			basename "$c"
+			return 0
+		fi
+	done
+	return 1
+}
+
+# ctrl_live_at NQN ADDR: that controller exists and is live.
+ctrl_live_at() {
+	local c
+	c=$(ctrl_at "$1" "$2") && [ "$(cat "/sys/class/nvme/$c/state" 2>/dev/null)" = live ]
+}
+
+# path_of CTRL NSID: the controller's path to namespace NSID: the hidden
+# disk (nvmeXcYnZ) native multipath sends that controller's I/O through.
+path_of() {
+	local d
+	for d in "/sys/class/nvme/$1"/nvme*c*n*; do
+		if [ -e "$d/nsid" ] && [ "$(cat "$d/nsid")" = "$2" ]; then
+			basename "$d"
+			return 0
+		fi
+	done
+	return 1
+}
+
+# ana_state CTRL NSID: the ANA state the host holds for the path
+# ("none" while the path is missing).
+ana_state() {
+	local p
+	p=$(path_of "$1" "$2") || { echo none; return 0; }
+	cat "/sys/class/nvme/$1/$p/ana_state" 2>/dev/null || echo none
+}
+
+# ana_state_is CTRL NSID STATE: for polling.
+ana_state_is() { [ "$(ana_state "$1" "$2")" = "$3" ]; }
+
+# path_ios CTRL NSID: reads plus writes completed through the path, from
+# its block statistics (0 while the path is missing).
+path_ios() {
+	local p
+	p=$(path_of "$1" "$2") || { echo 0; return 0; }
+	awk '{print $1 + $5}' "/sys/class/nvme/$1/$p/stat"
+}
+
+# path_inflight CTRL NSID: requests outstanding on the path.
+path_inflight() {
+	local p
+	p=$(path_of "$1" "$2") || { echo 0; return 0; }
+	awk '{print $9}' "/sys/class/nvme/$1/$p/stat"
+}
+
+# path_ios_above CTRL NSID N: more than N I/Os went through the path.
+path_ios_above() { [ "$(path_ios "$1" "$2")" -gt "$3" ]; }
+
+# ns_heads NQN: how many namespace block devices the host made for NQN
+# (with native multipath, one per namespace however many paths).
+ns_heads() {
+	local s d n=0
+	for s in /sys/class/nvme-subsystem/nvme-subsys*; do
+		[ -e "$s/subsysnqn" ] && [ "$(cat "$s/subsysnqn")" = "$1" ] || continue
+		for d in "$s"/nvme*n*; do
+			[ -b "/dev/$(basename "$d")" ] && n=$((n + 1))
+		done
+	done
+	echo "$n"
 }

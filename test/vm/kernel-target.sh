@@ -7,8 +7,12 @@
 #   kt_port ID ADDR [SVCID] [INLINE]         an RDMA port
 #   kt_subsystem NQN [SERIAL] [MODEL]        a subsystem open to any host
 #   kt_allow_host NQN HOSTNQN                restrict NQN to an allow-list
-#   kt_namespace NQN NSID DEVICE [UUID]      a namespace over a block device
+#   kt_namespace NQN NSID DEVICE [UUID [GRP]] a namespace over a block device, in ANA group GRP
 #   kt_link PORT NQN                         expose NQN on PORT
+#   kt_ana PORT GROUP STATE                  a port's ANA state for a group (optimized, non_optimized, ...)
+#   kt_ns_group NQN NSID GROUP               the namespace's ANA group
+#   kt_cntlid NQN MIN MAX                    the controller IDs the subsystem hands out
+#   kt_referral PORT NAME ADDR [SVCID]       list another discovery port in PORT's discovery log
 #   kt_file_dev FILE SIZE BS BUFFERED RO     print a loop device over FILE
 #   kt_nullb SIZE BS                         print a new null_blk device
 #   kt_from_config FILE                      all of the above from a nvmeof-tgt YAML file
@@ -62,16 +66,51 @@ kt_allow_host() { # NQN HOSTNQN (an empty HOSTNQN only closes the subsystem)
 	ln -s "$KT_CFS/hosts/$2" "$s/allowed_hosts/$2"
 }
 
-kt_namespace() { # NQN NSID DEVICE [UUID]
+kt_namespace() { # NQN NSID DEVICE [UUID [ANA_GROUP]]
 	local n=$KT_CFS/subsystems/$1/namespaces/$2
 	mkdir "$n"
 	echo "$3" >"$n/device_path"
 	if [ -n "${4:-}" ]; then echo "$4" >"$n/device_uuid"; fi
+	if [ -n "${5:-}" ]; then echo "$5" >"$n/ana_grpid"; fi
 	echo 1 >"$n/enable"
 }
 
 kt_link() { # PORT NQN
 	ln -s "$KT_CFS/subsystems/$2" "$KT_CFS/ports/$1/subsystems/$2"
+}
+
+# kt_ana PORT GROUP STATE: set the port's ANA state for the group, creating
+# the group on the port first. STATE is spelled as in nvmeof-tgt's YAML
+# (non_optimized, persistent_loss); nvmet spells it with a hyphen. nvmet
+# starts a group it has not been told about as inaccessible on every port,
+# where nvmeof-tgt takes optimized: kt_from_config creates every group used
+# on every port.
+kt_ana() {
+	local g=$KT_CFS/ports/$1/ana_groups/$2
+	[ -d "$g" ] || mkdir "$g" || return 1
+	echo "${3//_/-}" >"$g/ana_state"
+}
+
+kt_ns_group() { # NQN NSID GROUP (the group must exist on some port)
+	echo "$3" >"$KT_CFS/subsystems/$1/namespaces/$2/ana_grpid"
+}
+
+kt_cntlid() { # NQN MIN MAX (before any host connects)
+	local s=$KT_CFS/subsystems/$1
+	# nvmet keeps min <= max at every write: widen first, then narrow.
+	echo 1 >"$s/attr_cntlid_min" && echo 65519 >"$s/attr_cntlid_max" &&
+		echo "$2" >"$s/attr_cntlid_min" && echo "$3" >"$s/attr_cntlid_max"
+}
+
+kt_referral() { # PORT NAME ADDR [SVCID]
+	local r=$KT_CFS/ports/$1/referrals/$2 fam=ipv4
+	[[ $3 != *:* ]] || fam=ipv6
+	mkdir "$r" || return 1
+	echo rdma >"$r/addr_trtype"
+	echo "$fam" >"$r/addr_adrfam"
+	echo "$3" >"$r/addr_traddr"
+	echo "${4:-4420}" >"$r/addr_trsvcid"
+	echo 1 >"$r/enable"
 }
 
 # kt_file_dev FILE SIZE BLOCK_SIZE BUFFERED READ_ONLY: a loop device over
@@ -146,27 +185,37 @@ kt_uuid() {
 # a nvmeof-tgt configuration file. The log and metrics sections have no
 # kernel counterpart and are ignored.
 kt_from_config() {
-	local lines kind a b c d e f g h i dev all_ports=() p
+	local lines kind a b c d e f g h i dev all_ports=() p groups=""
 	# yq (jq over YAML) flattens the file into '|'-separated records; '|'
-	# rather than a tab, because read would merge empty tab fields.
+	# rather than a tab, because read would merge empty tab fields. The
+	# ANA groups in use come first: each port gets all of them.
 	lines=$(yq -r '
-		((.ports // [])[] | ["port", .id, .address, (.port // 4420), (.inline_data_size // "")]),
+		(["groups", ([(.ports // [])[] | (.ana // {}) | keys[] | tonumber] +
+			[(.subsystems // [])[] | (.namespaces // [])[] | (.ana_group // 1)] | unique | map(tostring) | join(","))]),
+		((.ports // [])[] | . as $p | ["port", .id, .address, (.port // 4420), (.inline_data_size // "")],
+			((.ana // {}) | to_entries[] | ["ana", $p.id, .key, .value]),
+			((.referrals // []) | to_entries[] | ["referral", $p.id, "r\(.key)", .value.address, (.value.port // 4420)])),
 		((.subsystems // [])[] | . as $s |
-			["subsys", .nqn, (.allow_any_host // false), (.serial // ""), (.model // "")],
+			["subsys", .nqn, (.allow_any_host // false), (.serial // ""), (.model // ""), (.cntlid_min // 1), (.cntlid_max // 65519)],
 			((.hosts // [])[] | ["host", $s.nqn, .]),
 			((.namespaces // [])[] | ["ns", $s.nqn, .nsid, .backend, (.path // ""), (.size // ""),
-				(.block_size // 0), (.buffered // false), (.read_only // false), (.uuid // "")]),
+				(.block_size // 0), (.buffered // false), (.read_only // false), (.uuid // ""), (.ana_group // 1)]),
 			["link", .nqn, ((.ports // []) | map(tostring) | join(","))])
 		| map(tostring) | join("|")' "$1") || return 1
-	while IFS='|' read -r kind a b c d e f g h i; do
+	while IFS='|' read -r kind a b c d e f g h i j; do
 		case $kind in
+		groups) groups=$a ;;
 		port)
 			kt_port "$a" "$b" "$c" "$d" || return 1
 			all_ports+=("$a")
+			for g in ${groups//,/ }; do kt_ana "$a" "$g" optimized || return 1; done
 			;;
+		ana) kt_ana "$a" "$b" "$c" || return 1 ;;
+		referral) kt_referral "$a" "$b" "$c" "$d" || return 1 ;;
 		subsys)
 			kt_subsystem "$a" "$c" "$d" || return 1
 			if [ "$b" != true ]; then kt_allow_host "$a" "" || return 1; fi
+			if [ "$e" != 1 ] || [ "$f" != 65519 ]; then kt_cntlid "$a" "$e" "$f" || return 1; fi
 			;;
 		host) kt_allow_host "$a" "$b" || return 1 ;;
 		ns) # a=nqn b=nsid c=backend d=path e=size f=block_size g=buffered h=read_only i=uuid
@@ -181,7 +230,7 @@ kt_from_config() {
 			# after a restart would see "identifiers changed" and drop the
 			# namespace. Like nvmeof-tgt, derive a stable one from nqn and nsid.
 			[ -n "$i" ] || i=$(kt_uuid "$a/$b")
-			kt_namespace "$a" "$b" "$dev" "$i" || return 1
+			kt_namespace "$a" "$b" "$dev" "$i" "$j" || return 1
 			;;
 		link)
 			if [ -n "$b" ]; then
@@ -207,6 +256,11 @@ kt_clear() {
 			if [ -d "$x" ]; then
 				echo 0 >"$x/enable" && rmdir "$x" || return 1
 			fi
+		done
+		# A port's referrals and ANA groups go before it; group 1 is the
+		# port's own and goes with it.
+		for x in "$KT_CFS"/ports/*/referrals/* "$KT_CFS"/ports/*/ana_groups/*; do
+			if [ -d "$x" ] && [ "$x" = "${x%/ana_groups/1}" ]; then rmdir "$x" || return 1; fi
 		done
 		for x in "$KT_CFS"/subsystems/* "$KT_CFS"/hosts/* "$KT_CFS"/ports/*; do
 			if [ -d "$x" ]; then rmdir "$x" || return 1; fi

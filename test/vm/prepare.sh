@@ -1,34 +1,43 @@
 #!/bin/bash
-# Prepares the test guest: unpacks the current Debian 6.1 kernel package
-# (never installed, only unpacked) into the cache and builds an initramfs
-# that mounts this machine's root over 9p. Prints the shell variables
+# Prepares the test guest: unpacks a Debian kernel package (never
+# installed, only unpacked) into the cache and builds an initramfs that
+# mounts this machine's root over 9p. Prints the shell variables
 # run-guest.sh needs. Work already done is skipped.
+#
+# E2E_KERNEL picks the kernel: 6.1 (the default, bookworm's) or 6.12
+# (bookworm-backports', which test/install-deps.sh adds to apt's sources).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${NVMEOF_TEST_CACHE:-/var/cache/nvmeof-tgt-test}
+case ${E2E_KERNEL:=6.1} in
+6.1) suite=() ;;
+6.12) suite=(-t bookworm-backports) ;;
+*) echo "prepare: E2E_KERNEL=$E2E_KERNEL: want 6.1 or 6.12" >&2; exit 1 ;;
+esac
 
-# Resolve the ABI from the meta package rather than pinning it: security
-# updates move it.
+# Resolve the ABI from the meta package of the suite rather than pinning
+# it: security updates and new backports move it.
 resolve() {
-	apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}'
+	apt-cache "${suite[@]}" depends linux-image-amd64 2>/dev/null |
+		awk -v v="$E2E_KERNEL" '$1 == "Depends:" && index($2, "linux-image-" v ".") == 1 {print $2; exit}'
 }
 # download PKG DIR: apt-get download, refreshing stale package lists once
 # (a security update removes the old ABI's package from the mirror).
 download() {
-	(cd "$2" && apt-get download "$1" >&2) && return 0
+	(cd "$2" && apt-get download "${suite[@]}" "$1" >&2) && return 0
 	echo "prepare: download failed; refreshing the package lists" >&2
 	apt-get update -qq >&2
-	(cd "$2" && apt-get download "$1" >&2)
+	(cd "$2" && apt-get download "${suite[@]}" "$1" >&2)
 }
 pkg=$(resolve)
 if [ -z "$pkg" ]; then
 	# Fresh machines and images often come without package lists.
-	echo "prepare: linux-image-amd64 unknown; running apt-get update" >&2
+	echo "prepare: linux-image-amd64 ($E2E_KERNEL) unknown; running apt-get update" >&2
 	apt-get update -qq >&2 || true
 	pkg=$(resolve)
 fi
 if [ -z "$pkg" ]; then
-	echo "prepare: cannot resolve the guest kernel package: 'apt-cache depends linux-image-amd64' names no linux-image-*; check the Debian apt sources" >&2
+	echo "prepare: cannot resolve the $E2E_KERNEL guest kernel: 'apt-cache ${suite[*]} depends linux-image-amd64' names no linux-image-$E2E_KERNEL.*; check the Debian apt sources (test/install-deps.sh adds bookworm-backports)" >&2
 	exit 1
 fi
 kver=${pkg#linux-image-}

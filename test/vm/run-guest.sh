@@ -6,6 +6,7 @@
 #
 #   run-guest.sh --script FILE --results DIR [--env K=V]... [--disk IMG]... [--timeout SECONDS]
 #
+# E2E_KERNEL=6.1 (the default) or 6.12 picks the guest kernel (prepare.sh).
 # DIR receives main.log, main.rc, console.log and whatever the script
 # writes under /results. The exit status is the script's; 125 when the
 # guest failed to set up, hung past the timeout or crashed. In the guest,
@@ -33,7 +34,7 @@ fi
 eval "$("$here/prepare.sh")"
 mkdir -p "$results"
 results=$(cd "$results" && pwd)
-rm -f "$results/main.rc" "$results/main.log" "$results/setup.log" "$results/boot.secs"
+rm -f "$results/main.rc" "$results/main.log" "$results/setup.log" "$results/boot.secs" "$results/kernel"
 cp "$script" "$results/main.sh"
 cp "$here/wrapper.sh" "$results/wrapper.sh"
 # VM_DIR: this directory, so guest scripts can source kernel-target.sh.

@@ -48,6 +48,7 @@ mkdir -p /etc/nvme
 [ -s /etc/nvme/hostid ] || cat /proc/sys/kernel/random/uuid >/etc/nvme/hostid
 # Seconds from kernel start to the script, for the host's timing report.
 cut -d' ' -f1 /proc/uptime >/results/boot.secs
+uname -r >/results/kernel
 echo "guest: $(uname -r), $(ibv_devices | awk 'NR>2{print $1}' | xargs) ready after $(cat /results/boot.secs) s" >/dev/console
 set -a
 . /results/env.sh
