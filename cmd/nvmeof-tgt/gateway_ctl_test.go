@@ -1,0 +1,38 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestCtlGatewayRelease(t *testing.T) {
+	cmd, err := parseCtl([]string{"gateway", "release", "3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := cmd.params.(gatewayParams); cmd.method != "release_ana_group" || !ok || p.Group != 3 {
+		t.Fatalf("%s %+v", cmd.method, cmd.params)
+	}
+	for _, args := range [][]string{{"gateway", "release", "0"}, {"gateway", "release", "x"}, {"gateway", "release"}} {
+		if _, err := parseCtl(args); err == nil {
+			t.Errorf("%q accepted", args)
+		}
+	}
+}
+
+// A daemon without a gateway block has nothing to release.
+func TestReleaseWithoutGateway(t *testing.T) {
+	useFakeRDMA(t)
+	d, err := start(parse(t, baseConfig(t.TempDir(), "")), quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.stop(0)
+	s := &session{api: newAPI(d, "", d.log)}
+	if _, err := s.releaseANAGroup(gatewayParams{Group: 1}); err == nil || !strings.Contains(err.Error(), "runs no gateway") {
+		t.Fatalf("release: %v", err)
+	}
+	if st := state(d); st.Gateway != nil {
+		t.Fatalf("gateway state without a gateway: %+v", st.Gateway)
+	}
+}
