@@ -21,6 +21,9 @@ func TestMain(m *testing.M) {
 	if sock := os.Getenv("NVMEOF_TGT_TEST_RPC_CLIENT"); sock != "" {
 		os.Exit(rawClient(sock))
 	}
+	if cfg := os.Getenv(gatewayChildEnv); cfg != "" {
+		os.Exit(gatewayChild(cfg))
+	}
 	code := m.Run()
 	stopGatewayCluster()
 	os.Exit(code)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -9,8 +10,16 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"os/signal"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/nvmeof-tgt/nvmeof-tgt/gateway"
+	"github.com/sirupsen/logrus"
 )
 
 // The gateway pair against a real single-node cluster (test/ceph/
@@ -92,5 +101,54 @@ func readEnvFile(path string) (map[string]string, error) {
 		}
 	}
 	return env, sc.Err()
+}
+
+
+const gatewayChildEnv = "NVMEOF_TGT_TEST_GATEWAY_CONFIG"
+
+// gatewayChild runs in the child process (TestMain); it returns the exit
+// status.
+func gatewayChild(path string) int {
+	listen = func(_ *fabrics.Target, p *fabrics.Port, _ *logrus.Entry) (portListener, error) {
+		return &fakeListener{port: p}, nil
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	logger := logrus.New()
+	logger.SetOutput(os.Stderr)
+	d, err := start(cfg, logger)
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM)
+	tick := time.NewTicker(50 * time.Millisecond)
+	wrote := ""
+	for {
+		select {
+		case <-sigs:
+			d.stop(5 * time.Second)
+			fmt.Println("stopped")
+			return 0
+		case <-tick.C:
+		}
+		st := d.gateway.runner(1).Status().State
+		if st == gateway.Blocklisted && wrote == "" {
+			ns := d.target.Subsystem("nqn.2026-11.io.example:gw").Namespace(1)
+			err := ns.Backend.WriteAt(make([]byte, 512), 0)
+			wrote = "ok"
+			if err != nil {
+				wrote = errors.Unwrap(err).(syscall.Errno).Error()
+				if errors.Is(err, syscall.ESHUTDOWN) {
+					wrote = "ESHUTDOWN"
+				}
+			}
+		}
+		fmt.Printf("state=%s ana=%s write=%s\n", st, d.target.Port(1).ANAState(1), wrote)
+	}
 }
 
