@@ -60,9 +60,9 @@ func init() { Register("rbd", openRBD) }
 // rbdBackend serves a namespace from a Ceph RBD image through librbd.
 // Reads, writes and flushes go through librbd's asynchronous calls
 // (AsyncIO); the other calls block until the OSDs answer, so they run on
-// the queue's workers. librbd's cache is off (rbd_cache=false on every connection): a
-// write completes once the OSDs have it on stable media, so there is no
-// volatile cache to report and FUA needs nothing more.
+// the queue's workers. librbd's cache is off (rbd_cache=false on every
+// connection): a write completes once the OSDs have it on stable media,
+// so there is no volatile cache to report and FUA needs nothing more.
 type rbdBackend struct {
 	conn      *radosConn
 	ioctx     C.rados_ioctx_t

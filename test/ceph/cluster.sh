@@ -7,6 +7,8 @@
 #                                     BlueStore opens its file with O_DIRECT)
 #   cluster.sh stop DIR               stop every daemon of it
 #   cluster.sh stop-osd DIR           stop the OSD (it marks itself down)
+#   cluster.sh kill-osd DIR           kill it (SIGKILL, as a crash: nothing
+#                                     tells the monitor, clients time out)
 #   cluster.sh start-osd DIR          start it again (unless it is up) and wait
 #                                     until it is up
 #
@@ -38,13 +40,19 @@ waitfor() {
 
 osd_up() { admin osd dump 2>/dev/null | grep -q '^osd.0 up '; }
 osd_down() { ! osd_up; }
+# up_from: the map epoch the running OSD instance came up in.
+up_from() { admin osd dump 2>/dev/null | awk '/^osd.0 / { for (i = 1; i < NF; i++) if ($i == "up_from") print $(i + 1) }'; }
+# osd_booted EPOCH: up, as an instance newer than the one up from EPOCH (a
+# killed OSD stays "up" in the map until its successor boots).
+osd_booted() { osd_up && [ "$(up_from)" != "$1" ]; }
 
 pidof_daemon() { [ -f "$C/run/$1.pid" ] && cat "$C/run/$1.pid"; }
+running() { local pid; pid=$(pidof_daemon "$1") && kill -0 "$pid" 2>/dev/null; }
 
-stop_daemon() { # name
+stop_daemon() { # name [signal]
 	local pid
 	pid=$(pidof_daemon "$1") || return 0
-	kill "$pid" 2>/dev/null || return 0
+	kill -"${2:-TERM}" "$pid" 2>/dev/null || return 0
 	waitfor "$1 to exit" 60 bash -c "! kill -0 $pid"
 }
 
@@ -52,15 +60,17 @@ stop_daemon() { # name
 # sometimes fails its first cephx exchange with the monitor ("failed to
 # fetch mon config"); it is tried again.
 start_osd() {
-	osd_up && return 0
-	local try
-	for try in 1 2 3 4 5; do
-		if ceph-osd --conf "$C/ceph.conf" -i 0 2>>"$C/log/osd-start.log"; then
-			waitfor "osd.0 up" 120 osd_up
+	running osd.0 && osd_up && return 0
+	local try start=$SECONDS before
+	before=$(up_from)
+	for try in $(seq 1 20); do
+		if ceph-osd --conf "$C/ceph.conf" -i 0 --debug-monc 10 --debug-auth 10 2>>"$C/log/osd-start.log"; then
+			waitfor "osd.0 up" 120 osd_booted "$before"
+			[ "$try" = 1 ] || echo "cluster.sh: ceph-osd started at try $try, $((SECONDS - start)) s after the first" >&2
 			return
 		fi
-		echo "cluster.sh: ceph-osd did not start (try $try); see $C/log/osd-start.log" >&2
-		sleep 1
+		echo "cluster.sh: ceph-osd did not start (try $try, $((SECONDS - start)) s); see $C/log/osd-start.log" >&2
+		sleep 3
 	done
 	return 1
 }
@@ -147,6 +157,7 @@ stop-osd)
 	stop_daemon osd.0
 	waitfor "osd.0 down" 30 osd_down
 	;;
+kill-osd) stop_daemon osd.0 KILL ;;
 start-osd) start_osd ;;
 *) usage ;;
 esac

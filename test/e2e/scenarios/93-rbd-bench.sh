@@ -22,7 +22,7 @@ fio_iops() { # randread|randwrite
 	local out=$RESULTS/$SCENARIO-$1.json
 	fio --name="$1" --filename="$dev" --ioengine=libaio --direct=1 --rw="$1" --bs=4k --iodepth=32 \
 		--time_based --runtime=8 --output-format=json --output="$out" || fail "fio $1"
-	assert_eq "fio $1 errors" "$(jq '[.jobs[].error] | add' "$out")" 0
+	assert_eq "fio $1 errors" "$(jq '[.jobs[].error] | add' "$out")" 0 >&2
 	jq -r "[.jobs[].${1#rand}.iops] | add | floor" "$out"
 }
 fr=$(fio_iops randread)
