@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -34,5 +35,24 @@ func TestReleaseWithoutGateway(t *testing.T) {
 	}
 	if st := state(d); st.Gateway != nil {
 		t.Fatalf("gateway state without a gateway: %+v", st.Gateway)
+	}
+}
+
+func TestCtlListShowsGateway(t *testing.T) {
+	st := State{Ports: []PortState{{ID: 1, Address: "10.0.0.1", Port: 4420, ANA: map[uint32]string{1: "inaccessible"}}},
+		Gateway: &GatewayState{Name: "gw-b", Cookie: "gw-b.0a1b", Groups: []GatewayGroupState{
+			{Group: 1, State: "blocklisted", Takeovers: 1, Fencings: 1, LastError: "blocklisted"}}}}
+	raw, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := showStateText(raw, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"gateway gw-b  cookie gw-b.0a1b", "ANA group 1  blocklisted  takeovers 1, fencings 1  last error: blocklisted"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("ctl list lacks %q:\n%s", want, out.String())
+		}
 	}
 }
