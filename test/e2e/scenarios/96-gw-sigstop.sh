@@ -9,7 +9,7 @@ daemon_only "the gateway pair is nvmeof-tgt's"
 ceph_up
 addr2_up
 nqn=nqn.2026-11.io.example:gw3
-gw_pair "$nqn" gw96 256MiB
+gw_pair "$nqn" gw96 256M
 start_target /tmp/a.yaml
 wait_for 30 "A owning group 1" gw_state_is a owner
 start_target2 /tmp/b.yaml
