@@ -22,3 +22,5 @@ func (*RadosLease) Holder() (string, error) { return "", ErrNoRBD }
 func (*RadosLease) SetHolder(string) error  { return ErrNoRBD }
 func (*RadosLease) Self() (string, error)   { return "", ErrNoRBD }
 func (*RadosLease) Fence(string) error      { return ErrNoRBD }
+func (*RadosLease) Watch(func()) error      { return ErrNoRBD }
+func (*RadosLease) Notify() error           { return ErrNoRBD }

@@ -8,6 +8,40 @@ package backend
 #include <sys/time.h>
 #include <rados/librados.h>
 
+// A watch on the lease object: a peer that releases the lease notifies
+// the object, and every gateway's watch hears it at once.
+extern void leaseNotified(uintptr_t arg);
+
+struct lease_watch {
+	rados_ioctx_t io;
+	char *oid;
+	uintptr_t arg;
+};
+
+static void lease_watch_cb(void *arg, uint64_t notify_id, uint64_t handle, uint64_t notifier_id,
+			   void *data, size_t len) {
+	struct lease_watch *w = arg;
+	rados_notify_ack(w->io, w->oid, notify_id, handle, NULL, 0);
+	leaseNotified(w->arg);
+}
+
+// A broken watch (a lost connection, a blocklisted client): the lease
+// falls back on trying at each renewal interval.
+static void lease_watch_err(void *arg, uint64_t handle, int err) {}
+
+static int lease_watch(struct lease_watch *w, uint64_t *handle) {
+	return rados_watch2(w->io, w->oid, handle, lease_watch_cb, lease_watch_err, w);
+}
+
+static int lease_notify(rados_ioctx_t io, const char *oid, uint64_t timeout_ms) {
+	char *reply = NULL;
+	size_t len = 0;
+	int r = rados_notify2(io, oid, NULL, 0, timeout_ms, &reply, &len);
+	if (reply)
+		rados_buffer_free(reply);
+	return r;
+}
+
 static int lease_lock(rados_ioctx_t io, const char *oid, const char *name, const char *cookie,
 		      const char *desc, long ms, int flags) {
 	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
@@ -19,6 +53,7 @@ import "C"
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -37,6 +72,65 @@ type RadosLease struct {
 	object   string
 	cookie   string
 	duration time.Duration
+
+	watch    *C.struct_lease_watch // nil: not watching
+	handle   C.uint64_t
+	notifyID uintptr // the key of the callback in leaseWatchers
+}
+
+// leaseWatchers maps a watch's key to what its notifications call.
+var (
+	leaseWatchMu   sync.Mutex
+	leaseWatchers  = map[uintptr]func(){}
+	leaseWatchNext uintptr
+)
+
+// leaseNotifiedGo runs a watch's callback (called from librados' thread
+// through leaseNotified); it must not block.
+func leaseNotifiedGo(key uintptr) {
+	leaseWatchMu.Lock()
+	f := leaseWatchers[key]
+	leaseWatchMu.Unlock()
+	if f != nil {
+		f()
+	}
+}
+
+// Watch calls notified, from librados' thread, whenever someone notifies
+// the lease object (Notify). The object must exist (ENOENT otherwise).
+// notified must not block.
+func (l *RadosLease) Watch(notified func()) error {
+	if l.watch != nil {
+		return nil
+	}
+	leaseWatchMu.Lock()
+	leaseWatchNext++
+	key := leaseWatchNext
+	leaseWatchers[key] = notified
+	leaseWatchMu.Unlock()
+	w := (*C.struct_lease_watch)(C.malloc(C.sizeof_struct_lease_watch))
+	w.io, w.oid, w.arg = l.ioctx, C.CString(l.object), C.uintptr_t(key)
+	if r := C.lease_watch(w, &l.handle); r < 0 {
+		C.free(unsafe.Pointer(w.oid))
+		C.free(unsafe.Pointer(w))
+		leaseWatchMu.Lock()
+		delete(leaseWatchers, key)
+		leaseWatchMu.Unlock()
+		return errnoOf(r)
+	}
+	l.watch, l.notifyID = w, key
+	return nil
+}
+
+// Notify tells the watchers of the lease object (a release), waiting for
+// their acknowledgement up to one second.
+func (l *RadosLease) Notify() error {
+	oid := C.CString(l.object)
+	defer C.free(unsafe.Pointer(oid))
+	if r := C.lease_notify(l.ioctx, oid, 1000); r < 0 {
+		return errnoOf(r)
+	}
+	return nil
 }
 
 // The lock's name and the holder's attribute on the lease object.
@@ -73,6 +167,17 @@ func OpenRadosLease(o RBDOptions, object, cookie string, duration time.Duration)
 // Close releases the ioctx and the connection (the lock stays until it
 // expires or is released).
 func (l *RadosLease) Close() {
+	if l.watch != nil {
+		C.rados_unwatch2(l.ioctx, l.handle)
+		// No callback runs after this: the watch's memory can go.
+		C.rados_watch_flush(l.conn.cluster)
+		C.free(unsafe.Pointer(l.watch.oid))
+		C.free(unsafe.Pointer(l.watch))
+		l.watch = nil
+		leaseWatchMu.Lock()
+		delete(leaseWatchers, l.notifyID)
+		leaseWatchMu.Unlock()
+	}
 	if l.ioctx != nil {
 		C.rados_ioctx_destroy(l.ioctx)
 		l.ioctx = nil

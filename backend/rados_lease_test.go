@@ -72,6 +72,19 @@ func TestRadosLeaseAndFencing(t *testing.T) {
 	if err := a.SetHolder("a\na-1\n" + addr); err != nil {
 		t.Fatal(err)
 	}
+	// b watches the object; a's notification (a release) reaches it.
+	notified := make(chan struct{}, 1)
+	if err := b.Watch(func() { notified <- struct{}{} }); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Notify(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-notified:
+	case <-time.After(5 * time.Second):
+		t.Fatal("b's watch did not hear a's notification")
+	}
 
 	// a stops renewing: b gets the lock once it expired, not before.
 	took := time.Now()

@@ -86,6 +86,12 @@ type Store interface {
 	Fence(addr string) error
 }
 
+// Notifier is a Store that can tell the peers' stores of a release, so
+// that they try at once (Lease.Poke) rather than at their next interval.
+type Notifier interface {
+	Notify() error
+}
+
 // Timing is a lease's timing; see DefaultTiming.
 type Timing struct {
 	Lease    time.Duration // the lock's duration in RADOS
@@ -228,6 +234,10 @@ func (l *Lease) Done(now time.Duration, r Result) {
 	}
 }
 
+// Poke makes a try due now: a peer released the lease (it notified the
+// lease object), so a standby need not wait for its next interval.
+func (l *Lease) Poke() { l.tried = false }
+
 // Release gives the group up: an owner steps down at once (the caller
 // makes the group inaccessible before the lock goes), and the lock is
 // released by the next op. It reports whether this daemon was the owner.
@@ -251,7 +261,13 @@ func Run(op Op, s Store, me Holder) (fenced string, err error) {
 		if err := s.Record(Holder{}); err != nil {
 			return "", err
 		}
-		return "", s.Unlock()
+		if err := s.Unlock(); err != nil {
+			return "", err
+		}
+		if n, ok := s.(Notifier); ok {
+			n.Notify() // best effort: peers also try at their interval
+		}
+		return "", nil
 	case OpAcquire:
 		if err := s.Lock(false); err != nil {
 			return "", err

@@ -19,6 +19,7 @@ type fakeCluster struct {
 	rec       Holder
 	blocklist map[string]bool
 	fenceTime time.Duration // how long a Fence takes
+	watchers  []*Lease      // poked by a Notify
 }
 
 func newCluster(lease time.Duration) *fakeCluster {
@@ -455,5 +456,38 @@ func TestWakeTimes(t *testing.T) {
 	op, next = l.Wake(timing.Renew)
 	if op != OpRenew || next != timing.Deadline {
 		t.Fatalf("renewing: %v next %v, want the deadline", op, next)
+	}
+}
+
+// notifyingClient tells every watcher of the object of a release.
+type notifyingClient struct{ *fakeClient }
+
+func (n notifyingClient) Notify() error {
+	for _, l := range n.c.watchers {
+		l.Poke()
+	}
+	return nil
+}
+
+// With a watch on the object, a release reaches the peer at once: it
+// takes the group at its next step, not at its next interval.
+func TestReleaseNotifiesPeers(t *testing.T) {
+	c := newCluster(timing.Lease)
+	a, b := newGW(c, "a", "10.0.0.1:0/1"), newGW(c, "b", "10.0.0.2:0/2")
+	c.watchers = []*Lease{a.l, b.l}
+	sim(t, c, time.Second, a, b)
+	a.l.Release(c.now)
+	op, _ := a.l.Wake(c.now)
+	if _, err := Run(op, notifyingClient{a.client}, a.me()); op != OpRelease || err != nil {
+		t.Fatalf("%v: %v", op, err)
+	}
+	a.l.Done(c.now, Result{Op: OpRelease, Started: c.now})
+	b.step()
+	if b.l.State() != Owner || b.l.Fencings != 0 {
+		t.Fatalf("b right after the notified release: %v, fencings %d", b.l.State(), b.l.Fencings)
+	}
+	a.step()
+	if a.l.State() != Standby {
+		t.Fatal("a took the group back during its hold-off")
 	}
 }

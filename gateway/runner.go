@@ -149,6 +149,18 @@ func (r *Runner) publish() {
 	r.Publish(r.Lease.Group, st)
 }
 
+// Poke wakes the lease for a try now: a peer released it. Safe from any
+// goroutine; it does not block.
+func (r *Runner) Poke() {
+	r.mu.Lock()
+	r.Lease.Poke()
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
 // Release gives the group up if this daemon owns it: the group is
 // inaccessible here when Release returns, and the lock is released
 // right after, so a peer takes it at its next try. It reports whether

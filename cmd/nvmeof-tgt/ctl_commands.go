@@ -28,7 +28,7 @@ var ctlVerbs = []ctlVerb{
 		flags: setANAFlags},
 	{name: "gateway release", args: []string{"GROUP"},
 		about: "Planned handover: if this daemon owns gateway group GROUP, make it inaccessible here and release its lease;\n" +
-			"a peer gateway takes it within a quarter of the lease, without fencing.",
+			"a peer gateway, notified through the lease object, takes it at once, without fencing.",
 		flags: gatewayReleaseFlags},
 	{name: "remove port", args: []string{"ID"}, about: "Stop listening on port ID; hosts connected through it are disconnected.",
 		flags: removePortFlags},

@@ -87,9 +87,10 @@ func startGateway(t *fabrics.Target, g *config.Gateway, log *logrus.Entry) (*gat
 			return nil, fmt.Errorf("gateway: ANA group %d: %w", grp, err)
 		}
 		gs.leases = append(gs.leases, lease)
+		store := &radosStore{l: lease}
 		r := &gateway.Runner{
 			Lease: &gateway.Lease{Group: grp, Timing: timing},
-			Store: radosStore{lease},
+			Store: store,
 			Me:    gateway.Holder{Name: gs.name, Cookie: gs.cookie},
 			Log:   log,
 			Now:   monotonic,
@@ -103,6 +104,7 @@ func startGateway(t *fabrics.Target, g *config.Gateway, log *logrus.Entry) (*gat
 				}
 			},
 		}
+		store.poke = r.Poke
 		gs.runners = append(gs.runners, r)
 	}
 	for _, r := range gs.runners {
@@ -148,8 +150,13 @@ func (gs *gatewaySet) runner(group uint32) *gateway.Runner {
 }
 
 // radosStore is a gateway.Store on a RADOS lease: it maps librados'
-// errors to the lease's.
-type radosStore struct{ l *backend.RadosLease }
+// errors to the lease's, and watches the lease object once it exists so
+// that a peer's release wakes the lease at once (poke).
+type radosStore struct {
+	l        *backend.RadosLease
+	poke     func()
+	watching bool // only touched by the lease's ops, one at a time
+}
 
 // leaseError maps a librados errno: ESHUTDOWN is librados' EBLOCKLISTED.
 func leaseError(err error) error {
@@ -159,8 +166,13 @@ func leaseError(err error) error {
 	return err
 }
 
-func (s radosStore) Lock(renew bool) error {
+func (s *radosStore) Lock(renew bool) error {
 	err := s.l.Lock(renew)
+	if !s.watching && (err == nil || errors.Is(err, syscall.EBUSY)) {
+		// The object exists now. Without a watch, the lease still tries
+		// at every interval.
+		s.watching = s.l.Watch(s.poke) == nil
+	}
 	switch {
 	case err == nil:
 		return nil
@@ -172,10 +184,10 @@ func (s radosStore) Lock(renew bool) error {
 	return leaseError(err)
 }
 
-func (s radosStore) Unlock() error { return leaseError(s.l.Unlock()) }
+func (s *radosStore) Unlock() error { return leaseError(s.l.Unlock()) }
 
 // The record is three lines: name, cookie, client address.
-func (s radosStore) Recorded() (gateway.Holder, error) {
+func (s *radosStore) Recorded() (gateway.Holder, error) {
 	v, err := s.l.Holder()
 	if err != nil || v == "" {
 		return gateway.Holder{}, leaseError(err)
@@ -187,19 +199,21 @@ func (s radosStore) Recorded() (gateway.Holder, error) {
 	return gateway.Holder{Name: f[0], Cookie: f[1], Addr: f[2]}, nil
 }
 
-func (s radosStore) Record(h gateway.Holder) error {
+func (s *radosStore) Record(h gateway.Holder) error {
 	if h == (gateway.Holder{}) {
 		return leaseError(s.l.SetHolder(""))
 	}
 	return leaseError(s.l.SetHolder(h.Name + "\n" + h.Cookie + "\n" + h.Addr))
 }
 
-func (s radosStore) Self() (string, error) {
+func (s *radosStore) Self() (string, error) {
 	a, err := s.l.Self()
 	return a, leaseError(err)
 }
 
-func (s radosStore) Fence(addr string) error { return leaseError(s.l.Fence(addr)) }
+func (s *radosStore) Fence(addr string) error { return leaseError(s.l.Fence(addr)) }
+
+func (s *radosStore) Notify() error { return leaseError(s.l.Notify()) }
 
 // GatewayState is the gateway in get_state.
 type GatewayState struct {
@@ -240,7 +254,8 @@ type gatewayResult struct {
 
 // releaseANAGroup is the planned handover: the owner of the group makes
 // it inaccessible here, then releases the lease, and a peer takes it at
-// its next try (within a quarter of the lease). Not the owner: an error.
+// once, notified through the lease object (at the latest at its next try,
+// within a quarter of the lease). Not the owner: an error.
 func (s *session) releaseANAGroup(p gatewayParams) (gatewayResult, error) {
 	d, ok := s.api.m.(*daemon)
 	var gs *gatewaySet

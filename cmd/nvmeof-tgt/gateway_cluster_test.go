@@ -7,10 +7,10 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"os/signal"
 	"sync"
 	"syscall"
 	"testing"
@@ -103,7 +103,6 @@ func readEnvFile(path string) (map[string]string, error) {
 	return env, sc.Err()
 }
 
-
 const gatewayChildEnv = "NVMEOF_TGT_TEST_GATEWAY_CONFIG"
 
 // gatewayChild runs in the child process (TestMain); it returns the exit
@@ -151,4 +150,3 @@ func gatewayChild(path string) int {
 		fmt.Printf("state=%s ana=%s write=%s\n", st, d.target.Port(1).ANAState(1), wrote)
 	}
 }
-
