@@ -197,6 +197,9 @@ func (l *Lease) Done(now time.Duration, r Result) {
 	l.busy = OpNone
 	l.lastTry = r.Started
 	l.LastErr = r.Err
+	if errors.Is(r.Err, ErrBusy) {
+		l.LastErr = nil // a standby's normal answer, not a problem
+	}
 	l.checkDeadline(now)
 	if errors.Is(r.Err, ErrBlocklisted) {
 		l.state = Blocklisted

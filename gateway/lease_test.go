@@ -182,6 +182,9 @@ func TestFirstTakesTheGroupOthersStandBy(t *testing.T) {
 	if owner(a, b) != "a" || b.l.State() != Standby {
 		t.Fatalf("owner %q, b %v", owner(a, b), b.l.State())
 	}
+	if b.l.LastErr != nil {
+		t.Errorf("b's last error %v: a standby refused the lock is not in error", b.l.LastErr)
+	}
 	if a.l.Takeovers != 1 || a.l.Fencings != 0 {
 		t.Errorf("takeovers %d fencings %d", a.l.Takeovers, a.l.Fencings)
 	}
