@@ -18,7 +18,7 @@ assert_eq "A's path" "$(ana_state "$ca" 1)" optimized
 assert_eq "B's path" "$(ana_state "$cb" 1)" non-optimized
 job=(--filename="$dev" --direct=1 --ioengine=libaio --rw=write --bs=64k --iodepth=16 --size=64M
 	--verify=crc32c --do_verify=1 --verify_fatal=1 --verify_dump=1)
-a0=$(path_ios "$ca" 1)
+a0=$(path_ios "$ca" 1) b0=$(path_ios "$cb" 1)
 fio_ok failover "${job[@]}" &
 fio_pid=$!
 a_busy() {
@@ -26,6 +26,7 @@ a_busy() {
 	path_ios_above "$ca" 1 $((a0 + 256))
 }
 wait_for 60 "256 I/Os through A (a quarter of the writes)" a_busy
+assert_eq "I/Os through B, the non-optimized path, before the failover" $(($(path_ios "$cb" 1) - b0)) 0
 ctl_b set ana 2 1 optimized || fail "ctl set ana on B"
 ctl_a set ana 1 1 inaccessible || fail "ctl set ana on A"
 wait_for 15 "the host seeing A's path inaccessible" ana_state_is "$ca" 1 inaccessible
@@ -40,7 +41,7 @@ assert_eq "fio through the failover (status)" "$rc" 0
 assert_eq "I/Os through A after it became inaccessible" "$(($(path_ios "$ca" 1) - a1))" 0
 echo "ok: $(($(path_ios "$cb" 1) - b1)) I/Os through B after the failover"
 assert_eq "ctl list: A's port state of group 1" \
-	"$(ctl_a list -json | jq -r '[.. | objects | select(has("ana")) | .ana | to_entries[] | select(.key == "1") | .value][0]')" inaccessible
+	"$(ctl_a list -json | jq -r '.ports[] | select(.id == 1) | .ana["1"]')" inaccessible
 assert_eq "nvmeof_tgt_ana_state on A" "$(metric nvmeof_tgt_ana_state 'state="inaccessible"')" 1
 
 # Back to A.

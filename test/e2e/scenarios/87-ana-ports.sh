@@ -1,7 +1,8 @@
 # One daemon, two ports of one subsystem with different ANA states for its
 # group: non-optimized on port 1 and optimized on port 2. The host,
 # connected through both, reads each controller's ANA log, holds each
-# path's state and sends I/O only through the optimized port. The kernel
+# path's state and sends I/O only through the optimized port. The
+# subsystem's controller IDs come from a narrowed range. The kernel
 # target (NVMEOF_E2E_TARGET=kernel) configured from the same file passes
 # the same checks.
 nqn=nqn.2026-11.io.example:anaports
@@ -13,6 +14,8 @@ ports:
 subsystems:
   - nqn: $nqn
     allow_any_host: true
+    cntlid_min: 10
+    cntlid_max: 19
     namespaces: [{nsid: 1, backend: file, path: /data/anaports.img, size: 64MiB, ana_group: 1}]
 CFG
 start_target /tmp/tgt.yaml
@@ -20,6 +23,10 @@ c1=$(connect_at "$ADDR" "$nqn")
 c2=$(connect_at "$ADDR2" "$nqn")
 dev=$(wait_dev "$nqn" 1)
 assert_eq "namespace block devices of $nqn" "$(ns_heads "$nqn")" 1
+for c in "$c1" "$c2"; do
+	id=$(cat "/sys/class/nvme/$c/cntlid")
+	{ [ "$id" -ge 10 ] && [ "$id" -le 19 ]; } || fail "controller ID $id of $c is outside 10-19"
+done
 assert_eq "path through port 1" "$(ana_state "$c1" 1)" non-optimized
 assert_eq "path through port 2" "$(ana_state "$c2" 1)" optimized
 # Each controller's ANA log: the group, its state on that port, the namespace.

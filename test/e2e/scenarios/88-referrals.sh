@@ -36,6 +36,11 @@ assert_eq "referral service ID" "$(echo "$referral" | jq -r '.[0].trsvcid | tonu
 assert_eq "subsystem entries for A's own port" \
 	"$(jq --arg a "$ADDR" --arg n "$nqn" '[.records[] | select(.traddr == $a and .subnqn == $n)] | length' "$RESULTS/$SCENARIO-discover.json")" 1
 
+if ours; then
+	assert_eq "ctl list: A's referral" \
+		"$("$NVMEOF_TGT" ctl list -json | jq -r '.ports[] | select(.id == 1) | .referrals | map("\(.address):\(.port)") | join(" ")')" "$ADDR2:$PORT"
+fi
+
 nvme connect-all -t rdma -a "$ADDR" -s "$PORT" >&2 || fail "nvme connect-all at A"
 wait_for 10 "a live controller through A" ctrl_live_at "$nqn" "$ADDR"
 wait_for 10 "a live controller through B, found by the referral" ctrl_live_at "$nqn" "$ADDR2"
