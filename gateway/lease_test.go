@@ -494,3 +494,25 @@ func TestReleaseNotifiesPeers(t *testing.T) {
 		t.Fatal("a took the group back during its hold-off")
 	}
 }
+
+// A renewal that returns after the deadline, even successfully, does not
+// make the owner again: the next acquire does, through the record.
+func TestLateRenewalDoesNotServe(t *testing.T) {
+	l := &Lease{Group: 1, Timing: timing}
+	l.Wake(0)
+	l.Done(0, Result{Op: OpAcquire})
+	if op, _ := l.Wake(timing.Renew); op != OpRenew {
+		t.Fatalf("op %v", op)
+	}
+	l.Wake(timing.Deadline)
+	if l.State() != Standby {
+		t.Fatalf("%v at the deadline", l.State())
+	}
+	l.Done(timing.Deadline+time.Second, Result{Op: OpRenew, Started: timing.Renew})
+	if l.State() != Standby {
+		t.Fatalf("%v after a late renewal", l.State())
+	}
+	if op, _ := l.Wake(timing.Deadline + time.Second); op != OpAcquire {
+		t.Fatalf("then %v, want an acquire", op)
+	}
+}

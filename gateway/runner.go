@@ -30,6 +30,7 @@ type Runner struct {
 	results   chan Result
 	released  chan struct{} // a release op finished
 	done      chan struct{}
+	ops       sync.WaitGroup // the op in flight, if any
 }
 
 // Status is a snapshot of a lease for the API and metrics.
@@ -67,6 +68,13 @@ func (r *Runner) Start(ctx context.Context) {
 // Done is closed when the loop has ended.
 func (r *Runner) Done() <-chan struct{} { return r.done }
 
+// Wait waits for the loop to end (its context cancelled) and for the op
+// in flight to return, after which the Store is no longer used.
+func (r *Runner) Wait() {
+	<-r.done
+	r.ops.Wait()
+}
+
 func (r *Runner) loop(ctx context.Context) {
 	defer close(r.done)
 	timer := time.NewTimer(time.Hour)
@@ -77,6 +85,7 @@ func (r *Runner) loop(ctx context.Context) {
 		r.mu.Unlock()
 		r.publish()
 		if op != OpNone {
+			r.ops.Add(1)
 			go r.run(op)
 		}
 		timer.Stop()
@@ -106,6 +115,7 @@ func (r *Runner) loop(ctx context.Context) {
 }
 
 func (r *Runner) run(op Op) {
+	defer r.ops.Done()
 	started := r.Now()
 	fenced, err := Run(op, r.Store, r.Me)
 	r.results <- Result{Op: op, Started: started, Fenced: fenced, Err: err}

@@ -125,8 +125,10 @@ func (gs *gatewaySet) stop(timeout time.Duration) {
 		r.ReleaseAndWait(timeout)
 	}
 	gs.cancel()
+	// A call in flight (bounded by the client's timeouts) must return
+	// before its lease is closed.
 	for _, r := range gs.runners {
-		<-r.Done()
+		r.Wait()
 	}
 	gs.close()
 	runningGateway.CompareAndSwap(gs, nil)
