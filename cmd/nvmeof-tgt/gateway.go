@@ -104,7 +104,10 @@ func startGateway(t *fabrics.Target, g *config.Gateway, log *logrus.Entry) (*gat
 				}
 			},
 		}
-		store.poke = r.Poke
+		store.poke = func() {
+			log.WithField("ana_group", r.Lease.Group).Info("gateway lease object notified (a release): trying the lease now")
+			r.Poke()
+		}
 		gs.runners = append(gs.runners, r)
 	}
 	for _, r := range gs.runners {
@@ -155,9 +158,11 @@ func (gs *gatewaySet) runner(group uint32) *gateway.Runner {
 // errors to the lease's, and watches the lease object once it exists so
 // that a peer's release wakes the lease at once (poke).
 type radosStore struct {
-	l        *backend.RadosLease
-	poke     func()
-	watching bool // only touched by the lease's ops, one at a time
+	l    *backend.RadosLease
+	poke func()
+	// Only touched by the lease's ops, one at a time:
+	watching bool
+	self     string // this client's address, once known: it does not change
 }
 
 // leaseError maps a librados errno: ESHUTDOWN is librados' EBLOCKLISTED.
@@ -209,8 +214,15 @@ func (s *radosStore) Record(h gateway.Holder) error {
 }
 
 func (s *radosStore) Self() (string, error) {
+	if s.self != "" {
+		return s.self, nil
+	}
 	a, err := s.l.Self()
-	return a, leaseError(err)
+	if err != nil {
+		return "", leaseError(err)
+	}
+	s.self = a
+	return a, nil
 }
 
 func (s *radosStore) Fence(addr string) error { return leaseError(s.l.Fence(addr)) }

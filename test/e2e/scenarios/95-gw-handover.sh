@@ -35,9 +35,12 @@ assert_eq "A's lease right after the release" "$(gw_state a)" standby
 wait_for 15 "the host seeing B's path optimized" ana_state_is "$cb" 1 optimized
 t1=$(now_ms)
 echo "handover: the host saw B optimized $((t1 - t0)) ms after the release"
-# B hears the release through its watch on the lease object and takes the
-# group at once, not at its next try (2.5 s).
-[ $((t1 - t0)) -lt 2500 ] || fail "the handover took $((t1 - t0)) ms"
+# B hears the release through its watch on the lease object and tries at
+# once, not at its next try; what remains is the lock, record and ANA calls
+# on an OSD busy with fio, and the host's reaction. Nothing waits for the
+# lease to expire (10 s).
+grep -q "gateway lease object notified" "$RESULTS/$SCENARIO-target2.log" || fail "B was not notified of the release"
+[ $((t1 - t0)) -lt 10000 ] || fail "the handover took $((t1 - t0)) ms"
 wait_for 10 "the host seeing A's path inaccessible" ana_state_is "$ca" 1 inaccessible
 b1=$(path_ios "$cb" 1)
 gone "$fio_pid" && fail "fio ended before I/O could be seen moving (make the job longer)"
