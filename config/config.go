@@ -154,12 +154,19 @@ func (p *Port) SetInlineDataSize(n uint32) {
 
 // Subsystem is one NVM subsystem.
 type Subsystem struct {
-	NQN          string   `yaml:"nqn"`
-	Serial       string   `yaml:"serial"`
-	Model        string   `yaml:"model"`
-	AllowAnyHost bool     `yaml:"allow_any_host"`
-	Hosts        []string `yaml:"hosts"`
-	Ports        []uint16 `yaml:"ports"` // empty: every port
+	NQN          string `yaml:"nqn"`
+	Serial       string `yaml:"serial"`
+	Model        string `yaml:"model"`
+	AllowAnyHost bool   `yaml:"allow_any_host"`
+	// Hosts are the hosts allowed in: NQNs, or objects with the NQN and
+	// the host's DH-HMAC-CHAP secrets (Host).
+	Hosts []Host   `yaml:"hosts"`
+	Ports []uint16 `yaml:"ports"` // empty: every port
+	// DHCHAPHashes and DHCHAPDHGroups restrict what in-band
+	// authentication accepts, in order of preference (empty: all;
+	// sha256 and null first).
+	DHCHAPHashes   []string `yaml:"dhchap_hashes,omitempty"`
+	DHCHAPDHGroups []string `yaml:"dhchap_dhgroups,omitempty"`
 	// CntlidMin and CntlidMax bound the controller IDs handed out (0:
 	// the defaults, 1 and 0xffef; see CntlidRange). Daemons that serve one subsystem together
 	// need disjoint ranges: a host refuses a controller ID seen twice.
@@ -274,7 +281,9 @@ func (c *Config) Clone() *Config {
 	}
 	out.Subsystems = make([]Subsystem, len(c.Subsystems))
 	for i, s := range c.Subsystems {
-		s.Hosts = append([]string(nil), s.Hosts...)
+		s.Hosts = append([]Host(nil), s.Hosts...)
+		s.DHCHAPHashes = slices.Clone(s.DHCHAPHashes)
+		s.DHCHAPDHGroups = slices.Clone(s.DHCHAPDHGroups)
 		s.Ports = append([]uint16(nil), s.Ports...)
 		s.Namespaces = append([]Namespace(nil), s.Namespaces...)
 		out.Subsystems[i] = s

@@ -25,7 +25,7 @@ func TestExampleParses(t *testing.T) {
 		IOEngine:  "auto",
 		Ports:     []Port{{ID: 1, Transport: "rdma", Address: "10.0.0.1", Port: 4420, InlineDataSize: 8192, MaxQueueSize: 128}},
 		Subsystems: []Subsystem{{
-			NQN: "nqn.2026-11.io.example:vol1", AllowAnyHost: true, Hosts: []string{}, Ports: []uint16{1},
+			NQN: "nqn.2026-11.io.example:vol1", AllowAnyHost: true, Hosts: []Host{}, Ports: []uint16{1},
 			MaxControllers: DefaultMaxControllers, MaxIOQueues: DefaultMaxIOQueues,
 			Namespaces: []Namespace{{NSID: 1, Backend: "file", Path: "/var/lib/nvmeof-tgt/vol1.img", Size: 1 << 30, BlockSize: 512}},
 		}},
@@ -131,13 +131,13 @@ func TestMarshalRoundTrip(t *testing.T) {
 			{ID: 7, Transport: "rdma", Address: "fd00::1", Port: 4421, InlineDataSize: 8192, MaxQueueSize: 2},
 		},
 		Subsystems: []Subsystem{
-			{NQN: "nqn.2026-11.io.example:a", Serial: "0123", Model: "yes", Hosts: []string{"nqn.2014-08.org.nvmexpress:uuid:01234567-89ab-cdef-0123-456789abcdef"},
+			{NQN: "nqn.2026-11.io.example:a", Serial: "0123", Model: "yes", Hosts: []Host{HostNQN("nqn.2014-08.org.nvmexpress:uuid:01234567-89ab-cdef-0123-456789abcdef")},
 				Ports: []uint16{7}, MaxControllers: 4, MaxIOQueues: 2, Namespaces: []Namespace{
 					{NSID: 1, Backend: "nullblk", Size: 1000 * 4096, BlockSize: 4096, UUID: "01234567-89ab-cdef-0123-456789abcdef"},
 					{NSID: 9, Backend: "file", Path: "/srv/a b.img", Size: 3 << 40, BlockSize: 512, ReadOnly: true, Buffered: true},
 					{NSID: 10, Backend: "block", Path: "/dev/nvme0n1", BlockSize: 0},
 				}},
-			{NQN: "nqn.2026-11.io.example:b", AllowAnyHost: true, Hosts: []string{}, Ports: []uint16{}, MaxControllers: 65519, MaxIOQueues: 128, Namespaces: []Namespace{}},
+			{NQN: "nqn.2026-11.io.example:b", AllowAnyHost: true, Hosts: []Host{}, Ports: []uint16{}, MaxControllers: 65519, MaxIOQueues: 128, Namespaces: []Namespace{}},
 		},
 	}
 	for name, c := range map[string]*Config{"example": example, "rich": rich} {

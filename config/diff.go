@@ -95,7 +95,10 @@ func (p *Plan) diffPorts(cur, next []Port) {
 // diffSubsystem plans the changes to a subsystem kept with its identity:
 // access, links, limits and namespaces.
 func (p *Plan) diffSubsystem(old, s Subsystem) {
-	if old.AllowAnyHost != s.AllowAnyHost || !sameSet(old.Hosts, s.Hosts) {
+	// Key files are read again at every change: a rotated key applies
+	// without touching the configuration.
+	if old.AllowAnyHost != s.AllowAnyHost || !sameSet(old.Hosts, s.Hosts) || s.keyFiles() ||
+		!slices.Equal(old.DHCHAPHashes, s.DHCHAPHashes) || !slices.Equal(old.DHCHAPDHGroups, s.DHCHAPDHGroups) {
 		p.Access = append(p.Access, s)
 	}
 	if !sameSet(old.Ports, s.Ports) {
@@ -166,4 +169,14 @@ func sameSet[T comparable](a, b []T) bool {
 		}
 	}
 	return true
+}
+
+// keyFiles reports whether a host of s keeps a secret in a file.
+func (s Subsystem) keyFiles() bool {
+	for _, h := range s.Hosts {
+		if h.DHCHAPKeyFile != "" || h.DHCHAPCtrlKeyFile != "" {
+			return true
+		}
+	}
+	return false
 }

@@ -17,6 +17,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("ports: [{id: 1, address: 10.0.0.1}]\nsubsystems: [{nqn: nqn.a, allow_any_host: true, namespaces: [{nsid: 1, backend: nullblk, size: 1000KB}]}]"))
 	f.Add([]byte("ports: &p [{id: 1, address: '::1'}]\nsubsystems: *p"))
 	f.Add([]byte("ports: [{id: 1, address: 10.0.0.1, inline_data_size: 0}, {id: 2, address: 10.0.0.1}]"))
+	f.Add([]byte("ports: [{id: 1, address: 10.0.0.1}]\nsubsystems: [{nqn: nqn.a, hosts: [nqn.h, {nqn: nqn.k, dhchap_key: '" + testKey + "', dhchap_ctrl_key: '" + testKey2 + "'}], dhchap_hashes: [sha512], dhchap_dhgroups: [ffdhe2048, null]}]"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse(data)
 		if err != nil {

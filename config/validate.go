@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -196,13 +197,19 @@ func (v *validator) subsystem(path string, s Subsystem) {
 	hosts := map[string]bool{}
 	for j, h := range s.Hosts {
 		hp := fmt.Sprintf("%s.hosts[%d]", path, j)
-		if msg := checkNQN(h); msg != "" {
-			v.add(hp, "%s", msg)
-		} else if hosts[h] {
-			v.add(hp, "%q is listed twice", h)
+		if !h.plain() {
+			v.hostKeys(hp, h)
+			hp += ".nqn"
 		}
-		hosts[h] = true
+		if msg := checkNQN(h.NQN); msg != "" {
+			v.add(hp, "%s", msg)
+		} else if hosts[h.NQN] {
+			v.add(hp, "%q is listed twice", h.NQN)
+		}
+		hosts[h.NQN] = true
 	}
+	v.names(path+".dhchap_hashes", s.DHCHAPHashes, DHCHAPHashes)
+	v.names(path+".dhchap_dhgroups", s.DHCHAPDHGroups, DHCHAPDHGroups)
 	ports := map[uint16]bool{}
 	for j, id := range s.Ports {
 		pp := fmt.Sprintf("%s.ports[%d]", path, j)
@@ -365,5 +372,36 @@ func (v *validator) rdma(r RDMA) {
 		if cpu < 0 || cpu >= maxCPU {
 			v.add(fmt.Sprintf("rdma.poller_cpus[%d]", i), "%d is not a CPU number (0..%d)", cpu, maxCPU-1)
 		}
+	}
+}
+
+// hostKeys checks a host's secrets: the DHHC-1 format, base64, length and
+// CRC, key files readable by their owner only.
+func (v *validator) hostKeys(path string, h Host) {
+	host, ctrl, err := h.Secrets()
+	host.Clear()
+	ctrl.Clear()
+	var fe *fieldError
+	switch {
+	case errors.As(err, &fe):
+		v.add(path+"."+fe.field, "%v", fe.err)
+	case err != nil:
+		v.add(path, "%v", err)
+	case !h.HasKey() && (h.DHCHAPCtrlKey != "" || h.DHCHAPCtrlKeyFile != ""):
+		v.add(path+".dhchap_ctrl_key", "a controller key needs a host key (dhchap_key): the host authenticates first")
+	}
+}
+
+// names checks that every entry of list is one of known, once.
+func (v *validator) names(path string, list, known []string) {
+	seen := map[string]bool{}
+	for i, n := range list {
+		switch {
+		case !slices.Contains(known, n):
+			v.add(fmt.Sprintf("%s[%d]", path, i), "unknown %q (want %s)", n, strings.Join(known, ", "))
+		case seen[n]:
+			v.add(fmt.Sprintf("%s[%d]", path, i), "%q is listed twice", n)
+		}
+		seen[n] = true
 	}
 }

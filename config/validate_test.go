@@ -99,10 +99,10 @@ var validateCases = []validateCase{
 	{"nobody may connect", func(c *Config) { c.Subsystems[0].AllowAnyHost = false }, "subsystems[0].hosts: no host may connect: set allow_any_host: true or list hosts"},
 	{"uuid host", func(c *Config) {
 		c.Subsystems[0].AllowAnyHost = false
-		c.Subsystems[0].Hosts = []string{"nqn.2014-08.org.nvmexpress:uuid:01234567-89ab-cdef-0123-456789abcdef"}
+		c.Subsystems[0].Hosts = []Host{HostNQN("nqn.2014-08.org.nvmexpress:uuid:01234567-89ab-cdef-0123-456789abcdef")}
 	}, ""},
-	{"bad host", func(c *Config) { c.Subsystems[0].Hosts = []string{"host\x01"} }, `subsystems[0].hosts[0]: "host\x01" must be printable ASCII without spaces`},
-	{"host twice", func(c *Config) { c.Subsystems[0].Hosts = []string{"nqn.h", "nqn.h"} }, `subsystems[0].hosts[1]: "nqn.h" is listed twice`},
+	{"bad host", func(c *Config) { c.Subsystems[0].Hosts = []Host{HostNQN("host\x01")} }, `subsystems[0].hosts[0]: "host\x01" must be printable ASCII without spaces`},
+	{"host twice", func(c *Config) { c.Subsystems[0].Hosts = []Host{HostNQN("nqn.h"), HostNQN("nqn.h")} }, `subsystems[0].hosts[1]: "nqn.h" is listed twice`},
 	{"no such port", func(c *Config) { c.Subsystems[0].Ports = []uint16{9} }, "subsystems[0].ports[0]: no port has id 9"},
 	{"port twice", func(c *Config) { c.Subsystems[0].Ports = []uint16{1, 1} }, "subsystems[0].ports[1]: port 1 is listed twice"},
 	{"no namespaces", func(c *Config) { c.Subsystems[0].Namespaces = nil }, ""},

@@ -19,6 +19,11 @@ func (q *Queue) prepareFabrics(r *Request) nvme.Status {
 			return nvme.StatusCommandSequence | nvme.DNR
 		}
 		r.handler = execProperty
+	case nvme.FabricsAuthSend, nvme.FabricsAuthRecv:
+		if q.ctrl == nil {
+			return nvme.StatusCommandSequence | nvme.DNR
+		}
+		return q.prepareAuth(r)
 	default:
 		if q.ctrl == nil {
 			return nvme.StatusCommandSequence | nvme.DNR
@@ -96,6 +101,7 @@ func connectAdmin(q *Queue, r *Request, s *Subsystem, d nvme.ConnectData, log *l
 		kato = discoveryKATO
 	}
 	c := newController(s, q, d, kato)
+	c.auth = s.authConfigFor(d.HostNQN)
 	if err := s.allocController(c); err != nil {
 		// Controller Busy with DNR for both, as the Linux target answers
 		// when its controller ID range is used up.
@@ -109,17 +115,24 @@ func connectAdmin(q *Queue, r *Request, s *Subsystem, d nvme.ConnectData, log *l
 			log.WithField("max_controllers", maxCtrls).Warn("connect rejected: the subsystem has as many controllers as its max_controllers allows")
 		}
 		r.status = nvme.StatusConnectControllerBusy | nvme.DNR
+		c.auth.keys.clear()
 		return true
 	}
 	c.log = log.WithField("cntlid", c.ID)
 	if st := c.attach(q); st != 0 {
 		s.removeController(c)
+		c.auth.keys.clear()
 		r.status = st
 		return true
 	}
 	q.bind(c, r.Cmd.ConnectSQSize())
-	c.log.WithField("kato_ms", kato).Info("controller created")
+	c.log.WithFields(logrus.Fields{"kato_ms": kato, "authentication": c.auth.keys.Host != nil}).Info("controller created")
 	r.result = uint64(c.ID)
+	if c.auth.keys.Host != nil {
+		q.requireAuth()
+		c.armAuthDeadline(kato)
+		r.result |= nvme.ConnectAuthReqATR
+	}
 	return true
 }
 
@@ -166,6 +179,13 @@ func connectIO(q *Queue, r *Request, s *Subsystem, d nvme.ConnectData, log *logr
 	q.bind(c, r.Cmd.ConnectSQSize())
 	c.sawTraffic()
 	r.result = uint64(c.ID)
+	c.mu.Lock()
+	needAuth := c.auth.keys.Host != nil
+	c.mu.Unlock()
+	if needAuth {
+		q.requireAuth()
+		r.result |= nvme.ConnectAuthReqATR
+	}
 	return true
 }
 

@@ -71,6 +71,13 @@ type Controller struct {
 	kaGen       uint64 // which arming of the timer is current
 	shutdownGen uint64 // bumped by every CC.SHN change: a flush finishing late checks it
 	dead        bool
+
+	// In-band authentication (auth.go): the secrets and policy in use,
+	// whether the admin queue authenticated, and the deadline for it.
+	auth          authConfig
+	authenticated atomic.Bool
+	authRevoked   atomic.Bool // a queue failed authentication: no queue runs commands
+	authTimer     Timer
 }
 
 func newController(s *Subsystem, q *Queue, d nvme.ConnectData, kato uint32) *Controller {
@@ -311,12 +318,14 @@ func (c *Controller) detach(q *Queue) {
 
 // destroy ends the controller: its I/O queues are disconnected and its ID
 // is freed.
-func (c *Controller) destroy(reason string) { c.end(reason, 0) }
+func (c *Controller) destroy(reason string) { c.end(reason, 0, 0) }
 
 // end tears the controller down, first adding csts (CFS for a fatal end)
 // under the same lock that marks it dead, so that a CC write racing the
-// teardown can neither clear it nor revive the controller.
-func (c *Controller) end(reason string, csts uint32) {
+// teardown can neither clear it nor revive the controller. The queues are
+// disconnected after grace (at once when 0), so that a response just
+// completed reaches the host first.
+func (c *Controller) end(reason string, csts uint32, grace time.Duration) {
 	c.mu.Lock()
 	c.csts.Store(c.csts.Load() | csts)
 	if c.dead {
@@ -325,6 +334,10 @@ func (c *Controller) end(reason string, csts uint32) {
 	}
 	c.dead = true
 	c.stopKeepAlive()
+	if c.authTimer != nil {
+		c.authTimer.Stop()
+	}
+	c.auth.keys.clear()
 	var qs []*Queue
 	for _, q := range c.queues {
 		if q != nil {
@@ -333,15 +346,25 @@ func (c *Controller) end(reason string, csts uint32) {
 	}
 	c.mu.Unlock()
 	c.Subsystem.removeController(c)
-	for _, q := range qs {
-		q.tr.Disconnect()
+	disconnect := func() {
+		for _, q := range qs {
+			q.tr.Disconnect()
+		}
+	}
+	if grace == 0 {
+		disconnect()
+	} else {
+		c.Subsystem.target.clock.AfterFunc(grace, disconnect)
 	}
 	c.log.WithField("reason", reason).Info("controller removed")
 }
 
 // fatal reports a controller fatal status and disconnects every queue; the
 // host recovers by reconnecting.
-func (c *Controller) fatal(reason string) { c.end(reason, nvme.CSTSFatal) }
+func (c *Controller) fatal(reason string) { c.end(reason, nvme.CSTSFatal, 0) }
+
+// endAfter removes the controller now and disconnects its queues after grace.
+func (c *Controller) endAfter(reason string, grace time.Duration) { c.end(reason, 0, grace) }
 
 // armKeepAlive (re)starts the keep alive timer with a fresh timer, so that
 // one already firing finds itself stale and does nothing. Called with

@@ -27,7 +27,12 @@
 // and write-protection checks, and the effects the Commands Supported and
 // Effects log reports, which is built from the same tables.
 //
-// Timers (keep alive) come from the target's Clock (clock.go): the wall
+// Hosts with a DH-HMAC-CHAP secret authenticate each queue after Connect
+// (auth.go): until they have, every command but Connect and Authentication
+// Send/Receive fails with Authentication Required. The cryptography is
+// package dhchap's; the per-queue state machine is here.
+//
+// Timers (keep alive, the authentication deadline) come from the target's Clock (clock.go): the wall
 // clock in the daemon, a ManualClock that tests advance step by step.
 //
 // The target changes while hosts are connected (reconfigure.go): the

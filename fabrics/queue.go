@@ -40,6 +40,7 @@ type Queue struct {
 	nsStats   atomic.Pointer[[]nsStat] // per-namespace I/O counters
 	scratch   []byte                   // admin: log pages are built here, then sliced by offset
 	fuseFirst *Request                 // a fused first command waiting for its second
+	auth      *queueAuth               // in-band authentication; nil when the host has no secret
 }
 
 // QueueStats are counters of one queue, written by its poller only. I/O
@@ -87,6 +88,8 @@ func (q *Queue) Prepare(r *Request) bool {
 	case cmd.Flags()&nvme.FlagsPSDTMask != nvme.PSDTSGLContig:
 		// Fabrics carries SGLs only.
 		st = nvme.StatusInvalidField | nvme.DNR
+	case q.auth != nil && !q.authorized() && !authExempt(cmd):
+		st = nvme.StatusAuthRequired | nvme.DNR
 	case cmd.Fuse() != 0 || q.fuseFirst != nil:
 		st = q.prepareFused(r)
 	case cmd.Opcode() == nvme.OpFabrics:
@@ -237,6 +240,9 @@ func (q *Queue) Close() {
 		st.mu.Unlock()
 		q.ctrl.detach(q)
 		q.log.Info("queue disconnected")
+	}
+	if q.auth != nil {
+		q.auth.reset()
 	}
 	q.closeRing()
 	for q.outstanding.Load() > 0 {

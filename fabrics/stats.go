@@ -198,6 +198,7 @@ func (s *Subsystem) NamespaceStats(ns *Namespace) IOSnapshot {
 type SubsystemStats struct {
 	Refused          Refusals
 	KeepAliveExpired atomic.Uint64
+	AuthFailures     AuthFailures
 	mu               sync.Mutex
 	errorsRetired    [nvme.StatusCodeTypes]uint64 // by status code type, of closed queues
 	busyRetired      uint64                       // busy nanoseconds of closed queues

@@ -251,6 +251,8 @@ type Subsystem struct {
 	// nextCNTLID is where allocController's next search starts.
 	cntlidMin, cntlidMax uint16
 	nextCNTLID           uint16
+	keys                 map[string]HostKeys // DH-HMAC-CHAP secrets by host NQN (auth.go)
+	policy               AuthPolicy
 
 	// Limits for new controllers (SetLimits).
 	maxControllers int

@@ -12,8 +12,9 @@ fi
 
 # The 6.12 guest kernel comes from bookworm-backports: add that suite, on
 # the mirror the machine already uses for bookworm, unless it is there.
-if ! apt-get indextargets --format '$(RELEASE)' | grep -qx bookworm-backports; then
-	mirror=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE)' | awk '$2 == "bookworm" {print $1; exit}')
+# (Whole reads, no grep -q or awk exit: an early exit would break apt's pipe.)
+if [ "$(apt-get indextargets --format '$(RELEASE)' | grep -cx bookworm-backports)" = 0 ]; then
+	mirror=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE)' | awk '$2 == "bookworm" && m == "" {m = $1} END {print m}')
 	mirror=${mirror:-http://deb.debian.org/debian/}
 	echo "install-deps: adding bookworm-backports ($mirror) to apt's sources"
 	cat >/etc/apt/sources.list.d/bookworm-backports.sources <<SRC

@@ -79,6 +79,7 @@ var methods = map[string]method{
 	"remove_namespace":  typed((*session).removeNamespace, true),
 	"add_host":          typed((*session).addHost, true),
 	"remove_host":       typed((*session).removeHost, true),
+	"set_host":          typed((*session).setHost, true),
 	"set_ana_state":     typed((*session).setANAState, true),
 	"release_ana_group": typed((*session).releaseANAGroup, true),
 }
@@ -148,6 +149,11 @@ type saveParams struct {
 type saveResult struct {
 	YAML string `json:"yaml"`
 	Path string `json:"path,omitempty"`
+	// Redacted counts the inline DH-HMAC-CHAP secrets written as
+	// config.Redacted: the YAML does not carry them (key files stay
+	// references), so -check refuses it until they are put back.
+	Redacted int    `json:"redacted_secrets,omitempty"`
+	Note     string `json:"note,omitempty"`
 }
 
 // saveConfig returns the running configuration as YAML that -check
@@ -156,16 +162,21 @@ func (s *session) saveConfig(p saveParams) (saveResult, error) {
 	if p.Path != "" && !filepath.IsAbs(p.Path) {
 		return saveResult{}, paramError("path", "invalid params: path %q is not absolute", p.Path)
 	}
-	y, err := config.Marshal(s.api.m.running())
+	cfg, redacted := s.api.m.running().Redact()
+	y, err := config.Marshal(cfg)
 	if err != nil {
 		return saveResult{}, err
+	}
+	note := ""
+	if redacted > 0 {
+		note = fmt.Sprintf("%d inline DH-HMAC-CHAP secret(s) written as %s: put them back, or move them to dhchap_key_file / dhchap_ctrl_key_file, before loading this file", redacted, config.Redacted)
 	}
 	if p.Path != "" {
 		if err := s.api.write(p.Path, y); err != nil {
 			return saveResult{}, newError(codeNotApplied, fmt.Sprintf("writing %s: %v", p.Path, err), &errorData{Field: "path"})
 		}
 	}
-	return saveResult{YAML: string(y), Path: p.Path}, nil
+	return saveResult{YAML: string(y), Path: p.Path, Redacted: redacted, Note: note}, nil
 }
 
 type reloadReply struct {

@@ -36,16 +36,20 @@ type portRef struct {
 }
 
 type subsystemParams struct {
-	NQN            string   `json:"nqn"`
-	Serial         string   `json:"serial,omitempty"`
-	Model          string   `json:"model,omitempty"`
-	AllowAnyHost   bool     `json:"allow_any_host,omitempty"`
-	Hosts          []string `json:"hosts,omitempty"`
-	Ports          []uint16 `json:"ports,omitempty"` // none: every port
-	MaxControllers int      `json:"max_controllers,omitempty"`
-	MaxIOQueues    int      `json:"max_io_queues,omitempty"`
-	CntlidMin      uint16   `json:"cntlid_min,omitempty"` // default 1
-	CntlidMax      uint16   `json:"cntlid_max,omitempty"` // default 65519
+	NQN          string `json:"nqn"`
+	Serial       string `json:"serial,omitempty"`
+	Model        string `json:"model,omitempty"`
+	AllowAnyHost bool   `json:"allow_any_host,omitempty"`
+	// Hosts are NQNs, or objects with the NQN and DH-HMAC-CHAP keys
+	// as in the configuration file.
+	Hosts          []config.Host `json:"hosts,omitempty"`
+	Ports          []uint16      `json:"ports,omitempty"` // none: every port
+	MaxControllers int           `json:"max_controllers,omitempty"`
+	MaxIOQueues    int           `json:"max_io_queues,omitempty"`
+	DHCHAPHashes   []string      `json:"dhchap_hashes,omitempty"`
+	DHCHAPDHGroups []string      `json:"dhchap_dhgroups,omitempty"`
+	CntlidMin      uint16        `json:"cntlid_min,omitempty"` // default 1
+	CntlidMax      uint16        `json:"cntlid_max,omitempty"` // default 65519
 }
 
 // subsystemSet changes what is given and keeps the rest.
@@ -96,6 +100,18 @@ type namespaceRef struct {
 type hostParams struct {
 	NQN  string `json:"nqn"`
 	Host string `json:"host"`
+	// DH-HMAC-CHAP secrets, inline or by file, as in the configuration;
+	// set_host replaces all four (left out: none).
+	DHCHAPKey         string `json:"dhchap_key,omitempty"`
+	DHCHAPKeyFile     string `json:"dhchap_key_file,omitempty"`
+	DHCHAPCtrlKey     string `json:"dhchap_ctrl_key,omitempty"`
+	DHCHAPCtrlKeyFile string `json:"dhchap_ctrl_key_file,omitempty"`
+}
+
+// entry is the configuration's host entry for p.
+func (p hostParams) entry() config.Host {
+	return config.Host{NQN: p.Host, DHCHAPKey: p.DHCHAPKey, DHCHAPKeyFile: p.DHCHAPKeyFile,
+		DHCHAPCtrlKey: p.DHCHAPCtrlKey, DHCHAPCtrlKeyFile: p.DHCHAPCtrlKeyFile}
 }
 
 // byteSize is a size parameter: a byte count, or a string such as
@@ -217,6 +233,7 @@ func (s *session) addSubsystem(p subsystemParams) (changeResult, error) {
 		c.Subsystems = append(c.Subsystems, config.Subsystem{
 			NQN: p.NQN, Serial: p.Serial, Model: p.Model, AllowAnyHost: p.AllowAnyHost,
 			Hosts: p.Hosts, Ports: p.Ports, MaxControllers: p.MaxControllers, MaxIOQueues: p.MaxIOQueues,
+			DHCHAPHashes: p.DHCHAPHashes, DHCHAPDHGroups: p.DHCHAPDHGroups,
 			CntlidMin: p.CntlidMin, CntlidMax: p.CntlidMax,
 		})
 		return fmt.Sprintf("subsystems[%d]", len(c.Subsystems)-1), nil

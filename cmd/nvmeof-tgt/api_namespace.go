@@ -89,19 +89,41 @@ func (s *session) addHost(p hostParams) (changeResult, error) { return s.editHos
 // controllers are disconnected unless the subsystem allows any host.
 func (s *session) removeHost(p hostParams) (changeResult, error) { return s.editHosts(p, false) }
 
-func (s *session) editHosts(p hostParams, add bool) (changeResult, error) {
+// setHost replaces a host's DH-HMAC-CHAP keys. Its connected controllers
+// stay; the keys apply to its next authentication.
+func (s *session) setHost(p hostParams) (changeResult, error) {
 	return s.api.change(func(c *config.Config) (string, error) {
 		i, err := findSubsystem(c, p.NQN)
 		if err != nil {
 			return "", err
 		}
 		sc := &c.Subsystems[i]
-		j := slices.Index(sc.Hosts, p.Host)
+		j := slices.IndexFunc(sc.Hosts, func(h config.Host) bool { return h.NQN == p.Host })
+		if j < 0 {
+			return "", notFound("host", "host %s is not on the allow-list of %s", p.Host, p.NQN)
+		}
+		sc.Hosts[j] = p.entry()
+		return fmt.Sprintf("subsystems[%d].hosts[%d]", i, j), nil
+	})
+}
+
+func (s *session) editHosts(p hostParams, add bool) (changeResult, error) {
+	if !add && p.entry() != config.HostNQN(p.Host) {
+		return changeResult{}, paramError("dhchap_key", "invalid params: remove_host takes no keys")
+	}
+	return s.api.change(func(c *config.Config) (string, error) {
+		i, err := findSubsystem(c, p.NQN)
+		if err != nil {
+			return "", err
+		}
+		sc := &c.Subsystems[i]
+		j := slices.IndexFunc(sc.Hosts, func(h config.Host) bool { return h.NQN == p.Host })
 		switch {
 		case add && j >= 0:
 			return "", alreadyExists("host", "host %s is already allowed into %s", p.Host, p.NQN)
 		case add:
-			sc.Hosts = append(sc.Hosts, p.Host)
+			sc.Hosts = append(sc.Hosts, p.entry())
+			return fmt.Sprintf("subsystems[%d].hosts[%d]", i, len(sc.Hosts)-1), nil
 		case j < 0:
 			return "", notFound("host", "host %s is not on the allow-list of %s", p.Host, p.NQN)
 		default:

@@ -239,7 +239,7 @@ func TestEditsAndReloadsHoldTheEditLock(t *testing.T) {
 	}
 	if _, err := a.change(func(c *config.Config) (string, error) {
 		held("an admin change")
-		c.Subsystems[0].Hosts = append(c.Subsystems[0].Hosts, hostX)
+		c.Subsystems[0].Hosts = append(c.Subsystems[0].Hosts, config.HostNQN(hostX))
 		return "", nil
 	}); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/dhchap"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 	"github.com/sirupsen/logrus"
 )
@@ -114,8 +115,9 @@ func (c *change) addSubsystems() {
 	for _, s := range c.plan.AddSubsystems {
 		fs := fabrics.NewSubsystem(s.NQN, s.Serial, s.Model, s.AllowAnyHost)
 		for _, h := range s.Hosts {
-			fs.AllowHost(h)
+			fs.AllowHost(h.NQN)
 		}
+		c.setAuth(fs, s)
 		fs.SetPorts(s.Ports)
 		fs.SetLimits(s.MaxControllers, s.MaxIOQueues)
 		err := fs.SetControllerIDs(s.CntlidRange())
@@ -177,7 +179,8 @@ func (c *change) resize() {
 func (c *change) retune() {
 	for _, s := range c.plan.Access {
 		if fs := c.keptSubsystem(s.NQN); fs != nil {
-			fs.SetHosts(s.AllowAnyHost, s.Hosts)
+			fs.SetHosts(s.AllowAnyHost, s.HostNQNs())
+			c.setAuth(fs, s)
 			c.log.WithFields(logrus.Fields{"subsystem": s.NQN, "allow_any_host": s.AllowAnyHost, "hosts": len(s.Hosts)}).Info("subsystem access changed")
 		}
 	}
@@ -336,4 +339,35 @@ func closeUnused(ns *fabrics.Namespace, log *logrus.Entry) {
 	if err := ns.Backend.Close(); err != nil {
 		log.WithError(err).WithField("nsid", ns.ID).Warn("closing a backend that was opened but not used failed")
 	}
+}
+
+// setAuth gives the subsystem its hosts' secrets and its hash and group
+// lists. Validation read the secrets a moment ago; one that cannot be read
+// now (a key file removed since) leaves that host without a key entry, and
+// so unable to connect if it had one: the problem is reported.
+func (c *change) setAuth(fs *fabrics.Subsystem, s config.Subsystem) {
+	keys := map[string]fabrics.HostKeys{}
+	for j, h := range s.Hosts {
+		if !h.HasKey() {
+			continue
+		}
+		host, ctrl, err := h.Secrets()
+		if err != nil {
+			c.problem(fmt.Errorf("%s.hosts[%d].%w", subPath(c.next, s.NQN), j, err), nil)
+			// Refuse the host rather than let it in unauthenticated.
+			fs.SetHosts(s.AllowAnyHost, slices.DeleteFunc(s.HostNQNs(), func(n string) bool { return n == h.NQN }))
+			continue
+		}
+		keys[h.NQN] = fabrics.HostKeys{Host: host, Ctrl: ctrl}
+	}
+	fs.SetHostKeys(keys)
+	var pol fabrics.AuthPolicy
+	for _, n := range s.DHCHAPHashes {
+		pol.Hashes = append(pol.Hashes, dhchap.HashByName(n))
+	}
+	for _, n := range s.DHCHAPDHGroups {
+		id, _ := dhchap.GroupByName(n)
+		pol.DHGroups = append(pol.DHGroups, id)
+	}
+	fs.SetAuthPolicy(pol)
 }

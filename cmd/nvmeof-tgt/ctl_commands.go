@@ -18,7 +18,9 @@ var ctlVerbs = []ctlVerb{
 	{name: "add subsystem", args: []string{"NQN"}, about: "Add an NVM subsystem, without namespaces.", flags: addSubsystemFlags},
 	{name: "add namespace", args: []string{"NQN"}, about: "Add a namespace to subsystem NQN; connected hosts see it appear.",
 		flags: addNamespaceFlags},
-	{name: "add host", args: []string{"NQN", "HOSTNQN"}, about: "Allow host HOSTNQN into subsystem NQN.", flags: hostFlags("add_host")},
+	{name: "add host", args: []string{"NQN", "HOSTNQN"}, about: "Allow host HOSTNQN into subsystem NQN, with its DH-HMAC-CHAP keys if given.", flags: hostKeyFlags("add_host")},
+	{name: "set host", args: []string{"NQN", "HOSTNQN"}, about: "Replace the DH-HMAC-CHAP keys of host HOSTNQN (none given: no authentication); connected hosts stay.",
+		flags: hostKeyFlags("set_host")},
 	{name: "set subsystem", args: []string{"NQN"}, about: "Change who may connect to subsystem NQN, or its controller ID range.", flags: setSubsystemFlags},
 	{name: "set namespace", args: []string{"NQN", "NSID"}, about: "Resize a namespace, or move it to another ANA group, in place: hosts keep it.",
 		flags: setNamespaceFlags},
@@ -92,7 +94,7 @@ func addSubsystemFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 	fs.StringVar(&p.Model, "model", "", "`MODEL` number hosts see, up to 40 characters (default nvmeof-tgt)")
 	fs.BoolVar(&p.AllowAnyHost, "allow-any-host", false, "let any host connect, not only those given with -host")
 	listVar(fs, &p.Ports, "port", "serve the subsystem on port `ID` only (default: every port)", parseUint16)
-	listVar(fs, &p.Hosts, "host", "allow host `HOSTNQN`", func(s string) (string, error) { return s, nil })
+	listVar(fs, &p.Hosts, "host", "allow host `HOSTNQN` (keys: ctl add host)", func(s string) (config.Host, error) { return config.HostNQN(s), nil })
 	uintVar(fs, &p.CntlidMin, "cntlid-min", 0, "lowest controller `ID` handed out (default 1); another daemon serving the subsystem needs a range apart")
 	uintVar(fs, &p.CntlidMax, "cntlid-max", 0, "highest controller `ID` handed out (default 65519)")
 	return func(pos []string) (*ctlCommand, error) {
@@ -123,6 +125,22 @@ func addNamespaceFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 			p.Size = *size
 		}
 		return ctlEdit("add_namespace", p)
+	}
+}
+
+// hostKeyFlags takes the host's keys. A key file is better than a key on
+// the command line, which other users may see in the process list.
+func hostKeyFlags(method string) func(*flag.FlagSet) func([]string) (*ctlCommand, error) {
+	return func(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
+		var p hostParams
+		fs.StringVar(&p.DHCHAPKeyFile, "dhchap-key-file", "", "the host's DH-HMAC-CHAP secret is in `FILE` (absolute, mode 0600)")
+		fs.StringVar(&p.DHCHAPCtrlKeyFile, "dhchap-ctrl-key-file", "", "the controller's secret, for bidirectional authentication, is in `FILE`")
+		fs.StringVar(&p.DHCHAPKey, "dhchap-key", "", "the host's secret, `DHHC-1:NN:...:` (prefer -dhchap-key-file)")
+		fs.StringVar(&p.DHCHAPCtrlKey, "dhchap-ctrl-key", "", "the controller's secret, `DHHC-1:NN:...:` (prefer -dhchap-ctrl-key-file)")
+		return func(pos []string) (*ctlCommand, error) {
+			p.NQN, p.Host = pos[0], pos[1]
+			return ctlEdit(method, p)
+		}
 	}
 }
 

@@ -66,7 +66,11 @@ func showStateText(raw json.RawMessage, out io.Writer) error {
 				config.Size(n.SizeBytes), n.BlockSize, map[bool]string{true: ", read-only"}[n.ReadOnly], n.UUID, n.ANAGroup)
 		}
 		for _, h := range s.Hosts {
-			fmt.Fprintf(w, "  host %s\n", h)
+			auth := ""
+			if slices.Contains(s.DHCHAPHosts, h) {
+				auth = "\tauthenticates (DH-HMAC-CHAP)"
+			}
+			fmt.Fprintf(w, "  host %s%s\n", h, auth)
 		}
 		for _, c := range s.Controllers {
 			fmt.Fprintf(w, "  controller %d\t%s\tport %d, %d queues, since %s\n", c.CNTLID, c.Host, c.Port, c.Queues, c.Created)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
+	"os"
 	"strconv"
 	"strings"
 
@@ -197,6 +198,10 @@ func showSave(to string) func(json.RawMessage, io.Writer) error {
 		var r saveResult
 		if err := json.Unmarshal(raw, &r); err != nil {
 			return err
+		}
+		if r.Note != "" {
+			// On stderr, so that "save -" still writes YAML alone.
+			fmt.Fprintln(os.Stderr, "note:", r.Note)
 		}
 		if to == "-" {
 			_, err := io.WriteString(out, r.YAML)

@@ -24,7 +24,7 @@ func countsOf(c *config.Config) *configCounts {
 			n.anyHost++
 		}
 		for _, h := range s.Hosts {
-			hosts[h] = true
+			hosts[h.NQN] = true
 		}
 	}
 	n.hosts = len(hosts)

@@ -39,6 +39,7 @@ var (
 	dControllers = prometheus.NewDesc(prefix+"controllers", "Connected controllers.", []string{"subsystem", "port"}, nil)
 	dQueuePairs  = prometheus.NewDesc(prefix+"queue_pairs", "Connected queue pairs (admin and I/O).", []string{"subsystem", "port"}, nil)
 	dRefused     = prometheus.NewDesc(prefix+"connects_refused_total", "Connect commands refused, by reason.", []string{"subsystem", "port", "reason"}, nil)
+	dAuthFailed  = prometheus.NewDesc(prefix+"authentication_failures_total", "Failed DH-HMAC-CHAP authentications, by host NQN (\"unlisted\" for a host not in hosts) and reason.", []string{"subsystem", "host", "reason"}, nil)
 	dKAExpired   = prometheus.NewDesc(prefix+"keep_alive_expiries_total", "Controllers torn down because the host stopped sending Keep Alive.", []string{"subsystem"}, nil)
 	dQPReserved  = prometheus.NewDesc(prefix+"queue_pairs_reserved", "Queue pairs counted against limits.max_queue_pairs: connected, or being set up.", nil, nil)
 	dQPLimit     = prometheus.NewDesc(prefix+"queue_pairs_limit", "limits.max_queue_pairs: the most queue pairs the daemon accepts at once.", nil, nil)
@@ -66,7 +67,7 @@ var statusTypes = []string{"generic", "command_specific", "media", "path", "4", 
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dReads, dWrites, dReadBytes, dWriteBytes, dReadTime, dWriteTime, dFlushes,
-		dDiscards, dZeroes, dReadLatency, dWriteLatency, dNamespaceSz, dControllers, dQueuePairs, dRefused, dKAExpired,
+		dDiscards, dZeroes, dReadLatency, dWriteLatency, dNamespaceSz, dControllers, dQueuePairs, dRefused, dAuthFailed, dKAExpired,
 		dQPReserved, dQPLimit, dCtrlLimit, dANAState, dCmdErrors, dBuildInfo, dIOEngine, dConfigGen, dReloadOK, dReloadTime, dRegistered, dPoller, dCMRejects, dDevEvents, dViolations, dPoolSize, dPoolInUse, dPoolWaits, dQPSetup} {
 		ch <- d
 	}
@@ -210,6 +211,9 @@ func collectANA(e emit, t *fabrics.Target, ports []uint16) {
 func collectSubsystem(e emit, s *fabrics.Subsystem) {
 	for k, n := range s.Stats.Refused.Counts() {
 		e.counter(dRefused, float64(n), s.NQN, strconv.Itoa(int(k.Port)), k.Reason)
+	}
+	for k, n := range s.Stats.AuthFailures.Counts() {
+		e.counter(dAuthFailed, float64(n), s.NQN, k.Host, k.Reason)
 	}
 	e.counter(dKAExpired, float64(s.Stats.KeepAliveExpired.Load()), s.NQN)
 	maxCtrls, _ := s.Limits()

@@ -145,3 +145,58 @@ func TestANAStateGauge(t *testing.T) {
 		t.Errorf("%v series at 1, want 3", sum)
 	}
 }
+
+// A failed authentication is counted by subsystem, host and reason.
+func TestAuthFailureMetric(t *testing.T) {
+	tg := fabrics.NewTarget(nil)
+	tg.SetClock(&fabrics.ManualClock{})
+	p := &fabrics.Port{ID: 1, ServiceID: 4420, MaxQueueSize: 128}
+	tg.AddPort(p)
+	s := fabrics.NewSubsystem("nqn.2026-11.io.example:auth", "", "", false)
+	s.AllowHost(hostX)
+	s.SetHostKeys(map[string]fabrics.HostKeys{hostX: {Host: mustSecret(t, key1)}})
+	tg.AddSubsystem(s)
+	q := fabrics.NewLoopQueue(tg, p, 0, 32)
+	defer q.Close()
+	cmd := make(nvme.Command, nvme.CommandSize)
+	cmd.SetConnect(0, 31, 0)
+	cmd.SetFlags(nvme.PSDTSGLContig)
+	cmd.SGL().SetKeyed(0, nvme.ConnectDataSize, 1, false)
+	data := make([]byte, nvme.ConnectDataSize)
+	nvme.ConnectData{CNTLID: 0xffff, SubNQN: s.NQN, HostNQN: hostX}.Encode(data)
+	if rsp, err := q.Submit(cmd, data); err != nil || rsp.Status() != 0 || rsp.Result()&nvme.ConnectAuthReqATR == 0 {
+		t.Fatalf("connect: %v %v", rsp, err)
+	}
+	// A Reply before any Negotiate: out of sequence.
+	msg := nvme.AuthReplyMsg{TID: 1, R: make([]byte, 32)}.Encode()
+	cmd = make(nvme.Command, nvme.CommandSize)
+	cmd.SetAuth(true, uint32(len(msg)))
+	cmd.SetFlags(nvme.PSDTSGLContig)
+	cmd.SGL().SetKeyed(0, uint32(len(msg)), 1, false)
+	if rsp, err := q.Submit(cmd, msg); err != nil || rsp.Status() != 0 {
+		t.Fatalf("auth send: %v %v", rsp, err)
+	}
+	c := &collector{target: tg, started: time.Now(), gen: func() (uint64, bool, time.Time) { return 1, true, time.Now() }}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "nvmeof_tgt_authentication_failures_total" {
+			continue
+		}
+		m := mf.GetMetric()
+		labels := map[string]string{}
+		for _, l := range m[0].GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if len(m) != 1 || m[0].GetCounter().GetValue() != 1 || labels["host"] != hostX ||
+			labels["reason"] != "out_of_sequence" || labels["subsystem"] != s.NQN {
+			t.Fatalf("%v", m)
+		}
+		return
+	}
+	t.Fatal("no authentication failure series")
+}

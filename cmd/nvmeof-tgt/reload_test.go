@@ -307,7 +307,7 @@ func TestApplyInPart(t *testing.T) {
 
 	// An unrelated change is valid and brings the port back.
 	rdma.refuse[1] = false
-	run.Subsystems[0].Hosts = append(run.Subsystems[0].Hosts, "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-0000000000aa")
+	run.Subsystems[0].Hosts = append(run.Subsystems[0].Hosts, config.HostNQN("nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-0000000000aa"))
 	if err := d.apply(run); err != nil {
 		t.Fatalf("a later change: %v", err)
 	}

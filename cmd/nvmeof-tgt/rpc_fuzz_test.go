@@ -36,7 +36,7 @@ func (v *validatingTarget) apply(next *config.Config) error {
 func (v *validatingTarget) snapshot() State {
 	st := State{Generation: v.gen}
 	for _, s := range v.cfg.Subsystems {
-		st.Subsystems = append(st.Subsystems, SubState{NQN: s.NQN, Hosts: s.Hosts})
+		st.Subsystems = append(st.Subsystems, SubState{NQN: s.NQN, Hosts: s.HostNQNs()})
 	}
 	return st
 }

@@ -37,16 +37,19 @@ type ReferralState struct {
 }
 
 type SubState struct {
-	NQN          string      `json:"nqn"`
-	Serial       string      `json:"serial"`
-	Model        string      `json:"model"`
-	AllowAnyHost bool        `json:"allow_any_host"`
-	Hosts        []string    `json:"hosts"`
-	Ports        []uint16    `json:"ports"`
-	CntlidMin    uint16      `json:"cntlid_min"` // controller IDs handed out
-	CntlidMax    uint16      `json:"cntlid_max"`
-	Namespaces   []NSState   `json:"namespaces"`
-	Controllers  []CtrlState `json:"controllers"`
+	NQN          string   `json:"nqn"`
+	Serial       string   `json:"serial"`
+	Model        string   `json:"model"`
+	AllowAnyHost bool     `json:"allow_any_host"`
+	Hosts        []string `json:"hosts"`
+	// DHCHAPHosts are the hosts that must authenticate (their keys are
+	// never shown).
+	DHCHAPHosts []string    `json:"dhchap_hosts,omitempty"`
+	Ports       []uint16    `json:"ports"`
+	CntlidMin   uint16      `json:"cntlid_min"` // controller IDs handed out
+	CntlidMax   uint16      `json:"cntlid_max"`
+	Namespaces  []NSState   `json:"namespaces"`
+	Controllers []CtrlState `json:"controllers"`
 }
 
 type NSState struct {
@@ -108,10 +111,16 @@ func subsystemState(d *daemon, sc config.Subsystem) (SubState, bool) {
 		return SubState{}, false
 	}
 	ss := SubState{NQN: s.NQN, Serial: s.Serial, Model: s.Model, AllowAnyHost: sc.AllowAnyHost,
-		Hosts: append([]string{}, sc.Hosts...), Ports: append([]uint16{}, sc.Ports...),
+		Hosts: sc.HostNQNs(), Ports: append([]uint16{}, sc.Ports...),
 		Namespaces: []NSState{}, Controllers: []CtrlState{}}
 	ss.CntlidMin, ss.CntlidMax = s.ControllerIDs()
 	slices.Sort(ss.Hosts)
+	for _, h := range sc.Hosts {
+		if h.HasKey() {
+			ss.DHCHAPHosts = append(ss.DHCHAPHosts, h.NQN)
+		}
+	}
+	slices.Sort(ss.DHCHAPHosts)
 	for _, nc := range sc.Namespaces {
 		ns := s.Namespace(nc.NSID)
 		if ns == nil {

@@ -67,7 +67,7 @@ case "$*" in
 		exit 1
 	fi
 	;;
-"add subsystem "* | "add namespace "*) ;;
+"add subsystem "* | "add namespace "* | "set host "*) ;;
 *)
 	echo "stub: unexpected call: $*" >&2
 	exit 2
@@ -211,13 +211,28 @@ run NVMET_BLKDEV_TYPE=device -- setup --subsysnqn s4 --subsys-uuid "$uuid" --hos
 expect_eq "setup, device without NVMET_BLKDEV: exit 1, no ctl call" "$rc:$log" "1:"
 expect_match "setup, device without NVMET_BLKDEV says why" "$err" "*NVMET_BLKDEV*"
 
-for k in --hostkey --ctrlkey --ctrkey; do
-	run -- setup --subsysnqn s5 --subsys-uuid "$uuid" --hostnqn "$host" \
-		"$k" "DHHC-1:00:ia6zGodOr4SEG0Zzaw398rpY0wqipUWj4jWjUh4HWUz6aQ2n:"
-	expect_eq "setup $k: exit 1, no ctl call" "$rc:$log" "1:"
-	expect_match "setup $k says in-band authentication is not supported" "$err" \
-		"*in-band authentication*not supported*"
+key=DHHC-1:00:ia6zGodOr4SEG0Zzaw398rpY0wqipUWj4jWjUh4HWUz6aQ2n:
+run -- setup --subsysnqn s5 --subsys-uuid "$uuid" --hostnqn "$host" --hostkey "$key"
+expect_eq "setup --hostkey sets the host's key before the namespace" "$rc:$log" "0:ctl remove subsystem s5
+ctl add subsystem s5 -host $host
+ctl set host s5 $host -dhchap-key $key
+ctl add namespace s5 -nsid 1 -backend file -path $img/s5.img -size 1GiB -uuid $uuid"
+for k in --ctrlkey --ctrkey; do
+	run -- setup --subsysnqn s5 --subsys-uuid "$uuid" --hostnqn "$host" --hostkey "$key" "$k" "$key"
+	expect_eq "setup --hostkey $k: both keys" "$rc:$log" "0:ctl remove subsystem s5
+ctl add subsystem s5 -host $host
+ctl set host s5 $host -dhchap-key $key -dhchap-ctrl-key $key
+ctl add namespace s5 -nsid 1 -backend file -path $img/s5.img -size 1GiB -uuid $uuid"
+	run -- setup --subsysnqn s5 --subsys-uuid "$uuid" --hostnqn "$host" "$k" "$key"
+	expect_eq "setup $k without --hostkey: exit 1, no ctl call" "$rc:$log" "1:"
+	expect_match "setup $k without --hostkey says why" "$err" "*needs --hostkey*"
 done
+run STUB_REFUSE="set host" STUB_REFUSE_MSG="subsystems[0].hosts[0].dhchap_key: CRC mismatch" -- \
+	setup --subsysnqn s5 --subsys-uuid "$uuid" --hostnqn "$host" --hostkey "$key"
+expect_eq "setup with refused keys rolls back" "$rc:$log" "1:ctl remove subsystem s5
+ctl add subsystem s5 -host $host
+ctl set host s5 $host -dhchap-key $key
+ctl remove subsystem s5"
 run -- setup --subsysnqn s6 --subsys-uuid "$uuid" --hostnqn "$host" --hostkey ""
 expect_eq "setup with an empty --hostkey proceeds" "$rc" 0
 

@@ -31,11 +31,23 @@ if nvme connect -t rdma -a "$ADDR" -s "$PORT" -n "$subsys" \
 	--hostnqn=nqn.2014-08.org.nvmexpress:uuid:77777777-7777-7777-7777-777777777777 >/dev/null 2>&1; then
 	fail "a host blktests did not name got in"
 fi
-# In-band authentication is not supported: setup says so and fails.
+# A malformed host key is refused by the daemon, naming the field.
 if out=$("$ntc" setup --subsysnqn "$subsys" --subsys-uuid "$uuid" --hostnqn "$hostnqn" --hostkey DHHC-1:00:abc: 2>&1); then
-	fail "setup with a host key succeeded"
+	fail "setup with a malformed host key succeeded"
 fi
-echo "$out" | grep -qi "authentication" || fail "setup with a host key: $out"
+echo "$out" | grep -q "dhchap_key" || fail "setup with a malformed host key: $out"
+# A good one lands on the host's entry (authenticating takes a host kernel
+# with CONFIG_NVME_HOST_AUTH).
+"$ntc" setup --subsysnqn "$subsys" --subsys-uuid "$uuid" --hostnqn "$hostnqn" \
+	--hostkey DHHC-1:00:ia6zGodOr4SEG0Zzaw398rpY0wqipUWj4jWjUh4HWUz6aQ2n: || fail "setup with a host key"
+assert_eq "hosts that authenticate" "$("$NVMEOF_TGT" ctl list -json | jq -r '.subsystems[0].dhchap_hosts[0]')" "$hostnqn"
+# Now the host must authenticate: one that does not (here, a kernel built
+# without NVMe authentication, which gives up at AUTHREQ) gets nothing.
+if nvme connect -t rdma -a "$ADDR" -s "$PORT" -n "$subsys" --hostnqn="$hostnqn" --hostid="$hostid" >/dev/null 2>&1; then
+	fail "a host that did not authenticate got in"
+fi
+no_controllers() { [ "$("$NVMEOF_TGT" ctl list -json | jq '.subsystems[0].controllers | length')" = 0 ]; }
+wait_for 10 "the refused host's controller going" no_controllers
 # Setup twice is fine (a leftover subsystem is replaced), cleanup removes all.
 "$ntc" setup --subsysnqn "$subsys" --subsys-uuid "$uuid" --hostnqn "$hostnqn" || fail "setup again"
 "$ntc" cleanup --subsysnqn "$subsys" || fail "cleanup"

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/dhchap"
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+)
+
+// Test keys in the form `nvme gen-dhchap-key` prints.
+const (
+	key1 = "DHHC-1:01:ICcuNTxDSlFYX2ZtdHuCiZCXnqWss7rByM/W3eTr8vmMpzdS:"
+	key2 = "DHHC-1:02:MDc+RUxTWmFob3Z9hIuSmaCnrrW8w8rR2N/m7fT7AgkQFx4lLDM6QUhPVl1ka3J51wkKvA==:"
+	key3 = "DHHC-1:00:+fLr5N3Wz8jBurOspZ6XkImCe3RtZl9YUUpDPDUuJyDcYFZX:"
+)
+
+func mustSecret(t *testing.T, s string) *dhchap.Secret {
+	t.Helper()
+	sec, err := dhchap.ParseSecret(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sec
+}
+
+// Keys come in through the admin socket, reach the target, never come
+// back out in clear, and change without dropping anyone.
+func TestAPIHostKeys(t *testing.T) {
+	_, dir, d := startBase(t)
+	c := pipeClient(t, newAPI(d, "", d.log))
+	keyFile := filepath.Join(dir, "x.key")
+	os.WriteFile(keyFile, []byte(key2+"\n"), 0o600)
+	s := d.target.Subsystem(nqnA)
+
+	var raw json.RawMessage
+	if err := c.call("add_host", hostParams{NQN: nqnA, Host: hostX, DHCHAPKey: key1, DHCHAPCtrlKeyFile: keyFile}, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if !s.HasHostKeys(hostX, fabrics.HostKeys{Host: mustSecret(t, key1), Ctrl: mustSecret(t, key2)}) {
+		t.Fatal("the target does not hold the keys given")
+	}
+	if err := c.call("add_host", hostParams{NQN: nqnA, Host: hostY}, &raw); err != nil {
+		t.Fatal(err)
+	}
+	var st State
+	if err := c.call("get_state", nil, &st); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(st)
+	if strings.Contains(string(b), "DHHC-1") || len(st.Subsystems[0].DHCHAPHosts) != 1 || st.Subsystems[0].DHCHAPHosts[0] != hostX {
+		t.Fatalf("state: %s", b)
+	}
+
+	// set_host replaces the keys; the host needs none once they are gone.
+	if err := c.call("set_host", hostParams{NQN: nqnA, Host: hostX, DHCHAPKeyFile: keyFile}, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if !s.HasHostKeys(hostX, fabrics.HostKeys{Host: mustSecret(t, key2)}) {
+		t.Fatal("set_host did not take")
+	}
+	// A bad key is refused with its field, and changes nothing.
+	err := c.call("set_host", hostParams{NQN: nqnA, Host: hostX, DHCHAPKey: key1[:20] + ":"}, &raw)
+	if re, ok := err.(*rpcError); !ok || re.Code != codeValidationFailed || re.Data.Field != "subsystems[0].hosts[0].dhchap_key" ||
+		strings.Contains(re.Message, key1[10:20]) {
+		t.Fatalf("bad key: %v", err)
+	}
+	if !s.HasHostKeys(hostX, fabrics.HostKeys{Host: mustSecret(t, key2)}) {
+		t.Fatal("a refused change changed the keys")
+	}
+	if err := c.call("set_host", hostParams{NQN: nqnA, Host: hostY, DHCHAPKey: key3, DHCHAPCtrlKey: key1}, &raw); err != nil {
+		t.Fatal(err)
+	}
+
+	// save_config writes the file reference, redacts the inline keys and
+	// says so; that file does not load until they are put back.
+	var saved saveResult
+	if err := c.call("save_config", nil, &saved); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(saved.YAML, "DHHC-1") || !strings.Contains(saved.YAML, "dhchap_key_file: "+keyFile) ||
+		saved.Redacted != 2 || strings.Count(saved.YAML, config.Redacted) != 2 || !strings.Contains(saved.Note, "2 inline") {
+		t.Fatalf("saved (%d redacted, note %q):\n%s", saved.Redacted, saved.Note, saved.YAML)
+	}
+	if _, err := config.Parse([]byte(saved.YAML)); err == nil || !strings.Contains(err.Error(), "redacted when this file was saved") {
+		t.Fatalf("loading the redacted file: %v", err)
+	}
+	// The running configuration still has them.
+	if !s.HasHostKeys(hostY, fabrics.HostKeys{Host: mustSecret(t, key3), Ctrl: mustSecret(t, key1)}) {
+		t.Fatal("redaction touched the running keys")
+	}
+	if err := c.call("set_host", hostParams{NQN: nqnA, Host: hostX}, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if s.AuthRequired(hostX) {
+		t.Fatal("keys cleared, authentication still required")
+	}
+}
+
+// A reload reads key files again, so rotating a key is writing the file
+// and reloading, with the configuration unchanged.
+func TestReloadRotatesKeyFile(t *testing.T) {
+	_, dir, d := startBase(t)
+	keyFile := filepath.Join(dir, "x.key")
+	os.WriteFile(keyFile, []byte(key1), 0o600)
+	path := filepath.Join(dir, "tgt.yaml")
+	cfg := baseConfig(dir, "") + "    hosts: [{nqn: " + hostX + ", dhchap_key_file: " + keyFile + "}]\n    dhchap_hashes: [sha512]\n"
+	os.WriteFile(path, []byte(cfg), 0o600)
+	if err := d.reload(path); err != nil {
+		t.Fatal(err)
+	}
+	s := d.target.Subsystem(nqnB)
+	if !s.HasHostKeys(hostX, fabrics.HostKeys{Host: mustSecret(t, key1)}) {
+		t.Fatal("key file not read")
+	}
+	os.WriteFile(keyFile, []byte(key3), 0o600)
+	if err := d.reload(path); err != nil {
+		t.Fatal(err)
+	}
+	if !s.HasHostKeys(hostX, fabrics.HostKeys{Host: mustSecret(t, key3)}) {
+		t.Fatal("the rotated key file was not read again")
+	}
+	// A key file that became readable by others is refused by the reload.
+	os.Chmod(keyFile, 0o644)
+	if err := d.reload(path); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("reload with an open key file: %v", err)
+	}
+}

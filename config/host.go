@@ -1,0 +1,219 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/dhchap"
+	"gopkg.in/yaml.v3"
+)
+
+// Host is one allowed host. In the file it is either its NQN alone or an
+// object with the NQN and its DH-HMAC-CHAP secrets for in-band
+// authentication: inline in the DHHC-1 form `nvme gen-dhchap-key` prints,
+// or in a file of their own (one line, readable by the owner only), which
+// keeps them out of the main configuration.
+type Host struct {
+	NQN string `yaml:"nqn" json:"nqn"`
+	// DHCHAPKey is the host's secret: a host with one must authenticate.
+	DHCHAPKey     string `yaml:"dhchap_key,omitempty" json:"dhchap_key,omitempty"`
+	DHCHAPKeyFile string `yaml:"dhchap_key_file,omitempty" json:"dhchap_key_file,omitempty"`
+	// DHCHAPCtrlKey is the controller's secret, for hosts that ask the
+	// target to authenticate too (bidirectional).
+	DHCHAPCtrlKey     string `yaml:"dhchap_ctrl_key,omitempty" json:"dhchap_ctrl_key,omitempty"`
+	DHCHAPCtrlKeyFile string `yaml:"dhchap_ctrl_key_file,omitempty" json:"dhchap_ctrl_key_file,omitempty"`
+}
+
+// HostNQN is a Host with no secrets, as a plain NQN in the file.
+func HostNQN(nqn string) Host { return Host{NQN: nqn} }
+
+// plain reports whether h is a bare NQN.
+func (h Host) plain() bool { return h == Host{NQN: h.NQN} }
+
+// hostFields is Host without its methods, for decoding the object form.
+type hostFields Host
+
+// UnmarshalYAML takes a scalar NQN or the object form.
+func (h *Host) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		*h = Host{}
+		return n.Decode(&h.NQN)
+	}
+	// Decoding inside an unmarshaler does not inherit KnownFields: check
+	// the keys here, so a misspelt key is an error as everywhere else.
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i < len(n.Content); i += 2 {
+			if k := n.Content[i]; !slices.Contains(hostKeys, k.Value) {
+				return fmt.Errorf("line %d: unknown host key %q (want %s)", k.Line, k.Value, strings.Join(hostKeys, ", "))
+			}
+		}
+	}
+	var f hostFields
+	if err := n.Decode(&f); err != nil {
+		return err
+	}
+	*h = Host(f)
+	return nil
+}
+
+var hostKeys = []string{"nqn", "dhchap_key", "dhchap_key_file", "dhchap_ctrl_key", "dhchap_ctrl_key_file"}
+
+// MarshalYAML writes a host without secrets as its NQN alone, as before.
+func (h Host) MarshalYAML() (any, error) {
+	if h.plain() {
+		return h.NQN, nil
+	}
+	return hostFields(h), nil
+}
+
+// UnmarshalJSON takes a string NQN or the object form.
+func (h *Host) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*h = Host{NQN: s}
+		return nil
+	}
+	// Strict, as the admin socket's parameters are.
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var f hostFields
+	if err := dec.Decode(&f); err != nil {
+		return err
+	}
+	*h = Host(f)
+	return nil
+}
+
+// MarshalJSON writes a host without secrets as its NQN alone.
+func (h Host) MarshalJSON() ([]byte, error) {
+	if h.plain() {
+		return json.Marshal(h.NQN)
+	}
+	return json.Marshal(hostFields(h))
+}
+
+// HasKey reports whether the host must authenticate.
+func (h Host) HasKey() bool { return h.DHCHAPKey != "" || h.DHCHAPKeyFile != "" }
+
+// Redacted stands where an inline secret was, in what the daemon writes
+// back (ctl save, the admin socket). It is not a DHHC-1 secret, so a file
+// carrying it fails -check until the secret is put back.
+const Redacted = "<redacted>"
+
+// Redact returns h with inline secrets replaced by Redacted, and how many
+// it replaced. File references stay as they are.
+func (h Host) Redact() (Host, int) {
+	n := 0
+	for _, k := range []*string{&h.DHCHAPKey, &h.DHCHAPCtrlKey} {
+		if *k != "" {
+			*k, n = Redacted, n+1
+		}
+	}
+	return h, n
+}
+
+// Secrets reads and decodes the host's secrets (nil where none is set).
+// Errors name the field.
+func (h Host) Secrets() (host, ctrl *dhchap.Secret, err error) {
+	host, err = secret(h.DHCHAPKey, h.DHCHAPKeyFile, "dhchap_key")
+	if err != nil {
+		return nil, nil, err
+	}
+	ctrl, err = secret(h.DHCHAPCtrlKey, h.DHCHAPCtrlKeyFile, "dhchap_ctrl_key")
+	if err != nil {
+		host.Clear()
+		return nil, nil, err
+	}
+	return host, ctrl, nil
+}
+
+// fieldError is a problem with one field of a host entry.
+type fieldError struct {
+	field string
+	err   error
+}
+
+func (e *fieldError) Error() string { return e.field + ": " + e.err.Error() }
+func (e *fieldError) Unwrap() error { return e.err }
+
+func secret(inline, file, field string) (*dhchap.Secret, error) {
+	switch {
+	case inline != "" && file != "":
+		return nil, &fieldError{field, fmt.Errorf("set %s or %s_file, not both", field, field)}
+	case inline == Redacted:
+		return nil, &fieldError{field, errors.New("the secret was redacted when this file was saved: write it back, or keep it in " + field + "_file")}
+	case inline != "":
+		s, err := dhchap.ParseSecret(inline)
+		if err != nil {
+			return nil, &fieldError{field, err}
+		}
+		return s, nil
+	case file != "":
+		s, err := readSecretFile(file)
+		if err != nil {
+			return nil, &fieldError{field + "_file", err}
+		}
+		return s, nil
+	}
+	return nil, nil
+}
+
+// readSecretFile reads a key file, which only its owner may read.
+func readSecretFile(path string) (*dhchap.Secret, error) {
+	if !filepath.IsAbs(path) {
+		return nil, fmt.Errorf("%q is not an absolute path", path)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("%s is readable or writable by others (mode %04o): chmod 600 it", path, fi.Mode().Perm())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	s, err := dhchap.ParseSecret(string(b))
+	clear(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Hash and DH group names of dhchap_hashes and dhchap_dhgroups.
+var (
+	DHCHAPHashes   = dhchap.HashNames()
+	DHCHAPDHGroups = dhchap.GroupNames()
+)
+
+// HostNQNs lists the NQNs of the allowed hosts.
+func (s Subsystem) HostNQNs() []string {
+	out := make([]string, len(s.Hosts))
+	for i, h := range s.Hosts {
+		out[i] = h.NQN
+	}
+	return out
+}
+
+// Redact returns a copy of c with every inline secret replaced by
+// Redacted, and how many were replaced.
+func (c *Config) Redact() (*Config, int) {
+	out := c.Clone()
+	n := 0
+	for i := range out.Subsystems {
+		for j, h := range out.Subsystems[i].Hosts {
+			var k int
+			out.Subsystems[i].Hosts[j], k = h.Redact()
+			n += k
+		}
+	}
+	return out, n
+}

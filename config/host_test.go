@@ -1,0 +1,145 @@
+package config
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Keys in the form `nvme gen-dhchap-key` prints (these are test keys).
+const (
+	testKey  = "DHHC-1:01:ICcuNTxDSlFYX2ZtdHuCiZCXnqWss7rByM/W3eTr8vmMpzdS:"
+	testKey2 = "DHHC-1:02:MDc+RUxTWmFob3Z9hIuSmaCnrrW8w8rR2N/m7fT7AgkQFx4lLDM6QUhPVl1ka3J51wkKvA==:"
+	hostA    = "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-00000000000a"
+)
+
+func TestHostForms(t *testing.T) {
+	y := `
+- ` + hostA + `
+- nqn: nqn.h2
+  dhchap_key: "` + testKey + `"
+  dhchap_ctrl_key_file: /etc/nvmeof-tgt/ctrl.key
+`
+	var hs []Host
+	if err := yaml.Unmarshal([]byte(y), &hs); err != nil {
+		t.Fatal(err)
+	}
+	want := []Host{{NQN: hostA}, {NQN: "nqn.h2", DHCHAPKey: testKey, DHCHAPCtrlKeyFile: "/etc/nvmeof-tgt/ctrl.key"}}
+	if len(hs) != 2 || hs[0] != want[0] || hs[1] != want[1] {
+		t.Fatalf("%+v", hs)
+	}
+	// A plain NQN stays a plain string in YAML and JSON.
+	out, _ := yaml.Marshal(hs)
+	if !strings.Contains(string(out), "- "+hostA+"\n") || !strings.Contains(string(out), "dhchap_ctrl_key_file: /etc/nvmeof-tgt/ctrl.key") {
+		t.Fatalf("yaml:\n%s", out)
+	}
+	j, _ := json.Marshal(hs)
+	if !strings.HasPrefix(string(j), `["`+hostA+`",{"nqn":"nqn.h2"`) {
+		t.Fatalf("json: %s", j)
+	}
+	var back []Host
+	if err := json.Unmarshal(j, &back); err != nil || back[0] != want[0] || back[1] != want[1] {
+		t.Fatalf("json round trip: %+v %v", back, err)
+	}
+	if err := json.Unmarshal([]byte(`[{"nqn":"nqn.h","dhchap_secret":"x"}]`), &back); err == nil {
+		t.Fatal("JSON host with an unknown key accepted")
+	}
+	// Unknown keys in the object form are errors, as everywhere.
+	if _, err := Parse([]byte("ports: [{id: 1, address: 10.0.0.1}]\nsubsystems:\n- nqn: nqn.a\n  hosts:\n  - {nqn: nqn.h, dhchap_secret: x}\n")); err == nil ||
+		!strings.Contains(err.Error(), "dhchap_secret") {
+		t.Fatalf("unknown host key: %v", err)
+	}
+}
+
+func writeKey(t *testing.T, content string, mode os.FileMode) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(p, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(p, mode)
+	return p
+}
+
+func TestHostKeyValidation(t *testing.T) {
+	good := writeKey(t, testKey+"\n", 0o600)
+	open := writeKey(t, testKey, 0o644)
+	bad := writeKey(t, "DHHC-1:01:ICcuNTxDSlFYX2ZtdHuCiZCXnqWss7rByM/W3eTr8vmMpzdT:", 0o600)
+	for _, c := range []struct {
+		name string
+		h    Host
+		want string
+	}{
+		{"inline", Host{NQN: hostA, DHCHAPKey: testKey, DHCHAPCtrlKey: testKey2}, ""},
+		{"file", Host{NQN: hostA, DHCHAPKeyFile: good, DHCHAPCtrlKeyFile: good}, ""},
+		{"crc", Host{NQN: hostA, DHCHAPKey: strings.Replace(testKey, "ICcu", "ICcv", 1)}, "subsystems[0].hosts[0].dhchap_key: DHHC-1 secret: CRC mismatch"},
+		{"length", Host{NQN: hostA, DHCHAPKey: "DHHC-1:01:AAAA:"}, "subsystems[0].hosts[0].dhchap_key: DHHC-1 secret: the key must be 32, 48 or 64 bytes"},
+		{"transform", Host{NQN: hostA, DHCHAPCtrlKey: "DHHC-1:07:" + testKey[10:], DHCHAPKey: testKey}, "subsystems[0].hosts[0].dhchap_ctrl_key: DHHC-1 secret: NN"},
+		{"base64", Host{NQN: hostA, DHCHAPKey: "DHHC-1:00:@@@@:"}, "subsystems[0].hosts[0].dhchap_key: DHHC-1 secret: the key is not valid base64"},
+		{"format", Host{NQN: hostA, DHCHAPKey: "hunter2"}, "subsystems[0].hosts[0].dhchap_key: not a DHHC-1 secret"},
+		{"both", Host{NQN: hostA, DHCHAPKey: testKey, DHCHAPKeyFile: good}, "subsystems[0].hosts[0].dhchap_key: set dhchap_key or dhchap_key_file, not both"},
+		{"file mode", Host{NQN: hostA, DHCHAPKeyFile: open}, "subsystems[0].hosts[0].dhchap_key_file: " + open + " is readable or writable by others (mode 0644): chmod 600 it"},
+		{"file crc", Host{NQN: hostA, DHCHAPKeyFile: bad}, "subsystems[0].hosts[0].dhchap_key_file: " + bad + ": DHHC-1 secret: CRC mismatch"},
+		{"file missing", Host{NQN: hostA, DHCHAPKeyFile: "/nonexistent/key"}, "subsystems[0].hosts[0].dhchap_key_file: stat /nonexistent/key"},
+		{"file relative", Host{NQN: hostA, DHCHAPKeyFile: "key"}, `subsystems[0].hosts[0].dhchap_key_file: "key" is not an absolute path`},
+		{"ctrl alone", Host{NQN: hostA, DHCHAPCtrlKey: testKey}, "subsystems[0].hosts[0].dhchap_ctrl_key: a controller key needs a host key"},
+		{"redacted", Host{NQN: hostA, DHCHAPKey: Redacted}, "subsystems[0].hosts[0].dhchap_key: the secret was redacted when this file was saved"},
+		{"bad nqn", Host{NQN: "a b", DHCHAPKey: testKey}, `subsystems[0].hosts[0].nqn: "a b" must be printable`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := validConfig()
+			cfg.Subsystems[0].Hosts = []Host{c.h}
+			err := cfg.Validate()
+			if c.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.HasPrefix(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("got %v, want %s…", err, c.want)
+			}
+			if strings.Contains(err.Error(), testKey[10:30]) {
+				t.Fatalf("error repeats the secret: %v", err)
+			}
+		})
+	}
+}
+
+func TestAuthPolicyValidation(t *testing.T) {
+	cfg := validConfig()
+	cfg.Subsystems[0].DHCHAPHashes = []string{"sha512", "md5", "sha512"}
+	cfg.Subsystems[0].DHCHAPDHGroups = []string{"ffdhe1024"}
+	want := `subsystems[0].dhchap_hashes[1]: unknown "md5" (want sha256, sha384, sha512)
+subsystems[0].dhchap_hashes[2]: "sha512" is listed twice
+subsystems[0].dhchap_dhgroups[0]: unknown "ffdhe1024" (want null, ffdhe2048, ffdhe3072, ffdhe4096, ffdhe6144, ffdhe8192)`
+	if err := cfg.Validate(); err == nil || err.Error() != want {
+		t.Fatalf("got\n%v\nwant\n%s", err, want)
+	}
+}
+
+func TestRedact(t *testing.T) {
+	cfg := validConfig()
+	cfg.Subsystems[0].Hosts = []Host{{NQN: hostA}, {NQN: "nqn.b", DHCHAPKey: testKey, DHCHAPCtrlKeyFile: "/k"},
+		{NQN: "nqn.c", DHCHAPKeyFile: "/k2", DHCHAPCtrlKey: testKey2}}
+	red, n := cfg.Redact()
+	if n != 2 {
+		t.Fatalf("%d redacted", n)
+	}
+	out, err := Marshal(red)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(out)
+	if strings.Contains(s, "DHHC-1") || !strings.Contains(s, "dhchap_ctrl_key_file: /k\n") || !strings.Contains(s, "dhchap_key_file: /k2\n") ||
+		strings.Count(s, Redacted) != 2 || !strings.Contains(s, "- "+hostA+"\n") {
+		t.Fatalf("%s", s)
+	}
+	if cfg.Subsystems[0].Hosts[1].DHCHAPKey != testKey {
+		t.Fatal("Redact changed the original")
+	}
+}

@@ -1,0 +1,619 @@
+package fabrics
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"encoding/binary"
+	"maps"
+	"math/big"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/dhchap"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+	"github.com/sirupsen/logrus"
+)
+
+// In-band authentication, DH-HMAC-CHAP (NVMe Base 2.0 §8.13), controller
+// side. A host with a configured secret gets AUTHREQ in every Connect
+// response and must then authenticate that queue before anything but
+// Connect and Authentication Send/Receive runs on it:
+//
+//	host                                 controller
+//	Send AUTH_Negotiate (T_ID, hashes, groups)  → picks a hash and a group
+//	Receive ← DH-HMAC-CHAP_Challenge (C1, S1, DH value)
+//	Send DH-HMAC-CHAP_Reply (R1, [C2, S2], DH value) → checks R1
+//	Receive ← DH-HMAC-CHAP_Success1 ([R2])
+//	Send DH-HMAC-CHAP_Success2             (only when bidirectional)
+//
+// Any failure is answered with AUTH_Failure1 on the next Receive, and the
+// controller is removed at once; its queues are disconnected a moment
+// later so that the Failure1 reaches the host first. The host may start
+// again with a new Negotiate at any time (re-authentication): the queue
+// keeps working meanwhile, unless that transaction fails.
+
+// HostKeys are the DH-HMAC-CHAP secrets of one allowed host. A host with a
+// Host secret must authenticate on every queue; Ctrl, when set, lets the
+// host ask the controller to prove it knows Ctrl too (bidirectional).
+type HostKeys struct {
+	Host *dhchap.Secret
+	Ctrl *dhchap.Secret
+}
+
+func (k HostKeys) clone() HostKeys {
+	cp := func(s *dhchap.Secret) *dhchap.Secret {
+		if s == nil {
+			return nil
+		}
+		return &dhchap.Secret{Transform: s.Transform, Key: slices.Clone(s.Key)}
+	}
+	return HostKeys{Host: cp(k.Host), Ctrl: cp(k.Ctrl)}
+}
+
+func (k HostKeys) clear() {
+	k.Host.Clear()
+	k.Ctrl.Clear()
+}
+
+// AuthPolicy restricts the hashes and DH groups a subsystem accepts, in its
+// order of preference: of those the host offers, the first listed here is
+// chosen. Empty lists mean every one, SHA-256 and the null group first, as
+// the Linux target defaults.
+type AuthPolicy struct {
+	Hashes   []uint8
+	DHGroups []uint8
+}
+
+func (p AuthPolicy) hashes() []uint8 {
+	if len(p.Hashes) == 0 {
+		return dhchap.HashIDs
+	}
+	return p.Hashes
+}
+
+func (p AuthPolicy) groups() []uint8 {
+	if len(p.DHGroups) == 0 {
+		return dhchap.GroupIDs
+	}
+	return p.DHGroups
+}
+
+// Timings of authentication.
+const (
+	// authFailureGrace is how long the queues of a controller whose
+	// authentication failed stay up, so the host reads AUTH_Failure1.
+	authFailureGrace = time.Second
+	// authTimeoutNoKATO bounds how long an admin queue may stay
+	// unauthenticated when the host asked for no keep alive, as the
+	// Linux target's transaction expiry.
+	authTimeoutNoKATO = 120 * time.Second
+	// maxAuthTransfer bounds Authentication Send/Receive data: the
+	// largest message (a Reply with an 8192-bit DH value) is 1168 bytes,
+	// and hosts receive into 4 KiB.
+	maxAuthTransfer = 16 << 10
+)
+
+// SetHostKeys replaces the hosts' secrets, by host NQN. Connected
+// controllers go on with the secrets they authenticated with; the new ones
+// apply to new connections and to the next re-authentication of an admin
+// queue. The subsystem owns the secrets passed from then on and clears
+// them when they are replaced.
+func (s *Subsystem) SetHostKeys(keys map[string]HostKeys) {
+	s.mu.Lock()
+	old := s.keys
+	s.keys = maps.Clone(keys)
+	s.mu.Unlock()
+	for _, k := range old {
+		k.clear()
+	}
+}
+
+// SetAuthPolicy sets the hashes and groups the subsystem accepts, for
+// transactions started from then on.
+func (s *Subsystem) SetAuthPolicy(p AuthPolicy) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.policy = AuthPolicy{Hashes: slices.Clone(p.Hashes), DHGroups: slices.Clone(p.DHGroups)}
+}
+
+// AuthRequired reports whether hostNQN has a secret here, so that it must
+// authenticate.
+func (s *Subsystem) AuthRequired(hostNQN string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.keys[hostNQN].Host != nil
+}
+
+// authConfig is what a controller authenticates its host with: copies
+// taken at Connect, and again when the host re-authenticates its admin
+// queue, so that a reload never changes keys under a transaction.
+type authConfig struct {
+	keys   HostKeys
+	policy AuthPolicy
+	listed bool // the host has an entry in the subsystem's keys (metric label)
+}
+
+func (s *Subsystem) authConfigFor(hostNQN string) authConfig {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, listed := s.keys[hostNQN]
+	return authConfig{keys: k.clone(), policy: s.policy, listed: listed || s.hosts[hostNQN]}
+}
+
+// AuthFailures counts failed authentications by host and reason.
+type AuthFailures struct {
+	mu sync.Mutex
+	m  map[AuthFailureKey]uint64
+}
+
+// AuthFailureKey says who failed and why: the host NQN ("unlisted" for a
+// host the subsystem does not name, so that the label set stays bounded)
+// and a reason such as wrong_response or hash_unusable.
+type AuthFailureKey struct {
+	Host   string
+	Reason string
+}
+
+func (a *AuthFailures) add(k AuthFailureKey) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.m == nil {
+		a.m = map[AuthFailureKey]uint64{}
+	}
+	a.m[k]++
+}
+
+// Counts returns the failures so far.
+func (a *AuthFailures) Counts() map[AuthFailureKey]uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return maps.Clone(a.m)
+}
+
+// seqnum is the last sequence number handed out. Like Linux's, it starts
+// at a random value and never yields 0, which means "none" on the wire.
+var seqnum atomic.Uint32
+
+func init() {
+	var b [4]byte
+	rand.Read(b[:])
+	seqnum.Store(binary.LittleEndian.Uint32(b[:]))
+}
+
+func nextSeqnum() uint32 {
+	for {
+		if v := seqnum.Add(1); v != 0 {
+			return v
+		}
+	}
+}
+
+// queueAuth is one queue's authentication state, owned by its poller.
+type queueAuth struct {
+	done bool  // authenticated; stays true through a re-authentication
+	step uint8 // the message expected next (nvme.AuthNegotiate … AuthFailure1)
+	tid  uint16
+	// The transaction's choices and material, cleared when it ends.
+	hash, group uint8
+	s1, s2      uint32
+	c1, c2      []byte
+	priv        *big.Int
+	skey        []byte
+	bidir       bool
+	explanation uint8 // what AUTH_Failure1 carries
+}
+
+// reset ends the transaction and clears what it derived.
+func (a *queueAuth) reset() {
+	clear(a.c1)
+	clear(a.c2)
+	clear(a.skey)
+	dhchap.ClearInt(a.priv)
+	done := a.done
+	*a = queueAuth{done: done}
+}
+
+// authExempt reports whether cmd may run on a queue that has not
+// authenticated: Connect and the authentication commands only.
+func authExempt(cmd nvme.Command) bool {
+	if cmd.Opcode() != nvme.OpFabrics {
+		return false
+	}
+	switch cmd.FabricsType() {
+	case nvme.FabricsConnect, nvme.FabricsAuthSend, nvme.FabricsAuthRecv:
+		return true
+	}
+	return false
+}
+
+// authorized reports whether q may run commands: it authenticated, and
+// no queue of its controller failed authentication since.
+func (q *Queue) authorized() bool {
+	return q.auth.done && !q.ctrl.authRevoked.Load()
+}
+
+// requireAuth arms q for authentication after a Connect; the caller sets
+// AUTHREQ in the response.
+func (q *Queue) requireAuth() {
+	q.auth = &queueAuth{}
+}
+
+// prepareAuth checks the fields of Authentication Send and Receive as the
+// Linux target does, and sizes the transfer.
+func (q *Queue) prepareAuth(r *Request) nvme.Status {
+	cmd := r.Cmd
+	s0, s1 := cmd.AuthSPSP()
+	n := cmd.AuthLength()
+	if cmd.AuthSECP() != nvme.AuthSECPDHCHAP || s0 != nvme.AuthSPSP || s1 != nvme.AuthSPSP || n == 0 || n > maxAuthTransfer {
+		return nvme.StatusInvalidField | nvme.DNR
+	}
+	if q.auth == nil {
+		// A host without a secret may still try; it fails at the Reply.
+		q.auth = &queueAuth{done: true}
+	}
+	r.Len = n
+	if cmd.FabricsType() == nvme.FabricsAuthSend {
+		r.Dir, r.handler = DirHostToCtrl, execAuthSend
+	} else {
+		r.Dir, r.handler = DirCtrlToHost, execAuthRecv
+	}
+	return 0
+}
+
+func execAuthSend(q *Queue, r *Request) bool {
+	a, c := q.auth, q.ctrl
+	if c.isDead() {
+		r.status = nvme.StatusCommandSequence | nvme.DNR
+		return true
+	}
+	typ, id, tid, err := nvme.AuthHeader(r.Data)
+	switch {
+	case err != nil:
+		q.authFail(nvme.AuthIncorrectPayload, "malformed_message")
+	case typ == nvme.AuthTypeCommon && id == nvme.AuthNegotiate:
+		q.authNegotiate(r.Data)
+	case typ == nvme.AuthTypeCommon && id == nvme.AuthFailure2 && a.step == nvme.AuthSuccess2:
+		q.authFail(nvme.AuthFailed, "host_refused_controller")
+	case typ != nvme.AuthTypeDHCHAP || id != a.step:
+		q.authFail(nvme.AuthIncorrectMessage, "out_of_sequence")
+	case tid != a.tid:
+		q.authFail(nvme.AuthIncorrectPayload, "transaction_id")
+	case id == nvme.AuthReply:
+		q.authReply(r.Data)
+	case id == nvme.AuthSuccess2:
+		q.authDone()
+	}
+	return true
+}
+
+func execAuthRecv(q *Queue, r *Request) bool {
+	a, b := q.auth, r.Data
+	clear(b)
+	if q.ctrl.isDead() && a.step != nvme.AuthFailure1 {
+		r.status = nvme.StatusCommandSequence | nvme.DNR
+		return true
+	}
+	switch a.step {
+	case nvme.AuthChallenge:
+		r.status = q.authChallenge(b)
+		return true
+	case nvme.AuthSuccess1:
+		m := nvme.AuthSuccess1Msg{TID: a.tid, HL: uint8(dhchap.HashLen(a.hash)), RValid: a.bidir}
+		if len(b) < m.Size() {
+			r.status = nvme.StatusInvalidField | nvme.DNR
+			return true
+		}
+		if a.bidir {
+			m.R = q.controllerResponse()
+		}
+		m.EncodeTo(b)
+		clear(m.R)
+		if a.bidir {
+			a.step = nvme.AuthSuccess2
+		} else {
+			a.reset()
+		}
+		return true
+	case nvme.AuthFailure1:
+	default:
+		// The host asked for a message out of turn.
+		q.authFail(nvme.AuthIncorrectMessage, "out_of_sequence")
+	}
+	if len(b) < nvme.AuthFailureSize {
+		r.status = nvme.StatusInvalidField | nvme.DNR
+		return true
+	}
+	nvme.AuthFailureMsg{ID: nvme.AuthFailure1, TID: a.tid, Reason: nvme.AuthFailureReasonFailed,
+		Explanation: a.explanation}.EncodeTo(b)
+	return true
+}
+
+// authNegotiate starts a transaction: the hash and the group are the first
+// of the subsystem's lists that the host offers.
+func (q *Queue) authNegotiate(d []byte) {
+	a, c := q.auth, q.ctrl
+	a.reset()
+	m, err := nvme.ParseAuthNegotiate(d)
+	a.tid = m.TID
+	if err != nil {
+		q.authFail(nvme.AuthIncorrectPayload, "malformed_message")
+		return
+	}
+	if q.QID == 0 {
+		c.refreshAuth()
+	}
+	if m.SCC != nvme.AuthNoSecureChannel {
+		q.authFail(nvme.AuthConcatMismatch, "secure_channel_requested")
+		return
+	}
+	if m.NAPD != 1 || m.AuthID != nvme.AuthIDDHCHAP {
+		q.authFail(nvme.AuthNotUsable, "protocol_not_usable")
+		return
+	}
+	pol := c.authPolicy()
+	hash, ok := firstOffered(pol.hashes(), m.Hashes)
+	if !ok {
+		q.log.WithField("offered", namesOf(m.Hashes, dhchap.HashName)).Warn("authentication failed: the host offers no hash the subsystem accepts; check dhchap_hashes")
+		q.authFail(nvme.AuthHashUnusable, "hash_unusable")
+		return
+	}
+	group, ok := firstOffered(pol.groups(), m.DHGroups)
+	if !ok {
+		q.log.WithField("offered", namesOf(m.DHGroups, dhchap.GroupName)).Warn("authentication failed: the host offers no DH group the subsystem accepts; check dhchap_dhgroups")
+		q.authFail(nvme.AuthDHGroupUnusable, "dhgroup_unusable")
+		return
+	}
+	a.hash, a.group, a.step = hash, group, nvme.AuthChallenge
+}
+
+func firstOffered(ours, offered []uint8) (uint8, bool) {
+	for _, id := range ours {
+		if slices.Contains(offered, id) {
+			return id, true
+		}
+	}
+	return 0, false
+}
+
+// authChallenge writes DH-HMAC-CHAP_Challenge: a fresh C1 and S1, and a
+// fresh DH key pair when a group was chosen.
+func (q *Queue) authChallenge(b []byte) nvme.Status {
+	a := q.auth
+	hl := dhchap.HashLen(a.hash)
+	m := nvme.AuthChallengeMsg{TID: a.tid, HashID: a.hash, DHGroup: a.group, C: make([]byte, hl)}
+	g := dhchap.GroupByID(a.group)
+	if g != nil {
+		m.DHV = make([]byte, g.Size())
+	}
+	if len(b) < m.Size() {
+		return nvme.StatusInvalidField | nvme.DNR
+	}
+	if _, err := rand.Read(m.C); err != nil {
+		return nvme.StatusInternal
+	}
+	if g != nil {
+		priv, pub, err := g.GenerateKey(rand.Reader)
+		if err != nil {
+			return nvme.StatusInternal
+		}
+		a.priv, m.DHV = priv, pub
+	}
+	a.c1, a.s1 = m.C, nextSeqnum()
+	m.Seq = a.s1
+	m.EncodeTo(b)
+	a.step = nvme.AuthReply
+	return 0
+}
+
+// authReply checks the host's response R1 in constant time and takes its
+// challenge C2 when it asks the controller to authenticate too.
+func (q *Queue) authReply(d []byte) {
+	a, c := q.auth, q.ctrl
+	m, err := nvme.ParseAuthReply(d)
+	hl := dhchap.HashLen(a.hash)
+	if err != nil || len(m.R) != hl {
+		q.authFail(nvme.AuthIncorrectPayload, "malformed_message")
+		return
+	}
+	g := dhchap.GroupByID(a.group)
+	switch {
+	case g == nil && len(m.DHV) != 0, g != nil && len(m.DHV) == 0:
+		q.authFail(nvme.AuthIncorrectPayload, "malformed_message")
+		return
+	case g != nil:
+		skey, err := g.SharedSecret(a.priv, m.DHV)
+		dhchap.ClearInt(a.priv)
+		a.priv = nil
+		if err != nil {
+			q.log.Warn("authentication failed: the host's DH value is not in the group; check the host's nvme-cli and kernel")
+			q.authFail(nvme.AuthDHGroupUnusable, "dh_value_invalid")
+			return
+		}
+		a.skey = skey
+	}
+	hostKey := c.transformedKey(false)
+	if hostKey == nil {
+		q.log.Warn("authentication failed: no dhchap_key is configured for this host, yet it tried to authenticate")
+		q.authFail(nvme.AuthFailed, "no_host_key")
+		return
+	}
+	chal := q.challenge(a.c1)
+	want := dhchap.HostResponse(a.hash, hostKey, chal, a.s1, a.tid, 0, c.HostNQN, c.Subsystem.NQN)
+	clear(hostKey)
+	clear(chal)
+	ok := hmac.Equal(want, m.R)
+	clear(want)
+	if !ok {
+		q.log.Warn("authentication failed: the host's response does not match; check that the host's secret (nvme connect --dhchap-secret) is this host's dhchap_key")
+		q.authFail(nvme.AuthFailed, "wrong_response")
+		return
+	}
+	if m.CValid && m.Seq != 0 {
+		// Bidirectional: the controller answers C2 in Success1.
+		ck := c.transformedKey(true)
+		if ck == nil {
+			q.log.Warn("authentication failed: the host asks the controller to authenticate (bidirectional) but no dhchap_ctrl_key is configured for it")
+			q.authFail(nvme.AuthFailed, "no_controller_key")
+			return
+		}
+		clear(ck)
+		a.bidir, a.c2, a.s2 = true, slices.Clone(m.C), m.Seq
+	} else {
+		q.authSucceeded(false)
+	}
+	a.step = nvme.AuthSuccess1
+}
+
+// challenge is the challenge a response covers: augmented with the
+// session key when a DH group is in use. The caller clears it (C1 and C2
+// are used once).
+func (q *Queue) challenge(c []byte) []byte {
+	a := q.auth
+	if a.skey == nil {
+		return c
+	}
+	return dhchap.AugmentChallenge(a.hash, a.skey, c)
+}
+
+// controllerResponse computes R2 for Success1.
+func (q *Queue) controllerResponse() []byte {
+	a, c := q.auth, q.ctrl
+	key := c.transformedKey(true)
+	chal := q.challenge(a.c2)
+	r := dhchap.ControllerResponse(a.hash, key, chal, a.s2, a.tid, 0, c.Subsystem.NQN, c.HostNQN)
+	clear(key)
+	clear(chal)
+	return r
+}
+
+// authDone ends a bidirectional transaction at Success2.
+func (q *Queue) authDone() {
+	q.authSucceeded(true)
+	q.auth.reset()
+}
+
+func (q *Queue) authSucceeded(bidir bool) {
+	a := q.auth
+	first := !a.done
+	a.done = true
+	if q.QID == 0 {
+		q.ctrl.authenticated.Store(true)
+	}
+	log := q.log.WithFields(logrus.Fields{"hash": dhchap.HashName(a.hash), "dhgroup": dhchap.GroupName(a.group),
+		"bidirectional": bidir})
+	if first {
+		log.Info("host authenticated")
+	} else {
+		log.Info("host re-authenticated")
+	}
+}
+
+// authFail ends the transaction: the next Receive gets AUTH_Failure1 with
+// explanation, the failure is counted, and the controller goes (a failed
+// re-authentication included, as on the Linux target).
+func (q *Queue) authFail(explanation uint8, reason string) {
+	a, c := q.auth, q.ctrl
+	tid := a.tid
+	a.reset()
+	a.done, a.tid, a.step, a.explanation = false, tid, nvme.AuthFailure1, explanation
+	host := c.HostNQN
+	if !c.authListed() {
+		host = "unlisted"
+	}
+	c.Subsystem.Stats.AuthFailures.add(AuthFailureKey{Host: host, Reason: reason})
+	// Every queue of the controller stops at once, not when it is
+	// disconnected.
+	c.authRevoked.Store(true)
+	q.log.WithField("reason", reason).Warn("authentication failed; removing the controller")
+	c.endAfter("authentication failed", authFailureGrace)
+}
+
+// refreshAuth takes the subsystem's current secrets and policy, for a
+// transaction on the admin queue: a key changed by reload or the admin
+// socket applies from the host's next authentication on.
+func (c *Controller) refreshAuth() {
+	cfg := c.Subsystem.authConfigFor(c.HostNQN)
+	c.mu.Lock()
+	old := c.auth
+	c.auth = cfg
+	c.mu.Unlock()
+	old.keys.clear()
+}
+
+func (c *Controller) authPolicy() AuthPolicy {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.auth.policy
+}
+
+func (c *Controller) authListed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.auth.listed
+}
+
+// transformedKey returns the transformed host key (with the host NQN),
+// or with ctrl the transformed controller key (with the subsystem NQN);
+// nil when none is configured. The caller clears it.
+func (c *Controller) transformedKey(ctrl bool) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k, nqn := c.auth.keys.Host, c.HostNQN
+	if ctrl {
+		k, nqn = c.auth.keys.Ctrl, c.Subsystem.NQN
+	}
+	if k == nil {
+		return nil
+	}
+	return dhchap.TransformKey(k, nqn)
+}
+
+func (c *Controller) isDead() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dead
+}
+
+// armAuthDeadline ends the controller if its admin queue has not
+// authenticated within KATO (or authTimeoutNoKATO without keep alive).
+func (c *Controller) armAuthDeadline(katoMS uint32) {
+	d := authTimeoutNoKATO
+	if katoMS != 0 {
+		d = time.Duration(katoMS)*time.Millisecond + keepAliveSlack
+	}
+	t := c.Subsystem.target.clock.AfterFunc(d, func() {
+		if c.authenticated.Load() || c.isDead() {
+			return
+		}
+		host := c.HostNQN
+		if !c.authListed() {
+			host = "unlisted"
+		}
+		c.Subsystem.Stats.AuthFailures.add(AuthFailureKey{Host: host, Reason: "timeout"})
+		c.log.Warn("the host connected but did not authenticate in time; removing the controller")
+		c.fatal("authentication timeout")
+	})
+	c.mu.Lock()
+	c.authTimer = t
+	c.mu.Unlock()
+}
+
+// HasHostKeys reports, in constant time, whether the subsystem holds
+// exactly k for hostNQN: for checking that a reload or an admin change
+// took, without any way to read a secret back.
+func (s *Subsystem) HasHostKeys(hostNQN string, k HostKeys) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	have := s.keys[hostNQN]
+	return have.Host.Equal(k.Host) && have.Ctrl.Equal(k.Ctrl)
+}
+
+func namesOf(ids []uint8, name func(uint8) string) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = name(id)
+	}
+	return out
+}
