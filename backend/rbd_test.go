@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -45,7 +46,7 @@ func clusterScript() string {
 // cephCluster starts the cluster on first use and returns its env file.
 // Without ceph or root it skips, unless NVMEOF_REQUIRE_TOOLS asks for
 // every test to run.
-func cephCluster(t *testing.T) map[string]string {
+func cephCluster(t testing.TB) map[string]string {
 	t.Helper()
 	missing := ""
 	for _, tool := range []string{"ceph-mon", "ceph-osd", "ceph", "rbd"} {
@@ -120,7 +121,7 @@ func rbdCLI(t *testing.T, env map[string]string, args ...string) string {
 	return string(out)
 }
 
-func openTestImage(t *testing.T, env map[string]string, image string, size int64) Backend {
+func openTestImage(t testing.TB, env map[string]string, image string, size int64) Backend {
 	t.Helper()
 	o := rbdOpts(env, image)
 	o.Create = true
@@ -414,3 +415,70 @@ func TestRBDAsync(t *testing.T) {
 		t.Fatalf("read across the end: res %d, want 4096", r.res)
 	}
 }
+
+// benchRBDAsync keeps depth 4 KiB random writes or reads in flight through
+// the asynchronous calls, as a queue pair does, for comparison with
+// `rbd bench --io-size 4K --io-threads 32 --io-pattern rand` on the same
+// cluster.
+func benchRBDAsync(b *testing.B, write bool) {
+	env := cephCluster(b)
+	img := openTestImage(b, env, "bench", 64<<20)
+	a := img.(AsyncIO)
+	// Every object written first, as rbd bench's image is in the README.
+	fill := make([]byte, 4<<20)
+	for off := int64(0); off < 64<<20; off += int64(len(fill)) {
+		if err := img.WriteAt(fill, off); err != nil {
+			b.Fatal(err)
+		}
+	}
+	const depth = 32
+	done := make(chan uint32, depth)
+	var failed atomic.Int64
+	sink, err := NewAsyncSink(func(tag uint32, res int64) {
+		if res < 0 {
+			failed.Store(res)
+		}
+		done <- tag
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sink.Close()
+	bufs := make([][]byte, depth)
+	for i := range bufs {
+		bufs[i] = rbdPattern(4096, byte(i))
+	}
+	rng := uint64(1)
+	start := func(tag uint32) {
+		rng = rng*6364136223846793005 + 1442695040888963407
+		off := int64(rng>>40) % (64 << 20 / 4096) * 4096
+		var err error
+		if write {
+			err = a.WriteAsync(bufs[tag], off, sink, tag)
+		} else {
+			err = a.ReadAsync(bufs[tag], off, sink, tag)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(4096)
+	inFlight := 0
+	for b.Loop() {
+		if inFlight < depth {
+			start(uint32(inFlight))
+			inFlight++
+			continue
+		}
+		start(<-done)
+	}
+	for ; inFlight > 0; inFlight-- {
+		<-done
+	}
+	if res := failed.Load(); res < 0 {
+		b.Fatalf("an I/O failed: %v", syscall.Errno(-res))
+	}
+}
+
+func BenchmarkRBDAsyncWrite4kQD32(b *testing.B) { benchRBDAsync(b, true) }
+func BenchmarkRBDAsyncRead4kQD32(b *testing.B)  { benchRBDAsync(b, false) }

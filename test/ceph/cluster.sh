@@ -16,6 +16,10 @@
 # CEPH_CONF, CEPH_ADMIN_KEYRING, CEPH_USER (the RBD client, without
 # "client."), CEPH_KEYRING (its keyring) and CEPH_POOL.
 set -euo pipefail
+# Everything is passed explicitly; Ceph would take these from the
+# environment over ceph.conf (a CEPH_KEYRING of a client, as DIR/env
+# exports, would make the OSD present the client's key).
+unset CEPH_KEYRING CEPH_ARGS CEPH_CONF
 
 usage() { sed -n '2,16p' "$0" >&2; exit 2; }
 [ $# -ge 2 ] || usage
@@ -56,23 +60,13 @@ stop_daemon() { # name [signal]
 	waitfor "$1 to exit" 60 bash -c "! kill -0 $pid"
 }
 
-# start_osd: start the OSD unless it is up. A restart soon after a stop
-# sometimes fails its first cephx exchange with the monitor ("failed to
-# fetch mon config"); it is tried again.
+# start_osd: start the OSD unless it is up.
 start_osd() {
 	running osd.0 && osd_up && return 0
-	local try start=$SECONDS before
+	local before
 	before=$(up_from)
-	for try in $(seq 1 20); do
-		if ceph-osd --conf "$C/ceph.conf" -i 0 --debug-monc 10 --debug-auth 10 2>>"$C/log/osd-start.log"; then
-			waitfor "osd.0 up" 120 osd_booted "$before"
-			[ "$try" = 1 ] || echo "cluster.sh: ceph-osd started at try $try, $((SECONDS - start)) s after the first" >&2
-			return
-		fi
-		echo "cluster.sh: ceph-osd did not start (try $try, $((SECONDS - start)) s); see $C/log/osd-start.log" >&2
-		sleep 3
-	done
-	return 1
+	ceph-osd --conf "$C/ceph.conf" -i 0
+	waitfor "osd.0 up" 120 osd_booted "$before"
 }
 
 start() {

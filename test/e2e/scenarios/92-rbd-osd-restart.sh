@@ -1,11 +1,9 @@
-# The OSD killed (SIGKILL, as a crash: nothing tells the monitor or the
-# clients) and started again under fio random writes with crc32c
+# The OSD stopped and started again under fio random writes with crc32c
 # verification (verify_backlog: every block written is read back and
 # checked during the run). While the OSD is down, I/O fails in the daemon
 # after rados_osd_op_timeout (10 s by default) with the retryable status
 # Namespace Not Ready, which the host retries; once the OSD is back, I/O
-# resumes. (The backend's tests on the machine running the suite stop
-# and start the OSD gracefully.) fio must end with 0 errors and no verify failure, and the
+# resumes. fio must end with 0 errors and no verify failure, and the
 # daemon's generic error count shows the retries happened.
 daemon_only "the rbd backend is nvmeof-tgt's"
 ceph_up
@@ -26,18 +24,18 @@ fio_pid=$!
 writes_over() { gone "$fio_pid" && fail "fio ended early: $(tail -5 "$out")"; [ "$(writes)" -gt "$1" ]; }
 wait_for 30 "writes under way" writes_over 2000
 stop_at=$SECONDS
-"$E2E_DIR/../ceph/cluster.sh" kill-osd "$CEPH_DIR" >>"$RESULTS/$SCENARIO-ceph.log" 2>&1 || fail "killing the OSD"
-echo "OSD killed after $((SECONDS - stop_at)) s"
+"$E2E_DIR/../ceph/cluster.sh" stop-osd "$CEPH_DIR" >>"$RESULTS/$SCENARIO-ceph.log" 2>&1 || fail "stopping the OSD"
+echo "OSD down after $((SECONDS - stop_at)) s"
 errors_over() { gone "$fio_pid" && fail "fio ended while the OSD was down: $(tail -5 "$out")"; [ "$(generic_errors)" -gt "$1" ]; }
 wait_for 40 "commands failing with a retryable status while the OSD is down" errors_over "$errs0"
-echo "first retryable errors $((SECONDS - stop_at)) s after the kill"
+echo "first retryable errors $((SECONDS - stop_at)) s after the stop"
 "$E2E_DIR/../ceph/cluster.sh" start-osd "$CEPH_DIR" >>"$RESULTS/$SCENARIO-ceph.log" 2>&1 ||
 	fail "starting the OSD: $(cat "$RESULTS/$SCENARIO-ceph.log"; tail -5 "$CEPH_DIR/log/osd-start.log")"
 cat "$RESULTS/$SCENARIO-ceph.log"
-echo "OSD up again $((SECONDS - stop_at)) s after the kill"
+echo "OSD up again $((SECONDS - stop_at)) s after the stop"
 w=$(writes)
 wait_for 40 "writes resuming after the OSD came back" writes_over $((w + 500))
-echo "writes resumed $((SECONDS - stop_at)) s after the kill; waiting for fio to end"
+echo "writes resumed $((SECONDS - stop_at)) s after the stop; waiting for fio to end"
 rc=0
 wait "$fio_pid" || rc=$?
 assert_eq "fio exit status" "$rc" 0
