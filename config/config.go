@@ -22,7 +22,9 @@ type Config struct {
 	IOEngine string `yaml:"io_engine"`
 	// Ceph is how rbd namespaces reach their cluster unless they say
 	// otherwise in their own ceph block.
-	Ceph       Ceph        `yaml:"ceph,omitempty"`
+	Ceph Ceph `yaml:"ceph,omitempty"`
+	// Gateway makes the daemon one of a gateway pair (gateway.go).
+	Gateway    *Gateway    `yaml:"gateway,omitempty"`
 	Ports      []Port      `yaml:"ports"`
 	Subsystems []Subsystem `yaml:"subsystems"`
 }
@@ -266,6 +268,11 @@ func (c *Config) Clone() *Config {
 	if c.RDMA.SharedReceiveQueue != nil {
 		srq := *c.RDMA.SharedReceiveQueue
 		out.RDMA.SharedReceiveQueue = &srq
+	}
+	if c.Gateway != nil {
+		g := *c.Gateway
+		g.Groups = slices.Clone(g.Groups)
+		out.Gateway = &g
 	}
 	out.Ports = append([]Port(nil), c.Ports...)
 	for i := range out.Ports {

@@ -101,6 +101,9 @@ func (c *Config) ApplyDefaults() {
 		srq := true
 		c.RDMA.SharedReceiveQueue = &srq
 	}
+	if c.Gateway != nil {
+		c.Gateway.applyDefaults(c.Ceph)
+	}
 	for i := range c.Ports {
 		p := &c.Ports[i]
 		if p.Transport == "" {

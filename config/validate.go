@@ -114,6 +114,7 @@ func (c *Config) Validate() error {
 	for i, s := range c.Subsystems {
 		v.subsystem(fmt.Sprintf("subsystems[%d]", i), s)
 	}
+	v.gateway(c)
 	if len(v.es) > 0 {
 		return v.es
 	}

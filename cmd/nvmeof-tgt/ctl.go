@@ -34,6 +34,7 @@ const ctlUsage = `usage: nvmeof-tgt ctl [-socket PATH] COMMAND
   set namespace NQN NSID [-size S] [-ana-group G]   resize or regroup a namespace in place
   set ana PORT GROUP STATE             ANA state of GROUP on port PORT: optimized, non_optimized,
                                        inaccessible, persistent_loss or change
+  gateway release GROUP                planned handover: give up gateway group GROUP to a peer
   remove port ID | subsystem NQN | namespace NQN NSID | host NQN HOSTNQN
   save FILE|-                          write the running configuration as YAML
   reload                               re-read the configuration file, as SIGHUP does

@@ -28,6 +28,10 @@ var ctlVerbs = []ctlVerb{
 		about: "Set the ANA state of group GROUP on port PORT: optimized, non_optimized, inaccessible, persistent_loss or change.\n" +
 			"Hosts connected through the port keep their connections and get an ANA change event.",
 		flags: setANAFlags},
+	{name: "gateway release", args: []string{"GROUP"},
+		about: "Planned handover: if this daemon owns gateway group GROUP, make it inaccessible here and release its lease;\n" +
+			"a peer gateway, notified through the lease object, takes it at once, without fencing.",
+		flags: gatewayReleaseFlags},
 	{name: "remove port", args: []string{"ID"}, about: "Stop listening on port ID; hosts connected through it are disconnected.",
 		flags: removePortFlags},
 	{name: "remove subsystem", args: []string{"NQN"}, about: "Remove subsystem NQN; its hosts are disconnected.",
