@@ -126,7 +126,24 @@ type Options struct {
 	BlockSize uint32 // 512 or 4096; block: 0 means take the device's
 	ReadOnly  bool
 	Buffered  bool // file: use the page cache instead of O_DIRECT
+	RBD       RBDOptions
 }
+
+// RBDOptions name a Ceph RBD image and how to reach its cluster.
+type RBDOptions struct {
+	Pool      string
+	Namespace string // RADOS namespace within the pool; "" for the default
+	Image     string
+	Create    bool // create the image with Options.Size if it does not exist
+
+	Conf    string // ceph.conf path ("" for librados' search path)
+	User    string // cephx user, with or without "client." ("" for admin)
+	Keyring string // "" for the keyring ceph.conf names
+}
+
+// ErrNoRBD is returned when opening an RBD namespace with a build that
+// has no librbd (built with the norbd tag).
+var ErrNoRBD = errors.New("this build has no RBD support (built with -tags norbd)")
 
 // OpenFunc opens one kind of backend.
 type OpenFunc func(Options) (Backend, error)

@@ -57,7 +57,7 @@ func mustOpen(t testing.TB, kind string, opts Options) Backend {
 }
 
 func TestRegistry(t *testing.T) {
-	if got := strings.Join(Names(), " "); got != "block file nullblk" {
+	if got := strings.Join(Names(), " "); got != "block file nullblk rbd" { // rbd too with -tags norbd, to say the build lacks it
 		t.Errorf("Names() = %s", got)
 	}
 	_, err := Open("flie", Options{})

@@ -19,7 +19,12 @@ type Config struct {
 	// IOEngine runs file and block I/O: io_uring, threads (worker
 	// goroutines), or auto (default: io_uring where the kernel allows it).
 	// A change takes effect at restart.
-	IOEngine   string      `yaml:"io_engine"`
+	IOEngine string `yaml:"io_engine"`
+	// Ceph is how rbd namespaces reach their cluster unless they say
+	// otherwise in their own ceph block.
+	Ceph Ceph `yaml:"ceph,omitempty"`
+	// Gateway makes the daemon one of a gateway pair (gateway.go).
+	Gateway    *Gateway    `yaml:"gateway,omitempty"`
 	Ports      []Port      `yaml:"ports"`
 	Subsystems []Subsystem `yaml:"subsystems"`
 }
@@ -187,6 +192,48 @@ type Namespace struct {
 	Buffered  bool   `yaml:"buffered"`            // file: page cache instead of O_DIRECT
 	UUID      string `yaml:"uuid"`                // "" derives one from nqn+nsid
 	ANAGroup  uint32 `yaml:"ana_group,omitempty"` // ANA group ID (0: DefaultANAGroup; see Group)
+
+	// rbd: the image, and the cluster it lives in (each key of Ceph left
+	// out takes the top-level ceph block's).
+	Pool           string `yaml:"pool,omitempty"`
+	RadosNamespace string `yaml:"rados_namespace,omitempty"`
+	Image          string `yaml:"image,omitempty"`
+	Create         bool   `yaml:"create,omitempty"` // create the image with size if it does not exist
+	Ceph           Ceph   `yaml:"ceph,omitempty"`
+}
+
+// Ceph says how to reach a Ceph cluster: its configuration file, the
+// cephx user and that user's keyring.
+type Ceph struct {
+	Conf    string `yaml:"conf,omitempty"`    // default /etc/ceph/ceph.conf
+	User    string `yaml:"user,omitempty"`    // cephx user, without "client." (default admin)
+	Keyring string `yaml:"keyring,omitempty"` // "" for the keyring ceph.conf names
+}
+
+// Source names what the namespace serves: its path, or for rbd
+// "rbd:pool/[rados_namespace/]image".
+func (ns Namespace) Source() string {
+	if ns.Backend != "rbd" {
+		return ns.Path
+	}
+	if ns.RadosNamespace != "" {
+		return "rbd:" + ns.Pool + "/" + ns.RadosNamespace + "/" + ns.Image
+	}
+	return "rbd:" + ns.Pool + "/" + ns.Image
+}
+
+// inherit fills c's keys left out from top's.
+func (c Ceph) inherit(top Ceph) Ceph {
+	if c.Conf == "" {
+		c.Conf = top.Conf
+	}
+	if c.User == "" {
+		c.User = top.User
+	}
+	if c.Keyring == "" {
+		c.Keyring = top.Keyring
+	}
+	return c
 }
 
 // CntlidRange is the controller IDs s hands out, with the defaults for
@@ -221,6 +268,11 @@ func (c *Config) Clone() *Config {
 	if c.RDMA.SharedReceiveQueue != nil {
 		srq := *c.RDMA.SharedReceiveQueue
 		out.RDMA.SharedReceiveQueue = &srq
+	}
+	if c.Gateway != nil {
+		g := *c.Gateway
+		g.Groups = slices.Clone(g.Groups)
+		out.Gateway = &g
 	}
 	out.Ports = append([]Port(nil), c.Ports...)
 	for i := range out.Ports {

@@ -17,7 +17,7 @@ type Plan struct {
 	AddNamespaces      []NamespaceRef
 	ResizeNamespaces   []NamespaceRef // in subsystems kept: only the size differs
 	Regroup            []NamespaceRef // kept, in another ANA group: moved in place
-	Remeasure          []NamespaceRef // block namespaces kept: the device may have grown
+	Remeasure          []NamespaceRef // block and rbd namespaces kept: the device or image may have grown
 	Access             []Subsystem    // kept, with other hosts or allow_any_host
 	Links              []Subsystem    // kept, with other ports
 	Limits             []Subsystem    // kept, with other max_controllers, max_io_queues or cntlid range
@@ -141,7 +141,7 @@ func (p *Plan) keepNamespace(nqn string, oldNS map[uint32]Namespace, n Namespace
 	keep := false
 	switch resized := o; {
 	case o == n:
-		if n.Backend == "block" {
+		if n.Backend == "block" || n.Backend == "rbd" {
 			p.Remeasure = append(p.Remeasure, NamespaceRef{nqn, n})
 		}
 		keep = true

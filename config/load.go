@@ -47,6 +47,8 @@ const (
 	DefaultANAGroup       = 1
 	DefaultControlSocket  = "/run/nvmeof-tgt/ctl.sock"
 	DefaultStateFile      = "/var/lib/nvmeof-tgt/state.json"
+	DefaultCephConf       = "/etc/ceph/ceph.conf"
+	DefaultCephUser       = "admin"
 
 	// Every queue pair costs a polling thread, up to 8 more threads for
 	// blocking backend calls, two file descriptors and about 21 MiB of
@@ -99,6 +101,9 @@ func (c *Config) ApplyDefaults() {
 		srq := true
 		c.RDMA.SharedReceiveQueue = &srq
 	}
+	if c.Gateway != nil {
+		c.Gateway.applyDefaults(c.Ceph)
+	}
 	for i := range c.Ports {
 		p := &c.Ports[i]
 		if p.Transport == "" {
@@ -136,6 +141,9 @@ func (c *Config) ApplyDefaults() {
 			ns := &c.Subsystems[i].Namespaces[j]
 			if ns.BlockSize == 0 && ns.Backend != "block" {
 				ns.BlockSize = DefaultBlockSize
+			}
+			if ns.Backend == "rbd" {
+				ns.Ceph = ns.Ceph.inherit(c.Ceph).inherit(Ceph{Conf: DefaultCephConf, User: DefaultCephUser})
 			}
 		}
 	}

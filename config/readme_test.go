@@ -22,6 +22,8 @@ func yamlKeys(t reflect.Type, prefix string) []string {
 		switch ft := f.Type; {
 		case ft.Kind() == reflect.Struct:
 			keys = append(keys, yamlKeys(ft, path+".")...)
+		case ft.Kind() == reflect.Pointer && ft.Elem().Kind() == reflect.Struct:
+			keys = append(keys, yamlKeys(ft.Elem(), path+".")...)
 		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
 			keys = append(keys, yamlKeys(ft.Elem(), path+"[].")...)
 		default:

@@ -103,6 +103,7 @@ func (c *Config) Validate() error {
 	if !filepath.IsAbs(c.StateFile) {
 		v.add("state_file", "%q is not an absolute path", c.StateFile)
 	}
+	v.ceph("ceph", c.Ceph)
 	for i, dev := range c.RXE {
 		if dev == "" || len(dev) > 15 || strings.ContainsAny(dev, "/ \t") {
 			v.add(fmt.Sprintf("rxe[%d]", i), "%q is not a network interface name", dev)
@@ -113,6 +114,7 @@ func (c *Config) Validate() error {
 	for i, s := range c.Subsystems {
 		v.subsystem(fmt.Sprintf("subsystems[%d]", i), s)
 	}
+	v.gateway(c)
 	if len(v.es) > 0 {
 		return v.es
 	}
@@ -232,6 +234,17 @@ func (v *validator) namespace(path string, ns Namespace, nsids map[uint32]bool) 
 		v.add(path+".nsid", "nsid %d is defined twice", ns.NSID)
 	}
 	nsids[ns.NSID] = true
+	if ns.Backend != "rbd" {
+		for _, f := range []struct {
+			key string
+			set bool
+		}{{"pool", ns.Pool != ""}, {"rados_namespace", ns.RadosNamespace != ""}, {"image", ns.Image != ""},
+			{"create", ns.Create}, {"ceph", ns.Ceph != (Ceph{})}} {
+			if f.set {
+				v.add(path+"."+f.key, "only for the rbd backend")
+			}
+		}
+	}
 	switch ns.Backend {
 	case "file", "block":
 		if ns.Path == "" {
@@ -248,11 +261,13 @@ func (v *validator) namespace(path string, ns Namespace, nsids map[uint32]bool) 
 		if ns.Size == 0 {
 			v.add(path+".size", "required for the nullblk backend")
 		}
+	case "rbd":
+		v.rbd(path, ns)
 	case "null", "":
 		// YAML reads an unquoted null (and nothing at all) as no value.
-		v.add(path+".backend", "unknown backend %q (want file, block or nullblk; write nullblk, since YAML reads null as no value)", ns.Backend)
+		v.add(path+".backend", "unknown backend %q (want file, block, rbd or nullblk; write nullblk, since YAML reads null as no value)", ns.Backend)
 	default:
-		v.add(path+".backend", "unknown backend %q (want file, block or nullblk)", ns.Backend)
+		v.add(path+".backend", "unknown backend %q (want file, block, rbd or nullblk)", ns.Backend)
 	}
 	switch {
 	case ns.BlockSize == 0 && ns.Backend == "block":
@@ -275,6 +290,49 @@ func (v *validator) namespace(path string, ns Namespace, nsids map[uint32]bool) 
 		default:
 			v.uuids[u] = path
 		}
+	}
+}
+
+// rbd checks an rbd namespace: the image's names, and create with size.
+func (v *validator) rbd(path string, ns Namespace) {
+	if ns.Path != "" {
+		v.add(path+".path", "not used by the rbd backend (name the image with pool and image)")
+	}
+	if ns.Buffered {
+		v.add(path+".buffered", "only for the file backend")
+	}
+	for _, f := range []struct {
+		key, val, bad string
+		required      bool
+	}{{"pool", ns.Pool, "/@", true}, {"image", ns.Image, "/@", true}, {"rados_namespace", ns.RadosNamespace, "/@", false}} {
+		switch {
+		case f.val == "" && f.required:
+			v.add(path+"."+f.key, "required for the rbd backend")
+		case len(f.val) > 255 || !printable(f.val) || strings.ContainsAny(f.val, f.bad+" "):
+			v.add(path+"."+f.key, "%q must be printable ASCII without spaces, / or @, at most 255 bytes", f.val)
+		}
+	}
+	switch {
+	case ns.Create && ns.Size == 0:
+		v.add(path+".size", "required with create: true (the size of the image to create)")
+	case ns.Create && ns.ReadOnly:
+		v.add(path+".create", "a read-only namespace cannot create its image")
+	case !ns.Create && ns.Size != 0:
+		v.add(path+".size", "only with create: true: an rbd namespace takes its size from the image (rbd resize, then reload)")
+	}
+	v.ceph(path+".ceph", ns.Ceph)
+}
+
+// ceph checks a ceph block (a namespace's, or the top-level one).
+func (v *validator) ceph(path string, c Ceph) {
+	if c.Conf != "" && !filepath.IsAbs(c.Conf) {
+		v.add(path+".conf", "%q must be an absolute path", c.Conf)
+	}
+	if c.Keyring != "" && !filepath.IsAbs(c.Keyring) {
+		v.add(path+".keyring", "%q must be an absolute path", c.Keyring)
+	}
+	if u := strings.TrimPrefix(c.User, "client."); c.User != "" && (u == "" || !printable(u) || strings.ContainsAny(u, " /")) {
+		v.add(path+".user", "%q is not a cephx user name (such as nvmeof, for client.nvmeof)", c.User)
 	}
 }
 

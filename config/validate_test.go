@@ -115,8 +115,52 @@ var validateCases = []validateCase{
 		c.Subsystems = append(c.Subsystems, Subsystem{NQN: "nqn.2026-11.io.example:b", AllowAnyHost: true, MaxControllers: 1, MaxIOQueues: 1,
 			Namespaces: []Namespace{{NSID: 1, Backend: "nullblk", Size: 4096, BlockSize: 512}}})
 	}, ""},
-	{"misspelled backend", func(c *Config) { c.Subsystems[0].Namespaces[1].Backend = "flie" }, `subsystems[0].namespaces[1].backend: unknown backend "flie" (want file, block or nullblk)`},
-	{"null backend", func(c *Config) { c.Subsystems[0].Namespaces[0].Backend = "" }, `subsystems[0].namespaces[0].backend: unknown backend "" (want file, block or nullblk; write nullblk, since YAML reads null as no value)`},
+	{"misspelled backend", func(c *Config) { c.Subsystems[0].Namespaces[1].Backend = "flie" }, `subsystems[0].namespaces[1].backend: unknown backend "flie" (want file, block, rbd or nullblk)`},
+	{"null backend", func(c *Config) { c.Subsystems[0].Namespaces[0].Backend = "" }, `subsystems[0].namespaces[0].backend: unknown backend "" (want file, block, rbd or nullblk; write nullblk, since YAML reads null as no value)`},
+	{"rbd", func(c *Config) { c.Subsystems[0].Namespaces[1] = rbdNamespace() }, ""},
+	{"rbd created", func(c *Config) {
+		ns := rbdNamespace()
+		ns.Create, ns.Size, ns.RadosNamespace = true, 1<<30, "tenant1"
+		c.Subsystems[0].Namespaces[1] = ns
+	}, ""},
+	{"rbd without pool and image", func(c *Config) {
+		ns := rbdNamespace()
+		ns.Pool, ns.Image = "", ""
+		c.Subsystems[0].Namespaces[1] = ns
+	}, "subsystems[0].namespaces[1].pool: required for the rbd backend\nsubsystems[0].namespaces[1].image: required for the rbd backend"},
+	{"rbd image with a slash", func(c *Config) {
+		ns := rbdNamespace()
+		ns.Image = "a/b"
+		c.Subsystems[0].Namespaces[1] = ns
+	}, `subsystems[0].namespaces[1].image: "a/b" must be printable ASCII without spaces, / or @, at most 255 bytes`},
+	{"rbd with a path", func(c *Config) {
+		ns := rbdNamespace()
+		ns.Path = "/dev/rbd0"
+		c.Subsystems[0].Namespaces[1] = ns
+	}, "subsystems[0].namespaces[1].path: not used by the rbd backend (name the image with pool and image)"},
+	{"rbd create without size", func(c *Config) {
+		ns := rbdNamespace()
+		ns.Create = true
+		c.Subsystems[0].Namespaces[1] = ns
+	}, "subsystems[0].namespaces[1].size: required with create: true (the size of the image to create)"},
+	{"rbd size without create", func(c *Config) {
+		ns := rbdNamespace()
+		ns.Size = 1 << 30
+		c.Subsystems[0].Namespaces[1] = ns
+	}, "subsystems[0].namespaces[1].size: only with create: true: an rbd namespace takes its size from the image (rbd resize, then reload)"},
+	{"rbd ceph keys", func(c *Config) {
+		ns := rbdNamespace()
+		ns.Ceph = Ceph{Conf: "ceph.conf", User: "client.", Keyring: "k"}
+		c.Subsystems[0].Namespaces[1] = ns
+	}, "subsystems[0].namespaces[1].ceph.conf: \"ceph.conf\" must be an absolute path\n" +
+		"subsystems[0].namespaces[1].ceph.keyring: \"k\" must be an absolute path\n" +
+		`subsystems[0].namespaces[1].ceph.user: "client." is not a cephx user name (such as nvmeof, for client.nvmeof)`},
+	{"top-level ceph", func(c *Config) { c.Ceph = Ceph{Conf: "/etc/ceph/ceph.conf", User: "bad user"} },
+		`ceph.user: "bad user" is not a cephx user name (such as nvmeof, for client.nvmeof)`},
+	{"rbd keys on a file namespace", func(c *Config) {
+		c.Subsystems[0].Namespaces[1].Pool = "rbd"
+		c.Subsystems[0].Namespaces[1].Ceph.User = "nvmeof"
+	}, "subsystems[0].namespaces[1].pool: only for the rbd backend\nsubsystems[0].namespaces[1].ceph: only for the rbd backend"},
 	{"file without path", func(c *Config) { c.Subsystems[0].Namespaces[1].Path = "" }, "subsystems[0].namespaces[1].path: required for the file backend"},
 	{"relative path", func(c *Config) { c.Subsystems[0].Namespaces[1].Path = "b.img" }, `subsystems[0].namespaces[1].path: "b.img" must be an absolute path`},
 	{"new file without size", func(c *Config) { c.Subsystems[0].Namespaces[1].Size = 0 }, "subsystems[0].namespaces[1].size: required: the file does not exist yet"},
@@ -187,7 +231,7 @@ subsystems:
 		`ports[1].id: port 1 is defined twice`,
 		`ports[1].address: "not-an-ip" is not an IPv4 or IPv6 address`,
 		`subsystems[0].namespaces[1].nsid: nsid 1 is defined twice`,
-		`subsystems[0].namespaces[1].backend: unknown backend "" (want file, block or nullblk; write nullblk, since YAML reads null as no value)`,
+		`subsystems[0].namespaces[1].backend: unknown backend "" (want file, block, rbd or nullblk; write nullblk, since YAML reads null as no value)`,
 		`subsystems[1].nqn: "bad nqn" must be printable ASCII without spaces`,
 		`subsystems[1].hosts: no host may connect: set allow_any_host: true or list hosts`,
 	}, "\n")
@@ -198,4 +242,10 @@ subsystems:
 	if !errors.As(err, &es) || len(es) != 7 || es[5].Path != "subsystems[1].nqn" {
 		t.Fatalf("Errors not usable by field: %#v", es)
 	}
+}
+
+// rbdNamespace is a valid rbd namespace, as ApplyDefaults leaves it.
+func rbdNamespace() Namespace {
+	return Namespace{NSID: 2, Backend: "rbd", BlockSize: 512, Pool: "rbd", Image: "vol1",
+		Ceph: Ceph{Conf: DefaultCephConf, User: "nvmeof", Keyring: "/etc/ceph/ceph.client.nvmeof.keyring"}}
 }

@@ -40,7 +40,7 @@ func sharedWithoutANA(c *Config, path string, s Subsystem) string {
 		}
 	}
 	for _, ns := range s.Namespaces {
-		if ns.Group() != DefaultANAGroup {
+		if ns.Group() != DefaultANAGroup || c.Gateway.HasGroup(ns.Group()) {
 			return ""
 		}
 	}

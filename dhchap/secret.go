@@ -103,13 +103,8 @@ func (s *Secret) Clear() {
 
 // HashLen is the digest size of a hash ID, 0 for an unknown one.
 func HashLen(id uint8) int {
-	switch id {
-	case nvme.HashSHA256:
-		return sha256.Size
-	case nvme.HashSHA384:
-		return sha512.Size384
-	case nvme.HashSHA512:
-		return sha512.Size
+	if h := newHash(id); h != nil {
+		return h().Size()
 	}
 	return 0
 }

@@ -91,15 +91,24 @@ func (t *Target) SetANAStates(id uint16, states map[uint32]nvme.ANAState) error 
 	if err != nil {
 		return fmt.Errorf("port %d: %w", id, err)
 	}
+	return t.updateANA(id, func(*anaTable) *anaTable { return next })
+}
+
+// updateANA replaces port id's table with what next makes of the current
+// one, with the pinned groups (ana_pin.go) kept as pinned, under t.mu so
+// that no other change of the port's states comes in between.
+func (t *Target) updateANA(id uint16, next func(cur *anaTable) *anaTable) error {
 	t.mu.Lock()
 	p := t.ports[id]
 	if p == nil {
 		t.mu.Unlock()
 		return fmt.Errorf("port %d does not exist", id)
 	}
+	tab := next(p.ana.Load())
+	t.pinLocked(tab)
 	changed := false
 	for g := uint32(1); g <= nvme.MaxANAGroups; g++ {
-		if from, to := p.ANAState(g), next[g]; from != to {
+		if from, to := p.ANAState(g), tab[g]; from != to {
 			changed = true
 			t.Log.WithFields(logrus.Fields{"port": id, "ana_group": g, "from": from.String(), "to": to.String()}).Info("ANA state changed")
 		}
@@ -109,7 +118,7 @@ func (t *Target) SetANAStates(id uint16, states map[uint32]nvme.ANAState) error 
 		return nil
 	}
 	t.anaChanges.Add(1)
-	p.ana.Store(next)
+	p.ana.Store(tab)
 	subs := t.subsystemsLocked()
 	t.mu.Unlock()
 	for _, s := range subs {

@@ -2,6 +2,7 @@ package fabrics
 
 import (
 	"bytes"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -326,6 +327,8 @@ func TestBackendErrnoStatus(t *testing.T) {
 		{syscall.EROFS, nvme.StatusNamespaceWriteProt | nvme.DNR},
 		{syscall.EIO, nvme.StatusWriteFault},
 		{syscall.ENOMEM, nvme.StatusInternal},
+		{syscall.ETIMEDOUT, nvme.StatusNamespaceNotReady},
+		{&os.PathError{Op: "write", Path: "rbd:rbd/img", Err: syscall.ENOTCONN}, nvme.StatusNamespaceNotReady},
 	} {
 		rec := newRecorder(backend.Traits{VolatileCache: true})
 		rec.writeErr = tc.err

@@ -53,8 +53,11 @@ func (q *Queue) prepareIO(r *Request) nvme.Status {
 // ioStatus maps a backend error to the status the host should see, as
 // the Linux target does for block errors: a full file system is Capacity
 // Exceeded, a read-only one Write Protected, a transient shortage a
-// retryable Internal Error, and an I/O error the media status of the
-// direction (Write Fault, Unrecovered Read Error), which the host may retry.
+// retryable Internal Error, storage that cannot be reached for now (a
+// network backend timing out or disconnected: an RBD image whose OSDs are
+// down) a retryable Namespace Not Ready, and an I/O error the media status
+// of the direction (Write Fault, Unrecovered Read Error), which the host
+// may retry.
 func ioStatus(err error, write bool) nvme.Status {
 	switch {
 	case err == nil:
@@ -65,6 +68,9 @@ func ioStatus(err error, write bool) nvme.Status {
 		return nvme.StatusNamespaceWriteProt | nvme.DNR
 	case errors.Is(err, syscall.ENOMEM), errors.Is(err, syscall.EAGAIN):
 		return nvme.StatusInternal
+	case errors.Is(err, syscall.ETIMEDOUT), errors.Is(err, syscall.ENOTCONN), errors.Is(err, syscall.ESHUTDOWN),
+		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EHOSTUNREACH):
+		return nvme.StatusNamespaceNotReady
 	case write:
 		return nvme.StatusWriteFault
 	}

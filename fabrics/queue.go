@@ -31,8 +31,10 @@ type Queue struct {
 	outstanding atomic.Int32  // requests held outside the poller (hold, unhold)
 	drained     chan struct{} // a token each time outstanding drops to 0
 	workers     bool
-	ring        *queueRing // EngineIOURing: set up on the first file-backed I/O
-	ringOff     bool       // the ring is not for this queue (threads, or set-up failed)
+	ring        *queueRing  // EngineIOURing: set up on the first file-backed I/O
+	ringOff     bool        // the ring is not for this queue (threads, or set-up failed)
+	async       *queueAsync // asynchronous backends (rbd): set up on their first I/O
+	asyncOff    bool        // the set-up failed
 
 	Stats     QueueStats
 	nsStats   atomic.Pointer[[]nsStat] // per-namespace I/O counters
@@ -118,12 +120,12 @@ func (q *Queue) Fail(r *Request, st nvme.Status) {
 }
 
 // Execute runs a prepared command whose data (for DirHostToCtrl) is in
-// r.Data. Blocking backend calls go to the queue's ring where they can,
-// otherwise to its workers.
+// r.Data. Blocking backend calls go to the queue's ring or an
+// asynchronous backend where they can, otherwise to its workers.
 func (q *Queue) Execute(r *Request) {
 	// A fused first command only waits for its second: it stays here.
 	if r.blocking && r.Cmd.Fuse() != nvme.FuseFirst {
-		if q.submitRing(r) {
+		if q.submitRing(r) || q.submitAsync(r) {
 			return
 		}
 		q.startWorkers()
@@ -187,6 +189,9 @@ func (q *Queue) Reap() {
 	for {
 		select {
 		case r := <-q.done:
+			if r.asyncSlot != 0 {
+				q.async.release(r)
+			}
 			q.complete(r)
 		default:
 			return
@@ -243,6 +248,7 @@ func (q *Queue) Close() {
 	for q.outstanding.Load() > 0 {
 		<-q.drained
 	}
+	q.closeAsync()
 	unregisterStats(stats)
 	if q.jobs != nil {
 		close(q.jobs)

@@ -33,17 +33,18 @@ type Request struct {
 	Len  uint32          // data length the command transfers, set by Prepare
 	Tag  int             // the transport's own index for this request
 
-	q        *Queue
-	handler  func(*Queue, *Request) bool // false: completes later (AER)
-	ns       *Namespace
-	nsStats  *IOStats // the queue's counters for ns
-	held     bool     // counted in nsStats.Inflight: ns's backend may be in use
-	blocking bool     // the handler may sleep: it runs on a worker
-	status   nvme.Status
-	result   uint64
-	off      int64 // byte offset of I/O commands
-	length   int64 // byte length of I/O commands without data (write zeroes)
-	started  int64 // monotonic nanoseconds at Prepare, for latency
+	q         *Queue
+	handler   func(*Queue, *Request) bool // false: completes later (AER)
+	ns        *Namespace
+	nsStats   *IOStats // the queue's counters for ns
+	held      bool     // counted in nsStats.Inflight: ns's backend may be in use
+	blocking  bool     // the handler may sleep: it runs on a worker
+	status    nvme.Status
+	result    uint64
+	off       int64  // byte offset of I/O commands
+	length    int64  // byte length of I/O commands without data (write zeroes)
+	started   int64  // monotonic nanoseconds at Prepare, for latency
+	asyncSlot uint32 // 1 + its slot while with an asynchronous backend, else 0
 
 	// Fused Compare and Write: the first command waits, held, for its
 	// second; the second carries the first and completes it too.

@@ -27,9 +27,10 @@ type Target struct {
 	ports      map[uint16]*Port
 	subsystems map[string]*Subsystem
 	discovery  *Subsystem
-	referrals  map[uint16][]Referral // by port ID (discovery.go)
-	genctr     atomic.Uint64         // discovery log generation counter
-	anaChanges atomic.Uint64         // ANA log change count: one more per state or group change
+	referrals  map[uint16][]Referral    // by port ID (discovery.go)
+	genctr     atomic.Uint64            // discovery log generation counter
+	anaChanges atomic.Uint64            // ANA log change count: one more per state or group change
+	anaPinned  map[uint32]nvme.ANAState // groups whose state is the same on every port (ana_pin.go)
 
 	// Refused counts connects to subsystems that do not exist (or not on
 	// the port used), and queue pairs refused for the daemon-wide limit:
@@ -152,6 +153,7 @@ func (t *Target) AddPort(p *Port) error {
 		t.mu.Unlock()
 		return fmt.Errorf("port %d already exists", p.ID)
 	}
+	t.pinPortLocked(p)
 	t.ports[p.ID] = p
 	t.mu.Unlock()
 	t.discoveryChanged()
@@ -351,6 +353,7 @@ type Namespace struct {
 	traits   backend.Traits
 	blocking bool               // backend calls may sleep: they run on the queue's workers
 	file     backend.FileBacked // non-nil: reads, writes and flushes may go through a ring
+	async    backend.AsyncIO    // non-nil: reads, writes and flushes may start without a worker
 	gate     writeGate          // fused Compare and Write against every other write
 	removed  atomic.Bool        // set once RemoveNamespace unpublished it
 	anaGroup atomic.Uint32      // ANA group (ana.go)
@@ -383,6 +386,7 @@ func NewNamespace(nsid uint32, b backend.Backend, readOnly bool, uuid [16]byte) 
 	nb, ok := b.(backend.NonBlocking)
 	ns.blocking = !ok || !nb.NonBlocking()
 	ns.file, _ = b.(backend.FileBacked)
+	ns.async, _ = b.(backend.AsyncIO)
 	ns.gate.init()
 	ns.blocks.Store(blocks)
 	ns.anaGroup.Store(DefaultANAGroup)

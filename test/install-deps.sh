@@ -12,8 +12,9 @@ fi
 
 # The 6.12 guest kernel comes from bookworm-backports: add that suite, on
 # the mirror the machine already uses for bookworm, unless it is there.
-if ! apt-get indextargets --format '$(RELEASE)' | grep -qx bookworm-backports; then
-	mirror=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE)' | awk '$2 == "bookworm" {print $1; exit}')
+# (Whole reads, no grep -q or awk exit: an early exit would break apt's pipe.)
+if [ "$(apt-get indextargets --format '$(RELEASE)' | grep -cx bookworm-backports)" = 0 ]; then
+	mirror=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE)' | awk '$2 == "bookworm" && m == "" {m = $1} END {print m}')
 	mirror=${mirror:-http://deb.debian.org/debian/}
 	echo "install-deps: adding bookworm-backports ($mirror) to apt's sources"
 	cat >/etc/apt/sources.list.d/bookworm-backports.sources <<SRC
@@ -29,7 +30,8 @@ fi
 packages=(qemu-system-x86 busybox-static cpio kmod rdma-core ibverbs-providers ibverbs-utils
 	rdmacm-utils perftest nvme-cli fio iproute2 e2fsprogs util-linux libibverbs-dev librdmacm-dev
 	gcc libc6-dev git curl unzip ca-certificates xz-utils jq yq libcap2-bin dmsetup
-	systemd prometheus) # systemd-analyze and promtool check the shipped unit and alert rules
+	systemd prometheus # systemd-analyze and promtool check the shipped unit and alert rules
+	ceph-mon ceph-osd ceph-common librbd-dev librados-dev) # the rbd backend and its test cluster
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

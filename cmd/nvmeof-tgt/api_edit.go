@@ -78,6 +78,11 @@ type namespaceParams struct {
 	Buffered  bool     `json:"buffered,omitempty"`
 	UUID      string   `json:"uuid,omitempty"`
 	ANAGroup  uint32   `json:"ana_group,omitempty"` // default 1
+	// rbd: the image; the cluster is the top-level ceph block's.
+	Pool           string `json:"pool,omitempty"`
+	RadosNamespace string `json:"rados_namespace,omitempty"`
+	Image          string `json:"image,omitempty"`
+	Create         bool   `json:"create,omitempty"`
 }
 
 type namespaceSet struct {

@@ -43,6 +43,7 @@ func (s *session) addNamespace(p namespaceParams) (changeResult, error) {
 		sc.Namespaces = append(sc.Namespaces, config.Namespace{
 			NSID: nsid, Backend: p.Backend, Path: p.Path, Size: config.Size(p.Size), BlockSize: p.BlockSize,
 			ReadOnly: p.ReadOnly, Buffered: p.Buffered, UUID: p.UUID, ANAGroup: p.ANAGroup,
+			Pool: p.Pool, RadosNamespace: p.RadosNamespace, Image: p.Image, Create: p.Create,
 		})
 		return fmt.Sprintf("subsystems[%d].namespaces[%d]", i, len(sc.Namespaces)-1), nil
 	})

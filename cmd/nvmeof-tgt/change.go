@@ -69,16 +69,16 @@ func (c *change) prepare() error {
 }
 
 // openBackends opens the backends of new namespaces. One that replaces a
-// backend being removed (same path) waits until that one closed, in
+// backend being removed (same path or image) waits until that one closed, in
 // commit: a block device is opened exclusively.
 func (c *change) openBackends() error {
 	closing := map[string]bool{}
 	for _, r := range c.plan.DelNamespaces {
-		closing[r.Path] = true
+		closing[r.Source()] = true
 	}
 	for _, s := range c.plan.DelSubsystems {
 		for _, n := range s.Namespaces {
-			closing[n.Path] = true
+			closing[n.Source()] = true
 		}
 	}
 	adds := slices.Clone(c.plan.AddNamespaces)
@@ -88,7 +88,7 @@ func (c *change) openBackends() error {
 		}
 	}
 	for _, r := range adds {
-		if r.Path != "" && closing[r.Path] {
+		if r.Source() != "" && closing[r.Source()] {
 			c.later = append(c.later, r)
 			continue
 		}

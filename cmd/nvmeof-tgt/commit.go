@@ -303,6 +303,10 @@ func (c *change) applyDaemonSettings() {
 		c.log.WithField("io_engine", c.cur.IOEngine).Warn("io_engine: the new engine takes effect at restart")
 		c.applied.IOEngine = c.cur.IOEngine
 	}
+	if !gatewayEqual(c.next.Gateway, c.cur.Gateway) {
+		c.log.Warn("gateway: the gateway block is read at start; the change takes effect at restart")
+		c.applied.Gateway = c.cur.Gateway
+	}
 	if c.next.StateFile != c.cur.StateFile && c.cur.StateFile != "" {
 		c.log.WithField("state_file", c.cur.StateFile).Warn("state_file: the new path takes effect at restart")
 		c.applied.StateFile = c.cur.StateFile

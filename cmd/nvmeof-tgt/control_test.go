@@ -21,7 +21,12 @@ func TestMain(m *testing.M) {
 	if sock := os.Getenv("NVMEOF_TGT_TEST_RPC_CLIENT"); sock != "" {
 		os.Exit(rawClient(sock))
 	}
-	os.Exit(m.Run())
+	if cfg := os.Getenv(gatewayChildEnv); cfg != "" {
+		os.Exit(gatewayChild(cfg))
+	}
+	code := m.Run()
+	stopGatewayCluster()
+	os.Exit(code)
 }
 
 func rawClient(sock string) int {

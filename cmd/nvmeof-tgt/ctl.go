@@ -23,8 +23,9 @@ const ctlUsage = `usage: nvmeof-tgt ctl [-socket PATH] COMMAND
   list [-json]                         the running state: ports, subsystems, namespaces, hosts, controllers
   add port -id N -address ADDR [-port 4420] [-inline-data-size B] [-max-queue-size N]
   add subsystem NQN [-serial S] [-model M] [-allow-any-host] [-port ID]... [-host HOSTNQN]...
-  add namespace NQN -backend file|block|nullblk [-nsid N] [-path P] [-size S] [-block-size B]
+  add namespace NQN -backend file|block|rbd|nullblk [-nsid N] [-path P] [-size S] [-block-size B]
                     [-read-only] [-buffered] [-uuid U] [-ana-group G]
+                    [-pool P -image I [-rados-namespace N] [-create]]
   add host NQN HOSTNQN [-dhchap-key-file F] [-dhchap-ctrl-key-file F]
                                        allow HOSTNQN into subsystem NQN, with its DH-HMAC-CHAP keys
   set host NQN HOSTNQN [-dhchap-key-file F] [-dhchap-ctrl-key-file F]
@@ -33,6 +34,7 @@ const ctlUsage = `usage: nvmeof-tgt ctl [-socket PATH] COMMAND
   set namespace NQN NSID [-size S] [-ana-group G]   resize or regroup a namespace in place
   set ana PORT GROUP STATE             ANA state of GROUP on port PORT: optimized, non_optimized,
                                        inaccessible, persistent_loss or change
+  gateway release GROUP                planned handover: give up gateway group GROUP to a peer
   remove port ID | subsystem NQN | namespace NQN NSID | host NQN HOSTNQN
   save FILE|-                          write the running configuration as YAML
   reload                               re-read the configuration file, as SIGHUP does

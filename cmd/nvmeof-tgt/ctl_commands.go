@@ -28,6 +28,10 @@ var ctlVerbs = []ctlVerb{
 		about: "Set the ANA state of group GROUP on port PORT: optimized, non_optimized, inaccessible, persistent_loss or change.\n" +
 			"Hosts connected through the port keep their connections and get an ANA change event.",
 		flags: setANAFlags},
+	{name: "gateway release", args: []string{"GROUP"},
+		about: "Planned handover: if this daemon owns gateway group GROUP, make it inaccessible here and release its lease;\n" +
+			"a peer gateway, notified through the lease object, takes it at once, without fencing.",
+		flags: gatewayReleaseFlags},
 	{name: "remove port", args: []string{"ID"}, about: "Stop listening on port ID; hosts connected through it are disconnected.",
 		flags: removePortFlags},
 	{name: "remove subsystem", args: []string{"NQN"}, about: "Remove subsystem NQN; its hosts are disconnected.",
@@ -103,12 +107,16 @@ func addNamespaceFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 	var p namespaceParams
 	var size *byteSize
 	uintVar(fs, &p.NSID, "nsid", 0, "namespace ID `NSID` (default: the lowest free one)")
-	fs.StringVar(&p.Backend, "backend", "", "`BACKEND`: file, block or nullblk (required)")
+	fs.StringVar(&p.Backend, "backend", "", "`BACKEND`: file, block, rbd or nullblk (required)")
 	fs.StringVar(&p.Path, "path", "", "file: the image file (created when -size is given); block: the block device (a `PATH`)")
-	sizeVar(fs, &size, "size", "file: the image's `SIZE` (it grows, never shrinks); nullblk: the size")
+	sizeVar(fs, &size, "size", "file: the image's `SIZE` (it grows, never shrinks); nullblk: the size; rbd: with -create, the new image's")
 	uintVar(fs, &p.BlockSize, "block-size", 0, "logical block size in `BYTES`, 512 or 4096 (default 512; block: the device's)")
 	fs.BoolVar(&p.ReadOnly, "read-only", false, "hosts may read but not write")
 	fs.BoolVar(&p.Buffered, "buffered", false, "file: go through the page cache instead of O_DIRECT")
+	fs.StringVar(&p.Pool, "pool", "", "rbd: the image's `POOL`")
+	fs.StringVar(&p.RadosNamespace, "rados-namespace", "", "rbd: the image's RADOS `NAMESPACE` in the pool")
+	fs.StringVar(&p.Image, "image", "", "rbd: the `IMAGE` (the cluster is the one the top-level ceph block names)")
+	fs.BoolVar(&p.Create, "create", false, "rbd: create the image with -size if it does not exist")
 	fs.StringVar(&p.UUID, "uuid", "", "namespace `UUID` hosts see (default: derived from the NQN and NSID)")
 	uintVar(fs, &p.ANAGroup, "ana-group", 0, "ANA `GROUP` of the namespace, 1 to 128 (default 1)")
 	return func(pos []string) (*ctlCommand, error) {

@@ -76,6 +76,7 @@ func showStateText(raw json.RawMessage, out io.Writer) error {
 			fmt.Fprintf(w, "  controller %d\t%s\tport %d, %d queues, since %s\n", c.CNTLID, c.Host, c.Port, c.Queues, c.Created)
 		}
 	}
+	showGatewayText(w, st.Gateway)
 	return w.Flush()
 }
 

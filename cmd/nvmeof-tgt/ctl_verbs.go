@@ -41,7 +41,7 @@ func parseCtl(args []string) (*ctlCommand, error) {
 	switch name {
 	case "help", "-h", "-help", "--help":
 		return nil, flag.ErrHelp
-	case "add", "set", "remove":
+	case "add", "set", "remove", "gateway":
 		if len(rest) == 0 || rest[0] == "-h" || rest[0] == "-help" || rest[0] == "--help" {
 			return nil, fmt.Errorf("%s what?\n%s", name, ctlUsage)
 		}

@@ -43,6 +43,8 @@ type daemon struct {
 	counts     atomic.Pointer[configCounts]
 	applying   atomic.Int64 // d.clock() when the running apply began; 0: none
 
+	gateway *gatewaySet // the ANA group leases (gateway.go); nil without a gateway block
+
 	sd    *notifier            // systemd; set before the admin socket opens
 	clock func() time.Duration // CLOCK_MONOTONIC, or a test's clock
 }
@@ -74,7 +76,7 @@ func start(cfg *config.Config, logger *logrus.Logger) (*daemon, error) {
 	d := &daemon{
 		logger: logger, log: log, target: fabrics.NewTarget(log),
 		// Everything but logging and the socket counts as a change.
-		cfg:       &config.Config{Log: cfg.Log, Control: cfg.Control, StateFile: cfg.StateFile, RDMA: cfg.RDMA, IOEngine: cfg.IOEngine},
+		cfg:       &config.Config{Log: cfg.Log, Control: cfg.Control, StateFile: cfg.StateFile, RDMA: cfg.RDMA, IOEngine: cfg.IOEngine, Gateway: cfg.Gateway},
 		listeners: map[uint16]portListener{},
 		sd:        &notifier{clock: monotonic}, clock: monotonic,
 	}
@@ -83,7 +85,14 @@ func start(cfg *config.Config, logger *logrus.Logger) (*daemon, error) {
 		return nil, err
 	}
 	d.target.SetIOEngine(engine)
+	if err := pinGatewayGroups(d.target, cfg.Gateway); err != nil {
+		return nil, err
+	}
 	if err := d.apply(cfg); err != nil {
+		d.stop(time.Second)
+		return nil, err
+	}
+	if d.gateway, err = startGateway(d.target, cfg.Gateway, log); err != nil {
 		d.stop(time.Second)
 		return nil, err
 	}
@@ -128,6 +137,8 @@ func openNamespace(nqn string, nc config.Namespace) (*fabrics.Namespace, error) 
 	b, err := backend.Open(nc.Backend, backend.Options{
 		Path: nc.Path, Size: int64(nc.Size), BlockSize: nc.BlockSize,
 		ReadOnly: nc.ReadOnly, Buffered: nc.Buffered,
+		RBD: backend.RBDOptions{Pool: nc.Pool, Namespace: nc.RadosNamespace, Image: nc.Image, Create: nc.Create,
+			Conf: nc.Ceph.Conf, User: nc.Ceph.User, Keyring: nc.Ceph.Keyring},
 	})
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) && nc.Backend == "block" {
@@ -149,6 +160,9 @@ func openNamespace(nqn string, nc config.Namespace) (*fabrics.Namespace, error) 
 // stop disconnects every host, waits for the queue pairs to go, then
 // closes the backends so every completed write is on stable storage.
 func (d *daemon) stop(timeout time.Duration) {
+	// Give up owned gateway groups first, while the backends are open:
+	// inaccessible here, then the lease released for a peer to take.
+	d.gateway.stop(min(timeout, 3*time.Second))
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.metrics != nil {

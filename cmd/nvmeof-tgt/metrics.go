@@ -71,6 +71,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		dQPReserved, dQPLimit, dCtrlLimit, dANAState, dCmdErrors, dBuildInfo, dIOEngine, dConfigGen, dReloadOK, dReloadTime, dRegistered, dPoller, dCMRejects, dDevEvents, dViolations, dPoolSize, dPoolInUse, dPoolWaits, dQPSetup} {
 		ch <- d
 	}
+	describeGateway(ch)
 }
 
 // histogram builds a cumulative Prometheus histogram from bucket counts.
@@ -112,6 +113,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		e.counter(dRefused, float64(n), "", strconv.Itoa(int(k.Port)), k.Reason)
 	}
 	collectANA(e, c.target, ports)
+	collectGateway(e)
 	reserved, limit := c.target.QueuePairs()
 	e.gauge(dQPReserved, float64(reserved))
 	e.gauge(dQPLimit, float64(limit))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
 // State is get_state's result and what `ctl list -json` prints: the
@@ -15,6 +16,8 @@ type State struct {
 	Generation uint64      `json:"generation"`
 	Ports      []PortState `json:"ports"`
 	Subsystems []SubState  `json:"subsystems"`
+	// Gateway is the ANA group leases, with a gateway block.
+	Gateway *GatewayState `json:"gateway,omitempty"`
 }
 
 type PortState struct {
@@ -77,6 +80,16 @@ func state(d *daemon) State {
 	st := State{Generation: gen, Ports: []PortState{}, Subsystems: []SubState{}}
 	for _, p := range cfg.Ports {
 		ps := PortState{ID: p.ID, Address: p.Address, Port: p.Port, ANA: maps.Clone(p.ANA)}
+		// Gateway groups: the state the lease gives them, on every port.
+		for g, s := range d.target.PinnedANAGroups() {
+			if ps.ANA == nil {
+				ps.ANA = map[uint32]string{}
+			}
+			ps.ANA[g] = s.String()
+			if s == nvme.ANAOptimized {
+				delete(ps.ANA, g)
+			}
+		}
 		for _, r := range p.Referrals {
 			ps.Referrals = append(ps.Referrals, ReferralState{r.Address, r.Port})
 		}
@@ -87,6 +100,7 @@ func state(d *daemon) State {
 			st.Subsystems = append(st.Subsystems, ss)
 		}
 	}
+	st.Gateway = d.gateway.state()
 	return st
 }
 
@@ -112,7 +126,7 @@ func subsystemState(d *daemon, sc config.Subsystem) (SubState, bool) {
 		if ns == nil {
 			continue
 		}
-		ss.Namespaces = append(ss.Namespaces, NSState{NSID: ns.ID, Backend: nc.Backend, Path: nc.Path,
+		ss.Namespaces = append(ss.Namespaces, NSState{NSID: ns.ID, Backend: nc.Backend, Path: nc.Source(),
 			SizeBytes: ns.Blocks() << ns.BlockShift, BlockSize: 1 << ns.BlockShift, ReadOnly: ns.ReadOnly,
 			UUID: config.FormatUUID(ns.UUID), ANAGroup: ns.ANAGroup()})
 	}

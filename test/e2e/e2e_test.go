@@ -148,10 +148,11 @@ func buildForGuest(root, results, tgt string) ([]string, error) {
 }
 
 // makeDisks creates the guest's disks: vda, ext4 for file namespaces;
-// vdb, a raw disk for the block backend.
+// vdb, a raw disk for the block backend; vdc, for the Ceph cluster of the
+// rbd scenarios (sparse: it takes what the OSD writes).
 func makeDisks(results string) ([]string, error) {
-	disks := []string{filepath.Join(results, "disk.img"), filepath.Join(results, "block.img")}
-	for i, size := range []int64{2 << 30, 256 << 20} {
+	disks := []string{filepath.Join(results, "disk.img"), filepath.Join(results, "block.img"), filepath.Join(results, "ceph.img")}
+	for i, size := range []int64{2 << 30, 256 << 20, 4 << 30} {
 		if err := os.WriteFile(disks[i], nil, 0o644); err != nil {
 			return nil, err
 		}

@@ -361,6 +361,54 @@ CFG
 	start_target /tmp/tgt.yaml
 }
 
+# ceph_up: the guest's Ceph cluster (test/ceph/cluster.sh: one monitor, one
+# BlueStore OSD, pool rbd of size 1, cephx on) on the third disk. The first
+# rbd scenario starts it; it runs on for the rest of the boot, so later
+# ones only read its env file (CEPH_CONF, CEPH_USER, CEPH_KEYRING, ...).
+CEPH_DIR=/ceph/cluster
+ceph_up() {
+	if [ ! -f "$CEPH_DIR/env" ]; then
+		[ -b /dev/vdc ] || fail "no /dev/vdc for the Ceph cluster (test/e2e/e2e_test.go makes it)"
+		# The OSD puts the host name in its CRUSH location; BlueStore
+		# needs O_DIRECT, which the guest's tmpfs lacks.
+		hostname ceph0
+		mkfs.ext4 -q -F /dev/vdc
+		mkdir -p /ceph
+		mount /dev/vdc /ceph
+		local start=$SECONDS
+		CEPH_OSD_SIZE=$((2 << 30)) "$E2E_DIR/../ceph/cluster.sh" start "$CEPH_DIR" >"$RESULTS/ceph-start.log" 2>&1 ||
+			fail "starting the Ceph cluster: $(tail -20 "$RESULTS/ceph-start.log")"
+		echo "ceph cluster started in $((SECONDS - start)) s"
+	else
+		# A scenario that failed with the OSD stopped must not fail the next.
+		"$E2E_DIR/../ceph/cluster.sh" start-osd "$CEPH_DIR" >>"$RESULTS/ceph-start.log" 2>&1 ||
+			fail "starting the OSD again: $(tail -5 "$RESULTS/ceph-start.log")"
+	fi
+	set -a
+	source "$CEPH_DIR/env"
+	set +a
+}
+
+# rbd_admin ARGS...: the rbd command as the cluster's administrator.
+# The rbd command waits for the OSDs without a limit of its own.
+rbd_admin() { timeout 120 rbd --conf "$CEPH_CONF" --id admin --keyring "$CEPH_ADMIN_KEYRING" "$@"; }
+
+# serve_rbd NQN IMAGE SIZE: start the target with one subsystem whose
+# namespace 1 is the RBD image IMAGE (created with SIZE), reached as the
+# cluster's RBD user.
+serve_rbd() {
+	config /tmp/tgt.yaml <<CFG
+ports: [{id: 1, address: $ADDR, port: $PORT}]
+metrics: {address: 127.0.0.1:9750}
+ceph: {conf: $CEPH_CONF, user: $CEPH_USER, keyring: $CEPH_KEYRING}
+subsystems:
+  - nqn: $1
+    allow_any_host: true
+    namespaces: [{nsid: 1, backend: rbd, pool: $CEPH_POOL, image: $2, create: true, size: $3}]
+CFG
+	start_target /tmp/tgt.yaml
+}
+
 # --- multipath: two controllers of one subsystem on one host ---
 
 # ha_pair NQN STATE_A STATE_B [PORT_A_KEYS [PORT_B_KEYS]]: write the
@@ -483,3 +531,72 @@ ns_heads() {
 	done
 	echo "$n"
 }
+
+# --- gateway pair: two daemons, one RBD image, the ANA group's owner by lease ---
+
+# gw_pair NQN IMAGE SIZE: create the RBD image IMAGE (SIZE) and write the
+# configurations of two gateways exporting it as one subsystem: A
+# (/tmp/a.yaml: port 1 on ADDR, controller IDs 1-99) and B (/tmp/b.yaml:
+# b_settings, port 2 on ADDR2, IDs 100-199). Same serial and namespace
+# UUID; ANA group 1 is the gateway group, its lease object named after
+# IMAGE, lease_seconds 10.
+gw_pair() {
+	local nqn=$1 image=$2 size=$3
+	rbd_admin create --size "$size" "$CEPH_POOL/$image" >/dev/null 2>&1 || fail "rbd create $image"
+	config /tmp/a.yaml <<CFG
+metrics: {address: 127.0.0.1:9750}
+$(gw_settings gw-a "$image")
+ports: [{id: 1, address: $ADDR, port: $PORT}]
+$(gw_subsystem "$nqn" 1 99 "$image")
+CFG
+	config /tmp/b.yaml <<CFG
+$(b_settings)
+$(gw_settings gw-b "$image")
+ports: [{id: 2, address: $ADDR2, port: $PORT}]
+$(gw_subsystem "$nqn" 100 199 "$image")
+CFG
+}
+
+gw_settings() {
+	cat <<YAML
+ceph: {conf: $CEPH_CONF, user: $CEPH_USER, keyring: $CEPH_KEYRING}
+gateway: {name: $1, pool: $CEPH_POOL, lease_prefix: e2e.$2, lease_seconds: 10, groups: [1]}
+YAML
+}
+
+gw_subsystem() {
+	cat <<YAML
+subsystems:
+  - nqn: $1
+    serial: GW0000001
+    allow_any_host: true
+    cntlid_min: $2
+    cntlid_max: $3
+    namespaces: [{nsid: 1, backend: rbd, pool: $CEPH_POOL, image: $4, uuid: 5d1c8f3e-2a47-4b6e-9c01-3f2e4d5a6b7c}]
+YAML
+}
+
+# gw_state a|b: the daemon's lease state of group 1 (standby, owner,
+# blocklisted), from ctl list -json.
+gw_state() {
+	local sock=()
+	[ "$1" = b ] && sock=(-socket "$B_SOCKET")
+	"$NVMEOF_TGT" ctl "${sock[@]}" list -json 2>/dev/null | jq -r '.gateway.groups[0].state'
+}
+gw_state_is() { [ "$(gw_state "$1")" = "$2" ]; }
+
+# gw_holder_addr IMAGE: the client address recorded in group 1's lease
+# object, without its messenger type, as `ceph osd blocklist ls` prints it.
+gw_holder_addr() {
+	timeout 30 rados --conf "$CEPH_CONF" --id admin --keyring "$CEPH_ADMIN_KEYRING" -p "$CEPH_POOL" \
+		getxattr "e2e.$1.group.1" nvmeof-tgt.holder | sed -n 3p | sed 's/^[a-z0-9]*://'
+}
+
+# blocklisted ADDR: the OSD blocklist names ADDR.
+blocklisted() {
+	timeout 30 ceph --conf "$CEPH_CONF" --id admin --keyring "$CEPH_ADMIN_KEYRING" osd blocklist ls 2>/dev/null |
+		grep -q "^$1 "
+}
+
+# now_ms: monotonic-enough wall time in milliseconds, for measuring.
+now_ms() { date +%s%3N; }

@@ -19,7 +19,7 @@ esac
 # it: security updates and new backports move it.
 resolve() {
 	apt-cache "${suite[@]}" depends linux-image-amd64 2>/dev/null |
-		awk -v v="$E2E_KERNEL" '$1 == "Depends:" && index($2, "linux-image-" v ".") == 1 {print $2; exit}'
+		awk -v v="$E2E_KERNEL" '$1 == "Depends:" && index($2, "linux-image-" v ".") == 1 && p == "" {p = $2} END {print p}'
 }
 # download PKG DIR: apt-get download, refreshing stale package lists once
 # (a security update removes the old ABI's package from the mirror).

@@ -11,7 +11,8 @@
 # writes under /results. The exit status is the script's; 125 when the
 # guest failed to set up, hung past the timeout or crashed. In the guest,
 # VM_DIR is this directory (for kernel-target.sh) and the --env variables
-# are exported.
+# are exported. The guest has 6 GiB (GUEST_MEM_MB): the Ceph monitor and
+# OSD of the rbd scenarios run beside the daemons under test.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 script="" results="" timeout=900
@@ -47,7 +48,7 @@ for d in "${disks[@]}"; do
 done
 # KVM guests hang before their first console line on these machines: TCG.
 timeout --foreground -k 10 "$timeout" qemu-system-x86_64 \
-	-accel tcg,thread=multi -cpu max -m 4096 -smp 2 \
+	-accel tcg,thread=multi -cpu max -m "${GUEST_MEM_MB:-6144}" -smp 2 \
 	-kernel "$KERNEL" -initrd "$INITRD" \
 	-append "console=ttyS0 quiet panic=-1" \
 	-nographic -no-reboot \

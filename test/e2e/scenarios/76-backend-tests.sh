@@ -11,7 +11,9 @@ modprobe loop || fail "loading the loop driver"
 mkdir -p /data/gotmp
 out=$RESULTS/$SCENARIO-go-test.txt
 rc=0
-(cd "$E2E_DIR/../../backend" && TMPDIR=/data/gotmp "$BACKEND_TEST" -test.v -test.count=1) >"$out" 2>&1 || rc=$?
+# The RBD tests run on the machine that runs the suite (go test ./... as
+# root, with ceph required); here they would only start a second cluster.
+(cd "$E2E_DIR/../../backend" && TMPDIR=/data/gotmp "$BACKEND_TEST" -test.v -test.count=1 -test.skip '^TestRBD') >"$out" 2>&1 || rc=$?
 grep -E -- "^(--- |ok|FAIL|PASS)" "$out" || true
 [ "$rc" = 0 ] || fail "backend tests failed (exit $rc): $(grep -B2 -A8 -- '--- FAIL' "$out" | head -60)"
 # The tests a non-root run skips must have run and passed here.

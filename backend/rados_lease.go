@@ -1,0 +1,298 @@
+//go:build !norbd
+
+package backend
+
+/*
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/time.h>
+#include <rados/librados.h>
+
+// A watch on the lease object: a peer that releases the lease notifies
+// the object, and every gateway's watch hears it at once.
+extern void leaseNotified(uintptr_t arg);
+
+struct lease_watch {
+	rados_ioctx_t io;
+	char *oid;
+	uintptr_t arg;
+};
+
+static void lease_watch_cb(void *arg, uint64_t notify_id, uint64_t handle, uint64_t notifier_id,
+			   void *data, size_t len) {
+	struct lease_watch *w = arg;
+	rados_notify_ack(w->io, w->oid, notify_id, handle, NULL, 0);
+	leaseNotified(w->arg);
+}
+
+// A broken watch (a lost connection, a blocklisted client): the lease
+// falls back on trying at each renewal interval.
+static void lease_watch_err(void *arg, uint64_t handle, int err) {}
+
+static int lease_watch(struct lease_watch *w, uint64_t *handle) {
+	return rados_watch2(w->io, w->oid, handle, lease_watch_cb, lease_watch_err, w);
+}
+
+static int lease_notify(rados_ioctx_t io, const char *oid, uint64_t timeout_ms) {
+	char *reply = NULL;
+	size_t len = 0;
+	int r = rados_notify2(io, oid, NULL, 0, timeout_ms, &reply, &len);
+	if (reply)
+		rados_buffer_free(reply);
+	return r;
+}
+
+static int lease_lock(rados_ioctx_t io, const char *oid, const char *name, const char *cookie,
+		      const char *desc, long ms, int flags) {
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+	return rados_lock_exclusive(io, oid, name, cookie, desc, &tv, (uint8_t)flags);
+}
+*/
+import "C"
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// RadosLease is an exclusive RADOS lock with a duration on one object:
+// an ANA group's lease between the daemons of a gateway pair. It goes
+// through the same cluster connection as the rbd namespaces opened with
+// the same conf, user and keyring, so that blocklisting this client's
+// address fences their writes too. The object also records the holder in
+// an extended attribute, which outlives the lock so that whoever takes
+// the lock after it expired knows whom to fence.
+type RadosLease struct {
+	conn     *radosConn
+	ioctx    C.rados_ioctx_t
+	object   string
+	cookie   string
+	duration time.Duration
+
+	watch    *C.struct_lease_watch // nil: not watching
+	handle   C.uint64_t
+	notifyID uintptr // the key of the callback in leaseWatchers
+}
+
+// leaseWatchers maps a watch's key to what its notifications call.
+var (
+	leaseWatchMu   sync.Mutex
+	leaseWatchers  = map[uintptr]func(){}
+	leaseWatchNext uintptr
+)
+
+// leaseNotifiedGo runs a watch's callback (called from librados' thread
+// through leaseNotified); it must not block.
+func leaseNotifiedGo(key uintptr) {
+	leaseWatchMu.Lock()
+	f := leaseWatchers[key]
+	leaseWatchMu.Unlock()
+	if f != nil {
+		f()
+	}
+}
+
+// Watch calls notified, from librados' thread, whenever someone notifies
+// the lease object (Notify). The object must exist (ENOENT otherwise).
+// notified must not block.
+func (l *RadosLease) Watch(notified func()) error {
+	if l.watch != nil {
+		return nil
+	}
+	leaseWatchMu.Lock()
+	leaseWatchNext++
+	key := leaseWatchNext
+	leaseWatchers[key] = notified
+	leaseWatchMu.Unlock()
+	w := (*C.struct_lease_watch)(C.malloc(C.sizeof_struct_lease_watch))
+	w.io, w.oid, w.arg = l.ioctx, C.CString(l.object), C.uintptr_t(key)
+	if r := C.lease_watch(w, &l.handle); r < 0 {
+		C.free(unsafe.Pointer(w.oid))
+		C.free(unsafe.Pointer(w))
+		leaseWatchMu.Lock()
+		delete(leaseWatchers, key)
+		leaseWatchMu.Unlock()
+		return errnoOf(r)
+	}
+	l.watch, l.notifyID = w, key
+	return nil
+}
+
+// Notify tells the watchers of the lease object (a release), waiting for
+// their acknowledgement up to one second.
+func (l *RadosLease) Notify() error {
+	oid := C.CString(l.object)
+	defer C.free(unsafe.Pointer(oid))
+	if r := C.lease_notify(l.ioctx, oid, 1000); r < 0 {
+		return errnoOf(r)
+	}
+	return nil
+}
+
+// The lock's name and the holder's attribute on the lease object.
+const (
+	leaseLockName = "nvmeof-tgt.gateway"
+	leaseHolder   = "nvmeof-tgt.holder"
+)
+
+// OpenRadosLease opens the lease on object in o.Pool (and o.Namespace),
+// through the cluster connection for o.Conf, o.User and o.Keyring.
+func OpenRadosLease(o RBDOptions, object, cookie string, duration time.Duration) (*RadosLease, error) {
+	conn, err := connect(o)
+	if err != nil {
+		return nil, fmt.Errorf("gateway lease %s/%s: %w", o.Pool, object, err)
+	}
+	l := &RadosLease{conn: conn, object: object, cookie: cookie, duration: duration}
+	cpool := C.CString(o.Pool)
+	defer C.free(unsafe.Pointer(cpool))
+	if r := C.rados_ioctx_create(conn.cluster, cpool, &l.ioctx); r < 0 {
+		conn.release()
+		if r == -C.ENOENT {
+			return nil, fmt.Errorf("gateway lease %s/%s: pool %q does not exist", o.Pool, object, o.Pool)
+		}
+		return nil, fmt.Errorf("gateway lease %s/%s: open pool: %w", o.Pool, object, syscall.Errno(-r))
+	}
+	if o.Namespace != "" {
+		cns := C.CString(o.Namespace)
+		C.rados_ioctx_set_namespace(l.ioctx, cns)
+		C.free(unsafe.Pointer(cns))
+	}
+	return l, nil
+}
+
+// Close releases the ioctx and the connection (the lock stays until it
+// expires or is released).
+func (l *RadosLease) Close() {
+	if l.watch != nil {
+		C.rados_unwatch2(l.ioctx, l.handle)
+		// No callback runs after this: the watch's memory can go.
+		C.rados_watch_flush(l.conn.cluster)
+		C.free(unsafe.Pointer(l.watch.oid))
+		C.free(unsafe.Pointer(l.watch))
+		l.watch = nil
+		leaseWatchMu.Lock()
+		delete(leaseWatchers, l.notifyID)
+		leaseWatchMu.Unlock()
+	}
+	if l.ioctx != nil {
+		C.rados_ioctx_destroy(l.ioctx)
+		l.ioctx = nil
+	}
+	if l.conn != nil {
+		l.conn.release()
+		l.conn = nil
+	}
+}
+
+func errnoOf(r C.int) error { return syscall.Errno(-r) }
+
+// Lock takes or extends the lock for the lease's duration. With renew it
+// must be held by this client and cookie already: ENOENT if it is not.
+// EBUSY: another holds it. ESHUTDOWN: this client is blocklisted.
+func (l *RadosLease) Lock(renew bool) error {
+	flags := C.LIBRADOS_LOCK_FLAG_MAY_RENEW
+	if renew {
+		flags = C.LIBRADOS_LOCK_FLAG_MUST_RENEW
+	}
+	oid, name, cookie, desc := C.CString(l.object), C.CString(leaseLockName), C.CString(l.cookie), C.CString("nvmeof-tgt gateway lease")
+	defer C.free(unsafe.Pointer(oid))
+	defer C.free(unsafe.Pointer(name))
+	defer C.free(unsafe.Pointer(cookie))
+	defer C.free(unsafe.Pointer(desc))
+	if r := C.lease_lock(l.ioctx, oid, name, cookie, desc, C.long(l.duration.Milliseconds()), C.int(flags)); r < 0 {
+		return errnoOf(r)
+	}
+	return nil
+}
+
+// Unlock releases the lock if this client and cookie hold it.
+func (l *RadosLease) Unlock() error {
+	oid, name, cookie := C.CString(l.object), C.CString(leaseLockName), C.CString(l.cookie)
+	defer C.free(unsafe.Pointer(oid))
+	defer C.free(unsafe.Pointer(name))
+	defer C.free(unsafe.Pointer(cookie))
+	if r := C.rados_unlock(l.ioctx, oid, name, cookie); r < 0 && r != -C.ENOENT {
+		return errnoOf(r)
+	}
+	return nil
+}
+
+// Holder is the holder recorded in the object: "" if none (or no object).
+func (l *RadosLease) Holder() (string, error) {
+	oid, key := C.CString(l.object), C.CString(leaseHolder)
+	defer C.free(unsafe.Pointer(oid))
+	defer C.free(unsafe.Pointer(key))
+	var buf [1024]C.char
+	r := C.rados_getxattr(l.ioctx, oid, key, &buf[0], C.size_t(len(buf)))
+	switch {
+	case r == -C.ENOENT || r == -C.ENODATA:
+		return "", nil
+	case r < 0:
+		return "", errnoOf(r)
+	}
+	return C.GoStringN(&buf[0], r), nil
+}
+
+// SetHolder records v as the holder; "" clears the record.
+func (l *RadosLease) SetHolder(v string) error {
+	oid, key := C.CString(l.object), C.CString(leaseHolder)
+	defer C.free(unsafe.Pointer(oid))
+	defer C.free(unsafe.Pointer(key))
+	if v == "" {
+		if r := C.rados_rmxattr(l.ioctx, oid, key); r < 0 && r != -C.ENOENT && r != -C.ENODATA {
+			return errnoOf(r)
+		}
+		return nil
+	}
+	cv := C.CString(v)
+	defer C.free(unsafe.Pointer(cv))
+	if r := C.rados_setxattr(l.ioctx, oid, key, cv, C.size_t(len(v))); r < 0 {
+		return errnoOf(r)
+	}
+	return nil
+}
+
+// Self is this client's address as the OSD holding the lock saw it (the
+// address a blocklist entry must name): the lockers' entry with our
+// cookie. ENOENT if we do not hold the lock.
+func (l *RadosLease) Self() (string, error) {
+	oid, name := C.CString(l.object), C.CString(leaseLockName)
+	defer C.free(unsafe.Pointer(oid))
+	defer C.free(unsafe.Pointer(name))
+	var exclusive C.int
+	var tag, clients, cookies, addrs [4096]C.char
+	tagLen, clientsLen, cookiesLen, addrsLen := C.size_t(len(tag)), C.size_t(len(clients)), C.size_t(len(cookies)), C.size_t(len(addrs))
+	n := C.rados_list_lockers(l.ioctx, oid, name, &exclusive, &tag[0], &tagLen,
+		&clients[0], &clientsLen, &cookies[0], &cookiesLen, &addrs[0], &addrsLen)
+	if n < 0 {
+		return "", errnoOf(C.int(n))
+	}
+	cs := strings.Split(C.GoStringN(&cookies[0], C.int(cookiesLen)), "\x00")
+	as := strings.Split(C.GoStringN(&addrs[0], C.int(addrsLen)), "\x00")
+	for i := 0; i < int(n) && i < len(cs) && i < len(as); i++ {
+		if cs[i] == l.cookie {
+			return as[i], nil
+		}
+	}
+	return "", syscall.ENOENT
+}
+
+// Fence blocklists addr (for the cluster's default time, an hour unless
+// mon_osd_blocklist_default_expire says otherwise) and waits for the OSD
+// map that has the entry: our next ops carry its epoch, so no OSD runs
+// one of ours before it refuses addr's.
+func (l *RadosLease) Fence(addr string) error {
+	ca := C.CString(addr)
+	defer C.free(unsafe.Pointer(ca))
+	if r := C.rados_blocklist_add(l.conn.cluster, ca, 0); r < 0 {
+		return fmt.Errorf("osd blocklist add %s: %w", addr, errnoOf(r))
+	}
+	if r := C.rados_wait_for_latest_osdmap(l.conn.cluster); r < 0 {
+		return fmt.Errorf("waiting for the OSD map after blocklisting %s: %w", addr, errnoOf(r))
+	}
+	return nil
+}

@@ -1,0 +1,140 @@
+//go:build !norbd
+
+package backend
+
+import (
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// asDaemon gives o a cluster connection of its own, as a second daemon
+// would have: connections are shared per conf path, and this one names
+// the same file another way.
+func asDaemon(o RBDOptions, n int) RBDOptions {
+	o.Conf = filepath.Dir(o.Conf) + strings.Repeat("/.", n) + "/" + filepath.Base(o.Conf)
+	return o
+}
+
+func openLease(t *testing.T, o RBDOptions, object, cookie string, d time.Duration) *RadosLease {
+	t.Helper()
+	l, err := OpenRadosLease(o, object, cookie, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	return l
+}
+
+// Two daemons' leases on one object, against the real cluster: one
+// holds it, the other is refused until it expires; renewal needs the
+// lock; the holder's record outlives the lock; fencing blocklists the old
+// holder's client, whose lock calls and image writes the OSDs then refuse.
+func TestRadosLeaseAndFencing(t *testing.T) {
+	env := cephCluster(t)
+	oa := rbdOpts(env, "gw")
+	ob := asDaemon(oa, 1)
+	const lease = 3 * time.Second
+	// a's image writes go through a's connection, the lease's.
+	img := openTestImage(t, env, "gw", 16<<20)
+	a := openLease(t, oa, "lease.test", "a-1", lease)
+	b := openLease(t, ob, "lease.test", "b-1", lease)
+	if a.conn != img.(*rbdBackend).conn || a.conn == b.conn {
+		t.Fatal("a's lease does not share the image's connection, or b shares a's")
+	}
+
+	if err := a.Lock(true); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("renewing a lock nobody holds: %v, want ENOENT", err)
+	}
+	if err := a.Lock(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Lock(false); !errors.Is(err, syscall.EBUSY) {
+		t.Fatalf("b's lock while a holds it: %v, want EBUSY", err)
+	}
+	if err := b.Lock(true); err == nil {
+		t.Fatal("b renewed a's lock")
+	}
+	if err := a.Lock(true); err != nil {
+		t.Fatalf("a's renewal: %v", err)
+	}
+	addr, err := a.Self()
+	if err != nil || !strings.Contains(addr, "/") {
+		t.Fatalf("a's address %q: %v", addr, err)
+	}
+	if _, err := b.Self(); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("b's address while not holding: %v", err)
+	}
+	if err := a.SetHolder("a\na-1\n" + addr); err != nil {
+		t.Fatal(err)
+	}
+	// b watches the object; a's notification (a release) reaches it.
+	notified := make(chan struct{}, 1)
+	if err := b.Watch(func() { notified <- struct{}{} }); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Notify(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-notified:
+	case <-time.After(5 * time.Second):
+		t.Fatal("b's watch did not hear a's notification")
+	}
+
+	// a stops renewing: b gets the lock once it expired, not before.
+	took := time.Now()
+	deadline := took.Add(3 * lease)
+	for {
+		err := b.Lock(false)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
+			t.Fatalf("b's lock after a stopped renewing: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond) // polling the cluster, not ordering events
+	}
+	if d := time.Since(took); d < lease-time.Second {
+		t.Fatalf("b took the lock %v after a's renewal; the lease is %v", d, lease)
+	}
+	if h, err := b.Holder(); err != nil || h != "a\na-1\n"+addr {
+		t.Fatalf("recorded holder %q: %v", h, err)
+	}
+	if err := b.Fence(addr); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("ceph", "--conf", env["CEPH_CONF"], "--id", "admin", "--keyring", env["CEPH_ADMIN_KEYRING"], "osd", "blocklist", "ls").CombinedOutput()
+	// The list prints the address without its messenger type ("v1:").
+	bare := addr[strings.IndexByte(addr, ':')+1:]
+	if err != nil || !strings.Contains(string(out), bare+" ") {
+		t.Fatalf("osd blocklist ls: %v, no %q\n%s", err, addr, out)
+	}
+	// a's client is fenced: its lease calls and image writes are refused.
+	if err := a.Lock(false); !errors.Is(err, syscall.ESHUTDOWN) {
+		t.Fatalf("a's lock after fencing: %v, want ESHUTDOWN (blocklisted)", err)
+	}
+	if err := img.WriteAt(make([]byte, 4096), 0); !errors.Is(err, syscall.ESHUTDOWN) {
+		t.Fatalf("a's image write after fencing: %v, want ESHUTDOWN (blocklisted)", err)
+	}
+	// b goes on: renew, record, release.
+	if err := b.Lock(true); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetHolder(""); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := b.Holder(); err != nil || h != "" {
+		t.Fatalf("cleared record: %q, %v", h, err)
+	}
+	if err := b.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Lock(true); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("renewal after unlock: %v", err)
+	}
+}

@@ -1,0 +1,357 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/nvmeof-tgt/nvmeof-tgt/gateway"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+)
+
+// The gateway pair: the daemon's side of the ANA group leases (package
+// gateway). Each gateway group is pinned on every port (fabrics'
+// PinANAGroup): inaccessible from before the first port opens, optimized
+// while this daemon holds the group's lease, inaccessible again the moment
+// it steps down.
+
+// gatewaySet is the running gateway: one lease runner per group.
+type gatewaySet struct {
+	cfg     config.Gateway
+	name    string
+	cookie  string
+	runners []*gateway.Runner
+	leases  []*backend.RadosLease
+	cancel  context.CancelFunc
+}
+
+// runningGateway is the daemon's gateway for the metrics; nil if none.
+var runningGateway atomic.Pointer[gatewaySet]
+
+// pinGatewayGroups makes the gateway groups inaccessible on every port,
+// present and future, before the daemon opens any: no host sees this
+// daemon optimized for a group before it holds the group's lease.
+func pinGatewayGroups(t *fabrics.Target, g *config.Gateway) error {
+	if g == nil {
+		return nil
+	}
+	for _, grp := range g.Groups {
+		if err := t.PinANAGroup(grp, nvme.ANAInaccessible); err != nil {
+			return fmt.Errorf("gateway.groups: %w", err)
+		}
+	}
+	return nil
+}
+
+// startGateway opens a lease per group, on the cluster connection the
+// groups' rbd namespaces use, and starts running them.
+func startGateway(t *fabrics.Target, g *config.Gateway, log *logrus.Entry) (*gatewaySet, error) {
+	if g == nil {
+		return nil, nil
+	}
+	gs := &gatewaySet{cfg: *g, name: g.Name}
+	gs.cfg.Groups = slices.Clone(g.Groups)
+	if gs.name == "" {
+		gs.name, _ = os.Hostname()
+	}
+	// A cookie of its own for each run of the daemon: a restarted daemon
+	// is a new holder, never mistaken for its previous run.
+	var nonce [6]byte
+	rand.Read(nonce[:])
+	gs.cookie = gs.name + "." + hex.EncodeToString(nonce[:])
+	timing := gateway.DefaultTiming(time.Duration(g.LeaseSeconds) * time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	gs.cancel = cancel
+	log = log.WithField("gateway", gs.name)
+	for _, grp := range g.Groups {
+		o := backend.RBDOptions{Pool: g.Pool, Namespace: g.RadosNamespace, Conf: g.Ceph.Conf, User: g.Ceph.User, Keyring: g.Ceph.Keyring}
+		lease, err := backend.OpenRadosLease(o, g.LeaseObject(grp), gs.cookie, timing.Lease)
+		if err != nil {
+			gs.close()
+			return nil, fmt.Errorf("gateway: ANA group %d: %w", grp, err)
+		}
+		gs.leases = append(gs.leases, lease)
+		store := &radosStore{l: lease}
+		r := &gateway.Runner{
+			Lease: &gateway.Lease{Group: grp, Timing: timing},
+			Store: store,
+			Me:    gateway.Holder{Name: gs.name, Cookie: gs.cookie},
+			Log:   log,
+			Now:   monotonic,
+			Publish: func(group uint32, st gateway.State) {
+				ana := nvme.ANAInaccessible
+				if st == gateway.Owner {
+					ana = nvme.ANAOptimized
+				}
+				if err := t.PinANAGroup(group, ana); err != nil {
+					log.WithError(err).WithField("ana_group", group).Error("gateway: setting the ANA state")
+				}
+			},
+		}
+		store.poke = func() {
+			log.WithField("ana_group", r.Lease.Group).Info("gateway lease object notified (a release): trying the lease now")
+			r.Poke()
+		}
+		gs.runners = append(gs.runners, r)
+	}
+	for _, r := range gs.runners {
+		r.Start(ctx)
+	}
+	log.WithFields(logrus.Fields{"groups": g.Groups, "pool": g.Pool, "lease_seconds": g.LeaseSeconds, "cookie": gs.cookie}).Info("gateway started: ANA groups inaccessible here until this daemon holds their lease")
+	runningGateway.Store(gs)
+	return gs, nil
+}
+
+// stop releases the groups this daemon owns, so a peer takes them at
+// once, and ends the leases. Called before the backends close.
+func (gs *gatewaySet) stop(timeout time.Duration) {
+	if gs == nil {
+		return
+	}
+	for _, r := range gs.runners {
+		r.ReleaseAndWait(timeout)
+	}
+	gs.cancel()
+	// A call in flight (bounded by the client's timeouts) must return
+	// before its lease is closed.
+	for _, r := range gs.runners {
+		r.Wait()
+	}
+	gs.close()
+	runningGateway.CompareAndSwap(gs, nil)
+}
+
+func (gs *gatewaySet) close() {
+	gs.cancel()
+	for _, l := range gs.leases {
+		l.Close()
+	}
+	gs.leases = nil
+}
+
+func (gs *gatewaySet) runner(group uint32) *gateway.Runner {
+	for _, r := range gs.runners {
+		if r.Lease.Group == group {
+			return r
+		}
+	}
+	return nil
+}
+
+// radosStore is a gateway.Store on a RADOS lease: it maps librados'
+// errors to the lease's, and watches the lease object once it exists so
+// that a peer's release wakes the lease at once (poke).
+type radosStore struct {
+	l    *backend.RadosLease
+	poke func()
+	// Only touched by the lease's ops, one at a time:
+	watching bool
+	self     string // this client's address, once known: it does not change
+}
+
+// leaseError maps a librados errno: ESHUTDOWN is librados' EBLOCKLISTED.
+func leaseError(err error) error {
+	if errors.Is(err, syscall.ESHUTDOWN) {
+		return fmt.Errorf("%w (%v)", gateway.ErrBlocklisted, err)
+	}
+	return err
+}
+
+func (s *radosStore) Lock(renew bool) error {
+	err := s.l.Lock(renew)
+	if !s.watching && (err == nil || errors.Is(err, syscall.EBUSY)) {
+		// The object exists now. Without a watch, the lease still tries
+		// at every interval.
+		s.watching = s.l.Watch(s.poke) == nil
+	}
+	switch {
+	case err == nil:
+		return nil
+	case renew && (errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EBUSY)):
+		return fmt.Errorf("%w (%v)", gateway.ErrLost, err)
+	case errors.Is(err, syscall.EBUSY):
+		return gateway.ErrBusy
+	}
+	return leaseError(err)
+}
+
+func (s *radosStore) Unlock() error { return leaseError(s.l.Unlock()) }
+
+// The record is three lines: name, cookie, client address.
+func (s *radosStore) Recorded() (gateway.Holder, error) {
+	v, err := s.l.Holder()
+	if err != nil || v == "" {
+		return gateway.Holder{}, leaseError(err)
+	}
+	f := strings.SplitN(v, "\n", 3)
+	for len(f) < 3 {
+		f = append(f, "")
+	}
+	return gateway.Holder{Name: f[0], Cookie: f[1], Addr: f[2]}, nil
+}
+
+func (s *radosStore) Record(h gateway.Holder) error {
+	if h == (gateway.Holder{}) {
+		return leaseError(s.l.SetHolder(""))
+	}
+	return leaseError(s.l.SetHolder(h.Name + "\n" + h.Cookie + "\n" + h.Addr))
+}
+
+func (s *radosStore) Self() (string, error) {
+	if s.self != "" {
+		return s.self, nil
+	}
+	a, err := s.l.Self()
+	if err != nil {
+		return "", leaseError(err)
+	}
+	s.self = a
+	return a, nil
+}
+
+func (s *radosStore) Fence(addr string) error { return leaseError(s.l.Fence(addr)) }
+
+func (s *radosStore) Notify() error { return leaseError(s.l.Notify()) }
+
+// GatewayState is the gateway in get_state.
+type GatewayState struct {
+	Name   string              `json:"name"`
+	Cookie string              `json:"cookie"`
+	Groups []GatewayGroupState `json:"groups"`
+}
+
+type GatewayGroupState struct {
+	Group     uint32 `json:"group"`
+	State     string `json:"state"` // standby, owner or blocklisted
+	Takeovers uint64 `json:"takeovers"`
+	Fencings  uint64 `json:"fencings"`
+	LastError string `json:"last_error,omitempty"`
+}
+
+func (gs *gatewaySet) state() *GatewayState {
+	if gs == nil {
+		return nil
+	}
+	out := &GatewayState{Name: gs.name, Cookie: gs.cookie, Groups: []GatewayGroupState{}}
+	for _, r := range gs.runners {
+		st := r.Status()
+		out.Groups = append(out.Groups, GatewayGroupState{Group: st.Group, State: st.State.String(),
+			Takeovers: st.Takeovers, Fencings: st.Fencings, LastError: st.LastError})
+	}
+	return out
+}
+
+// gatewayParams names the group of release_ana_group.
+type gatewayParams struct {
+	Group uint32 `json:"group"`
+}
+
+type gatewayResult struct {
+	Released bool `json:"released"`
+}
+
+// releaseANAGroup is the planned handover: the owner of the group makes
+// it inaccessible here, then releases the lease, and a peer takes it at
+// once, notified through the lease object (at the latest at its next try,
+// within a quarter of the lease). Not the owner: an error.
+func (s *session) releaseANAGroup(p gatewayParams) (gatewayResult, error) {
+	d, ok := s.api.m.(*daemon)
+	var gs *gatewaySet
+	if ok {
+		gs = d.gateway
+	}
+	if gs == nil {
+		return gatewayResult{}, newError(codeNotFound, "this daemon runs no gateway (no gateway block in its configuration at start)", &errorData{Field: "group"})
+	}
+	r := gs.runner(p.Group)
+	if r == nil {
+		return gatewayResult{}, paramError("group", "invalid params: ANA group %d is not a gateway group (gateway.groups: %v)", p.Group, gs.cfg.Groups)
+	}
+	if !r.Release() {
+		return gatewayResult{}, newError(codeNotFound, fmt.Sprintf("this gateway does not own ANA group %d (it is %s here)", p.Group, r.Status().State), &errorData{Field: "group"})
+	}
+	s.api.log.WithFields(logrus.Fields{"ana_group": p.Group, "gateway": gs.name}).Info("gateway released the ANA group: inaccessible here, lease released for a peer")
+	return gatewayResult{Released: true}, nil
+}
+
+func gatewayReleaseFlags(*flag.FlagSet) func([]string) (*ctlCommand, error) {
+	return func(pos []string) (*ctlCommand, error) {
+		group, err := parseUint32(pos[0])
+		if err != nil || group < 1 || group > nvme.MaxANAGroups {
+			return nil, fmt.Errorf("ANA group %q: want a number from 1 to 128", pos[0])
+		}
+		return ctlEdit("release_ana_group", gatewayParams{Group: group})
+	}
+}
+
+// Metrics.
+var (
+	dGatewayState     = prometheus.NewDesc(prefix+"gateway_lease_state", "Each gateway group's lease here: 1 for the current state (owner: optimized here; standby: another gateway owns it or nobody yet; blocklisted: this daemon's RADOS client was fenced, restart it), 0 for the others.", []string{"group", "state"}, nil)
+	dGatewayTakeovers = prometheus.NewDesc(prefix+"gateway_takeovers_total", "Times this daemon took a gateway group's lease.", []string{"group"}, nil)
+	dGatewayFencings  = prometheus.NewDesc(prefix+"gateway_fencings_total", "Previous owners of a gateway group this daemon fenced (blocklisted) before serving it.", []string{"group"}, nil)
+)
+
+func describeGateway(ch chan<- *prometheus.Desc) {
+	ch <- dGatewayState
+	ch <- dGatewayTakeovers
+	ch <- dGatewayFencings
+}
+
+func collectGateway(e emit) {
+	gs := runningGateway.Load()
+	if gs == nil {
+		return
+	}
+	for _, r := range gs.runners {
+		st := r.Status()
+		g := strconv.FormatUint(uint64(st.Group), 10)
+		for _, s := range gateway.States {
+			v := 0.0
+			if s == st.State {
+				v = 1
+			}
+			e.gauge(dGatewayState, v, g, s.String())
+		}
+		e.counter(dGatewayTakeovers, float64(st.Takeovers), g)
+		e.counter(dGatewayFencings, float64(st.Fencings), g)
+	}
+}
+
+func gatewayEqual(a, b *config.Gateway) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Name == b.Name && a.Pool == b.Pool && a.RadosNamespace == b.RadosNamespace && a.LeasePrefix == b.LeasePrefix &&
+		a.LeaseSeconds == b.LeaseSeconds && a.Ceph == b.Ceph && slices.Equal(a.Groups, b.Groups)
+}
+
+// showGatewayText is ctl list's gateway lines.
+func showGatewayText(w io.Writer, g *GatewayState) {
+	if g == nil {
+		return
+	}
+	fmt.Fprintf(w, "gateway %s  cookie %s\n", g.Name, g.Cookie)
+	for _, grp := range g.Groups {
+		fmt.Fprintf(w, "  ANA group %d\t%s\ttakeovers %d, fencings %d", grp.Group, grp.State, grp.Takeovers, grp.Fencings)
+		if grp.LastError != "" {
+			fmt.Fprintf(w, "\tlast error: %s", grp.LastError)
+		}
+		fmt.Fprintln(w)
+	}
+}

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestCtlGatewayRelease(t *testing.T) {
+	cmd, err := parseCtl([]string{"gateway", "release", "3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := cmd.params.(gatewayParams); cmd.method != "release_ana_group" || !ok || p.Group != 3 {
+		t.Fatalf("%s %+v", cmd.method, cmd.params)
+	}
+	for _, args := range [][]string{{"gateway", "release", "0"}, {"gateway", "release", "x"}, {"gateway", "release"}} {
+		if _, err := parseCtl(args); err == nil {
+			t.Errorf("%q accepted", args)
+		}
+	}
+}
+
+// A daemon without a gateway block has nothing to release.
+func TestReleaseWithoutGateway(t *testing.T) {
+	useFakeRDMA(t)
+	d, err := start(parse(t, baseConfig(t.TempDir(), "")), quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.stop(0)
+	s := &session{api: newAPI(d, "", d.log)}
+	if _, err := s.releaseANAGroup(gatewayParams{Group: 1}); err == nil || !strings.Contains(err.Error(), "runs no gateway") {
+		t.Fatalf("release: %v", err)
+	}
+	if st := state(d); st.Gateway != nil {
+		t.Fatalf("gateway state without a gateway: %+v", st.Gateway)
+	}
+}
+
+func TestCtlListShowsGateway(t *testing.T) {
+	st := State{Ports: []PortState{{ID: 1, Address: "10.0.0.1", Port: 4420, ANA: map[uint32]string{1: "inaccessible"}}},
+		Gateway: &GatewayState{Name: "gw-b", Cookie: "gw-b.0a1b", Groups: []GatewayGroupState{
+			{Group: 1, State: "blocklisted", Takeovers: 1, Fencings: 1, LastError: "blocklisted"}}}}
+	raw, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := showStateText(raw, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"gateway gw-b  cookie gw-b.0a1b", "ANA group 1  blocklisted  takeovers 1, fencings 1  last error: blocklisted"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("ctl list lacks %q:\n%s", want, out.String())
+		}
+	}
+}

@@ -1,0 +1,130 @@
+//go:build !norbd
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/gateway"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+)
+
+func gatewayConfig(env map[string]string, name, conf, image, prefix string, cntlid int) string {
+	return fmt.Sprintf(`
+ceph: {conf: %s, user: %s, keyring: %s}
+gateway: {name: %s, pool: %s, lease_prefix: %s, lease_seconds: 3, groups: [1]}
+ports: [{id: 1, address: 10.0.0.1}]
+subsystems:
+  - nqn: nqn.2026-11.io.example:gw
+    serial: GWPAIR
+    allow_any_host: true
+    cntlid_min: %d
+    cntlid_max: %d
+    namespaces:
+      - {nsid: 1, backend: rbd, pool: %s, image: %s, uuid: 6f1d7a2c-3b44-4e55-8a66-7b8c9d0e1f21}
+`, conf, env["CEPH_USER"], env["CEPH_KEYRING"], name, env["CEPH_POOL"], prefix, cntlid, cntlid+99, env["CEPH_POOL"], image)
+}
+
+// waitGroup polls d's lease of group 1 until it is st, for at most limit.
+func waitGroup(t *testing.T, d *daemon, st gateway.State, limit time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for d.gateway.runner(1).Status().State != st {
+		if time.Since(start) > limit {
+			t.Fatalf("%s: group 1 is %v after %v, want %v", d.gateway.name, d.gateway.runner(1).Status(), limit, st)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the cluster's answer
+	}
+	return time.Since(start)
+}
+
+func anaOf(d *daemon) nvme.ANAState { return d.target.Port(1).ANAState(1) }
+
+func TestGatewayPairOnCluster(t *testing.T) {
+	env := gatewayCluster(t)
+	useFakeRDMA(t)
+	image := fmt.Sprintf("gw%d", time.Now().UnixNano())
+	out, err := exec.Command("rbd", "--conf", env["CEPH_CONF"], "--id", "admin", "--keyring", env["CEPH_ADMIN_KEYRING"],
+		"create", "--size", "16M", env["CEPH_POOL"]+"/"+image).CombinedOutput()
+	if err != nil {
+		t.Fatalf("rbd create: %v\n%s", err, out)
+	}
+	prefix := "test." + image
+	confB := filepath.Dir(env["CEPH_CONF"]) + "/./" + filepath.Base(env["CEPH_CONF"])
+
+	a, err := start(parse(t, gatewayConfig(env, "a", env["CEPH_CONF"], image, prefix, 1)), quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.stop(time.Second) })
+	waitGroup(t, a, gateway.Owner, 10*time.Second)
+	if anaOf(a) != nvme.ANAOptimized {
+		t.Fatalf("a owns group 1 but reports %v", anaOf(a))
+	}
+	b, err := start(parse(t, gatewayConfig(env, "b", confB, image, prefix, 101)), quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.stop(time.Second) })
+	if anaOf(b) != nvme.ANAInaccessible {
+		t.Fatalf("b started %v", anaOf(b))
+	}
+	// b tries a few times and stays standby.
+	time.Sleep(2 * time.Second) // long enough for several of b's tries: checking that nothing happens
+	if s := b.gateway.runner(1).Status(); s.State != gateway.Standby || anaOf(b) != nvme.ANAInaccessible {
+		t.Fatalf("b while a owns the group: %+v, %v", s, anaOf(b))
+	}
+	if st := state(b); st.Gateway == nil || st.Gateway.Groups[0].State != "standby" || st.Ports[0].ANA[1] != "inaccessible" {
+		t.Fatalf("b's get_state: %+v", st)
+	}
+
+	// Planned handover: a is inaccessible when the call returns; b takes
+	// the group within a renewal interval, without fencing.
+	s := &session{api: newAPI(a, "", a.log)}
+	if r, err := s.releaseANAGroup(gatewayParams{Group: 1}); err != nil || !r.Released {
+		t.Fatalf("release: %v %v", r, err)
+	}
+	if anaOf(a) != nvme.ANAInaccessible {
+		t.Fatalf("a after the release: %v", anaOf(a))
+	}
+	// a notifies the lease object, which b watches: b tries at once
+	// rather than at its next interval (0.75 s).
+	took := waitGroup(t, b, gateway.Owner, 500*time.Millisecond)
+	t.Logf("planned handover: b optimized %v after a's release", took)
+	if anaOf(b) != nvme.ANAOptimized || b.gateway.runner(1).Status().Fencings != 0 {
+		t.Fatalf("b after the handover: %v, %+v", anaOf(b), b.gateway.runner(1).Status())
+	}
+	if _, err := s.releaseANAGroup(gatewayParams{Group: 1}); err == nil {
+		t.Fatal("a released a group it does not own")
+	}
+
+	// b dies without releasing (its lease loop stops; its client stays):
+	// a takes over once the lease expired, fencing b's client.
+	bLease := b.gateway.leases[0]
+	bAddr, err := bLease.Self()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.gateway.cancel()
+	<-b.gateway.runners[0].Done()
+	died := time.Now()
+	waitGroup(t, a, gateway.Owner, 10*time.Second)
+	t.Logf("takeover after a silent owner: a optimized %v after b stopped renewing", time.Since(died))
+	if st := a.gateway.runner(1).Status(); st.Fencings != 1 || anaOf(a) != nvme.ANAOptimized {
+		t.Fatalf("a after the takeover: %+v, %v", st, anaOf(a))
+	}
+	if err := bLease.Lock(false); !errors.Is(err, syscall.ESHUTDOWN) {
+		t.Fatalf("b's client %s after a's takeover: %v, want ESHUTDOWN (blocklisted)", bAddr, err)
+	}
+	// b's namespace writes are refused too: its rbd image shares the client.
+	ns := b.target.Subsystem("nqn.2026-11.io.example:gw").Namespace(1)
+	if err := ns.Backend.WriteAt(make([]byte, 512), 0); !errors.Is(err, syscall.ESHUTDOWN) {
+		t.Fatalf("b's image write after fencing: %v", err)
+	}
+}

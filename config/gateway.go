@@ -1,0 +1,123 @@
+package config
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+)
+
+// Gateway makes this daemon one of a gateway pair (or more): daemons that
+// export the same rbd images in the same subsystems, where for each of
+// Groups exactly one daemon, the holder of the group's lease in RADOS,
+// reports the group optimized on its ports and the others report it
+// inaccessible. Ports' ana keys do not set these groups.
+type Gateway struct {
+	// Name tells the daemons apart in logs and in the lease objects
+	// (default: the host name).
+	Name string `yaml:"name,omitempty"`
+	// Pool and RadosNamespace hold the lease objects, one per group:
+	// LeasePrefix + ".group." + the group ID. Every daemon of the pair
+	// names the same.
+	Pool           string `yaml:"pool"`
+	RadosNamespace string `yaml:"rados_namespace,omitempty"`
+	LeasePrefix    string `yaml:"lease_prefix,omitempty"` // default DefaultLeasePrefix
+	// LeaseSeconds is the lease's duration: after an owner dies, a peer
+	// takes its groups after at most this long, plus a renewal interval
+	// (a quarter of it). Default DefaultLeaseSeconds.
+	LeaseSeconds int `yaml:"lease_seconds,omitempty"`
+	// Groups are the ANA groups the lease decides.
+	Groups []uint32 `yaml:"groups"`
+	// Ceph is the cluster connection: the top-level ceph block's unless
+	// set. It must be the one of the rbd namespaces in Groups, so that
+	// fencing this daemon's client fences their writes.
+	Ceph Ceph `yaml:"ceph,omitempty"`
+}
+
+const (
+	DefaultLeasePrefix  = "nvmeof-tgt.gateway"
+	DefaultLeaseSeconds = 10
+	minLeaseSeconds     = 3
+	maxLeaseSeconds     = 300
+)
+
+// LeaseObject is the name of group g's lease object.
+func (g *Gateway) LeaseObject(group uint32) string {
+	return fmt.Sprintf("%s.group.%d", g.LeasePrefix, group)
+}
+
+// HasGroup reports whether the gateway's lease decides group g.
+func (g *Gateway) HasGroup(group uint32) bool {
+	return g != nil && slices.Contains(g.Groups, group)
+}
+
+func (g *Gateway) applyDefaults(top Ceph) {
+	if g.LeasePrefix == "" {
+		g.LeasePrefix = DefaultLeasePrefix
+	}
+	if g.LeaseSeconds == 0 {
+		g.LeaseSeconds = DefaultLeaseSeconds
+	}
+	g.Ceph = g.Ceph.inherit(top).inherit(Ceph{Conf: DefaultCephConf, User: DefaultCephUser})
+}
+
+// gateway checks the gateway block and what it asks of the rest: no port
+// sets the state of a gateway group, and a gateway group holds only rbd
+// namespaces that reach the cluster through the gateway's connection.
+func (v *validator) gateway(c *Config) {
+	g := c.Gateway
+	if g == nil {
+		return
+	}
+	const path = "gateway"
+	if g.Name != "" && (len(g.Name) > 64 || !printable(g.Name) || strings.ContainsAny(g.Name, " /")) {
+		v.add(path+".name", "%q must be printable ASCII without spaces or /, at most 64 bytes", g.Name)
+	}
+	for _, f := range []struct{ key, val string }{{"pool", g.Pool}, {"rados_namespace", g.RadosNamespace}, {"lease_prefix", g.LeasePrefix}} {
+		switch {
+		case f.val == "" && f.key == "pool":
+			v.add(path+".pool", "required: the pool that holds the lease objects")
+		case len(f.val) > 200 || !printable(f.val) || strings.ContainsAny(f.val, "/@ "):
+			v.add(path+"."+f.key, "%q must be printable ASCII without spaces, / or @, at most 200 bytes", f.val)
+		}
+	}
+	if s := g.LeaseSeconds; s < minLeaseSeconds || s > maxLeaseSeconds {
+		v.add(path+".lease_seconds", "%d is out of range %d..%d", s, minLeaseSeconds, maxLeaseSeconds)
+	}
+	if len(g.Groups) == 0 {
+		v.add(path+".groups", "required: the ANA groups the lease decides")
+	}
+	for i, grp := range g.Groups {
+		gp := fmt.Sprintf("%s.groups[%d]", path, i)
+		switch {
+		case grp < 1 || grp > nvme.MaxANAGroups:
+			v.add(gp, "%d is out of range 1..%d", grp, nvme.MaxANAGroups)
+		case slices.Index(g.Groups, grp) < i:
+			v.add(gp, "group %d is listed twice", grp)
+		}
+	}
+	v.ceph(path+".ceph", g.Ceph)
+	for i, p := range c.Ports {
+		for _, grp := range slices.Sorted(maps.Keys(p.ANA)) {
+			if g.HasGroup(grp) {
+				v.add(fmt.Sprintf("ports[%d].ana[%d]", i, grp), "ANA group %d is a gateway group: its state on every port follows the gateway lease (optimized here while this daemon owns it, inaccessible otherwise); remove it from the port", grp)
+			}
+		}
+	}
+	for i, s := range c.Subsystems {
+		for j, ns := range s.Namespaces {
+			if !g.HasGroup(ns.Group()) {
+				continue
+			}
+			np := fmt.Sprintf("subsystems[%d].namespaces[%d]", i, j)
+			switch {
+			case ns.Backend != "rbd":
+				v.add(np+".backend", "%s namespace in gateway group %d: only rbd namespaces can be fenced when a gateway takes a group over; use rbd or another ANA group", ns.Backend, ns.Group())
+			case ns.Ceph != g.Ceph:
+				v.add(np+".ceph", "in gateway group %d, the namespace reaches the cluster as %+v but the gateway as %+v: they must be the same (conf, user and keyring) so that fencing the gateway's client fences the namespace's writes", ns.Group(), ns.Ceph, g.Ceph)
+			}
+		}
+	}
+}

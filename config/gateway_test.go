@@ -1,0 +1,107 @@
+package config
+
+import (
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+const gatewayYAML = `
+ceph: {conf: /etc/ceph/ceph.conf, user: nvmeof, keyring: /etc/ceph/nvmeof.keyring}
+gateway:
+  name: gw-a
+  pool: rbd
+  groups: [1]
+ports: [{id: 1, address: 10.0.0.1}]
+subsystems:
+  - nqn: nqn.2026-11.io.example:rbd
+    serial: PAIR1
+    allow_any_host: true
+    cntlid_min: 1
+    cntlid_max: 100
+    namespaces:
+      - {nsid: 1, backend: rbd, pool: rbd, image: vol1, uuid: 2b1f4c0e-8d0a-4c35-9d8e-0c6f1c1e5a01}
+      - {nsid: 2, backend: nullblk, size: 1GiB, ana_group: 2}
+`
+
+func TestGatewayConfig(t *testing.T) {
+	c, err := Parse([]byte(gatewayYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := c.Gateway
+	if g.LeaseSeconds != DefaultLeaseSeconds || g.LeasePrefix != DefaultLeasePrefix || g.Ceph != c.Subsystems[0].Namespaces[0].Ceph {
+		t.Fatalf("defaults: %+v", g)
+	}
+	if o := g.LeaseObject(1); o != "nvmeof-tgt.gateway.group.1" {
+		t.Errorf("lease object %q", o)
+	}
+	// The subsystem is shared (narrow cntlid range) with no port ANA
+	// state: the gateway decides group 1, so no warning.
+	if w := c.Warnings(); len(w) != 0 {
+		t.Errorf("warnings: %q", w)
+	}
+}
+
+func TestGatewayValidate(t *testing.T) {
+	for _, tc := range []struct{ name, from, to, want string }{
+		{"no pool", "  pool: rbd\n", "", "gateway.pool: required: the pool that holds the lease objects"},
+		{"no groups", "  groups: [1]\n", "", "gateway.groups: required: the ANA groups the lease decides"},
+		{"group range", "groups: [1]", "groups: [1, 0, 1]", "gateway.groups[1]: 0 is out of range 1..128\ngateway.groups[2]: group 1 is listed twice"},
+		{"lease", "  pool: rbd\n", "  pool: rbd\n  lease_seconds: 1\n", "gateway.lease_seconds: 1 is out of range 3..300"},
+		{"name", "name: gw-a", "name: gw a", `gateway.name: "gw a" must be printable ASCII without spaces or /, at most 64 bytes`},
+		{"prefix", "  pool: rbd\n", "  pool: rbd\n  lease_prefix: a/b\n", `gateway.lease_prefix: "a/b" must be printable ASCII without spaces, / or @, at most 200 bytes`},
+		{"port sets a gateway group", "address: 10.0.0.1}", "address: 10.0.0.1, ana: {1: optimized, 2: inaccessible}}",
+			"ports[0].ana[1]: ANA group 1 is a gateway group: its state on every port follows the gateway lease (optimized here while this daemon owns it, inaccessible otherwise); remove it from the port"},
+		{"not rbd", "groups: [1]", "groups: [1, 2]",
+			"subsystems[0].namespaces[1].backend: nullblk namespace in gateway group 2: only rbd namespaces can be fenced when a gateway takes a group over; use rbd or another ANA group"},
+		{"another cluster connection", "image: vol1,", "image: vol1, ceph: {user: other},", "subsystems[0].namespaces[0].ceph: in gateway group 1"},
+		{"gateway ceph", "  pool: rbd\n", "  pool: rbd\n  ceph: {keyring: rel}\n", `gateway.ceph.keyring: "rel" must be an absolute path`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			y := strings.Replace(gatewayYAML, tc.from, tc.to, 1)
+			if y == gatewayYAML {
+				t.Fatal("the case changes nothing")
+			}
+			_, err := Parse([]byte(y))
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Fatalf("got\n%v\nwant\n%s", err, tc.want)
+			}
+		})
+	}
+}
+
+// The gateway pair's examples are one subsystem and one lease to hosts and
+// to the cluster: the same subsystem section but for disjoint controller
+// ID ranges, the same gateway block but for the name.
+func TestGatewayExamplesAgree(t *testing.T) {
+	var cs [2]*Config
+	for i, f := range []string{"examples/gateway-a.yaml", "examples/gateway-b.yaml"} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cs[i], err = Parse(data); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	a, b := cs[0].Subsystems[0], cs[1].Subsystems[0]
+	aLo, aHi := a.CntlidRange()
+	bLo, bHi := b.CntlidRange()
+	if aHi >= bLo && bHi >= aLo {
+		t.Errorf("controller ID ranges %d..%d and %d..%d overlap", aLo, aHi, bLo, bHi)
+	}
+	a.CntlidMin, a.CntlidMax, b.CntlidMin, b.CntlidMax = 0, 0, 0, 0
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("subsystem sections differ:\n%+v\n%+v", a, b)
+	}
+	ga, gb := *cs[0].Gateway, *cs[1].Gateway
+	if ga.Name == gb.Name {
+		t.Errorf("both gateways are named %q", ga.Name)
+	}
+	ga.Name = gb.Name
+	if !reflect.DeepEqual(ga, gb) {
+		t.Errorf("gateway blocks differ:\n%+v\n%+v", ga, gb)
+	}
+}

@@ -1,0 +1,86 @@
+package fabrics
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+)
+
+// Pinned ANA groups. A gateway that holds a lease on an ANA group decides
+// the group's state on every port of the daemon, whatever the ports'
+// configured states say: optimized while it owns the group, inaccessible
+// otherwise. The pin is kept by every later change of a port's states and
+// given to every port added, all under t.mu, so a reload that applies the
+// configured states can never undo a step down.
+
+// PinANAGroup sets group g to state s on every port, now and for ports
+// added later, until UnpinANAGroup. Each port whose state changes logs it
+// and raises the ANA change event, as SetANAStates does.
+func (t *Target) PinANAGroup(g uint32, s nvme.ANAState) error {
+	if g < 1 || g > nvme.MaxANAGroups {
+		return fmt.Errorf("ANA group %d is out of range 1..%d", g, nvme.MaxANAGroups)
+	}
+	if !s.Valid() {
+		return fmt.Errorf("ANA group %d: invalid state %v", g, s)
+	}
+	t.mu.Lock()
+	if t.anaPinned == nil {
+		t.anaPinned = map[uint32]nvme.ANAState{}
+	}
+	t.anaPinned[g] = s
+	ids := slices.Sorted(maps.Keys(t.ports))
+	t.mu.Unlock()
+	for _, id := range ids {
+		// A port removed meanwhile is not an error: nothing to change.
+		_ = t.updateANA(id, cloneANA)
+	}
+	return nil
+}
+
+// UnpinANAGroup hands group g back to the ports' configured states; the
+// ports keep its pinned state until their states are next set.
+func (t *Target) UnpinANAGroup(g uint32) {
+	t.mu.Lock()
+	delete(t.anaPinned, g)
+	t.mu.Unlock()
+}
+
+// PinnedANAGroups is the pinned groups and their states.
+func (t *Target) PinnedANAGroups() map[uint32]nvme.ANAState {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return maps.Clone(t.anaPinned)
+}
+
+// pinLocked puts the pinned states into tab; called with t.mu held.
+func (t *Target) pinLocked(tab *anaTable) {
+	for g, s := range t.anaPinned {
+		tab[g] = s
+	}
+}
+
+// pinPortLocked gives a port being added the pinned states; called with
+// t.mu held, before any host can reach the port.
+func (t *Target) pinPortLocked(p *Port) {
+	if len(t.anaPinned) == 0 {
+		return
+	}
+	tab := cloneANA(p.ana.Load())
+	t.pinLocked(tab)
+	p.ana.Store(tab)
+}
+
+// cloneANA copies a port's table; nil is every group optimized.
+func cloneANA(cur *anaTable) *anaTable {
+	tab := new(anaTable)
+	if cur != nil {
+		*tab = *cur
+		return tab
+	}
+	for g := range tab {
+		tab[g] = nvme.ANAOptimized
+	}
+	return tab
+}

@@ -1,0 +1,300 @@
+// Package gateway runs the ANA group leases of a gateway pair: two or more
+// daemons export the same images in one subsystem, and for each ANA group
+// exactly one of them, the holder of the group's lease in RADOS, reports
+// the group optimized; the others report it inaccessible.
+//
+// A lease is an exclusive RADOS lock with a duration on one object per
+// group, renewed well inside its duration. The object also records the
+// owner's client address, so that whoever takes the lease after it expired
+// first fences the old owner (an OSD blocklist entry for its client):
+// writes the old owner still has in flight are then refused by the OSDs
+// instead of landing after the new owner's. An owner that cannot renew
+// steps down at a local deadline, measured on the monotonic clock from the
+// start of its last successful lock call and shorter than the lease, so it
+// is inaccessible before anyone else can take the lock.
+//
+// Lease is the state machine, with no goroutines and no clock of its own:
+// Runner drives it with the real clock and a Store that talks to RADOS.
+package gateway
+
+import (
+	"errors"
+	"time"
+)
+
+// State is where a daemon stands with one group's lease.
+type State int
+
+const (
+	// Standby: another daemon owns the group, or nobody yet; the group
+	// is inaccessible here.
+	Standby State = iota
+	// Owner: this daemon holds the lease and has fenced the previous
+	// owner; the group is optimized here.
+	Owner
+	// Blocklisted: the cluster refuses this daemon's RADOS client (a peer
+	// fenced it). The group stays inaccessible until the daemon connects
+	// again with a new client, which a restart does.
+	Blocklisted
+)
+
+func (s State) String() string {
+	switch s {
+	case Owner:
+		return "owner"
+	case Blocklisted:
+		return "blocklisted"
+	}
+	return "standby"
+}
+
+// States lists every state, for metrics.
+var States = []State{Standby, Owner, Blocklisted}
+
+// Errors a Store returns (wrapped or not).
+var (
+	ErrBusy        = errors.New("the lease is held by another gateway")
+	ErrLost        = errors.New("the lease is no longer ours")
+	ErrBlocklisted = errors.New("this gateway's RADOS client is blocklisted")
+)
+
+// Holder is the owner a lease object records: the gateway's name, the lock
+// cookie of its run and its RADOS client address.
+type Holder struct {
+	Name, Cookie, Addr string
+}
+
+// Store is one group's lease object. Each call may block for as long as
+// the cluster takes to answer (bounded by the client's timeouts).
+type Store interface {
+	// Lock takes the lock for the lease duration, or extends it if this
+	// client and cookie hold it. With renew it must already be held:
+	// ErrLost if it is not (it expired, or another took it). ErrBusy when
+	// another holds it.
+	Lock(renew bool) error
+	// Unlock releases the lock.
+	Unlock() error
+	// Recorded is the holder recorded in the object; zero if none.
+	Recorded() (Holder, error)
+	// Record records h; the zero Holder clears the record.
+	Record(h Holder) error
+	// Self is this client's address as the OSDs see it.
+	Self() (string, error)
+	// Fence blocklists addr and waits until this client has the OSD map
+	// with the entry, so that the OSDs refuse addr's writes from before
+	// any write of ours.
+	Fence(addr string) error
+}
+
+// Notifier is a Store that can tell the peers' stores of a release, so
+// that they try at once (Lease.Poke) rather than at their next interval.
+type Notifier interface {
+	Notify() error
+}
+
+// Timing is a lease's timing; see DefaultTiming.
+type Timing struct {
+	Lease    time.Duration // the lock's duration in RADOS
+	Renew    time.Duration // how often the owner renews and the others try to take it
+	Deadline time.Duration // an owner that has not renewed for this long steps down
+	Holdoff  time.Duration // after a release, how long this daemon leaves the lease to others
+}
+
+// DefaultTiming derives a lease's timing from its duration: renew at a
+// quarter of it and step down at 70 %, so that two renewals can fail and
+// the owner is still inaccessible well before the lock expires.
+func DefaultTiming(lease time.Duration) Timing {
+	return Timing{Lease: lease, Renew: lease / 4, Deadline: lease * 7 / 10, Holdoff: lease}
+}
+
+// Op is a step the state machine asks its driver to run against the Store.
+type Op int
+
+const (
+	OpNone    Op = iota
+	OpAcquire    // take the lease, fence the recorded holder, record ourselves
+	OpRenew      // extend our lock
+	OpRelease    // clear the record and unlock
+)
+
+func (o Op) String() string {
+	return [...]string{"none", "acquire", "renew", "release"}[o]
+}
+
+// Result is the outcome of an Op, reported to Done.
+type Result struct {
+	Op      Op
+	Started time.Duration // monotonic time the op's first lock call began
+	Fenced  string        // OpAcquire: the address blocklisted, if any
+	Err     error
+}
+
+// Lease is one group's lease state machine. Times are monotonic durations
+// since any fixed origin. It is not safe for concurrent use.
+type Lease struct {
+	Group  uint32
+	Timing Timing
+
+	state     State
+	deadline  time.Duration // Owner: step down at this time
+	lastTry   time.Duration // start of the last op
+	tried     bool
+	holdUntil time.Duration // no acquire before this, after a release
+	busy      Op            // the op running, or OpNone
+	releasing bool          // a release was asked and has not run yet
+
+	Takeovers uint64 // times this daemon became the owner
+	Fencings  uint64 // previous owners this daemon fenced
+	LastErr   error  // the last op's error, nil after a success
+}
+
+// State is the lease's state.
+func (l *Lease) State() State { return l.state }
+
+// Busy is the op in flight, OpNone if none.
+func (l *Lease) Busy() Op { return l.busy }
+
+// Wake advances the machine to now: an owner past its deadline steps down,
+// and the op to start now is returned (OpNone if nothing is due or one is
+// in flight). next is when to wake again at the latest (0 if only a result
+// or a request can change anything).
+func (l *Lease) Wake(now time.Duration) (op Op, next time.Duration) {
+	l.checkDeadline(now)
+	if l.state == Blocklisted {
+		return OpNone, 0
+	}
+	if l.busy == OpNone {
+		switch due := !l.tried || now >= l.lastTry+l.Timing.Renew; {
+		case l.releasing:
+			op = OpRelease
+		case l.state == Owner && due:
+			op = OpRenew
+		case l.state == Standby && due && now >= l.holdUntil:
+			op = OpAcquire
+		}
+		if op != OpNone {
+			l.busy, l.lastTry, l.tried = op, now, true
+		}
+	}
+	if l.busy == OpNone {
+		next = max(l.lastTry+l.Timing.Renew, l.holdUntil)
+	}
+	if l.state == Owner && (next == 0 || l.deadline < next) {
+		next = l.deadline
+	}
+	return op, next
+}
+
+// checkDeadline steps an owner down once its deadline has passed.
+func (l *Lease) checkDeadline(now time.Duration) {
+	if l.state == Owner && now >= l.deadline {
+		l.state = Standby
+	}
+}
+
+// Done takes the result of the op in flight.
+func (l *Lease) Done(now time.Duration, r Result) {
+	l.busy = OpNone
+	l.lastTry = r.Started
+	l.LastErr = r.Err
+	if errors.Is(r.Err, ErrBusy) {
+		l.LastErr = nil // a standby's normal answer, not a problem
+	}
+	l.checkDeadline(now)
+	if errors.Is(r.Err, ErrBlocklisted) {
+		l.state = Blocklisted
+		return
+	}
+	switch r.Op {
+	case OpRenew:
+		switch {
+		case r.Err == nil:
+			// Still owner (the deadline did not pass meanwhile): the lock
+			// runs for a whole lease from when the call started, at the
+			// earliest.
+			if l.state == Owner {
+				l.deadline = r.Started + l.Timing.Deadline
+			}
+		case errors.Is(r.Err, ErrLost), errors.Is(r.Err, ErrBusy):
+			l.state = Standby
+		}
+		// Other errors: the cluster did not answer; the owner keeps
+		// serving until its deadline and tries again.
+	case OpAcquire:
+		if r.Fenced != "" {
+			l.Fencings++
+		}
+		// Taken late (the calls took longer than the deadline allows):
+		// stay inaccessible; the next acquire renews our lock.
+		if r.Err == nil && !l.releasing && now < r.Started+l.Timing.Deadline {
+			l.state = Owner
+			l.deadline = r.Started + l.Timing.Deadline
+			l.Takeovers++
+		}
+	case OpRelease:
+		l.releasing = false
+		l.holdUntil = now + l.Timing.Holdoff
+	}
+}
+
+// Poke makes a try due now: a peer released the lease (it notified the
+// lease object), so a standby need not wait for its next interval.
+func (l *Lease) Poke() { l.tried = false }
+
+// Release gives the group up: an owner steps down at once (the caller
+// makes the group inaccessible before the lock goes), and the lock is
+// released by the next op. It reports whether this daemon was the owner.
+func (l *Lease) Release(now time.Duration) bool {
+	l.checkDeadline(now)
+	if l.state != Owner {
+		return false
+	}
+	l.state = Standby
+	l.releasing = true
+	return true
+}
+
+// Run carries out op against s for the holder me (whose Addr Run fills
+// in). It returns the address it fenced, if any.
+func Run(op Op, s Store, me Holder) (fenced string, err error) {
+	switch op {
+	case OpRenew:
+		return "", s.Lock(true)
+	case OpRelease:
+		if err := s.Record(Holder{}); err != nil {
+			return "", err
+		}
+		if err := s.Unlock(); err != nil {
+			return "", err
+		}
+		if n, ok := s.(Notifier); ok {
+			n.Notify() // best effort: peers also try at their interval
+		}
+		return "", nil
+	case OpAcquire:
+		if err := s.Lock(false); err != nil {
+			return "", err
+		}
+		prev, err := s.Recorded()
+		if err != nil {
+			return "", err
+		}
+		if prev.Cookie != "" && prev.Cookie != me.Cookie {
+			// The previous owner did not release the lease: it died, or
+			// lost the cluster, or stopped. Its writes in flight must not
+			// land after ours.
+			if prev.Addr == "" {
+				return "", errors.New("the previous owner " + prev.Name + " recorded no client address to fence")
+			}
+			if err := s.Fence(prev.Addr); err != nil {
+				return "", err
+			}
+			fenced = prev.Addr
+		}
+		if me.Addr, err = s.Self(); err != nil {
+			return fenced, err
+		}
+		return fenced, s.Record(me)
+	}
+	return "", nil
+}

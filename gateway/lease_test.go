@@ -1,0 +1,518 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// fakeCluster is the lease object as the OSDs keep it (cls_lock's
+// semantics: a lock expires at its duration after the call that took or
+// renewed it) and the OSD blocklist, on a fake clock.
+type fakeCluster struct {
+	now       time.Duration
+	lease     time.Duration
+	holder    string // client address holding the lock, "" none
+	cookie    string
+	expires   time.Duration
+	rec       Holder
+	blocklist map[string]bool
+	fenceTime time.Duration // how long a Fence takes
+	watchers  []*Lease      // poked by a Notify
+}
+
+func newCluster(lease time.Duration) *fakeCluster {
+	return &fakeCluster{lease: lease, blocklist: map[string]bool{}}
+}
+
+var errTimeout = errors.New("timed out")
+
+// fakeClient is one gateway's RADOS client.
+type fakeClient struct {
+	c           *fakeCluster
+	addr        string
+	cookie      string
+	unreachable bool // a partition: every call times out
+	calls       []string
+}
+
+func (f *fakeClient) check(call string) error {
+	f.calls = append(f.calls, call)
+	if f.unreachable {
+		return errTimeout
+	}
+	if f.c.blocklist[f.addr] {
+		return ErrBlocklisted
+	}
+	return nil
+}
+
+func (f *fakeClient) held() bool { return f.c.holder != "" && f.c.now < f.c.expires }
+
+func (f *fakeClient) mine() bool {
+	return f.held() && f.c.holder == f.addr && f.c.cookie == f.cookie
+}
+
+func (f *fakeClient) Lock(renew bool) error {
+	if err := f.check("lock"); err != nil {
+		return err
+	}
+	switch {
+	case f.held() && !f.mine():
+		return ErrBusy
+	case renew && !f.mine():
+		return ErrLost
+	}
+	f.c.holder, f.c.cookie, f.c.expires = f.addr, f.cookie, f.c.now+f.c.lease
+	return nil
+}
+
+func (f *fakeClient) Unlock() error {
+	if err := f.check("unlock"); err != nil {
+		return err
+	}
+	if !f.mine() {
+		return ErrLost
+	}
+	f.c.holder = ""
+	return nil
+}
+
+func (f *fakeClient) Recorded() (Holder, error) {
+	if err := f.check("recorded"); err != nil {
+		return Holder{}, err
+	}
+	return f.c.rec, nil
+}
+
+func (f *fakeClient) Record(h Holder) error {
+	if err := f.check("record"); err != nil {
+		return err
+	}
+	f.c.rec = h
+	return nil
+}
+
+func (f *fakeClient) Self() (string, error) { return f.addr, f.check("self") }
+
+func (f *fakeClient) Fence(addr string) error {
+	if err := f.check("fence " + addr); err != nil {
+		return err
+	}
+	f.c.now += f.c.fenceTime
+	f.c.blocklist[addr] = true
+	return nil
+}
+
+// gw is one daemon: its lease on group 1, run synchronously at each step.
+type gw struct {
+	name   string
+	l      *Lease
+	client *fakeClient
+	paused bool // SIGSTOP: no step runs
+}
+
+var timing = DefaultTiming(10 * time.Second) // renew 2.5 s, deadline 7 s
+
+func newGW(c *fakeCluster, name, addr string) *gw {
+	return &gw{name: name, l: &Lease{Group: 1, Timing: timing},
+		client: &fakeClient{c: c, addr: addr, cookie: name + "-" + addr}}
+}
+
+func (g *gw) me() Holder { return Holder{Name: g.name, Cookie: g.client.cookie} }
+
+// step wakes the lease and runs the op it asks for; ops take the time
+// the fake cluster's calls advance its clock by.
+func (g *gw) step() {
+	if g.paused {
+		return
+	}
+	c := g.client.c
+	op, _ := g.l.Wake(c.now)
+	if op == OpNone {
+		return
+	}
+	started := c.now
+	fenced, err := Run(op, g.client, g.me())
+	g.l.Done(c.now, Result{Op: op, Started: started, Fenced: fenced, Err: err})
+}
+
+// sim advances the fake clock in 100 ms steps for d, stepping every
+// gateway and checking the safety property at every step: a gateway that
+// is the owner holds the lock in the cluster, unexpired, and is not
+// blocklisted; so there is never more than one.
+func sim(t *testing.T, c *fakeCluster, d time.Duration, gws ...*gw) {
+	t.Helper()
+	for end := c.now + d; c.now < end; c.now += 100 * time.Millisecond {
+		owners := 0
+		for _, g := range gws {
+			g.step()
+			// A stopped or dead process serves nothing, whatever its
+			// frozen state says; fencing covers what it had in flight.
+			if g.paused || g.l.State() != Owner {
+				continue
+			}
+			owners++
+			if !g.client.mine() || c.blocklist[g.client.addr] {
+				t.Fatalf("at %v: %s is the owner without holding the lock (holder %q until %v, blocklisted %v)",
+					c.now, g.name, c.holder, c.expires, c.blocklist[g.client.addr])
+			}
+		}
+		if owners > 1 {
+			t.Fatalf("at %v: %d owners", c.now, owners)
+		}
+	}
+}
+
+func owner(gws ...*gw) string {
+	s := ""
+	for _, g := range gws {
+		if g.l.State() == Owner {
+			s += g.name
+		}
+	}
+	return s
+}
+
+func TestFirstTakesTheGroupOthersStandBy(t *testing.T) {
+	c := newCluster(timing.Lease)
+	a, b := newGW(c, "a", "10.0.0.1:0/1"), newGW(c, "b", "10.0.0.2:0/2")
+	sim(t, c, time.Second, a, b)
+	if owner(a, b) != "a" || b.l.State() != Standby {
+		t.Fatalf("owner %q, b %v", owner(a, b), b.l.State())
+	}
+	if b.l.LastErr != nil {
+		t.Errorf("b's last error %v: a standby refused the lock is not in error", b.l.LastErr)
+	}
+	if a.l.Takeovers != 1 || a.l.Fencings != 0 {
+		t.Errorf("takeovers %d fencings %d", a.l.Takeovers, a.l.Fencings)
+	}
+	if c.rec != (Holder{"a", a.client.cookie, a.client.addr}) {
+		t.Errorf("recorded %+v", c.rec)
+	}
+	// A minute later nothing moved: renewals keep it, b keeps trying.
+	sim(t, c, time.Minute, a, b)
+	if owner(a, b) != "a" || a.l.Takeovers != 1 || b.l.Takeovers != 0 {
+		t.Fatalf("after a minute: owner %q, takeovers %d/%d", owner(a, b), a.l.Takeovers, b.l.Takeovers)
+	}
+}
+
+// kill -9 of the owner: the lock expires, the survivor fences the dead
+// owner's client and takes the group within the lease plus one try.
+func TestDeadOwnerIsFencedAndReplaced(t *testing.T) {
+	c := newCluster(timing.Lease)
+	a, b := newGW(c, "a", "10.0.0.1:0/1"), newGW(c, "b", "10.0.0.2:0/2")
+	sim(t, c, time.Second, a, b)
+	killed := c.now
+	a.paused = true // dead: never steps again
+	for owner(b) == "" {
+		sim(t, c, 100*time.Millisecond, a, b)
+		if c.now-killed > timing.Lease+timing.Renew {
+			t.Fatalf("no takeover %v after the kill", c.now-killed)
+		}
+	}
+	if !c.blocklist[a.client.addr] || b.l.Fencings != 1 {
+		t.Fatalf("a's client not fenced: blocklist %v, fencings %d", c.blocklist, b.l.Fencings)
+	}
+	if c.rec.Name != "b" {
+		t.Errorf("recorded %+v", c.rec)
+	}
+	// The dead daemon restarts: a new client and cookie. It stands by and
+	// stays so, with no fencing and no flapping.
+	a2 := newGW(c, "a", "10.0.0.1:0/3")
+	sim(t, c, time.Minute, a2, b)
+	if owner(a2, b) != "b" || a2.l.Takeovers != 0 || b.l.Takeovers != 1 || len(c.blocklist) != 1 {
+		t.Fatalf("after the restart: owner %q, takeovers %d/%d, blocklist %v", owner(a2, b), a2.l.Takeovers, b.l.Takeovers, c.blocklist)
+	}
+}
+
+// A partition: the owner's calls time out. It steps down at its deadline,
+// before its lock expires for the others, and never comes back while the
+// partition lasts; the peer takes over after the expiry.
+func TestPartitionedOwnerStepsDownBeforeExpiry(t *testing.T) {
+	c := newCluster(timing.Lease)
+	a, b := newGW(c, "a", "10.0.0.1:0/1"), newGW(c, "b", "10.0.0.2:0/2")
+	sim(t, c, time.Second, a, b)
+	a.client.unreachable = true
+	aExpires := c.expires // no renewal can reach the cluster from now on
+	var down, taken time.Duration
+	for i := 0; i < 200 && taken == 0; i++ {
+		sim(t, c, 100*time.Millisecond, a, b)
+		if down == 0 && a.l.State() != Owner {
+			down = c.now
+		}
+		if taken == 0 && b.l.State() == Owner {
+			taken = c.now
+		}
+	}
+	if down == 0 || taken == 0 || down >= taken {
+		t.Fatalf("a stepped down at %v, b took over at %v", down, taken)
+	}
+	if down > aExpires-(timing.Lease-timing.Deadline)+100*time.Millisecond { // seen after the step
+		t.Errorf("a stepped down at %v, its lock expired at %v: want %v of margin", down, aExpires, timing.Lease-timing.Deadline)
+	}
+	// The partition heals: a is fenced and stays out.
+	a.client.unreachable = false
+	sim(t, c, 10*time.Second, a, b)
+	if a.l.State() != Blocklisted || owner(a, b) != "b" {
+		t.Fatalf("after the partition: a %v, owner %q", a.l.State(), owner(a, b))
+	}
+}
+
+// SIGSTOP of the owner, SIGCONT after the takeover: at its first wake it
+// is past its deadline and steps down before any call; its next call is
+// refused (blocklisted) and it stays inaccessible.
+func TestStoppedOwnerResumesInaccessible(t *testing.T) {
+	c := newCluster(timing.Lease)
+	a, b := newGW(c, "a", "10.0.0.1:0/1"), newGW(c, "b", "10.0.0.2:0/2")
+	sim(t, c, time.Second, a, b)
+	a.paused = true
+	sim(t, c, 15*time.Second, a, b)
+	if b.l.State() != Owner || !c.blocklist[a.client.addr] {
+		t.Fatalf("b %v, blocklist %v", b.l.State(), c.blocklist)
+	}
+	if a.l.State() != Owner {
+		t.Fatal("a stopped: its state cannot have moved")
+	}
+	a.paused = false
+	calls := len(a.client.calls)
+	if op, _ := a.l.Wake(c.now); a.l.State() != Standby || op != OpAcquire {
+		t.Fatalf("a resumed: %v, op %v", a.l.State(), op)
+	}
+	if len(a.client.calls) != calls {
+		t.Fatal("a called the cluster before stepping down")
+	}
+	_, err := Run(OpAcquire, a.client, a.me())
+	a.l.Done(c.now, Result{Op: OpAcquire, Started: c.now, Err: err})
+	if a.l.State() != Blocklisted {
+		t.Fatalf("a after a refused call: %v (%v)", a.l.State(), err)
+	}
+	sim(t, c, time.Minute, a, b)
+	if a.l.State() != Blocklisted || owner(a, b) != "b" {
+		t.Fatalf("a %v, owner %q", a.l.State(), owner(a, b))
+	}
+	if op, next := a.l.Wake(c.now); op != OpNone || next != 0 {
+		t.Errorf("blocklisted: op %v next %v", op, next)
+	}
+}
+
+// Planned handover: the owner steps down at once, releases the lock and
+// clears the record; the peer takes the group at its next try, without
+// fencing; the releaser leaves it alone during its hold-off.
+func TestReleaseHandsOverWithoutFencing(t *testing.T) {
+	c := newCluster(timing.Lease)
+	a, b := newGW(c, "a", "10.0.0.1:0/1"), newGW(c, "b", "10.0.0.2:0/2")
+	sim(t, c, time.Second, a, b)
+	if !a.l.Release(c.now) || a.l.State() != Standby {
+		t.Fatalf("release: a %v", a.l.State())
+	}
+	if b.l.Release(c.now) {
+		t.Fatal("b released a group it does not own")
+	}
+	released := c.now
+	for owner(b) == "" {
+		sim(t, c, 100*time.Millisecond, a, b)
+		if c.now-released > timing.Renew+time.Second {
+			t.Fatalf("b has not taken the group %v after the release", c.now-released)
+		}
+	}
+	if len(c.blocklist) != 0 || b.l.Fencings != 0 {
+		t.Fatalf("a clean release fenced: %v", c.blocklist)
+	}
+	sim(t, c, time.Minute, a, b)
+	if owner(a, b) != "b" {
+		t.Fatalf("owner %q", owner(a, b))
+	}
+	// b releases and nobody else wants it: a takes it after a's hold-off
+	// is over (long past), b after its own.
+	b.l.Release(c.now)
+	sim(t, c, timing.Renew+time.Second, a, b)
+	if owner(a, b) != "a" {
+		t.Fatalf("owner %q after b's release", owner(a, b))
+	}
+}
+
+// The only gateway releases: it takes the group back after its hold-off.
+func TestReleaseAloneRetakesAfterHoldoff(t *testing.T) {
+	c := newCluster(timing.Lease)
+	a := newGW(c, "a", "10.0.0.1:0/1")
+	sim(t, c, time.Second, a)
+	a.l.Release(c.now)
+	released := c.now
+	for owner(a) == "" {
+		sim(t, c, 100*time.Millisecond, a)
+	}
+	if d := c.now - released; d < timing.Holdoff || d > timing.Holdoff+timing.Renew+time.Second {
+		t.Fatalf("retaken %v after the release", d)
+	}
+	if len(c.blocklist) != 0 {
+		t.Fatal("fenced itself")
+	}
+}
+
+// A release asked while a renewal is in flight runs after it.
+func TestReleaseDuringRenewal(t *testing.T) {
+	c := newCluster(timing.Lease)
+	a := newGW(c, "a", "10.0.0.1:0/1")
+	sim(t, c, time.Second, a)
+	c.now += timing.Renew
+	op, _ := a.l.Wake(c.now)
+	if op != OpRenew {
+		t.Fatalf("op %v", op)
+	}
+	a.l.Release(c.now)
+	a.l.Done(c.now, Result{Op: OpRenew, Started: c.now})
+	if a.l.State() != Standby {
+		t.Fatalf("a renewal after the release made a %v", a.l.State())
+	}
+	if op, _ := a.l.Wake(c.now); op != OpRelease {
+		t.Fatalf("then %v", op)
+	}
+}
+
+// Renewals that fail for a while (the monitors or OSDs slow) keep the
+// owner until its deadline only; one that succeeds in time extends it.
+func TestRenewalErrors(t *testing.T) {
+	c := newCluster(timing.Lease)
+	a := newGW(c, "a", "10.0.0.1:0/1")
+	sim(t, c, 100*time.Millisecond, a)
+	took := c.now - 100*time.Millisecond
+	a.client.unreachable = true
+	sim(t, c, timing.Deadline-200*time.Millisecond, a)
+	if a.l.State() != Owner {
+		t.Fatalf("stepped down at %v, before the deadline", c.now)
+	}
+	a.client.unreachable = false
+	sim(t, c, timing.Renew+100*time.Millisecond, a)
+	if a.l.State() != Owner || a.l.deadline <= took+timing.Deadline {
+		t.Fatalf("a renewal in time did not keep the group: %v, deadline %v", a.l.State(), a.l.deadline)
+	}
+	a.client.unreachable = true
+	for a.l.State() == Owner {
+		sim(t, c, 100*time.Millisecond, a)
+	}
+	if !a.client.held() {
+		t.Fatal("stepped down after the lock expired")
+	}
+}
+
+// A takeover whose fencing outlasts the deadline does not serve on a lock
+// that may be about to expire: it stays inaccessible and turns optimized
+// after the next lock call.
+func TestSlowFencingTakesAnotherRound(t *testing.T) {
+	c := newCluster(timing.Lease)
+	a, b := newGW(c, "a", "10.0.0.1:0/1"), newGW(c, "b", "10.0.0.2:0/2")
+	sim(t, c, time.Second, a, b)
+	a.paused = true
+	c.fenceTime = timing.Deadline
+	for b.l.Fencings == 0 {
+		sim(t, c, 100*time.Millisecond, a, b)
+	}
+	if b.l.State() != Standby {
+		t.Fatalf("b turned %v after a fencing of %v", b.l.State(), c.fenceTime)
+	}
+	sim(t, c, timing.Renew+100*time.Millisecond, a, b)
+	if b.l.State() != Owner || b.l.Fencings != 1 {
+		t.Fatalf("b %v, fencings %d", b.l.State(), b.l.Fencings)
+	}
+}
+
+// A failed fencing leaves the group inaccessible everywhere rather than
+// serving beside a possibly live old owner.
+type failFence struct{ *fakeClient }
+
+func (failFence) Fence(string) error {
+	return fmt.Errorf("mon command refused: %w", errors.New("EACCES"))
+}
+
+func TestFailedFencingDoesNotServe(t *testing.T) {
+	c := newCluster(timing.Lease)
+	a, b := newGW(c, "a", "10.0.0.1:0/1"), newGW(c, "b", "10.0.0.2:0/2")
+	sim(t, c, time.Second, a, b)
+	a.paused = true
+	c.now += timing.Lease
+	for range 10 {
+		op, _ := b.l.Wake(c.now)
+		if op != OpNone {
+			fenced, err := Run(op, failFence{b.client}, b.me())
+			b.l.Done(c.now, Result{Op: op, Started: c.now, Fenced: fenced, Err: err})
+		}
+		c.now += timing.Renew
+	}
+	if b.l.State() != Standby || b.l.LastErr == nil {
+		t.Fatalf("b %v, last error %v", b.l.State(), b.l.LastErr)
+	}
+}
+
+func TestWakeTimes(t *testing.T) {
+	l := &Lease{Group: 1, Timing: timing}
+	op, next := l.Wake(0)
+	if op != OpAcquire || next != 0 {
+		t.Fatalf("first wake: %v, next %v (busy: only the result)", op, next)
+	}
+	l.Done(time.Second, Result{Op: OpAcquire, Started: 0})
+	op, next = l.Wake(time.Second)
+	if op != OpNone || next != timing.Renew {
+		t.Fatalf("owner: %v next %v", op, next)
+	}
+	op, next = l.Wake(timing.Renew)
+	if op != OpRenew || next != timing.Deadline {
+		t.Fatalf("renewing: %v next %v, want the deadline", op, next)
+	}
+}
+
+// notifyingClient tells every watcher of the object of a release.
+type notifyingClient struct{ *fakeClient }
+
+func (n notifyingClient) Notify() error {
+	for _, l := range n.c.watchers {
+		l.Poke()
+	}
+	return nil
+}
+
+// With a watch on the object, a release reaches the peer at once: it
+// takes the group at its next step, not at its next interval.
+func TestReleaseNotifiesPeers(t *testing.T) {
+	c := newCluster(timing.Lease)
+	a, b := newGW(c, "a", "10.0.0.1:0/1"), newGW(c, "b", "10.0.0.2:0/2")
+	c.watchers = []*Lease{a.l, b.l}
+	sim(t, c, time.Second, a, b)
+	a.l.Release(c.now)
+	op, _ := a.l.Wake(c.now)
+	if _, err := Run(op, notifyingClient{a.client}, a.me()); op != OpRelease || err != nil {
+		t.Fatalf("%v: %v", op, err)
+	}
+	a.l.Done(c.now, Result{Op: OpRelease, Started: c.now})
+	b.step()
+	if b.l.State() != Owner || b.l.Fencings != 0 {
+		t.Fatalf("b right after the notified release: %v, fencings %d", b.l.State(), b.l.Fencings)
+	}
+	a.step()
+	if a.l.State() != Standby {
+		t.Fatal("a took the group back during its hold-off")
+	}
+}
+
+// A renewal that returns after the deadline, even successfully, does not
+// make the owner again: the next acquire does, through the record.
+func TestLateRenewalDoesNotServe(t *testing.T) {
+	l := &Lease{Group: 1, Timing: timing}
+	l.Wake(0)
+	l.Done(0, Result{Op: OpAcquire})
+	if op, _ := l.Wake(timing.Renew); op != OpRenew {
+		t.Fatalf("op %v", op)
+	}
+	l.Wake(timing.Deadline)
+	if l.State() != Standby {
+		t.Fatalf("%v at the deadline", l.State())
+	}
+	l.Done(timing.Deadline+time.Second, Result{Op: OpRenew, Started: timing.Renew})
+	if l.State() != Standby {
+		t.Fatalf("%v after a late renewal", l.State())
+	}
+	if op, _ := l.Wake(timing.Deadline + time.Second); op != OpAcquire {
+		t.Fatalf("then %v, want an acquire", op)
+	}
+}

@@ -1,0 +1,207 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// Runner drives one group's Lease: it wakes the machine on time, runs its
+// ops against the Store on a goroutine of their own (a call may block for
+// the client's timeouts) and publishes every change of state through
+// Publish. A step down at the deadline never waits for a call in flight.
+type Runner struct {
+	Lease *Lease
+	Store Store
+	Me    Holder // Addr is filled in by each acquire
+	// Publish sets the group's ANA state for st; called from one
+	// goroutine at a time, in order, with the latest state.
+	Publish func(group uint32, st State)
+	Log     *logrus.Entry
+	Now     func() time.Duration // monotonic
+
+	mu        sync.Mutex // guards Lease
+	pubMu     sync.Mutex // orders Publish calls
+	published State
+	wake      chan struct{}
+	results   chan Result
+	released  chan struct{} // a release op finished
+	done      chan struct{}
+	ops       sync.WaitGroup // the op in flight, if any
+}
+
+// Status is a snapshot of a lease for the API and metrics.
+type Status struct {
+	Group     uint32
+	State     State
+	Takeovers uint64
+	Fencings  uint64
+	LastError string
+}
+
+// Status is the lease's state now.
+func (r *Runner) Status() Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := Status{Group: r.Lease.Group, State: r.Lease.State(), Takeovers: r.Lease.Takeovers, Fencings: r.Lease.Fencings}
+	if r.Lease.LastErr != nil {
+		s.LastError = r.Lease.LastErr.Error()
+	}
+	return s
+}
+
+// Start publishes the initial state (standby: inaccessible) and runs the
+// lease until ctx ends.
+func (r *Runner) Start(ctx context.Context) {
+	r.wake = make(chan struct{}, 1)
+	r.results = make(chan Result, 1)
+	r.released = make(chan struct{}, 1)
+	r.done = make(chan struct{})
+	r.published = -1
+	r.publish()
+	go r.loop(ctx)
+}
+
+// Done is closed when the loop has ended.
+func (r *Runner) Done() <-chan struct{} { return r.done }
+
+// Wait waits for the loop to end (its context cancelled) and for the op
+// in flight to return, after which the Store is no longer used.
+func (r *Runner) Wait() {
+	<-r.done
+	r.ops.Wait()
+}
+
+func (r *Runner) loop(ctx context.Context) {
+	defer close(r.done)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		r.mu.Lock()
+		op, next := r.Lease.Wake(r.Now())
+		r.mu.Unlock()
+		r.publish()
+		if op != OpNone {
+			r.ops.Add(1)
+			go r.run(op)
+		}
+		timer.Stop()
+		if next != 0 {
+			timer.Reset(max(next-r.Now(), time.Millisecond))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case res := <-r.results:
+			r.mu.Lock()
+			prev := r.Lease.State()
+			r.Lease.Done(r.Now(), res)
+			st := r.Lease.State()
+			r.mu.Unlock()
+			r.logResult(res, prev, st)
+			if res.Op == OpRelease {
+				select {
+				case r.released <- struct{}{}:
+				default:
+				}
+			}
+		case <-r.wake:
+		case <-timer.C:
+		}
+	}
+}
+
+func (r *Runner) run(op Op) {
+	defer r.ops.Done()
+	started := r.Now()
+	fenced, err := Run(op, r.Store, r.Me)
+	r.results <- Result{Op: op, Started: started, Fenced: fenced, Err: err}
+}
+
+func (r *Runner) logResult(res Result, prev, st State) {
+	log := r.Log.WithFields(logrus.Fields{"ana_group": r.Lease.Group, "op": res.Op.String(), "gateway": r.Me.Name})
+	if res.Fenced != "" {
+		log.WithField("client", res.Fenced).Warn("gateway fenced the previous owner of the ANA group: its RADOS client is blocklisted")
+	}
+	switch {
+	case st == Blocklisted && prev != Blocklisted:
+		log.WithError(res.Err).Error("gateway's RADOS client is blocklisted: the ANA group stays inaccessible here until the daemon restarts")
+	case res.Err != nil && res.Op == OpRenew:
+		log.WithError(res.Err).Warn("gateway lease renewal failed")
+	case res.Err != nil && res.Op == OpRelease:
+		log.WithError(res.Err).Warn("gateway lease release failed; the lease expires on its own")
+	case res.Err != nil && res.Op == OpAcquire && !isBusy(res.Err):
+		log.WithError(res.Err).Warn("gateway lease acquire failed")
+	case res.Op == OpRelease:
+		log.Info("gateway lease released")
+	}
+}
+
+func isBusy(err error) bool { return errors.Is(err, ErrBusy) }
+
+// publish hands the latest state to Publish if it changed.
+func (r *Runner) publish() {
+	r.pubMu.Lock()
+	defer r.pubMu.Unlock()
+	r.mu.Lock()
+	st := r.Lease.State()
+	r.mu.Unlock()
+	if st == r.published {
+		return
+	}
+	if r.published >= 0 {
+		r.Log.WithFields(logrus.Fields{"ana_group": r.Lease.Group, "gateway": r.Me.Name, "from": r.published.String(), "to": st.String()}).Info("gateway lease state changed")
+	}
+	r.published = st
+	r.Publish(r.Lease.Group, st)
+}
+
+// Poke wakes the lease for a try now: a peer released it. Safe from any
+// goroutine; it does not block.
+func (r *Runner) Poke() {
+	r.mu.Lock()
+	r.Lease.Poke()
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Release gives the group up if this daemon owns it: the group is
+// inaccessible here when Release returns, and the lock is released
+// right after, so a peer takes it at its next try. It reports whether
+// this daemon was the owner.
+func (r *Runner) Release() bool {
+	r.mu.Lock()
+	was := r.Lease.Release(r.Now())
+	r.mu.Unlock()
+	if !was {
+		return false
+	}
+	r.publish()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// ReleaseAndWait releases the group if owned and waits up to timeout
+// for the release to reach the cluster: at a clean shutdown the peer takes
+// the group at once instead of after the lease expires.
+func (r *Runner) ReleaseAndWait(timeout time.Duration) {
+	select {
+	case <-r.released: // an earlier release's
+	default:
+	}
+	if r.Release() {
+		select {
+		case <-r.released:
+		case <-time.After(timeout):
+		}
+	}
+}

@@ -1,0 +1,157 @@
+#!/bin/bash
+# A real single-node Ceph cluster for the tests, from Debian's packages:
+# one monitor, one BlueStore OSD on a sparse file, a replicated pool of
+# size 1, cephx on, and a client user limited to RBD on that pool.
+#
+#   cluster.sh start DIR [MON_PORT]   create and start it (DIR on ext4 or XFS:
+#                                     BlueStore opens its file with O_DIRECT)
+#   cluster.sh stop DIR               stop every daemon of it
+#   cluster.sh stop-osd DIR           stop the OSD (it marks itself down)
+#   cluster.sh kill-osd DIR           kill it (SIGKILL, as a crash: nothing
+#                                     tells the monitor, clients time out)
+#   cluster.sh start-osd DIR          start it again (unless it is up) and wait
+#                                     until it is up
+#
+# After start, DIR/env holds the paths a client needs (sourced by scripts):
+# CEPH_CONF, CEPH_ADMIN_KEYRING, CEPH_USER (the RBD client, without
+# "client."), CEPH_KEYRING (its keyring) and CEPH_POOL.
+set -euo pipefail
+# Everything is passed explicitly; Ceph would take these from the
+# environment over ceph.conf (a CEPH_KEYRING of a client, as DIR/env
+# exports, would make the OSD present the client's key).
+unset CEPH_KEYRING CEPH_ARGS CEPH_CONF
+
+usage() { sed -n '2,16p' "$0" >&2; exit 2; }
+[ $# -ge 2 ] || usage
+cmd=$1 C=$(realpath -m "$2") port=${3:-6789}
+pool=rbd user=nvmeof
+
+admin() { ceph --connect-timeout 10 --conf "$C/ceph.conf" --name client.admin --keyring "$C/admin.keyring" "$@"; }
+
+# waitfor DESC SECONDS COMMAND...: poll until COMMAND succeeds.
+waitfor() {
+	local desc=$1 secs=$2
+	shift 2
+	local deadline=$((SECONDS + secs))
+	until "$@" >/dev/null 2>&1; do
+		if [ $SECONDS -ge $deadline ]; then
+			echo "cluster.sh: $desc: not after ${secs}s; see $C/log" >&2
+			return 1
+		fi
+		sleep 0.5
+	done
+}
+
+osd_up() { admin osd dump 2>/dev/null | grep -q '^osd.0 up '; }
+osd_down() { ! osd_up; }
+# up_from: the map epoch the running OSD instance came up in.
+up_from() { admin osd dump 2>/dev/null | awk '/^osd.0 / { for (i = 1; i < NF; i++) if ($i == "up_from") print $(i + 1) }'; }
+# osd_booted EPOCH: up, as an instance newer than the one up from EPOCH (a
+# killed OSD stays "up" in the map until its successor boots).
+osd_booted() { osd_up && [ "$(up_from)" != "$1" ]; }
+
+pidof_daemon() { [ -f "$C/run/$1.pid" ] && cat "$C/run/$1.pid"; }
+running() { local pid; pid=$(pidof_daemon "$1") && kill -0 "$pid" 2>/dev/null; }
+
+stop_daemon() { # name [signal]
+	local pid
+	pid=$(pidof_daemon "$1") || return 0
+	kill -"${2:-TERM}" "$pid" 2>/dev/null || return 0
+	waitfor "$1 to exit" 60 bash -c "! kill -0 $pid"
+}
+
+# start_osd: start the OSD unless it is up.
+start_osd() {
+	running osd.0 && osd_up && return 0
+	local before
+	before=$(up_from)
+	ceph-osd --conf "$C/ceph.conf" -i 0
+	waitfor "osd.0 up" 120 osd_booted "$before"
+}
+
+start() {
+	for t in ceph-mon ceph-osd ceph-authtool monmaptool ceph rbd; do
+		command -v $t >/dev/null || { echo "cluster.sh: $t is missing (apt-get install ceph-mon ceph-osd ceph-common)" >&2; exit 1; }
+	done
+	if [ -e "$C/ceph.conf" ]; then
+		echo "cluster.sh: $C already holds a cluster" >&2
+		exit 1
+	fi
+	mkdir -p "$C/mon" "$C/osd0" "$C/run" "$C/log"
+	local fsid
+	fsid=$(cat /proc/sys/kernel/random/uuid)
+	cat >"$C/ceph.conf" <<CONF
+[global]
+fsid = $fsid
+mon host = [v1:127.0.0.1:$port]
+ms bind msgr2 = false
+auth cluster required = cephx
+auth service required = cephx
+auth client required = cephx
+osd pool default size = 1
+osd pool default min size = 1
+mon allow pool size one = true
+mon warn on pool no redundancy = false
+run dir = $C/run
+pid file = $C/run/\$name.pid
+log file = $C/log/\$name.log
+admin socket = $C/run/\$name.asok
+osd objectstore = bluestore
+bluestore block create = true
+bluestore block size = ${CEPH_OSD_SIZE:-4294967296}
+osd memory target = 939524096
+bluestore cache autotune = false
+bluestore cache size = 134217728
+[client.admin]
+keyring = $C/admin.keyring
+[mon.a]
+mon data = $C/mon
+keyring = $C/mon/keyring
+[osd.0]
+osd data = $C/osd0
+keyring = $C/osd0/keyring
+CONF
+	# Keys: the monitors' own, an administrator with every cap, the OSD's.
+	ceph-authtool --create-keyring "$C/mon.keyring" --gen-key -n mon. --cap mon 'allow *' >/dev/null
+	ceph-authtool --create-keyring "$C/admin.keyring" --gen-key -n client.admin \
+		--cap mon 'allow *' --cap osd 'allow *' --cap mgr 'allow *' >/dev/null
+	ceph-authtool "$C/mon.keyring" --import-keyring "$C/admin.keyring" >/dev/null
+	monmaptool --create --addv a "[v1:127.0.0.1:$port]" --fsid "$fsid" "$C/monmap" >/dev/null
+	ceph-mon --conf "$C/ceph.conf" --mkfs -i a --monmap "$C/monmap" --keyring "$C/mon.keyring"
+	cp "$C/mon.keyring" "$C/mon/keyring"
+	ceph-mon --conf "$C/ceph.conf" -i a
+	local uuid key
+	uuid=$(cat /proc/sys/kernel/random/uuid)
+	key=$(ceph-authtool --gen-print-key)
+	echo "{\"cephx_secret\": \"$key\"}" | admin osd new "$uuid" -i - >/dev/null
+	ceph-authtool --create-keyring "$C/osd0/keyring" --name osd.0 --add-key "$key" >/dev/null
+	ceph-osd --conf "$C/ceph.conf" -i 0 --mkfs --osd-uuid "$uuid" 2>>"$C/log/mkfs.log"
+	start_osd
+	admin osd pool create "$pool" 8 >/dev/null 2>&1
+	rbd --conf "$C/ceph.conf" --name client.admin --keyring "$C/admin.keyring" pool init "$pool"
+	# The user the target runs as: RBD on one pool, nothing else.
+	admin auth get-or-create "client.$user" mon 'profile rbd' osd "profile rbd pool=$pool" \
+		-o "$C/$user.keyring"
+	cat >"$C/env" <<ENV
+CEPH_CONF=$C/ceph.conf
+CEPH_ADMIN_KEYRING=$C/admin.keyring
+CEPH_USER=$user
+CEPH_KEYRING=$C/$user.keyring
+CEPH_POOL=$pool
+ENV
+}
+
+case $cmd in
+start) start ;;
+stop)
+	stop_daemon osd.0
+	stop_daemon mon.a
+	;;
+stop-osd)
+	stop_daemon osd.0
+	waitfor "osd.0 down" 30 osd_down
+	;;
+kill-osd) stop_daemon osd.0 KILL ;;
+start-osd) start_osd ;;
+*) usage ;;
+esac

@@ -1,0 +1,47 @@
+# The OSD stopped and started again under fio random writes with crc32c
+# verification (verify_backlog: every block written is read back and
+# checked during the run). While the OSD is down, I/O fails in the daemon
+# after rados_osd_op_timeout (10 s by default) with the retryable status
+# Namespace Not Ready, which the host retries; once the OSD is back, I/O
+# resumes. fio must end with 0 errors and no verify failure, and the
+# daemon's generic error count shows the retries happened.
+daemon_only "the rbd backend is nvmeof-tgt's"
+ceph_up
+nqn=nqn.2026-11.io.example:rbd3
+serve_rbd "$nqn" osd 64MiB
+dev=$(connect "$nqn" --ctrl-loss-tmo=120 --reconnect-delay=1)
+echo "host retries per command (nvme_core max_retries): $(cat /sys/module/nvme_core/parameters/max_retries)"
+generic_errors() { local v; v=$(metric nvmeof_tgt_command_errors_total 'type="generic"'); echo "${v:-0}"; }
+writes() { local v; v=$(metric nvmeof_tgt_writes_completed_total); echo "${v:-0}"; }
+errs0=$(generic_errors)
+# Depth 16, all of it in flight at librbd (asynchronous calls): each
+# command fails after one timeout, none waits behind another's.
+out=$RESULTS/$SCENARIO-fio.json
+fio --name=osd --filename="$dev" --ioengine=libaio --direct=1 --rw=randwrite --bs=4k --iodepth=16 \
+	--size=32m --time_based --runtime=75 --verify=crc32c --verify_backlog=512 --verify_state_save=0 \
+	--output-format=json --output="$out" &
+fio_pid=$!
+writes_over() { gone "$fio_pid" && fail "fio ended early: $(tail -5 "$out")"; [ "$(writes)" -gt "$1" ]; }
+wait_for 30 "writes under way" writes_over 2000
+stop_at=$SECONDS
+"$E2E_DIR/../ceph/cluster.sh" stop-osd "$CEPH_DIR" >>"$RESULTS/$SCENARIO-ceph.log" 2>&1 || fail "stopping the OSD"
+echo "OSD down after $((SECONDS - stop_at)) s"
+errors_over() { gone "$fio_pid" && fail "fio ended while the OSD was down: $(tail -5 "$out")"; [ "$(generic_errors)" -gt "$1" ]; }
+wait_for 40 "commands failing with a retryable status while the OSD is down" errors_over "$errs0"
+echo "first retryable errors $((SECONDS - stop_at)) s after the stop"
+"$E2E_DIR/../ceph/cluster.sh" start-osd "$CEPH_DIR" >>"$RESULTS/$SCENARIO-ceph.log" 2>&1 ||
+	fail "starting the OSD: $(cat "$RESULTS/$SCENARIO-ceph.log"; tail -5 "$CEPH_DIR/log/osd-start.log")"
+cat "$RESULTS/$SCENARIO-ceph.log"
+echo "OSD up again $((SECONDS - stop_at)) s after the stop"
+w=$(writes)
+wait_for 40 "writes resuming after the OSD came back" writes_over $((w + 500))
+echo "writes resumed $((SECONDS - stop_at)) s after the stop; waiting for fio to end"
+rc=0
+wait "$fio_pid" || rc=$?
+assert_eq "fio exit status" "$rc" 0
+assert_eq "fio errors" "$(jq '[.jobs[].error] | add' "$out")" 0
+echo "fio wrote $(jq '[.jobs[].write.io_bytes] | add' "$out") bytes and verified $(jq '[.jobs[].read.io_bytes] | add' "$out")"
+echo "retryable errors the host retried: $(( $(generic_errors) - errs0 ))"
+assert_eq "controller state" "$(cat /sys/class/nvme/$(ctrl_of "$nqn")/state)" live
+disconnect "$nqn"
+stop_target

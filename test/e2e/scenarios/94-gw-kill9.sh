@@ -1,0 +1,70 @@
+# The gateway pair: two daemons export one RBD image as one subsystem;
+# the holder of ANA group 1's lease in RADOS (A, started first) is
+# optimized, the other inaccessible. fio writes with crc32c verify on the
+# multipath device; kill -9 of A: B takes the lease once it expired,
+# blocklists A's RADOS client, turns optimized, and fio ends with 0
+# errors. The takeover time (kill to the host seeing B optimized) is
+# printed and must stay under 15 s... plus the host's own reaction, so the
+# bound checked is 20 s. Then A restarts and rejoins as inaccessible, and
+# stays so: no flapping.
+daemon_only "the gateway pair is nvmeof-tgt's"
+ceph_up
+addr2_up
+nqn=nqn.2026-11.io.example:gw1
+gw_pair "$nqn" gw94 256M
+start_target /tmp/a.yaml
+wait_for 30 "A owning group 1" gw_state_is a owner
+start_target2 /tmp/b.yaml
+wait_for 10 "B standing by" gw_state_is b standby
+ca=$(connect_at "$ADDR" "$nqn" --reconnect-delay=1 --ctrl-loss-tmo=120)
+cb=$(connect_at "$ADDR2" "$nqn" --reconnect-delay=1 --ctrl-loss-tmo=120)
+dev=$(wait_dev "$nqn" 1)
+assert_eq "A's path" "$(ana_state "$ca" 1)" optimized
+assert_eq "B's path" "$(ana_state "$cb" 1)" inaccessible
+a_addr=$(gw_holder_addr gw94)
+[ -n "$a_addr" ] || fail "no holder address in the lease object"
+echo "A's RADOS client: $a_addr"
+
+job=(--filename="$dev" --direct=1 --ioengine=libaio --rw=write --bs=64k --iodepth=16 --size=128M
+	--verify=crc32c --do_verify=1 --verify_fatal=1 --verify_dump=1 --verify_state_save=0)
+a0=$(path_ios "$ca" 1)
+fio_ok kill9 "${job[@]}" &
+fio_pid=$!
+a_busy() {
+	gone "$fio_pid" && fail "fio ended before the kill"
+	path_ios_above "$ca" 1 $((a0 + 256))
+}
+wait_for 60 "256 I/Os through A" a_busy
+t0=$(now_ms)
+kill9_target
+wait_for 40 "the host seeing B's path optimized" ana_state_is "$cb" 1 optimized
+t1=$(now_ms)
+echo "takeover: the host saw B optimized $(((t1 - t0) / 1000)).$(((t1 - t0) % 1000 / 100)) s after kill -9 of A"
+[ $((t1 - t0)) -lt 20000 ] || fail "takeover took $((t1 - t0)) ms"
+rc=0
+wait "$fio_pid" || rc=$?
+assert_eq "fio through the takeover (status)" "$rc" 0
+blocklisted "$a_addr" || fail "A's client $a_addr is not in the OSD blocklist"
+echo "ok: A's client $a_addr is blocklisted"
+assert_eq "B's takeovers" "$(metric_at "$B_METRICS" nvmeof_tgt_gateway_takeovers_total)" 1
+assert_eq "B's fencings" "$(metric_at "$B_METRICS" nvmeof_tgt_gateway_fencings_total)" 1
+
+# A restarts: a new client, standby, inaccessible on the host, for good.
+start_target /tmp/a.yaml
+wait_for 10 "A standing by" gw_state_is a standby
+wait_for 30 "the host's path to A live again" ctrl_live_at "$nqn" "$ADDR"
+wait_for 15 "the host seeing A's path inaccessible" ana_state_is "$ca" 1 inaccessible
+for i in $(seq 25); do # 2.5 leases: any flapping shows
+	gw_state_is a standby || fail "A left standby after its restart: $(gw_state a)"
+	gw_state_is b owner || fail "B lost the group after A's restart: $(gw_state b)"
+	sleep 1
+done
+assert_eq "A's takeovers since its restart" "$(metric nvmeof_tgt_gateway_takeovers_total)" 0
+assert_eq "B's takeovers" "$(metric_at "$B_METRICS" nvmeof_tgt_gateway_takeovers_total)" 1
+assert_eq "A's path, after 25 s" "$(ana_state "$ca" 1)" inaccessible
+b0=$(path_ios "$cb" 1)
+fio_ok verify "${job[@]}" --verify_only=1
+path_ios_above "$cb" 1 $((b0 + 100)) || fail "the verify pass did not go through B"
+disconnect "$nqn"
+stop_target2
+stop_target

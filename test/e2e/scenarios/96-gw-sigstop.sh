@@ -1,0 +1,57 @@
+# The owner of the gateway group stops (SIGSTOP) under fio write + crc32c
+# verify: its lease expires, B fences A's RADOS client and takes over, and
+# the host, once its keep alive to A timed out, sends the I/O through B.
+# SIGCONT: A finds itself past its local deadline and inaccessible before
+# any call to the cluster, then sees its lease calls refused (blocklisted)
+# and stays inaccessible; fio ends with 0 errors and a verify pass through
+# B is clean.
+daemon_only "the gateway pair is nvmeof-tgt's"
+ceph_up
+addr2_up
+nqn=nqn.2026-11.io.example:gw3
+gw_pair "$nqn" gw96 256M
+start_target /tmp/a.yaml
+wait_for 30 "A owning group 1" gw_state_is a owner
+start_target2 /tmp/b.yaml
+wait_for 10 "B standing by" gw_state_is b standby
+ca=$(connect_at "$ADDR" "$nqn" --reconnect-delay=1 --ctrl-loss-tmo=120)
+cb=$(connect_at "$ADDR2" "$nqn" --reconnect-delay=1 --ctrl-loss-tmo=120)
+dev=$(wait_dev "$nqn" 1)
+a_addr=$(gw_holder_addr gw96)
+[ -n "$a_addr" ] || fail "no holder address in the lease object"
+job=(--filename="$dev" --direct=1 --ioengine=libaio --rw=write --bs=64k --iodepth=16 --size=128M
+	--verify=crc32c --do_verify=1 --verify_fatal=1 --verify_dump=1 --verify_state_save=0)
+a0=$(path_ios "$ca" 1)
+fio_ok sigstop "${job[@]}" &
+fio_pid=$!
+a_busy() {
+	gone "$fio_pid" && fail "fio ended before the stop"
+	path_ios_above "$ca" 1 $((a0 + 256))
+}
+wait_for 60 "256 I/Os through A" a_busy
+t0=$(now_ms)
+kill -STOP "$TARGET_PID"
+wait_for 40 "B owning group 1" gw_state_is b owner
+t1=$(now_ms)
+echo "takeover: B owner $((t1 - t0)) ms after SIGSTOP of A"
+blocklisted "$a_addr" || fail "A's client $a_addr is not in the OSD blocklist"
+wait_for 60 "the host seeing B's path optimized" ana_state_is "$cb" 1 optimized
+kill -CONT "$TARGET_PID"
+wait_for 15 "A blocklisted (its lease calls refused by the cluster)" gw_state_is a blocklisted
+grep -q "RADOS client is blocklisted" "$RESULTS/$SCENARIO-target.log" || fail "A did not log its refused lease call"
+assert_eq "A's gateway lease state metric" "$(metric nvmeof_tgt_gateway_lease_state 'state="blocklisted"')" 1
+rc=0
+wait "$fio_pid" || rc=$?
+assert_eq "fio through the stop and takeover (status)" "$rc" 0
+wait_for 30 "the host's path to A live again" ctrl_live_at "$nqn" "$ADDR"
+wait_for 15 "the host seeing A's path inaccessible" ana_state_is "$ca" 1 inaccessible
+echo "A's refused cluster calls, from its log:"
+grep -c "blocklisted\|ESHUTDOWN\|transport endpoint" "$RESULTS/$SCENARIO-target.log" || true
+a1=$(path_ios "$ca" 1) b1=$(path_ios "$cb" 1)
+fio_ok verify "${job[@]}" --verify_only=1
+path_ios_above "$cb" 1 $((b1 + 100)) || fail "the verify pass did not go through B"
+assert_eq "I/Os through A during the verify pass" "$(($(path_ios "$ca" 1) - a1))" 0
+assert_eq "A still blocklisted" "$(gw_state a)" blocklisted
+disconnect "$nqn"
+stop_target2
+stop_target
