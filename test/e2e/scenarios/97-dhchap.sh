@@ -180,9 +180,9 @@ live=$(ctrl_of "$subsys")
 # --- every hash with a spread of groups (daemon only: the Linux target
 # picks per host, below) ---
 if ours; then
-	# Not ffdhe6144 or 8192: under TCG the host's own DH arithmetic then
-	# outlasts the 5 s the daemon gives a new admin queue to authenticate
-	# (KATO), and the connect is refused.
+	# Not ffdhe6144 or 8192: with 8192 the host's own DH arithmetic under
+	# TCG outlasts the 5 s (KATO) the daemon gives a new admin queue to
+	# authenticate, and the host's connect then hangs for minutes.
 	for combo in sha256/null sha256/ffdhe2048 sha384/null sha384/ffdhe3072 \
 		sha384/ffdhe4096 sha512/null sha512/ffdhe2048 sha512/ffdhe4096; do
 		hash=${combo%/*} group=${combo#*/}
