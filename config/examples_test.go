@@ -96,8 +96,20 @@ func markedEdit(text, value string) bool {
 // subsystem to hosts: the same subsystem section but for disjoint
 // controller ID ranges, and each port referring to the other.
 func TestHAExamplesAgree(t *testing.T) {
+	cs := oneSubsystemPair(t, "examples/ha-daemon-a.yaml", "examples/ha-daemon-b.yaml")
+	pa, pb := cs[0].Ports[0], cs[1].Ports[0]
+	if len(pa.Referrals) != 1 || pa.Referrals[0].Address != pb.Address || len(pb.Referrals) != 1 || pb.Referrals[0].Address != pa.Address {
+		t.Errorf("referrals %+v and %+v do not point at each other's port", pa.Referrals, pb.Referrals)
+	}
+}
+
+// oneSubsystemPair parses the examples of two daemons that serve one
+// subsystem and checks that hosts see one: the same first subsystem
+// section but for disjoint controller ID ranges.
+func oneSubsystemPair(t *testing.T, fa, fb string) [2]*Config {
+	t.Helper()
 	var cs [2]*Config
-	for i, f := range []string{"examples/ha-daemon-a.yaml", "examples/ha-daemon-b.yaml"} {
+	for i, f := range []string{fa, fb} {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -116,8 +128,5 @@ func TestHAExamplesAgree(t *testing.T) {
 	if !reflect.DeepEqual(a, b) {
 		t.Errorf("subsystem sections differ:\n%+v\n%+v", a, b)
 	}
-	pa, pb := cs[0].Ports[0], cs[1].Ports[0]
-	if len(pa.Referrals) != 1 || pa.Referrals[0].Address != pb.Address || len(pb.Referrals) != 1 || pb.Referrals[0].Address != pa.Address {
-		t.Errorf("referrals %+v and %+v do not point at each other's port", pa.Referrals, pb.Referrals)
-	}
+	return cs
 }
