@@ -3,6 +3,7 @@ module github.com/nvmeof-tgt/nvmeof-tgt
 go 1.26.0
 
 require (
+	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/prometheus/client_golang v1.25.0
 	github.com/sirupsen/logrus v1.10.2
 	github.com/vishvananda/netlink v1.3.1
