@@ -9,7 +9,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 script=${1:-$here/nvme-target-control}
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+# A check that fails with the shim mounted must not leave it behind.
+trap 'umount "$tmp/nvmet" 2>/dev/null; rm -rf "$tmp"' EXIT
 
 failures=0
 checks=0
@@ -41,7 +42,10 @@ expect_match() {
 # The stub: logs "ARGS" per call to $STUB_LOG and the socket it was given
 # to $STUB_LOG.sock. STUB_LIST is the file `ctl list -json` prints (none:
 # the daemon is down); STUB_EXISTING the subsystems `remove subsystem`
-# finds; a call starting with STUB_REFUSE fails with STUB_REFUSE_MSG.
+# finds; a call starting with STUB_REFUSE (else with the contents of
+# $STUB_LOG.refuse) fails with STUB_REFUSE_MSG. With STUB_STATE, a JSON
+# file, `list -json` prints it and `add subsystem NQN -host H` and
+# `remove subsystem NQN` edit it, as the daemon would its state.
 stub=$tmp/nvmeof-tgt
 cat >"$stub" <<'STUB'
 #!/bin/bash
@@ -49,25 +53,40 @@ echo "$*" >>"$STUB_LOG"
 echo "${NVMEOF_TGT_SOCKET:-}" >>"$STUB_LOG.sock"
 [[ $1 == ctl ]] || { echo "stub: not a ctl call: $*" >&2; exit 2; }
 shift
-if [[ -n ${STUB_REFUSE:-} && "$*" == "$STUB_REFUSE"* ]]; then
+refuse=${STUB_REFUSE:-$(cat "$STUB_LOG.refuse" 2>/dev/null)}
+if [[ -n $refuse && "$*" == "$refuse"* ]]; then
 	echo "nvmeof-tgt ctl: ${STUB_REFUSE_MSG:-refused}" >&2
 	exit 1
 fi
+# edit FILTER ARG...: applies the jq FILTER to STUB_STATE.
+edit() {
+	jq "$@" "$STUB_STATE" >"$STUB_STATE.new" && mv "$STUB_STATE.new" "$STUB_STATE"
+}
 case "$*" in
 "list -json")
-	if [[ -z ${STUB_LIST:-} ]]; then
+	if [[ -n ${STUB_STATE:-} ]]; then
+		cat "$STUB_STATE"
+	elif [[ -n ${STUB_LIST:-} ]]; then
+		cat "$STUB_LIST"
+	else
 		echo "nvmeof-tgt ctl: no daemon answers at /run/nvmeof-tgt/ctl.sock" >&2
 		exit 1
 	fi
-	cat "$STUB_LIST"
 	;;
 "remove subsystem "*)
-	if [[ " ${STUB_EXISTING:-} " != *" $3 "* ]]; then
+	if [[ -n ${STUB_STATE:-} ]] && jq -e --arg n "$3" 'any(.subsystems[]; .nqn == $n)' "$STUB_STATE" >/dev/null; then
+		edit --arg n "$3" '.subsystems |= map(select(.nqn != $n))'
+	elif [[ " ${STUB_EXISTING:-} " != *" $3 "* ]]; then
 		echo "nvmeof-tgt ctl: no subsystem $3" >&2
 		exit 1
 	fi
 	;;
-"add subsystem "* | "add namespace "* | "set host "*) ;;
+"add subsystem "*)
+	if [[ -n ${STUB_STATE:-} ]]; then
+		edit --arg n "$3" --arg h "$5" '.subsystems += [{nqn: $n, hosts: [$h]}]'
+	fi
+	;;
+"add namespace "* | "set host "*) ;;
 *)
 	echo "stub: unexpected call: $*" >&2
 	exit 2
@@ -101,7 +120,8 @@ run() {
 	rc=0
 	env -i PATH="$PATH" HOME="$tmp/home" XDG_CONFIG_HOME="$tmp/cfg" \
 		NVMEOF_TGT="$stub" STUB_LOG="$tmp/log" STUB_LIST="$tmp/two-ports.json" \
-		NVMET_IMG_DIR="$img" "${vars[@]}" \
+		NVMET_IMG_DIR="$img" NVMET_CFS_SHIM="$tmp/no-nvmet-cfs" NVMET_CFS_DIR="$tmp/nvmet" \
+		NVMET_CFS_LOG="$tmp/cfs.log" "${vars[@]}" \
 		"$script" "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
 	out=$(cat "$tmp/out")
 	err=$(cat "$tmp/err")
@@ -274,6 +294,111 @@ expect_eq "cleanup refused fails" "$rc:$log" "1:ctl remove subsystem c3"
 expect_match "cleanup refused says why" "$err" "*permission denied*"
 [[ -e $img/c3.img ]] || fail "a refused cleanup deleted the image file"
 checks=$((checks + 1))
+
+echo "== nvmet-cfs shim"
+run -- setup --subsysnqn s5 --subsys-uuid "$uuid" --hostnqn "$host" --hostkey "$key"
+expect_eq "setup without the shim sets the keys itself" "$rc:$log" "0:ctl remove subsystem s5
+ctl add subsystem s5 -host $host
+ctl set host s5 $host -dhchap-key $key
+ctl add namespace s5 -nsid 1 -backend file -path $img/s5.img -size 1GiB -uuid $uuid"
+expect_match "setup without the shim says so" "$err" "nvme-target-control: no $tmp/no-nvmet-cfs found: *"
+expect_eq "in one line" "$(wc -l <<<"$err")" 1
+
+# The shim mounts FUSE: that takes root and /dev/fuse, and the shim built
+# (NVMET_CFS_BIN, else go build). Where that cannot be, the checks are not
+# run, unless NVMEOF_REQUIRE_TOOLS (test/run-tests.sh) asks for them.
+shim=${NVMET_CFS_BIN:-}
+why=""
+if [[ ! -e /dev/fuse ]]; then
+	why="no /dev/fuse"
+elif ((EUID != 0)); then
+	why="mounting FUSE needs root"
+elif [[ -z $shim ]]; then
+	shim=$tmp/nvmet-cfs
+	(cd "$here/../.." && go build -o "$shim" ./test/blktests/nvmet-cfs) || why="cannot build the shim"
+fi
+# mounted: how many shims serve $tmp/nvmet.
+mounted() {
+	awk -v d="$(realpath "$tmp/nvmet")" '$2 == d && $3 == "fuse.nvmet-cfs"' /proc/self/mounts | wc -l
+}
+if [[ -n $why ]]; then
+	if [[ -n ${NVMEOF_REQUIRE_TOOLS:-} ]]; then
+		fail "the shim's checks cannot run: $why"
+	else
+		echo "NOT RUN: the shim's checks: $why; test/run-tests.sh requires them"
+	fi
+else
+	mkdir "$tmp/nvmet"
+	echo '{"generation":1,"ports":[],"subsystems":[]}' >"$tmp/state.json"
+	key2=DHHC-1:00:Jc/My1o0qtLCWRp+sHhAVafdfaS7YQOMYhk9zSmlatobqB8C:
+	hostdir=$tmp/nvmet/hosts/$host
+	shimrun() { run NVMET_CFS_SHIM="$shim" STUB_STATE="$tmp/state.json" "$@"; }
+	shimrun -- setup --subsysnqn c1 --subsys-uuid "$uuid" --hostnqn "$host" --hostkey "$key" --ctrlkey "$key2"
+	expect_eq "setup mounts the shim and writes the keys through it" "$rc:$log" "0:ctl remove subsystem c1
+ctl add subsystem c1 -host $host
+ctl list -json
+ctl set host c1 $host -dhchap-key $key
+ctl list -json
+ctl set host c1 $host -dhchap-key $key -dhchap-ctrl-key $key2
+ctl add namespace c1 -nsid 1 -backend file -path $img/c1.img -size 1GiB -uuid $uuid"
+	expect_eq "setup with the shim prints nothing" "$err" ""
+	expect_eq "the shim is mounted once" "$(mounted)" 1
+	expect_eq "the host's key reads back" "$(cat "$hostdir/dhchap_key" 2>&1)" "$key"
+	pid=$(sed -n 's/.*serving .* (pid \([0-9]*\))$/\1/p' "$tmp/cfs.log" | tail -n1)
+
+	# What blktests' _set_nvmet_dhgroup does, then a value nvmet refuses,
+	# then one the daemon refuses.
+	: >"$tmp/log"
+	wrc=0
+	echo ffdhe2048 >"$hostdir/dhchap_dhgroup" || wrc=$?
+	expect_eq "a DH group write reaches the daemon, with the keys" "$wrc:$(cat "$tmp/log")" "0:ctl list -json
+ctl set host c1 $host -dhchap-key $key -dhchap-ctrl-key $key2 -dhchap-dhgroups ffdhe2048"
+	: >"$tmp/log"
+	wrc=0
+	echo -n "hmac(md5)" 2>/dev/null >"$hostdir/dhchap_hash" || wrc=$?
+	expect_eq "a hash nvmet does not know fails the write, no ctl call" "$wrc:$(cat "$tmp/log")" "1:"
+	echo "set host" >"$tmp/log.refuse"
+	wrc=0
+	echo -n "$key2" 2>/dev/null >"$hostdir/dhchap_key" || wrc=$?
+	rm "$tmp/log.refuse"
+	expect_eq "a key the daemon refuses fails the write" "$wrc" 1
+	expect_eq "a refused key is not kept" "$(cat "$hostdir/dhchap_key")" "$key"
+
+	shimrun -- setup --subsysnqn c2 --subsys-uuid "$uuid" --hostnqn "$host"
+	expect_eq "a second setup takes the live shim and the host as they are" "$rc:$log" "0:ctl remove subsystem c2
+ctl add subsystem c2 -host $host
+ctl add namespace c2 -nsid 1 -backend file -path $img/c2.img -size 1GiB -uuid $uuid"
+	expect_eq "the shim is still mounted once" "$(mounted)" 1
+	shimrun -- cleanup --subsysnqn c2
+	expect_eq "cleanup keeps a host another subsystem allows" "$rc:$log:$(mounted)" "0:ctl remove subsystem c2
+ctl list -json:1"
+	[[ -d $hostdir ]] || fail "cleanup removed a host c1 still allows"
+	checks=$((checks + 1))
+	shimrun -- cleanup --subsysnqn c1
+	expect_eq "cleanup of the last subsystem unmounts the shim" "$rc:$log:$(mounted)" "0:ctl remove subsystem c1
+ctl list -json:0"
+	expect_eq "cleanup prints nothing" "$err" ""
+	checks=$((checks + 1))
+	if [[ -z $pid ]]; then
+		fail "the shim's log names no pid"
+	elif ! timeout 10 tail --pid="$pid" -f /dev/null; then
+		fail "the shim (pid $pid) still runs after its unmount"
+	fi
+
+	echo "set host" >"$tmp/log.refuse"
+	shimrun -- setup --subsysnqn c3 --subsys-uuid "$uuid" --hostnqn "$host" --hostkey "$key"
+	rm "$tmp/log.refuse"
+	expect_eq "setup with keys the daemon refuses rolls back and unmounts" "$rc:$log:$(mounted)" "1:ctl remove subsystem c3
+ctl add subsystem c3 -host $host
+ctl list -json
+ctl set host c3 $host -dhchap-key $key
+ctl remove subsystem c3
+ctl list -json:0"
+
+	shimrun NVMET_CFS_SHIM=false -- setup --subsysnqn c4 --subsys-uuid "$uuid" --hostnqn "$host"
+	expect_eq "setup whose shim dies before mounting fails before adding anything" "$rc:$log:$(mounted)" "1:ctl remove subsystem c4:0"
+	expect_match "setup whose shim dies says where its log is" "$err" "*cannot mount*$tmp/cfs.log*"
+fi
 
 if ((failures)); then
 	echo "$failures of $checks checks failed" >&2

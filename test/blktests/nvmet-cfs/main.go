@@ -65,6 +65,7 @@ func main() {
 	if err != nil {
 		log.Fatalf("mount %s: %v", dir, err)
 	}
+	log.Printf("serving %s (pid %d)", dir, os.Getpid())
 	fmt.Println("ready")
 	// The caller may read standard output until EOF: let go of it.
 	if err := unix.Dup3(2, 1, 0); err != nil {
@@ -79,4 +80,5 @@ func main() {
 		}
 	}()
 	srv.Wait()
+	log.Printf("%s unmounted", dir)
 }
