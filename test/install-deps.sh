@@ -64,6 +64,9 @@ if [ -z "$have" ] || [ "$(printf '%s\n%s\n' "$want" "$have" | sort -V | head -1)
 fi
 (cd "$repo" && go mod download)
 
+# The nvmet-cfs shim's tests (test/blktests) mount FUSE.
+[ -e /dev/fuse ] || modprobe fuse
+
 # The guest kernels (6.1 and 6.12, see test/run-tests.sh) and their initramfs.
 E2E_KERNEL=6.1 "$repo/test/vm/prepare.sh" >/dev/null
 E2E_KERNEL=6.12 "$repo/test/vm/prepare.sh" >/dev/null

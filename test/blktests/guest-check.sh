@@ -5,12 +5,16 @@
 #
 #   E2E_KERNEL=6.12 test/vm/run-guest.sh --script test/blktests/guest-check.sh \
 #       --results DIR --env NVMEOF_TGT=/path/to/nvmeof-tgt --env SRC=$PWD \
-#       --env BLKTESTS=/path/to/blktests [--env TESTS='nvme/041 nvme/042'] [--disk IMG]
+#       --env BLKTESTS=/path/to/blktests [--env TESTS='nvme/041 nvme/042'] [--disk IMG] \
+#       [--env NVMET_CFS_BIN=/path/to/nvmet-cfs]
 #
 # SRC is this repository (run-guest.sh runs a copy of this script).
 # BLKTESTS is a blktests checkout built with make; the guest writes only
-# to its own overlay, so the checkout stays as it is. DIR/blktests holds
-# blktests' results, DIR/target.log the daemon's log.
+# to its own overlay, so the checkout stays as it is. NVMET_CFS_BIN is the
+# nvmet-cfs shim, which nvme-target-control mounts over nvmet's configfs
+# (else it is built here with go, which takes long under emulation).
+# DIR/blktests holds blktests' results, DIR/target.log the daemon's log,
+# DIR/nvmet-cfs.log the shim's.
 set -euo pipefail
 : "${NVMEOF_TGT:?the nvmeof-tgt binary}" "${BLKTESTS:?a blktests checkout}" "${SRC:?this repository}"
 tests=${TESTS:-nvme}
@@ -20,6 +24,16 @@ c=${NVMEOF_TEST_CACHE:-/var/cache/nvmeof-tgt-test}/$(uname -r)/root/boot/config-
 if [ -f "$c" ]; then cp "$c" /boot/; fi
 [ -f "/boot/config-$(uname -r)" ] || echo "no kernel config for $(uname -r): blktests will skip tests that check options"
 mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config
+# The shim, on PATH where nvme-target-control looks for it.
+mkdir -p /tmp/bin
+if [ -n "${NVMET_CFS_BIN:-}" ]; then
+	ln -sf "$NVMET_CFS_BIN" /tmp/bin/nvmet-cfs
+else
+	(cd "$SRC" && GOCACHE=/tmp/gocache PATH=/usr/local/go/bin:$PATH \
+		go build -o /tmp/bin/nvmet-cfs ./test/blktests/nvmet-cfs)
+fi
+export PATH=/tmp/bin:$PATH
+modprobe fuse
 mkdir -p /data
 if [ -b /dev/vda ]; then
 	mkfs.ext4 -q -F /dev/vda
@@ -39,7 +53,7 @@ cd "$BLKTESTS"
 rc=0
 # USE_RXE: blktests' rdma set-up finds the guest's soft-RoCE link.
 NVME_TARGET_CONTROL=$SRC/test/blktests/nvme-target-control NVMET_TRTYPES=rdma NVMET_BLKDEV_TYPES=file USE_RXE=1 \
-	NVME_IMG_SIZE=64M NVMET_IMG_SIZE=64MiB NVMET_IMG_DIR=/data/bt \
+	NVME_IMG_SIZE=64M NVMET_IMG_SIZE=64MiB NVMET_IMG_DIR=/data/bt NVMET_CFS_LOG=/results/nvmet-cfs.log \
 	timeout 1200 ./check $tests || rc=$?
 cp -r results /results/blktests
 kill "$tgt"
