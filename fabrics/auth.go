@@ -661,14 +661,15 @@ func (c *Controller) authExpired(gen uint64) {
 	c.fatal("authentication timeout")
 }
 
-// HasHostKeys reports, in constant time, whether the subsystem holds
-// exactly k for hostNQN: for checking that a reload or an admin change
-// took, without any way to read a secret back.
+// HasHostKeys reports, in constant time for the secrets, whether the
+// subsystem holds exactly k for hostNQN: for checking that a reload or an
+// admin change took, without any way to read a secret back.
 func (s *Subsystem) HasHostKeys(hostNQN string, k HostKeys) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	have := s.keys[hostNQN]
-	return have.Host.Equal(k.Host) && have.Ctrl.Equal(k.Ctrl)
+	return have.Host.Equal(k.Host) && have.Ctrl.Equal(k.Ctrl) &&
+		slices.Equal(have.Policy.Hashes, k.Policy.Hashes) && slices.Equal(have.Policy.DHGroups, k.Policy.DHGroups)
 }
 
 func namesOf(ids []uint8, name func(uint8) string) []string {
