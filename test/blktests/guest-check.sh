@@ -14,7 +14,7 @@
 # nvmet-cfs shim, which nvme-target-control mounts over nvmet's configfs
 # (else it is built here with go, which takes long under emulation).
 # DIR/blktests holds blktests' results, DIR/target.log the daemon's log,
-# DIR/nvmet-cfs.log the shim's.
+# DIR/nvmet-cfs.log the shim's, DIR/dmesg.log the guest kernel's.
 set -euo pipefail
 : "${NVMEOF_TGT:?the nvmeof-tgt binary}" "${BLKTESTS:?a blktests checkout}" "${SRC:?this repository}"
 tests=${TESTS:-nvme}
@@ -56,6 +56,7 @@ NVME_TARGET_CONTROL=$SRC/test/blktests/nvme-target-control NVMET_TRTYPES=rdma NV
 	NVME_IMG_SIZE=64M NVMET_IMG_SIZE=64MiB NVMET_IMG_DIR=/data/bt NVMET_CFS_LOG=/results/nvmet-cfs.log \
 	timeout 1200 ./check $tests || rc=$?
 cp -r results /results/blktests
+dmesg >/results/dmesg.log
 kill "$tgt"
 wait "$tgt" || true
 exit "$rc"
