@@ -532,6 +532,41 @@ ns_heads() {
 	echo "$n"
 }
 
+# ha_connect_both NQN [extra nvme-cli args]: connect to NQN through both
+# daemons of a pair, A at ADDR and B at ADDR2. Sets ca and cb, the two
+# controllers, and dev, namespace 1's block device, which native
+# multipath makes over both paths.
+ha_connect_both() {
+	local nqn=$1
+	shift
+	ca=$(connect_at "$ADDR" "$nqn" "$@")
+	cb=$(connect_at "$ADDR2" "$nqn" "$@")
+	dev=$(wait_dev "$nqn" 1)
+}
+
+# fio_verify_bg NAME SIZE EVENT: fio_ok NAME in the background on dev
+# (ha_connect_both): SIZE written in 64 KiB blocks with crc32c checksums,
+# then read back, the first mismatch fatal. Sets job, the fio arguments
+# (for verify-only passes later), and fio_pid. Returns once 256 I/Os went
+# through A's path (ca), the optimized one; fails if fio ended first, as
+# EVENT would then not happen under I/O.
+fio_verify_bg() {
+	local name=$1 size=$2 event=$3 a0
+	job=(--filename="$dev" --direct=1 --ioengine=libaio --rw=write --bs=64k --iodepth=16 --size="$size"
+		--verify=crc32c --do_verify=1 --verify_fatal=1 --verify_dump=1 --verify_state_save=0)
+	a0=$(path_ios "$ca" 1)
+	fio_ok "$name" "${job[@]}" &
+	fio_pid=$!
+	wait_for 60 "256 I/Os through A" fio_busy_on_a $((a0 + 256)) "$event"
+}
+
+# fio_busy_on_a N EVENT: A's path has done more than N I/Os while the
+# background fio still runs; fails once fio has ended.
+fio_busy_on_a() {
+	gone "$fio_pid" && fail "fio ended before $2"
+	path_ios_above "$ca" 1 "$1"
+}
+
 # --- gateway pair: two daemons, one RBD image, the ANA group's owner by lease ---
 
 # gw_pair NQN IMAGE SIZE: create the RBD image IMAGE (SIZE) and write the
