@@ -433,6 +433,15 @@ $(ha_subsystem "$nqn" 100 199 /dev/mapper/ha-b)
 CFG
 }
 
+# ha_up NQN STATE_A STATE_B [PORT_A_KEYS [PORT_B_KEYS]]: the pair of
+# ha_pair over the shared disk, both daemons started (addr2_up first).
+ha_up() {
+	shared_disk ha-a ha-b
+	ha_pair "$@"
+	start_target /tmp/a.yaml
+	start_target2 /tmp/b.yaml
+}
+
 # ha_subsystem NQN CNTLID_MIN CNTLID_MAX DEVICE: the subsystems section of
 # one side of ha_pair.
 ha_subsystem() {

@@ -7,10 +7,7 @@
 daemon_only "runs two nvmeof-tgt daemons"
 nqn=nqn.2026-11.io.example:ha
 addr2_up
-shared_disk ha-a ha-b
-ha_pair "$nqn" optimized non_optimized
-start_target /tmp/a.yaml
-start_target2 /tmp/b.yaml
+ha_up "$nqn" optimized non_optimized
 ctl_a() { "$NVMEOF_TGT" ctl "$@"; }
 ha_connect_both "$nqn"
 assert_eq "A's path" "$(ana_state "$ca" 1)" optimized
