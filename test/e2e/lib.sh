@@ -332,6 +332,27 @@ fio_ok() {
 	FIO_WRITTEN=$wr
 }
 
+# fs_write DEV: make an ext4 file system on DEV, write 20 MB of random
+# bytes to file.bin in it and unmount it; prints the file's sha256sum.
+fs_write() {
+	local sum
+	mkfs.ext4 -q -F "$1" || fail "mkfs.ext4 on $1"
+	mkdir -p /mnt/e2e
+	mount "$1" /mnt/e2e || fail "mounting $1"
+	head -c 20000000 /dev/urandom >/mnt/e2e/file.bin || fail "writing file.bin on $1"
+	sum=$(sha256sum </mnt/e2e/file.bin) || fail "reading file.bin on $1"
+	umount /mnt/e2e || fail "unmounting $1"
+	echo "$sum"
+}
+
+# fs_check DEV WHAT WANT: mount DEV again; file.bin's sha256sum (checked
+# as WHAT) must be WANT, what fs_write printed.
+fs_check() {
+	mount "$1" /mnt/e2e || fail "mounting $1"
+	assert_eq "$2" "$(sha256sum </mnt/e2e/file.bin)" "$3"
+	umount /mnt/e2e || fail "unmounting $1"
+}
+
 # metric NAME [LABEL-FILTER]: the value of the first series of NAME on the
 # daemon's /metrics (metrics.address 127.0.0.1:9750), optionally the first
 # whose labels contain LABEL-FILTER.
