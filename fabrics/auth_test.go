@@ -576,6 +576,78 @@ func TestAuthPolicyPreference(t *testing.T) {
 	}
 }
 
+// A host's own lists narrow the subsystem's, and its order picks; lists
+// that leave nothing in common accept nothing.
+func TestAuthHostPolicy(t *testing.T) {
+	key := newTestSecret(t, 1, 32)
+	for _, c := range []struct {
+		name        string
+		sub, host   AuthPolicy
+		hash, group uint8
+		explanation uint8 // of the failure, 0 when it succeeds
+	}{
+		{"host lists only", AuthPolicy{}, AuthPolicy{Hashes: []uint8{nvme.HashSHA512}, DHGroups: []uint8{nvme.DHGroup3072}},
+			nvme.HashSHA512, nvme.DHGroup3072, 0},
+		{"host order", AuthPolicy{Hashes: []uint8{nvme.HashSHA256, nvme.HashSHA384}},
+			AuthPolicy{Hashes: []uint8{nvme.HashSHA384, nvme.HashSHA256}}, nvme.HashSHA384, nvme.DHGroupNull, 0},
+		{"no hash in common", AuthPolicy{Hashes: []uint8{nvme.HashSHA384}}, AuthPolicy{Hashes: []uint8{nvme.HashSHA256}},
+			0, 0, nvme.AuthHashUnusable},
+		{"no group in common", AuthPolicy{DHGroups: []uint8{nvme.DHGroup2048}}, AuthPolicy{DHGroups: []uint8{nvme.DHGroupNull}},
+			0, 0, nvme.AuthDHGroupUnusable},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			at := newAuthTarget(t, key, nil, c.sub)
+			at.s.SetHostKeys(map[string]HostKeys{testHost: {Host: key.parsed(t), Policy: c.host}})
+			h := at.connectAuth(t, 0)
+			neg := nvme.AuthNegotiateMsg{TID: 1, NAPD: 1, AuthID: 1, Hashes: []uint8{1, 2, 3}, DHGroups: []uint8{0, 1, 2, 3, 4, 5}}
+			if st := h.authSend(h.admin, neg.Encode()); st != 0 {
+				t.Fatal(st)
+			}
+			b, _ := h.authRecv(h.admin, 4096)
+			if c.explanation != 0 {
+				f, err := nvme.ParseAuthFailure(b)
+				if err != nil || f.Explanation != c.explanation {
+					t.Fatalf("want failure %#x, got %+v (%v)", c.explanation, f, err)
+				}
+				return
+			}
+			ch, err := nvme.ParseAuthChallenge(b)
+			if err != nil || ch.HashID != c.hash || ch.DHGroup != c.group {
+				t.Fatalf("challenge %+v: %v", ch, err)
+			}
+		})
+	}
+}
+
+// The authentication deadline counts from the host's last authentication
+// message, not from Connect: a host slow at its DH arithmetic gets in, one
+// that stops talking goes.
+func TestAuthDeadlinePerStep(t *testing.T) {
+	key := newTestSecret(t, 1, 32)
+	at := newAuthTarget(t, key, nil, AuthPolicy{})
+	h := at.connectAuth(t, 5000) // KATO 5 s: 6 s per step
+	at.clock.Advance(5 * time.Second)
+	neg := nvme.AuthNegotiateMsg{TID: 1, NAPD: 1, AuthID: 1, Hashes: []uint8{1}, DHGroups: []uint8{1}}
+	if st := h.authSend(h.admin, neg.Encode()); st != 0 {
+		t.Fatal(st)
+	}
+	at.clock.Advance(5 * time.Second)
+	if _, st := h.authRecv(h.admin, 4096); st != 0 {
+		t.Fatalf("challenge after 10 s of steady steps: %v", st)
+	}
+	at.clock.Advance(5 * time.Second)
+	if n := len(at.s.Controllers()); n != 1 {
+		t.Fatalf("%d controllers 15 s into a transaction that keeps moving", n)
+	}
+	at.clock.Advance(2 * time.Second)
+	if n := len(at.s.Controllers()); n != 0 {
+		t.Fatalf("%d controllers 7 s after the host's last message", n)
+	}
+	if at.failures()[AuthFailureKey{testHost, "timeout"}] != 1 {
+		t.Fatalf("failures %v", at.failures())
+	}
+}
+
 // Messages out of turn, a wrong transaction ID, malformed fields: each
 // is answered as the specification and the Linux target answer it.
 func TestAuthSequenceErrors(t *testing.T) {

@@ -78,6 +78,8 @@ type Controller struct {
 	authenticated atomic.Bool
 	authRevoked   atomic.Bool // a queue failed authentication: no queue runs commands
 	authTimer     Timer
+	authStep      time.Duration // how long the host may take for each step
+	authGen       uint64        // which authTimer is current
 }
 
 func newController(s *Subsystem, q *Queue, d nvme.ConnectData, kato uint32) *Controller {
