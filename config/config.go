@@ -282,6 +282,9 @@ func (c *Config) Clone() *Config {
 	out.Subsystems = make([]Subsystem, len(c.Subsystems))
 	for i, s := range c.Subsystems {
 		s.Hosts = append([]Host(nil), s.Hosts...)
+		for j := range s.Hosts {
+			s.Hosts[j] = s.Hosts[j].clone()
+		}
 		s.DHCHAPHashes = slices.Clone(s.DHCHAPHashes)
 		s.DHCHAPDHGroups = slices.Clone(s.DHCHAPDHGroups)
 		s.Ports = append([]uint16(nil), s.Ports...)

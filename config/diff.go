@@ -97,7 +97,7 @@ func (p *Plan) diffPorts(cur, next []Port) {
 func (p *Plan) diffSubsystem(old, s Subsystem) {
 	// Key files are read again at every change: a rotated key applies
 	// without touching the configuration.
-	if old.AllowAnyHost != s.AllowAnyHost || !sameSet(old.Hosts, s.Hosts) || s.keyFiles() ||
+	if old.AllowAnyHost != s.AllowAnyHost || !sameHosts(old.Hosts, s.Hosts) || s.keyFiles() ||
 		!slices.Equal(old.DHCHAPHashes, s.DHCHAPHashes) || !slices.Equal(old.DHCHAPDHGroups, s.DHCHAPDHGroups) {
 		p.Access = append(p.Access, s)
 	}
@@ -165,6 +165,18 @@ func sameSet[T comparable](a, b []T) bool {
 	}
 	for _, x := range a {
 		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
+}
+
+func sameHosts(a, b []Host) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !slices.ContainsFunc(b, x.Equal) {
 			return false
 		}
 	}

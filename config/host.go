@@ -28,13 +28,35 @@ type Host struct {
 	// target to authenticate too (bidirectional).
 	DHCHAPCtrlKey     string `yaml:"dhchap_ctrl_key,omitempty" json:"dhchap_ctrl_key,omitempty"`
 	DHCHAPCtrlKeyFile string `yaml:"dhchap_ctrl_key_file,omitempty" json:"dhchap_ctrl_key_file,omitempty"`
+	// DHCHAPHashes and DHCHAPDHGroups narrow the subsystem's lists for
+	// this host, in its own order of preference (nvmet keeps one hash
+	// and one group per host).
+	DHCHAPHashes   []string `yaml:"dhchap_hashes,omitempty" json:"dhchap_hashes,omitempty"`
+	DHCHAPDHGroups []string `yaml:"dhchap_dhgroups,omitempty" json:"dhchap_dhgroups,omitempty"`
 }
 
 // HostNQN is a Host with no secrets, as a plain NQN in the file.
 func HostNQN(nqn string) Host { return Host{NQN: nqn} }
 
-// plain reports whether h is a bare NQN.
-func (h Host) plain() bool { return h == Host{NQN: h.NQN} }
+// Plain reports whether h is a bare NQN.
+func (h Host) Plain() bool {
+	return h.DHCHAPKey == "" && h.DHCHAPKeyFile == "" && h.DHCHAPCtrlKey == "" && h.DHCHAPCtrlKeyFile == "" &&
+		len(h.DHCHAPHashes) == 0 && len(h.DHCHAPDHGroups) == 0
+}
+
+// Equal reports whether h and o are the same entry.
+func (h Host) Equal(o Host) bool {
+	return h.NQN == o.NQN && h.DHCHAPKey == o.DHCHAPKey && h.DHCHAPKeyFile == o.DHCHAPKeyFile &&
+		h.DHCHAPCtrlKey == o.DHCHAPCtrlKey && h.DHCHAPCtrlKeyFile == o.DHCHAPCtrlKeyFile &&
+		slices.Equal(h.DHCHAPHashes, o.DHCHAPHashes) && slices.Equal(h.DHCHAPDHGroups, o.DHCHAPDHGroups)
+}
+
+// clone copies h's lists.
+func (h Host) clone() Host {
+	h.DHCHAPHashes = slices.Clone(h.DHCHAPHashes)
+	h.DHCHAPDHGroups = slices.Clone(h.DHCHAPDHGroups)
+	return h
+}
 
 // hostFields is Host without its methods, for decoding the object form.
 type hostFields Host
@@ -62,11 +84,12 @@ func (h *Host) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-var hostKeys = []string{"nqn", "dhchap_key", "dhchap_key_file", "dhchap_ctrl_key", "dhchap_ctrl_key_file"}
+var hostKeys = []string{"nqn", "dhchap_key", "dhchap_key_file", "dhchap_ctrl_key", "dhchap_ctrl_key_file",
+	"dhchap_hashes", "dhchap_dhgroups"}
 
 // MarshalYAML writes a host without secrets as its NQN alone, as before.
 func (h Host) MarshalYAML() (any, error) {
-	if h.plain() {
+	if h.Plain() {
 		return h.NQN, nil
 	}
 	return hostFields(h), nil
@@ -92,7 +115,7 @@ func (h *Host) UnmarshalJSON(b []byte) error {
 
 // MarshalJSON writes a host without secrets as its NQN alone.
 func (h Host) MarshalJSON() ([]byte, error) {
-	if h.plain() {
+	if h.Plain() {
 		return json.Marshal(h.NQN)
 	}
 	return json.Marshal(hostFields(h))

@@ -23,13 +23,16 @@ func TestHostForms(t *testing.T) {
 - nqn: nqn.h2
   dhchap_key: "` + testKey + `"
   dhchap_ctrl_key_file: /etc/nvmeof-tgt/ctrl.key
+  dhchap_hashes: [sha384]
+  dhchap_dhgroups: [ffdhe8192, ffdhe4096]
 `
 	var hs []Host
 	if err := yaml.Unmarshal([]byte(y), &hs); err != nil {
 		t.Fatal(err)
 	}
-	want := []Host{{NQN: hostA}, {NQN: "nqn.h2", DHCHAPKey: testKey, DHCHAPCtrlKeyFile: "/etc/nvmeof-tgt/ctrl.key"}}
-	if len(hs) != 2 || hs[0] != want[0] || hs[1] != want[1] {
+	want := []Host{{NQN: hostA}, {NQN: "nqn.h2", DHCHAPKey: testKey, DHCHAPCtrlKeyFile: "/etc/nvmeof-tgt/ctrl.key",
+		DHCHAPHashes: []string{"sha384"}, DHCHAPDHGroups: []string{"ffdhe8192", "ffdhe4096"}}}
+	if len(hs) != 2 || !hs[0].Equal(want[0]) || !hs[1].Equal(want[1]) {
 		t.Fatalf("%+v", hs)
 	}
 	// A plain NQN stays a plain string in YAML and JSON.
@@ -42,7 +45,7 @@ func TestHostForms(t *testing.T) {
 		t.Fatalf("json: %s", j)
 	}
 	var back []Host
-	if err := json.Unmarshal(j, &back); err != nil || back[0] != want[0] || back[1] != want[1] {
+	if err := json.Unmarshal(j, &back); err != nil || !back[0].Equal(want[0]) || !back[1].Equal(want[1]) {
 		t.Fatalf("json round trip: %+v %v", back, err)
 	}
 	if err := json.Unmarshal([]byte(`[{"nqn":"nqn.h","dhchap_secret":"x"}]`), &back); err == nil {
@@ -63,6 +66,24 @@ func writeKey(t *testing.T, content string, mode os.FileMode) string {
 	}
 	os.Chmod(p, mode)
 	return p
+}
+
+// A host's lists may only narrow its subsystem's.
+func TestHostListsNarrow(t *testing.T) {
+	cfg := validConfig()
+	cfg.Subsystems[0].DHCHAPHashes = []string{"sha384", "sha512"}
+	cfg.Subsystems[0].DHCHAPDHGroups = []string{"ffdhe2048"}
+	cfg.Subsystems[0].Hosts = []Host{{NQN: hostA, DHCHAPKey: testKey, DHCHAPHashes: []string{"sha512", "sha256"},
+		DHCHAPDHGroups: []string{"ffdhe2048"}}}
+	err := cfg.Validate()
+	want := `subsystems[0].hosts[0].dhchap_hashes[1]: "sha256" is not in the subsystem's dhchap_hashes (sha384, sha512)`
+	if err == nil || err.Error() != want {
+		t.Fatalf("got %v, want %s", err, want)
+	}
+	cfg.Subsystems[0].Hosts[0].DHCHAPHashes = []string{"sha512"}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestHostKeyValidation(t *testing.T) {
@@ -89,6 +110,9 @@ func TestHostKeyValidation(t *testing.T) {
 		{"ctrl alone", Host{NQN: hostA, DHCHAPCtrlKey: testKey}, "subsystems[0].hosts[0].dhchap_ctrl_key: a controller key needs a host key"},
 		{"redacted", Host{NQN: hostA, DHCHAPKey: Redacted}, "subsystems[0].hosts[0].dhchap_key: the secret was redacted when this file was saved"},
 		{"bad nqn", Host{NQN: "a b", DHCHAPKey: testKey}, `subsystems[0].hosts[0].nqn: "a b" must be printable`},
+		{"host lists", Host{NQN: hostA, DHCHAPKey: testKey, DHCHAPHashes: []string{"sha512"}, DHCHAPDHGroups: []string{"ffdhe8192", "null"}}, ""},
+		{"host hash", Host{NQN: hostA, DHCHAPKey: testKey, DHCHAPHashes: []string{"md5"}}, `subsystems[0].hosts[0].dhchap_hashes[0]: unknown "md5"`},
+		{"host group twice", Host{NQN: hostA, DHCHAPKey: testKey, DHCHAPDHGroups: []string{"null", "null"}}, `subsystems[0].hosts[0].dhchap_dhgroups[1]: "null" is listed twice`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := validConfig()

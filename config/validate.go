@@ -197,8 +197,10 @@ func (v *validator) subsystem(path string, s Subsystem) {
 	hosts := map[string]bool{}
 	for j, h := range s.Hosts {
 		hp := fmt.Sprintf("%s.hosts[%d]", path, j)
-		if !h.plain() {
+		if !h.Plain() {
 			v.hostKeys(hp, h)
+			v.narrows(hp+".dhchap_hashes", h.DHCHAPHashes, s.DHCHAPHashes, DHCHAPHashes, "dhchap_hashes")
+			v.narrows(hp+".dhchap_dhgroups", h.DHCHAPDHGroups, s.DHCHAPDHGroups, DHCHAPDHGroups, "dhchap_dhgroups")
 			hp += ".nqn"
 		}
 		if msg := checkNQN(h.NQN); msg != "" {
@@ -389,6 +391,20 @@ func (v *validator) hostKeys(path string, h Host) {
 		v.add(path, "%v", err)
 	case !h.HasKey() && (h.DHCHAPCtrlKey != "" || h.DHCHAPCtrlKeyFile != ""):
 		v.add(path+".dhchap_ctrl_key", "a controller key needs a host key (dhchap_key): the host authenticates first")
+	}
+}
+
+// narrows checks a host's hash or group list: known names, once each, and
+// only ones its subsystem's list (when it has one) accepts too.
+func (v *validator) narrows(path string, list, subsystem, known []string, field string) {
+	v.names(path, list, known)
+	if len(subsystem) == 0 {
+		return
+	}
+	for i, n := range list {
+		if slices.Contains(known, n) && !slices.Contains(subsystem, n) {
+			v.add(fmt.Sprintf("%s[%d]", path, i), "%q is not in the subsystem's %s (%s)", n, field, strings.Join(subsystem, ", "))
+		}
 	}
 }
 

@@ -37,9 +37,11 @@ import (
 // HostKeys are the DH-HMAC-CHAP secrets of one allowed host. A host with a
 // Host secret must authenticate on every queue; Ctrl, when set, lets the
 // host ask the controller to prove it knows Ctrl too (bidirectional).
+// Policy narrows the subsystem's hashes and groups for this host alone.
 type HostKeys struct {
-	Host *dhchap.Secret
-	Ctrl *dhchap.Secret
+	Host   *dhchap.Secret
+	Ctrl   *dhchap.Secret
+	Policy AuthPolicy
 }
 
 func (k HostKeys) clone() HostKeys {
@@ -49,7 +51,7 @@ func (k HostKeys) clone() HostKeys {
 		}
 		return &dhchap.Secret{Transform: s.Transform, Key: slices.Clone(s.Key)}
 	}
-	return HostKeys{Host: cp(k.Host), Ctrl: cp(k.Ctrl)}
+	return HostKeys{Host: cp(k.Host), Ctrl: cp(k.Ctrl), Policy: k.Policy.clone()}
 }
 
 func (k HostKeys) clear() {
@@ -57,24 +59,46 @@ func (k HostKeys) clear() {
 	k.Ctrl.Clear()
 }
 
-// AuthPolicy restricts the hashes and DH groups a subsystem accepts, in its
-// order of preference: of those the host offers, the first listed here is
-// chosen. Empty lists mean every one, SHA-256 and the null group first, as
-// the Linux target defaults.
+// AuthPolicy restricts the hashes and DH groups a subsystem (or one of its
+// hosts) accepts, in its order of preference: of those the host offers,
+// the first listed here is chosen. Nil lists mean every one, SHA-256 and
+// the null group first, as the Linux target defaults; an empty, non-nil
+// list accepts none.
 type AuthPolicy struct {
 	Hashes   []uint8
 	DHGroups []uint8
 }
 
+func (p AuthPolicy) clone() AuthPolicy {
+	return AuthPolicy{Hashes: slices.Clone(p.Hashes), DHGroups: slices.Clone(p.DHGroups)}
+}
+
+// narrow returns p restricted to the host's lists h, in the host's order.
+func (p AuthPolicy) narrow(h AuthPolicy) AuthPolicy {
+	pick := func(ours, host []uint8) []uint8 {
+		if host == nil {
+			return ours
+		}
+		out := []uint8{}
+		for _, id := range host {
+			if ours == nil || slices.Contains(ours, id) {
+				out = append(out, id)
+			}
+		}
+		return out
+	}
+	return AuthPolicy{Hashes: pick(p.Hashes, h.Hashes), DHGroups: pick(p.DHGroups, h.DHGroups)}
+}
+
 func (p AuthPolicy) hashes() []uint8 {
-	if len(p.Hashes) == 0 {
+	if p.Hashes == nil {
 		return dhchap.HashIDs
 	}
 	return p.Hashes
 }
 
 func (p AuthPolicy) groups() []uint8 {
-	if len(p.DHGroups) == 0 {
+	if p.DHGroups == nil {
 		return dhchap.GroupIDs
 	}
 	return p.DHGroups
@@ -85,10 +109,14 @@ const (
 	// authFailureGrace is how long the queues of a controller whose
 	// authentication failed stay up, so the host reads AUTH_Failure1.
 	authFailureGrace = time.Second
-	// authTimeoutNoKATO bounds how long an admin queue may stay
-	// unauthenticated when the host asked for no keep alive, as the
-	// Linux target's transaction expiry.
+	// authTimeoutNoKATO bounds each authentication step of an admin
+	// queue when the host asked for no keep alive, as the Linux target's
+	// transaction expiry.
 	authTimeoutNoKATO = 120 * time.Second
+	// authStepMin is the least time a host gets for a step, whatever its
+	// KATO: the Linux host's first use of a DH group tests the algorithm
+	// first, which took 5-6 s for ffdhe8192 in an emulated guest.
+	authStepMin = 15 * time.Second
 	// maxAuthTransfer bounds Authentication Send/Receive data: the
 	// largest message (a Reply with an 8192-bit DH value) is 1168 bytes,
 	// and hosts receive into 4 KiB.
@@ -115,7 +143,7 @@ func (s *Subsystem) SetHostKeys(keys map[string]HostKeys) {
 func (s *Subsystem) SetAuthPolicy(p AuthPolicy) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.policy = AuthPolicy{Hashes: slices.Clone(p.Hashes), DHGroups: slices.Clone(p.DHGroups)}
+	s.policy = p.clone()
 }
 
 // AuthRequired reports whether hostNQN has a secret here, so that it must
@@ -139,7 +167,7 @@ func (s *Subsystem) authConfigFor(hostNQN string) authConfig {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k, listed := s.keys[hostNQN]
-	return authConfig{keys: k.clone(), policy: s.policy, listed: listed || s.hosts[hostNQN]}
+	return authConfig{keys: k.clone(), policy: s.policy.narrow(k.Policy), listed: listed || s.hosts[hostNQN]}
 }
 
 // AuthFailures counts failed authentications by host and reason.
@@ -264,6 +292,9 @@ func (q *Queue) prepareAuth(r *Request) nvme.Status {
 
 func execAuthSend(q *Queue, r *Request) bool {
 	a, c := q.auth, q.ctrl
+	if q.QID == 0 {
+		c.authProgress()
+	}
 	if c.isDead() {
 		r.status = nvme.StatusCommandSequence | nvme.DNR
 		return true
@@ -291,6 +322,9 @@ func execAuthSend(q *Queue, r *Request) bool {
 func execAuthRecv(q *Queue, r *Request) bool {
 	a, b := q.auth, r.Data
 	clear(b)
+	if q.QID == 0 {
+		q.ctrl.authProgress()
+	}
 	if q.ctrl.isDead() && a.step != nvme.AuthFailure1 {
 		r.status = nvme.StatusCommandSequence | nvme.DNR
 		return true
@@ -331,7 +365,7 @@ func execAuthRecv(q *Queue, r *Request) bool {
 }
 
 // authNegotiate starts a transaction: the hash and the group are the first
-// of the subsystem's lists that the host offers.
+// of the subsystem's lists (narrowed by the host's own) that the host offers.
 func (q *Queue) authNegotiate(d []byte) {
 	a, c := q.auth, q.ctrl
 	a.reset()
@@ -355,13 +389,13 @@ func (q *Queue) authNegotiate(d []byte) {
 	pol := c.authPolicy()
 	hash, ok := firstOffered(pol.hashes(), m.Hashes)
 	if !ok {
-		q.log.WithField("offered", namesOf(m.Hashes, dhchap.HashName)).Warn("authentication failed: the host offers no hash the subsystem accepts; check dhchap_hashes")
+		q.log.WithField("offered", namesOf(m.Hashes, dhchap.HashName)).Warn("authentication failed: the host offers no hash the subsystem accepts; check dhchap_hashes (the subsystem's and the host's)")
 		q.authFail(nvme.AuthHashUnusable, "hash_unusable")
 		return
 	}
 	group, ok := firstOffered(pol.groups(), m.DHGroups)
 	if !ok {
-		q.log.WithField("offered", namesOf(m.DHGroups, dhchap.GroupName)).Warn("authentication failed: the host offers no DH group the subsystem accepts; check dhchap_dhgroups")
+		q.log.WithField("offered", namesOf(m.DHGroups, dhchap.GroupName)).Warn("authentication failed: the host offers no DH group the subsystem accepts; check dhchap_dhgroups (the subsystem's and the host's)")
 		q.authFail(nvme.AuthDHGroupUnusable, "dhgroup_unusable")
 		return
 	}
@@ -498,8 +532,8 @@ func (q *Queue) authSucceeded(bidir bool) {
 	a := q.auth
 	first := !a.done
 	a.done = true
-	if q.QID == 0 {
-		q.ctrl.authenticated.Store(true)
+	if q.QID == 0 && !q.ctrl.authenticated.Swap(true) {
+		q.ctrl.keepAlive() // its first chance to send one
 	}
 	log := q.log.WithFields(logrus.Fields{"hash": dhchap.HashName(a.hash), "dhgroup": dhchap.GroupName(a.group),
 		"bidirectional": bidir})
@@ -576,38 +610,72 @@ func (c *Controller) isDead() bool {
 	return c.dead
 }
 
-// armAuthDeadline ends the controller if its admin queue has not
-// authenticated within KATO (or authTimeoutNoKATO without keep alive).
+// armAuthDeadline ends the controller if its admin queue does not
+// authenticate. As on the Linux target and SPDK, the limit is per step:
+// each authentication message on the admin queue gives the host another
+// KATO (at least authStepMin; authTimeoutNoKATO without keep alive), so a
+// host slow at its DH arithmetic still gets in, while one that stops
+// talking is dropped. Keep alive starts once the admin queue has
+// authenticated: until then the host cannot send one.
 func (c *Controller) armAuthDeadline(katoMS uint32) {
 	d := authTimeoutNoKATO
 	if katoMS != 0 {
-		d = time.Duration(katoMS)*time.Millisecond + keepAliveSlack
+		d = max(time.Duration(katoMS)*time.Millisecond+keepAliveSlack, authStepMin)
 	}
-	t := c.Subsystem.target.clock.AfterFunc(d, func() {
-		if c.authenticated.Load() || c.isDead() {
-			return
-		}
-		host := c.HostNQN
-		if !c.authListed() {
-			host = "unlisted"
-		}
-		c.Subsystem.Stats.AuthFailures.add(AuthFailureKey{Host: host, Reason: "timeout"})
-		c.log.Warn("the host connected but did not authenticate in time; removing the controller")
-		c.fatal("authentication timeout")
-	})
 	c.mu.Lock()
-	c.authTimer = t
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	c.authStep = d
+	c.rearmAuthDeadline()
 }
 
-// HasHostKeys reports, in constant time, whether the subsystem holds
-// exactly k for hostNQN: for checking that a reload or an admin change
-// took, without any way to read a secret back.
+// authProgress restarts the admin queue's authentication deadline.
+func (c *Controller) authProgress() {
+	if c.authenticated.Load() {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.authTimer != nil && !c.dead {
+		c.rearmAuthDeadline()
+	}
+}
+
+// rearmAuthDeadline starts a fresh timer; one already firing finds itself
+// stale. Called with c.mu held.
+func (c *Controller) rearmAuthDeadline() {
+	if c.authTimer != nil {
+		c.authTimer.Stop()
+	}
+	c.authGen++
+	gen := c.authGen
+	c.authTimer = c.Subsystem.target.clock.AfterFunc(c.authStep, func() { c.authExpired(gen) })
+}
+
+func (c *Controller) authExpired(gen uint64) {
+	c.mu.Lock()
+	stale := c.dead || c.authGen != gen
+	c.mu.Unlock()
+	if stale || c.authenticated.Load() {
+		return
+	}
+	host := c.HostNQN
+	if !c.authListed() {
+		host = "unlisted"
+	}
+	c.Subsystem.Stats.AuthFailures.add(AuthFailureKey{Host: host, Reason: "timeout"})
+	c.log.WithField("step_limit", c.authStep.String()).Warn("the host connected but stopped authenticating; removing the controller")
+	c.fatal("authentication timeout")
+}
+
+// HasHostKeys reports, in constant time for the secrets, whether the
+// subsystem holds exactly k for hostNQN: for checking that a reload or an
+// admin change took, without any way to read a secret back.
 func (s *Subsystem) HasHostKeys(hostNQN string, k HostKeys) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	have := s.keys[hostNQN]
-	return have.Host.Equal(k.Host) && have.Ctrl.Equal(k.Ctrl)
+	return have.Host.Equal(k.Host) && have.Ctrl.Equal(k.Ctrl) &&
+		slices.Equal(have.Policy.Hashes, k.Policy.Hashes) && slices.Equal(have.Policy.DHGroups, k.Policy.DHGroups)
 }
 
 func namesOf(ids []uint8, name func(uint8) string) []string {

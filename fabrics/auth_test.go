@@ -466,7 +466,7 @@ func TestAuthMissing(t *testing.T) {
 		t.Fatal("I/O queue connected to an unauthenticated controller")
 	}
 	// It does not stay for ever.
-	clock.Advance(6 * time.Second)
+	clock.Advance(authStepMin)
 	if n := len(at.s.Controllers()); n != 0 {
 		t.Fatalf("%d controllers after the authentication deadline", n)
 	}
@@ -573,6 +573,114 @@ func TestAuthPolicyPreference(t *testing.T) {
 	ch, err := nvme.ParseAuthChallenge(b)
 	if err != nil || ch.HashID != nvme.HashSHA384 || ch.DHGroup != nvme.DHGroup2048 || len(ch.DHV) != 256 {
 		t.Fatalf("challenge %+v: %v", ch, err)
+	}
+}
+
+// A host's own lists narrow the subsystem's, and its order picks; lists
+// that leave nothing in common accept nothing.
+func TestAuthHostPolicy(t *testing.T) {
+	key := newTestSecret(t, 1, 32)
+	for _, c := range []struct {
+		name        string
+		sub, host   AuthPolicy
+		hash, group uint8
+		explanation uint8 // of the failure, 0 when it succeeds
+	}{
+		{"host lists only", AuthPolicy{}, AuthPolicy{Hashes: []uint8{nvme.HashSHA512}, DHGroups: []uint8{nvme.DHGroup3072}},
+			nvme.HashSHA512, nvme.DHGroup3072, 0},
+		{"host order", AuthPolicy{Hashes: []uint8{nvme.HashSHA256, nvme.HashSHA384}},
+			AuthPolicy{Hashes: []uint8{nvme.HashSHA384, nvme.HashSHA256}}, nvme.HashSHA384, nvme.DHGroupNull, 0},
+		{"no hash in common", AuthPolicy{Hashes: []uint8{nvme.HashSHA384}}, AuthPolicy{Hashes: []uint8{nvme.HashSHA256}},
+			0, 0, nvme.AuthHashUnusable},
+		{"no group in common", AuthPolicy{DHGroups: []uint8{nvme.DHGroup2048}}, AuthPolicy{DHGroups: []uint8{nvme.DHGroupNull}},
+			0, 0, nvme.AuthDHGroupUnusable},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			at := newAuthTarget(t, key, nil, c.sub)
+			at.s.SetHostKeys(map[string]HostKeys{testHost: {Host: key.parsed(t), Policy: c.host}})
+			h := at.connectAuth(t, 0)
+			neg := nvme.AuthNegotiateMsg{TID: 1, NAPD: 1, AuthID: 1, Hashes: []uint8{1, 2, 3}, DHGroups: []uint8{0, 1, 2, 3, 4, 5}}
+			if st := h.authSend(h.admin, neg.Encode()); st != 0 {
+				t.Fatal(st)
+			}
+			b, _ := h.authRecv(h.admin, 4096)
+			if c.explanation != 0 {
+				f, err := nvme.ParseAuthFailure(b)
+				if err != nil || f.Explanation != c.explanation {
+					t.Fatalf("want failure %#x, got %+v (%v)", c.explanation, f, err)
+				}
+				return
+			}
+			ch, err := nvme.ParseAuthChallenge(b)
+			if err != nil || ch.HashID != c.hash || ch.DHGroup != c.group {
+				t.Fatalf("challenge %+v: %v", ch, err)
+			}
+		})
+	}
+}
+
+// A short KATO still leaves a host authStepMin per step.
+func TestAuthDeadlineFloor(t *testing.T) {
+	key := newTestSecret(t, 1, 32)
+	at := newAuthTarget(t, key, nil, AuthPolicy{})
+	at.connectAuth(t, 5000)
+	at.clock.Advance(authStepMin - time.Second)
+	if n := len(at.s.Controllers()); n != 1 {
+		t.Fatalf("%d controllers %v after Connect with KATO 5 s", n, authStepMin-time.Second)
+	}
+	at.clock.Advance(time.Second)
+	if n := len(at.s.Controllers()); n != 0 {
+		t.Fatalf("%d controllers %v after Connect", n, authStepMin)
+	}
+}
+
+// Keep alive starts once the admin queue has authenticated: before, the
+// host could not send one.
+func TestAuthKeepAliveAfterAuthentication(t *testing.T) {
+	key := newTestSecret(t, 1, 32)
+	at := newAuthTarget(t, key, nil, AuthPolicy{})
+	h := at.connectAuth(t, 5000)
+	at.clock.Advance(10 * time.Second)
+	if err := h.authenticate(h.admin, initiator{hostNQN: testHost, subNQN: testNQN, key: key, tid: 1}); err != nil {
+		t.Fatalf("authentication 10 s after Connect with KATO 5 s: %v", err)
+	}
+	at.clock.Advance(6 * time.Second)
+	at.clock.Advance(6 * time.Second) // a period with traffic (the authentication), then one without
+	if n := len(at.s.Controllers()); n != 0 {
+		t.Fatalf("%d controllers 12 s after authenticating without Keep Alive", n)
+	}
+	if at.s.Stats.KeepAliveExpired.Load() != 1 {
+		t.Fatalf("keep alive expiries %d", at.s.Stats.KeepAliveExpired.Load())
+	}
+}
+
+// The authentication deadline counts from the host's last authentication
+// message, not from Connect: a host slow at its DH arithmetic gets in, one
+// that stops talking goes.
+func TestAuthDeadlinePerStep(t *testing.T) {
+	key := newTestSecret(t, 1, 32)
+	at := newAuthTarget(t, key, nil, AuthPolicy{})
+	h := at.connectAuth(t, 20000) // KATO 20 s: 21 s per step
+	step := 21 * time.Second
+	at.clock.Advance(step - time.Second)
+	neg := nvme.AuthNegotiateMsg{TID: 1, NAPD: 1, AuthID: 1, Hashes: []uint8{1}, DHGroups: []uint8{1}}
+	if st := h.authSend(h.admin, neg.Encode()); st != 0 {
+		t.Fatal(st)
+	}
+	at.clock.Advance(step - time.Second)
+	if _, st := h.authRecv(h.admin, 4096); st != 0 {
+		t.Fatalf("challenge after two steps of nearly a step limit each: %v", st)
+	}
+	at.clock.Advance(step - time.Second)
+	if n := len(at.s.Controllers()); n != 1 {
+		t.Fatalf("%d controllers in a transaction that keeps moving", n)
+	}
+	at.clock.Advance(time.Second)
+	if n := len(at.s.Controllers()); n != 0 {
+		t.Fatalf("%d controllers a step limit after the host's last message", n)
+	}
+	if at.failures()[AuthFailureKey{testHost, "timeout"}] != 1 {
+		t.Fatalf("failures %v", at.failures())
 	}
 }
 

@@ -78,6 +78,8 @@ type Controller struct {
 	authenticated atomic.Bool
 	authRevoked   atomic.Bool // a queue failed authentication: no queue runs commands
 	authTimer     Timer
+	authStep      time.Duration // how long the host may take for each step
+	authGen       uint64        // which authTimer is current
 }
 
 func newController(s *Subsystem, q *Queue, d nvme.ConnectData, kato uint32) *Controller {
@@ -287,7 +289,9 @@ func (c *Controller) attach(q *Queue) nvme.Status {
 		return nvme.StatusCommandSequence | nvme.DNR
 	}
 	c.queues[q.QID] = q
-	if q.QID == 0 {
+	// A host that must authenticate cannot send Keep Alive until it has:
+	// the authentication deadline stands in for the timer until then.
+	if q.QID == 0 && c.auth.keys.Host == nil {
 		c.armKeepAlive()
 	}
 	return 0

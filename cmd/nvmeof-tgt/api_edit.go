@@ -100,18 +100,22 @@ type namespaceRef struct {
 type hostParams struct {
 	NQN  string `json:"nqn"`
 	Host string `json:"host"`
-	// DH-HMAC-CHAP secrets, inline or by file, as in the configuration;
-	// set_host replaces all four (left out: none).
-	DHCHAPKey         string `json:"dhchap_key,omitempty"`
-	DHCHAPKeyFile     string `json:"dhchap_key_file,omitempty"`
-	DHCHAPCtrlKey     string `json:"dhchap_ctrl_key,omitempty"`
-	DHCHAPCtrlKeyFile string `json:"dhchap_ctrl_key_file,omitempty"`
+	// DH-HMAC-CHAP secrets, inline or by file, and the host's hash and
+	// group lists, as in the configuration; set_host replaces them all
+	// (left out: none).
+	DHCHAPKey         string   `json:"dhchap_key,omitempty"`
+	DHCHAPKeyFile     string   `json:"dhchap_key_file,omitempty"`
+	DHCHAPCtrlKey     string   `json:"dhchap_ctrl_key,omitempty"`
+	DHCHAPCtrlKeyFile string   `json:"dhchap_ctrl_key_file,omitempty"`
+	DHCHAPHashes      []string `json:"dhchap_hashes,omitempty"`
+	DHCHAPDHGroups    []string `json:"dhchap_dhgroups,omitempty"`
 }
 
 // entry is the configuration's host entry for p.
 func (p hostParams) entry() config.Host {
 	return config.Host{NQN: p.Host, DHCHAPKey: p.DHCHAPKey, DHCHAPKeyFile: p.DHCHAPKeyFile,
-		DHCHAPCtrlKey: p.DHCHAPCtrlKey, DHCHAPCtrlKeyFile: p.DHCHAPCtrlKeyFile}
+		DHCHAPCtrlKey: p.DHCHAPCtrlKey, DHCHAPCtrlKeyFile: p.DHCHAPCtrlKeyFile,
+		DHCHAPHashes: p.DHCHAPHashes, DHCHAPDHGroups: p.DHCHAPDHGroups}
 }
 
 // byteSize is a size parameter: a byte count, or a string such as

@@ -108,7 +108,7 @@ func (s *session) setHost(p hostParams) (changeResult, error) {
 }
 
 func (s *session) editHosts(p hostParams, add bool) (changeResult, error) {
-	if !add && p.entry() != config.HostNQN(p.Host) {
+	if !add && !p.entry().Plain() {
 		return changeResult{}, paramError("dhchap_key", "invalid params: remove_host takes no keys")
 	}
 	return s.api.change(func(c *config.Config) (string, error) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/dhchap"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
 // Test keys in the form `nvme gen-dhchap-key` prints.
@@ -98,6 +100,24 @@ func TestAPIHostKeys(t *testing.T) {
 	}
 	if s.AuthRequired(hostX) {
 		t.Fatal("keys cleared, authentication still required")
+	}
+
+	// ctl set host gives the host its own hash and group lists.
+	if err := control(d, "", []string{"set", "host", nqnA, hostX, "-dhchap-key", key1,
+		"-dhchap-hashes", "sha512,sha384", "-dhchap-dhgroups", "ffdhe8192"}, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	want := fabrics.HostKeys{Host: mustSecret(t, key1), Policy: fabrics.AuthPolicy{
+		Hashes: []uint8{dhchap.HashByName("sha512"), dhchap.HashByName("sha384")}, DHGroups: []uint8{nvme.DHGroup8192}}}
+	if !s.HasHostKeys(hostX, want) {
+		t.Fatal("set host with -dhchap-hashes and -dhchap-dhgroups did not take")
+	}
+	err = control(d, "", []string{"set", "host", nqnA, hostX, "-dhchap-key", key1, "-dhchap-hashes", "hmac(sha512)"}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), `dhchap_hashes[0]: unknown "hmac(sha512)"`) {
+		t.Fatalf("unknown hash: %v", err)
+	}
+	if !s.HasHostKeys(hostX, want) {
+		t.Fatal("a refused change changed the host's lists")
 	}
 }
 

@@ -358,16 +358,22 @@ func (c *change) setAuth(fs *fabrics.Subsystem, s config.Subsystem) {
 			fs.SetHosts(s.AllowAnyHost, slices.DeleteFunc(s.HostNQNs(), func(n string) bool { return n == h.NQN }))
 			continue
 		}
-		keys[h.NQN] = fabrics.HostKeys{Host: host, Ctrl: ctrl}
+		keys[h.NQN] = fabrics.HostKeys{Host: host, Ctrl: ctrl, Policy: authPolicy(h.DHCHAPHashes, h.DHCHAPDHGroups)}
 	}
 	fs.SetHostKeys(keys)
+	fs.SetAuthPolicy(authPolicy(s.DHCHAPHashes, s.DHCHAPDHGroups))
+}
+
+// authPolicy turns validated hash and group names into IDs; no names is
+// no restriction.
+func authPolicy(hashes, groups []string) fabrics.AuthPolicy {
 	var pol fabrics.AuthPolicy
-	for _, n := range s.DHCHAPHashes {
+	for _, n := range hashes {
 		pol.Hashes = append(pol.Hashes, dhchap.HashByName(n))
 	}
-	for _, n := range s.DHCHAPDHGroups {
+	for _, n := range groups {
 		id, _ := dhchap.GroupByName(n)
 		pol.DHGroups = append(pol.DHGroups, id)
 	}
-	fs.SetAuthPolicy(pol)
+	return pol
 }

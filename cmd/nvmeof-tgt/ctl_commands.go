@@ -19,7 +19,7 @@ var ctlVerbs = []ctlVerb{
 	{name: "add namespace", args: []string{"NQN"}, about: "Add a namespace to subsystem NQN; connected hosts see it appear.",
 		flags: addNamespaceFlags},
 	{name: "add host", args: []string{"NQN", "HOSTNQN"}, about: "Allow host HOSTNQN into subsystem NQN, with its DH-HMAC-CHAP keys if given.", flags: hostKeyFlags("add_host")},
-	{name: "set host", args: []string{"NQN", "HOSTNQN"}, about: "Replace the DH-HMAC-CHAP keys of host HOSTNQN (none given: no authentication); connected hosts stay.",
+	{name: "set host", args: []string{"NQN", "HOSTNQN"}, about: "Replace the DH-HMAC-CHAP keys and hash and group lists of host HOSTNQN (none given: no authentication); connected hosts stay.",
 		flags: hostKeyFlags("set_host")},
 	{name: "set subsystem", args: []string{"NQN"}, about: "Change who may connect to subsystem NQN, or its controller ID range.", flags: setSubsystemFlags},
 	{name: "set namespace", args: []string{"NQN", "NSID"}, about: "Resize a namespace, or move it to another ANA group, in place: hosts keep it.",
@@ -137,6 +137,14 @@ func hostKeyFlags(method string) func(*flag.FlagSet) func([]string) (*ctlCommand
 		fs.StringVar(&p.DHCHAPCtrlKeyFile, "dhchap-ctrl-key-file", "", "the controller's secret, for bidirectional authentication, is in `FILE`")
 		fs.StringVar(&p.DHCHAPKey, "dhchap-key", "", "the host's secret, `DHHC-1:NN:...:` (prefer -dhchap-key-file)")
 		fs.StringVar(&p.DHCHAPCtrlKey, "dhchap-ctrl-key", "", "the controller's secret, `DHHC-1:NN:...:` (prefer -dhchap-ctrl-key-file)")
+		fs.Func("dhchap-hashes", "this host's hashes, `sha512,…` in order of preference, within the subsystem's", func(s string) error {
+			p.DHCHAPHashes = strings.Split(s, ",")
+			return nil
+		})
+		fs.Func("dhchap-dhgroups", "this host's DH groups, `ffdhe8192,…` in order of preference, within the subsystem's", func(s string) error {
+			p.DHCHAPDHGroups = strings.Split(s, ",")
+			return nil
+		})
 		return func(pos []string) (*ctlCommand, error) {
 			p.NQN, p.Host = pos[0], pos[1]
 			return ctlEdit(method, p)
