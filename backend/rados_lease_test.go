@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	cephtest "github.com/nvmeof-tgt/nvmeof-tgt/test/ceph"
 )
 
 // asDaemon gives o a cluster connection of its own, as a second daemon
@@ -35,14 +37,14 @@ func openLease(t *testing.T, o RBDOptions, object, cookie string, d time.Duratio
 // lock; the holder's record outlives the lock; fencing blocklists the old
 // holder's client, whose lock calls and image writes the OSDs then refuse.
 func TestRadosLeaseAndFencing(t *testing.T) {
-	env := cephCluster(t)
+	env := cephtest.Use(t)
 	oa := rbdOpts(env, "gw")
 	ob := asDaemon(oa, 1)
 	const lease = 3 * time.Second
 	// a's image writes go through a's connection, the lease's.
 	img := openTestImage(t, env, "gw", 16<<20)
-	a := openLease(t, oa, "lease.test", "a-1", lease)
-	b := openLease(t, ob, "lease.test", "b-1", lease)
+	a := openLease(t, oa, run+".lease", "a-1", lease)
+	b := openLease(t, ob, run+".lease", "b-1", lease)
 	if a.conn != img.(*rbdBackend).conn || a.conn == b.conn {
 		t.Fatal("a's lease does not share the image's connection, or b shares a's")
 	}

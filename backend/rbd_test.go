@@ -3,7 +3,6 @@
 package backend
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"net"
@@ -12,101 +11,30 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	cephtest "github.com/nvmeof-tgt/nvmeof-tgt/test/ceph"
 )
 
-// The tests below run against a real single-node cluster that
-// test/ceph/cluster.sh starts once for the package, as root, with cephx on.
-
-var ceph struct {
-	once sync.Once
-	dir  string
-	env  map[string]string
-	err  error
-}
+// The tests below run against a real single-node cluster with cephx on
+// (test/ceph), as root.
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if ceph.dir != "" {
-		exec.Command(clusterScript(), "stop", ceph.dir).Run()
-		os.RemoveAll(ceph.dir)
-	}
+	cephtest.Stop()
 	os.Exit(code)
 }
 
-func clusterScript() string {
-	p, _ := filepath.Abs("../test/ceph/cluster.sh")
-	return p
-}
+// run sets this test binary's images and objects apart from those of other
+// runs and packages on a cluster that NVMEOF_CEPH_ENV names.
+var run = strconv.FormatInt(time.Now().UnixNano(), 36)
 
-// cephCluster starts the cluster on first use and returns its env file.
-// Without ceph or root it skips, unless NVMEOF_REQUIRE_TOOLS asks for
-// every test to run.
-func cephCluster(t testing.TB) map[string]string {
-	t.Helper()
-	missing := ""
-	for _, tool := range []string{"ceph-mon", "ceph-osd", "ceph", "rbd"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			missing = tool + " is missing (Debian: apt-get install ceph-mon ceph-osd ceph-common)"
-		}
-	}
-	if missing == "" && os.Geteuid() != 0 {
-		missing = "the Ceph cluster runs as root"
-	}
-	if missing != "" {
-		if os.Getenv("NVMEOF_REQUIRE_TOOLS") != "" {
-			t.Fatalf("%s; test/install-deps.sh installs ceph", missing)
-		}
-		t.Skipf("NOT RUN: %s; test/run-tests.sh requires it", missing)
-	}
-	ceph.once.Do(func() {
-		ceph.dir, ceph.err = os.MkdirTemp("", "nvmeof-ceph-")
-		if ceph.err != nil {
-			return
-		}
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			ceph.err = err
-			return
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		out, err := exec.Command(clusterScript(), "start", ceph.dir, strconv.Itoa(port)).CombinedOutput()
-		if err != nil {
-			ceph.err = errors.New("cluster.sh start: " + err.Error() + "\n" + string(out))
-			return
-		}
-		ceph.env, ceph.err = readEnv(filepath.Join(ceph.dir, "env"))
-	})
-	if ceph.err != nil {
-		t.Fatal(ceph.err)
-	}
-	return ceph.env
-}
-
-func readEnv(path string) (map[string]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	env := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), "="); ok {
-			env[k] = v
-		}
-	}
-	return env, sc.Err()
-}
-
-// rbdOpts names image in the test cluster as its RBD user.
+// rbdOpts names this run's image in the test cluster as its RBD user.
 func rbdOpts(env map[string]string, image string) RBDOptions {
-	return RBDOptions{Pool: env["CEPH_POOL"], Image: image, Conf: env["CEPH_CONF"],
+	return RBDOptions{Pool: env["CEPH_POOL"], Image: run + "." + image, Conf: env["CEPH_CONF"],
 		User: env["CEPH_USER"], Keyring: env["CEPH_KEYRING"]}
 }
 
@@ -142,7 +70,7 @@ func rbdPattern(n int, seed byte) []byte {
 }
 
 func TestRBDReadWriteAcrossObjects(t *testing.T) {
-	env := cephCluster(t)
+	env := cephtest.Use(t)
 	b := openTestImage(t, env, "rw", 64<<20)
 	if b.Size() != 64<<20 {
 		t.Fatalf("size %d, want the created image's %d", b.Size(), 64<<20)
@@ -172,7 +100,7 @@ func TestRBDReadWriteAcrossObjects(t *testing.T) {
 // Write Zeroes must read back zeros exactly over its range, partial
 // objects and sectors included, and leave its neighbours alone.
 func TestRBDWriteZeroesReadsZeros(t *testing.T) {
-	env := cephCluster(t)
+	env := cephtest.Use(t)
 	b := openTestImage(t, env, "zeroes", 16<<20)
 	data := rbdPattern(12<<20, 7)
 	if err := b.WriteAt(data, 0); err != nil {
@@ -212,9 +140,9 @@ func firstDiff(a, b []byte) int {
 
 // `rbd resize` and a Resize reach the namespace, as for a block device.
 func TestRBDResizeRereadsImage(t *testing.T) {
-	env := cephCluster(t)
+	env := cephtest.Use(t)
 	b := openTestImage(t, env, "grow", 8<<20)
-	rbdCLI(t, env, "resize", "--size", "24M", env["CEPH_POOL"]+"/grow")
+	rbdCLI(t, env, "resize", "--size", "24M", env["CEPH_POOL"]+"/"+run+".grow")
 	n, err := b.(Resizer).Resize(1 << 40) // the size asked for is ignored
 	if err != nil || n != 24<<20 {
 		t.Fatalf("Resize: %d, %v; want %d", n, err, 24<<20)
@@ -225,7 +153,7 @@ func TestRBDResizeRereadsImage(t *testing.T) {
 }
 
 func TestRBDReadOnly(t *testing.T) {
-	env := cephCluster(t)
+	env := cephtest.Use(t)
 	openTestImage(t, env, "ro", 4<<20)
 	b, err := Open("rbd", Options{BlockSize: 512, ReadOnly: true, RBD: rbdOpts(env, "ro")})
 	if err != nil {
@@ -239,7 +167,7 @@ func TestRBDReadOnly(t *testing.T) {
 
 // Start-up errors name what is wrong.
 func TestRBDOpenErrors(t *testing.T) {
-	env := cephCluster(t)
+	env := cephtest.Use(t)
 	cases := []struct {
 		name string
 		edit func(*RBDOptions)
@@ -268,7 +196,7 @@ func TestRBDOpenErrors(t *testing.T) {
 // An unreachable cluster fails the open within client_mount_timeout,
 // naming the cause, instead of Ceph's default of 5 minutes.
 func TestRBDUnreachableClusterFailsFast(t *testing.T) {
-	env := cephCluster(t)
+	env := cephtest.Use(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -299,7 +227,8 @@ func TestRBDUnreachableClusterFailsFast(t *testing.T) {
 // ETIMEDOUT (which the target answers with a retryable status), and works
 // again once the OSD is back.
 func TestRBDOSDLossTimesOutAndRecovers(t *testing.T) {
-	env := cephCluster(t)
+	// The OSD goes down: no other test may use the cluster meanwhile.
+	env := cephtest.Exclusive(t)
 	// A client conf with a short operation timeout.
 	base, err := os.ReadFile(env["CEPH_CONF"])
 	if err != nil {
@@ -320,16 +249,11 @@ func TestRBDOSDLossTimesOutAndRecovers(t *testing.T) {
 	if err := b.WriteAt(rbdPattern(4096, 1), 0); err != nil {
 		t.Fatal(err)
 	}
-	osd := func(cmd string) {
-		if out, err := exec.Command(clusterScript(), cmd, ceph.dir).CombinedOutput(); err != nil {
-			t.Fatalf("cluster.sh %s: %v\n%s", cmd, err, out)
-		}
-	}
-	osd("stop-osd")
+	cephtest.OSD(t, "stop-osd")
 	restarted := false
 	defer func() {
 		if !restarted {
-			osd("start-osd")
+			cephtest.OSD(t, "start-osd")
 		}
 	}()
 	start := time.Now()
@@ -340,7 +264,7 @@ func TestRBDOSDLossTimesOutAndRecovers(t *testing.T) {
 	if el := time.Since(start); el > 10*time.Second {
 		t.Errorf("the write failed after %v; rados_osd_op_timeout was 3 s", el)
 	}
-	osd("start-osd")
+	cephtest.OSD(t, "start-osd")
 	restarted = true
 	want := rbdPattern(4096, 3)
 	if err := b.WriteAt(want, 4096); err != nil {
@@ -355,7 +279,7 @@ func TestRBDOSDLossTimesOutAndRecovers(t *testing.T) {
 // The asynchronous calls complete through the sink with the tag they were
 // given, many in flight at once.
 func TestRBDAsync(t *testing.T) {
-	env := cephCluster(t)
+	env := cephtest.Use(t)
 	b := openTestImage(t, env, "async", 16<<20)
 	type result struct {
 		tag uint32
@@ -421,7 +345,7 @@ func TestRBDAsync(t *testing.T) {
 // `rbd bench --io-size 4K --io-threads 32 --io-pattern rand` on the same
 // cluster.
 func benchRBDAsync(b *testing.B, write bool) {
-	env := cephCluster(b)
+	env := cephtest.Use(b)
 	img := openTestImage(b, env, "bench", 64<<20)
 	a := img.(AsyncIO)
 	// Every object written first, as rbd bench's image is in the README.

@@ -113,6 +113,10 @@ const (
 	// queue when the host asked for no keep alive, as the Linux target's
 	// transaction expiry.
 	authTimeoutNoKATO = 120 * time.Second
+	// authStepMin is the least time a host gets for a step, whatever its
+	// KATO: the Linux host's first use of a DH group tests the algorithm
+	// first, which took 5-6 s for ffdhe8192 in an emulated guest.
+	authStepMin = 15 * time.Second
 	// maxAuthTransfer bounds Authentication Send/Receive data: the
 	// largest message (a Reply with an 8192-bit DH value) is 1168 bytes,
 	// and hosts receive into 4 KiB.
@@ -528,8 +532,8 @@ func (q *Queue) authSucceeded(bidir bool) {
 	a := q.auth
 	first := !a.done
 	a.done = true
-	if q.QID == 0 {
-		q.ctrl.authenticated.Store(true)
+	if q.QID == 0 && !q.ctrl.authenticated.Swap(true) {
+		q.ctrl.keepAlive() // its first chance to send one
 	}
 	log := q.log.WithFields(logrus.Fields{"hash": dhchap.HashName(a.hash), "dhgroup": dhchap.GroupName(a.group),
 		"bidirectional": bidir})
@@ -609,12 +613,14 @@ func (c *Controller) isDead() bool {
 // armAuthDeadline ends the controller if its admin queue does not
 // authenticate. As on the Linux target and SPDK, the limit is per step:
 // each authentication message on the admin queue gives the host another
-// KATO (authTimeoutNoKATO without keep alive), so a host slow at its DH
-// arithmetic still gets in, while one that stops talking is dropped.
+// KATO (at least authStepMin; authTimeoutNoKATO without keep alive), so a
+// host slow at its DH arithmetic still gets in, while one that stops
+// talking is dropped. Keep alive starts once the admin queue has
+// authenticated: until then the host cannot send one.
 func (c *Controller) armAuthDeadline(katoMS uint32) {
 	d := authTimeoutNoKATO
 	if katoMS != 0 {
-		d = time.Duration(katoMS)*time.Millisecond + keepAliveSlack
+		d = max(time.Duration(katoMS)*time.Millisecond+keepAliveSlack, authStepMin)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

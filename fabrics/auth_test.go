@@ -466,7 +466,7 @@ func TestAuthMissing(t *testing.T) {
 		t.Fatal("I/O queue connected to an unauthenticated controller")
 	}
 	// It does not stay for ever.
-	clock.Advance(6 * time.Second)
+	clock.Advance(authStepMin)
 	if n := len(at.s.Controllers()); n != 0 {
 		t.Fatalf("%d controllers after the authentication deadline", n)
 	}
@@ -619,29 +619,65 @@ func TestAuthHostPolicy(t *testing.T) {
 	}
 }
 
+// A short KATO still leaves a host authStepMin per step.
+func TestAuthDeadlineFloor(t *testing.T) {
+	key := newTestSecret(t, 1, 32)
+	at := newAuthTarget(t, key, nil, AuthPolicy{})
+	at.connectAuth(t, 5000)
+	at.clock.Advance(authStepMin - time.Second)
+	if n := len(at.s.Controllers()); n != 1 {
+		t.Fatalf("%d controllers %v after Connect with KATO 5 s", n, authStepMin-time.Second)
+	}
+	at.clock.Advance(time.Second)
+	if n := len(at.s.Controllers()); n != 0 {
+		t.Fatalf("%d controllers %v after Connect", n, authStepMin)
+	}
+}
+
+// Keep alive starts once the admin queue has authenticated: before, the
+// host could not send one.
+func TestAuthKeepAliveAfterAuthentication(t *testing.T) {
+	key := newTestSecret(t, 1, 32)
+	at := newAuthTarget(t, key, nil, AuthPolicy{})
+	h := at.connectAuth(t, 5000)
+	at.clock.Advance(10 * time.Second)
+	if err := h.authenticate(h.admin, initiator{hostNQN: testHost, subNQN: testNQN, key: key, tid: 1}); err != nil {
+		t.Fatalf("authentication 10 s after Connect with KATO 5 s: %v", err)
+	}
+	at.clock.Advance(6 * time.Second)
+	at.clock.Advance(6 * time.Second) // a period with traffic (the authentication), then one without
+	if n := len(at.s.Controllers()); n != 0 {
+		t.Fatalf("%d controllers 12 s after authenticating without Keep Alive", n)
+	}
+	if at.s.Stats.KeepAliveExpired.Load() != 1 {
+		t.Fatalf("keep alive expiries %d", at.s.Stats.KeepAliveExpired.Load())
+	}
+}
+
 // The authentication deadline counts from the host's last authentication
 // message, not from Connect: a host slow at its DH arithmetic gets in, one
 // that stops talking goes.
 func TestAuthDeadlinePerStep(t *testing.T) {
 	key := newTestSecret(t, 1, 32)
 	at := newAuthTarget(t, key, nil, AuthPolicy{})
-	h := at.connectAuth(t, 5000) // KATO 5 s: 6 s per step
-	at.clock.Advance(5 * time.Second)
+	h := at.connectAuth(t, 20000) // KATO 20 s: 21 s per step
+	step := 21 * time.Second
+	at.clock.Advance(step - time.Second)
 	neg := nvme.AuthNegotiateMsg{TID: 1, NAPD: 1, AuthID: 1, Hashes: []uint8{1}, DHGroups: []uint8{1}}
 	if st := h.authSend(h.admin, neg.Encode()); st != 0 {
 		t.Fatal(st)
 	}
-	at.clock.Advance(5 * time.Second)
+	at.clock.Advance(step - time.Second)
 	if _, st := h.authRecv(h.admin, 4096); st != 0 {
-		t.Fatalf("challenge after 10 s of steady steps: %v", st)
+		t.Fatalf("challenge after two steps of nearly a step limit each: %v", st)
 	}
-	at.clock.Advance(5 * time.Second)
+	at.clock.Advance(step - time.Second)
 	if n := len(at.s.Controllers()); n != 1 {
-		t.Fatalf("%d controllers 15 s into a transaction that keeps moving", n)
+		t.Fatalf("%d controllers in a transaction that keeps moving", n)
 	}
-	at.clock.Advance(2 * time.Second)
+	at.clock.Advance(time.Second)
 	if n := len(at.s.Controllers()); n != 0 {
-		t.Fatalf("%d controllers 7 s after the host's last message", n)
+		t.Fatalf("%d controllers a step limit after the host's last message", n)
 	}
 	if at.failures()[AuthFailureKey{testHost, "timeout"}] != 1 {
 		t.Fatalf("failures %v", at.failures())

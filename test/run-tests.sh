@@ -15,8 +15,16 @@ go vet -tags e2e ./test/...
 echo "== blktests control script self-test"
 NVMEOF_REQUIRE_TOOLS=1 ./test/blktests/selftest.sh
 echo "== unit tests (race detector on)"
+# One Ceph cluster for every package whose tests need one, rather than one
+# per test binary: the first test to need it starts it in ceph_dir (see
+# test/ceph), while other packages' tests run.
+ceph_dir=$(mktemp -d)
+stop_ceph() { "$repo/test/ceph/cluster.sh" stop "$ceph_dir"; rm -rf "$ceph_dir"; }
+trap stop_ceph EXIT
 # Tests that need a tool install-deps provides fail rather than skip here.
-NVMEOF_REQUIRE_TOOLS=1 go test -race -count=1 ./...
+NVMEOF_CEPH_ENV=$ceph_dir/env NVMEOF_REQUIRE_TOOLS=1 go test -race -count=1 ./...
+stop_ceph
+trap - EXIT
 # 97-dhchap needs a host with NVMe authentication, which 6.1 is built without.
 echo "== end-to-end suite, guest kernel 6.1 (every scenario but 97-dhchap)"
 E2E_KERNEL=6.1 E2E_ONLY='^([^9]|9[^7])' go test -count=1 -tags e2e -v -timeout 30m ./test/e2e/

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	cephtest "github.com/nvmeof-tgt/nvmeof-tgt/test/ceph"
 )
 
 // TestMain lets the test binary play a client run as another user: ctl,
@@ -25,7 +27,7 @@ func TestMain(m *testing.M) {
 		os.Exit(gatewayChild(cfg))
 	}
 	code := m.Run()
-	stopGatewayCluster()
+	cephtest.Stop()
 	os.Exit(code)
 }
 

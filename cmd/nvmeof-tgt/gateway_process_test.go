@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
+	cephtest "github.com/nvmeof-tgt/nvmeof-tgt/test/ceph"
 )
 
 // The gateway pair as separate processes on this machine, against the
@@ -112,7 +113,7 @@ const (
 )
 
 func TestGatewayProcesses(t *testing.T) {
-	env := gatewayCluster(t)
+	env := cephtest.Use(t)
 	image := fmt.Sprintf("gwp%d", time.Now().UnixNano())
 	out, err := exec.Command("rbd", "--conf", env["CEPH_CONF"], "--id", "admin", "--keyring", env["CEPH_ADMIN_KEYRING"],
 		"create", "--size", "16M", env["CEPH_POOL"]+"/"+image).CombinedOutput()

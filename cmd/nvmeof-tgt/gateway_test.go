@@ -13,6 +13,7 @@ import (
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/gateway"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+	cephtest "github.com/nvmeof-tgt/nvmeof-tgt/test/ceph"
 )
 
 func gatewayConfig(env map[string]string, name, conf, image, prefix string, cntlid int) string {
@@ -46,8 +47,12 @@ func waitGroup(t *testing.T, d *daemon, st gateway.State, limit time.Duration) t
 
 func anaOf(d *daemon) nvme.ANAState { return d.target.Port(1).ANAState(1) }
 
+// The gateway pair against a real single-node cluster (test/ceph, as
+// root), with two daemons in this process. Each daemon has a cluster
+// connection of its own, as two processes would: connections are shared
+// per conf path, and daemon B names the same file another way.
 func TestGatewayPairOnCluster(t *testing.T) {
-	env := gatewayCluster(t)
+	env := cephtest.Use(t)
 	useFakeRDMA(t)
 	image := fmt.Sprintf("gw%d", time.Now().UnixNano())
 	out, err := exec.Command("rbd", "--conf", env["CEPH_CONF"], "--id", "admin", "--keyring", env["CEPH_ADMIN_KEYRING"],

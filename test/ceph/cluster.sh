@@ -51,13 +51,20 @@ up_from() { admin osd dump 2>/dev/null | awk '/^osd.0 / { for (i = 1; i < NF; i+
 osd_booted() { osd_up && [ "$(up_from)" != "$1" ]; }
 
 pidof_daemon() { [ -f "$C/run/$1.pid" ] && cat "$C/run/$1.pid"; }
-running() { local pid; pid=$(pidof_daemon "$1") && kill -0 "$pid" 2>/dev/null; }
+# exited PID: gone, or a zombie (the daemons are init's children, and an
+# init may take its time to reap them).
+exited() {
+	local _ state
+	read -r _ _ state _ 2>/dev/null <"/proc/$1/stat" || return 0
+	[ "$state" = Z ]
+}
+running() { local pid; pid=$(pidof_daemon "$1") && ! exited "$pid"; }
 
 stop_daemon() { # name [signal]
 	local pid
 	pid=$(pidof_daemon "$1") || return 0
 	kill -"${2:-TERM}" "$pid" 2>/dev/null || return 0
-	waitfor "$1 to exit" 60 bash -c "! kill -0 $pid"
+	waitfor "$1 to exit" 60 exited "$pid"
 }
 
 # start_osd: start the OSD unless it is up.

@@ -332,6 +332,27 @@ fio_ok() {
 	FIO_WRITTEN=$wr
 }
 
+# fs_write DEV: make an ext4 file system on DEV, write 20 MB of random
+# bytes to file.bin in it and unmount it; prints the file's sha256sum.
+fs_write() {
+	local sum
+	mkfs.ext4 -q -F "$1" || fail "mkfs.ext4 on $1"
+	mkdir -p /mnt/e2e
+	mount "$1" /mnt/e2e || fail "mounting $1"
+	head -c 20000000 /dev/urandom >/mnt/e2e/file.bin || fail "writing file.bin on $1"
+	sum=$(sha256sum </mnt/e2e/file.bin) || fail "reading file.bin on $1"
+	umount /mnt/e2e || fail "unmounting $1"
+	echo "$sum"
+}
+
+# fs_check DEV WHAT WANT: mount DEV again; file.bin's sha256sum (checked
+# as WHAT) must be WANT, what fs_write printed.
+fs_check() {
+	mount "$1" /mnt/e2e || fail "mounting $1"
+	assert_eq "$2" "$(sha256sum </mnt/e2e/file.bin)" "$3"
+	umount /mnt/e2e || fail "unmounting $1"
+}
+
 # metric NAME [LABEL-FILTER]: the value of the first series of NAME on the
 # daemon's /metrics (metrics.address 127.0.0.1:9750), optionally the first
 # whose labels contain LABEL-FILTER.
@@ -433,6 +454,15 @@ $(ha_subsystem "$nqn" 100 199 /dev/mapper/ha-b)
 CFG
 }
 
+# ha_up NQN STATE_A STATE_B [PORT_A_KEYS [PORT_B_KEYS]]: the pair of
+# ha_pair over the shared disk, both daemons started (addr2_up first).
+ha_up() {
+	shared_disk ha-a ha-b
+	ha_pair "$@"
+	start_target /tmp/a.yaml
+	start_target2 /tmp/b.yaml
+}
+
 # ha_subsystem NQN CNTLID_MIN CNTLID_MAX DEVICE: the subsystems section of
 # one side of ha_pair.
 ha_subsystem() {
@@ -530,6 +560,41 @@ ns_heads() {
 		done
 	done
 	echo "$n"
+}
+
+# ha_connect_both NQN [extra nvme-cli args]: connect to NQN through both
+# daemons of a pair, A at ADDR and B at ADDR2. Sets ca and cb, the two
+# controllers, and dev, namespace 1's block device, which native
+# multipath makes over both paths.
+ha_connect_both() {
+	local nqn=$1
+	shift
+	ca=$(connect_at "$ADDR" "$nqn" "$@")
+	cb=$(connect_at "$ADDR2" "$nqn" "$@")
+	dev=$(wait_dev "$nqn" 1)
+}
+
+# fio_verify_bg NAME SIZE EVENT: fio_ok NAME in the background on dev
+# (ha_connect_both): SIZE written in 64 KiB blocks with crc32c checksums,
+# then read back, the first mismatch fatal. Sets job, the fio arguments
+# (for verify-only passes later), and fio_pid. Returns once 256 I/Os went
+# through A's path (ca), the optimized one; fails if fio ended first, as
+# EVENT would then not happen under I/O.
+fio_verify_bg() {
+	local name=$1 size=$2 event=$3 a0
+	job=(--filename="$dev" --direct=1 --ioengine=libaio --rw=write --bs=64k --iodepth=16 --size="$size"
+		--verify=crc32c --do_verify=1 --verify_fatal=1 --verify_dump=1 --verify_state_save=0)
+	a0=$(path_ios "$ca" 1)
+	fio_ok "$name" "${job[@]}" &
+	fio_pid=$!
+	wait_for 60 "256 I/Os through A" fio_busy_on_a $((a0 + 256)) "$event"
+}
+
+# fio_busy_on_a N EVENT: A's path has done more than N I/Os while the
+# background fio still runs; fails once fio has ended.
+fio_busy_on_a() {
+	gone "$fio_pid" && fail "fio ended before $2"
+	path_ios_above "$ca" 1 "$1"
 }
 
 # --- gateway pair: two daemons, one RBD image, the ANA group's owner by lease ---

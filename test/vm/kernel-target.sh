@@ -70,8 +70,8 @@ kt_allow_host() { # NQN HOSTNQN (an empty HOSTNQN only closes the subsystem)
 # kt_host_auth HOSTNQN KEY [CTRL_KEY [HASH [DHGROUP]]]: the host's
 # DH-HMAC-CHAP secrets (DHHC-1 form) and the hash (sha256, sha384, sha512)
 # and DH group (null, ffdhe2048 ...) nvmet asks it for. nvmet keeps these
-# per host, for every subsystem, where nvmeof-tgt keeps the keys per
-# subsystem entry and the hashes and groups per subsystem.
+# per host, for every subsystem, where nvmeof-tgt keeps them per
+# subsystem entry (hash and group lists per subsystem, narrowed per host).
 kt_host_auth() {
 	local h=$KT_CFS/hosts/$1
 	[ -d "$h" ] || mkdir "$h" || return 1

@@ -34,10 +34,8 @@ $(subsys 100 199 /dev/mapper/ha-b)
 CFG
 start_target /tmp/a.yaml
 start_target2 /tmp/b.yaml
-ca=$(connect_at "$ADDR" "$nqn")
-cb=$(connect_at "$ADDR2" "$nqn")
+ha_connect_both "$nqn"
 echo "controllers: $ca through A, $cb through B"
-dev=$(wait_dev "$nqn" 1)
 wait_dev "$nqn" 2 >/dev/null
 
 # One subsystem, both controllers in it.

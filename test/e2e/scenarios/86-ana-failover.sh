@@ -7,26 +7,13 @@
 daemon_only "runs two nvmeof-tgt daemons"
 nqn=nqn.2026-11.io.example:ha
 addr2_up
-shared_disk ha-a ha-b
-ha_pair "$nqn" optimized non_optimized
-start_target /tmp/a.yaml
-start_target2 /tmp/b.yaml
+ha_up "$nqn" optimized non_optimized
 ctl_a() { "$NVMEOF_TGT" ctl "$@"; }
-ca=$(connect_at "$ADDR" "$nqn")
-cb=$(connect_at "$ADDR2" "$nqn")
-dev=$(wait_dev "$nqn" 1)
+ha_connect_both "$nqn"
 assert_eq "A's path" "$(ana_state "$ca" 1)" optimized
 assert_eq "B's path" "$(ana_state "$cb" 1)" non-optimized
-job=(--filename="$dev" --direct=1 --ioengine=libaio --rw=write --bs=64k --iodepth=16 --size=64M
-	--verify=crc32c --do_verify=1 --verify_fatal=1 --verify_dump=1)
-a0=$(path_ios "$ca" 1) b0=$(path_ios "$cb" 1)
-fio_ok failover "${job[@]}" &
-fio_pid=$!
-a_busy() {
-	gone "$fio_pid" && fail "fio ended before the failover"
-	path_ios_above "$ca" 1 $((a0 + 256))
-}
-wait_for 60 "256 I/Os through A (a quarter of the writes)" a_busy
+b0=$(path_ios "$cb" 1)
+fio_verify_bg failover 64M "the failover"
 assert_eq "I/Os through B, the non-optimized path, before the failover" $(($(path_ios "$cb" 1) - b0)) 0
 ctl_b set ana 2 1 optimized || fail "ctl set ana on B"
 ctl_a set ana 1 1 inaccessible || fail "ctl set ana on A"

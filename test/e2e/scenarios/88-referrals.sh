@@ -7,10 +7,7 @@
 nqn=nqn.2026-11.io.example:ha
 addr2_up
 if ours; then
-	shared_disk ha-a ha-b
-	ha_pair "$nqn" optimized non_optimized "referrals: [{address: $ADDR2, port: $PORT}]"
-	start_target /tmp/a.yaml
-	start_target2 /tmp/b.yaml
+	ha_up "$nqn" optimized non_optimized "referrals: [{address: $ADDR2, port: $PORT}]"
 else
 	config /tmp/tgt.yaml <<CFG
 ports:

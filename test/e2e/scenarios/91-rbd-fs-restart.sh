@@ -7,19 +7,12 @@ ceph_up
 nqn=nqn.2026-11.io.example:rbd2
 serve_rbd "$nqn" fs 128MiB
 dev=$(connect "$nqn")
-mkfs.ext4 -q -F "$dev"
-mkdir -p /mnt/e2e
-mount "$dev" /mnt/e2e
-head -c 20000000 /dev/urandom >/mnt/e2e/file.bin
-want=$(sha256sum </mnt/e2e/file.bin)
-umount /mnt/e2e
+want=$(fs_write "$dev")
 disconnect "$nqn"
 stop_target
 start_target /tmp/tgt.yaml
 dev=$(connect "$nqn")
-mount "$dev" /mnt/e2e
-assert_eq "checksum after the daemon restarted" "$(sha256sum </mnt/e2e/file.bin)" "$want"
-umount /mnt/e2e
+fs_check "$dev" "checksum after the daemon restarted" "$want"
 disconnect "$nqn"
 stop_target
 # What the host wrote is in the cluster.

@@ -12,23 +12,12 @@ start_target /tmp/a.yaml
 wait_for 30 "A owning group 1" gw_state_is a owner
 start_target2 /tmp/b.yaml
 wait_for 10 "B standing by" gw_state_is b standby
-ca=$(connect_at "$ADDR" "$nqn")
-cb=$(connect_at "$ADDR2" "$nqn")
-dev=$(wait_dev "$nqn" 1)
+ha_connect_both "$nqn"
 assert_eq "A's path" "$(ana_state "$ca" 1)" optimized
 assert_eq "B's path" "$(ana_state "$cb" 1)" inaccessible
 bl_count() { timeout 30 ceph --conf "$CEPH_CONF" --id admin --keyring "$CEPH_ADMIN_KEYRING" osd blocklist ls 2>/dev/null | grep -c ':0/' || true; }
 bl0=$(bl_count)
-job=(--filename="$dev" --direct=1 --ioengine=libaio --rw=write --bs=64k --iodepth=16 --size=128M
-	--verify=crc32c --do_verify=1 --verify_fatal=1 --verify_dump=1 --verify_state_save=0)
-a0=$(path_ios "$ca" 1)
-fio_ok handover "${job[@]}" &
-fio_pid=$!
-a_busy() {
-	gone "$fio_pid" && fail "fio ended before the handover"
-	path_ios_above "$ca" 1 $((a0 + 256))
-}
-wait_for 60 "256 I/Os through A" a_busy
+fio_verify_bg handover 128M "the handover"
 t0=$(now_ms)
 "$NVMEOF_TGT" ctl gateway release 1 || fail "ctl gateway release on A"
 assert_eq "A's lease right after the release" "$(gw_state a)" standby

@@ -14,21 +14,10 @@ start_target /tmp/a.yaml
 wait_for 30 "A owning group 1" gw_state_is a owner
 start_target2 /tmp/b.yaml
 wait_for 10 "B standing by" gw_state_is b standby
-ca=$(connect_at "$ADDR" "$nqn" --reconnect-delay=1 --ctrl-loss-tmo=120)
-cb=$(connect_at "$ADDR2" "$nqn" --reconnect-delay=1 --ctrl-loss-tmo=120)
-dev=$(wait_dev "$nqn" 1)
+ha_connect_both "$nqn" --reconnect-delay=1 --ctrl-loss-tmo=120
 a_addr=$(gw_holder_addr gw96)
 [ -n "$a_addr" ] || fail "no holder address in the lease object"
-job=(--filename="$dev" --direct=1 --ioengine=libaio --rw=write --bs=64k --iodepth=16 --size=128M
-	--verify=crc32c --do_verify=1 --verify_fatal=1 --verify_dump=1 --verify_state_save=0)
-a0=$(path_ios "$ca" 1)
-fio_ok sigstop "${job[@]}" &
-fio_pid=$!
-a_busy() {
-	gone "$fio_pid" && fail "fio ended before the stop"
-	path_ios_above "$ca" 1 $((a0 + 256))
-}
-wait_for 60 "256 I/Os through A" a_busy
+fio_verify_bg sigstop 128M "the stop"
 t0=$(now_ms)
 kill -STOP "$TARGET_PID"
 wait_for 40 "B owning group 1" gw_state_is b owner

@@ -180,11 +180,8 @@ live=$(ctrl_of "$subsys")
 # --- every hash with a spread of groups (daemon only: the Linux target
 # picks per host, below) ---
 if ours; then
-	# Not ffdhe6144 or 8192: with 8192 the host's own DH arithmetic under
-	# TCG outlasts the 5 s (KATO) the daemon gives a new admin queue to
-	# authenticate, and the host's connect then hangs for minutes.
-	for combo in sha256/null sha256/ffdhe2048 sha384/null sha384/ffdhe3072 \
-		sha384/ffdhe4096 sha512/null sha512/ffdhe2048 sha512/ffdhe4096; do
+	for combo in sha256/null sha256/ffdhe2048 sha256/ffdhe6144 sha384/null sha384/ffdhe3072 \
+		sha384/ffdhe4096 sha384/ffdhe8192 sha512/null sha512/ffdhe2048 sha512/ffdhe4096 sha512/ffdhe8192; do
 		hash=${combo%/*} group=${combo#*/}
 		write_config "$hash" "$group"
 		"$NVMEOF_TGT" ctl reload >/dev/null || fail "ctl reload for $combo"
@@ -202,6 +199,25 @@ if ours; then
 	write_config
 	"$NVMEOF_TGT" ctl reload >/dev/null || fail "ctl reload back to every hash and group"
 	assert_eq "the first connection through the reloads" "$(cat "/sys/class/nvme/$live/state")" live
+
+	# A host's own lists narrow the subsystem's: this host only, pinned
+	# to SHA-384 and ffdhe8192 through the admin socket.
+	"$NVMEOF_TGT" ctl set host "$subsys" "$hb" -dhchap-key-file "$keys/hb.key" -dhchap-ctrl-key-file "$keys/cb.key" \
+		-dhchap-hashes sha384 -dhchap-dhgroups ffdhe8192 || fail "ctl set host with its own hash and group"
+	match=".host == \"$hb\" and .hash == \"sha384\" and .dhgroup == \"ffdhe8192\""
+	before=$(authlog "host authenticated" "$match")
+	fconnect "$hb" "dhchap_secret=$kb" "dhchap_ctrl_secret=$cb" || fail "connect with the host's own lists"
+	c=$(host_ctrl "$hb") || fail "no controller after connecting with the host's own lists"
+	nvme disconnect -d "$c" >/dev/null || fail "disconnect $c"
+	assert_eq "queues authenticated with the host's own hash and group" $(($(authlog "host authenticated" "$match") - before)) 2
+	before=$(authlog "host authenticated" ".host == \"$hk\" and .dhgroup == \"ffdhe8192\"")
+	fconnect "$hk" "dhchap_secret=$kk" || fail "connect as another host of the subsystem"
+	c=$(host_ctrl "$hk" "$live") || fail "no second controller of $hk"
+	nvme disconnect -d "$c" >/dev/null || fail "disconnect $c"
+	assert_eq "the other host keeps the subsystem's choice" \
+		"$(authlog "host authenticated" ".host == \"$hk\" and .dhgroup == \"ffdhe8192\"")" "$before"
+	write_config
+	"$NVMEOF_TGT" ctl reload >/dev/null || fail "ctl reload back to the file's hosts"
 fi
 
 # --- key rotation: a new key file and a reload keep the connection; new
