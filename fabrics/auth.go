@@ -295,6 +295,9 @@ func execAuthSend(q *Queue, r *Request) bool {
 	if q.QID == 0 {
 		c.authProgress()
 	}
+	if q.authLateFail() {
+		return true
+	}
 	if c.isDead() {
 		r.status = nvme.StatusCommandSequence | nvme.DNR
 		return true
@@ -325,6 +328,7 @@ func execAuthRecv(q *Queue, r *Request) bool {
 	if q.QID == 0 {
 		q.ctrl.authProgress()
 	}
+	q.authLateFail()
 	if q.ctrl.isDead() && a.step != nvme.AuthFailure1 {
 		r.status = nvme.StatusCommandSequence | nvme.DNR
 		return true
@@ -610,12 +614,15 @@ func (c *Controller) isDead() bool {
 	return c.dead
 }
 
-// armAuthDeadline ends the controller if its admin queue does not
+// armAuthDeadline bounds how long the admin queue may take to
 // authenticate. As on the Linux target and SPDK, the limit is per step:
 // each authentication message on the admin queue gives the host another
 // KATO (at least authStepMin; authTimeoutNoKATO without keep alive), so a
-// host slow at its DH arithmetic still gets in, while one that stops
-// talking is dropped. Keep alive starts once the admin queue has
+// host slow at its DH arithmetic still gets in. A step that outlasts it
+// makes the host's next message fail with AUTH_Failure1, so its connect
+// ends at once (the Linux host, still connecting, would otherwise retry
+// its command on each timeout for minutes); a host that sends nothing for
+// another step goes. Keep alive starts once the admin queue has
 // authenticated: until then the host cannot send one.
 func (c *Controller) armAuthDeadline(katoMS uint32) {
 	d := authTimeoutNoKATO
@@ -628,9 +635,10 @@ func (c *Controller) armAuthDeadline(katoMS uint32) {
 	c.rearmAuthDeadline()
 }
 
-// authProgress restarts the admin queue's authentication deadline.
+// authProgress restarts the admin queue's authentication deadline, unless
+// a step already ran late.
 func (c *Controller) authProgress() {
-	if c.authenticated.Load() {
+	if c.authenticated.Load() || c.authLate.Load() {
 		return
 	}
 	c.mu.Lock()
@@ -653,9 +661,17 @@ func (c *Controller) rearmAuthDeadline() {
 
 func (c *Controller) authExpired(gen uint64) {
 	c.mu.Lock()
-	stale := c.dead || c.authGen != gen
+	stale := c.dead || c.authGen != gen || c.authenticated.Load()
+	first := !stale && !c.authLate.Swap(true)
+	if first {
+		c.rearmAuthDeadline()
+	}
 	c.mu.Unlock()
-	if stale || c.authenticated.Load() {
+	switch {
+	case stale:
+		return
+	case first:
+		c.log.WithField("step_limit", c.authStep.String()).Warn("the host is taking too long to authenticate; its next message fails")
 		return
 	}
 	host := c.HostNQN
@@ -665,6 +681,17 @@ func (c *Controller) authExpired(gen uint64) {
 	c.Subsystem.Stats.AuthFailures.add(AuthFailureKey{Host: host, Reason: "timeout"})
 	c.log.WithField("step_limit", c.authStep.String()).Warn("the host connected but stopped authenticating; removing the controller")
 	c.fatal("authentication timeout")
+}
+
+// authLateFail fails the admin queue's transaction if a step ran late,
+// reporting whether it did.
+func (q *Queue) authLateFail() bool {
+	c := q.ctrl
+	if q.QID != 0 || !c.authLate.Load() || c.authenticated.Load() || q.auth.step == nvme.AuthFailure1 {
+		return false
+	}
+	q.authFail(nvme.AuthFailed, "timeout")
+	return true
 }
 
 // HasHostKeys reports, in constant time for the secrets, whether the

@@ -465,8 +465,8 @@ func TestAuthMissing(t *testing.T) {
 	if st := h.submit(io, connectCmd(1, 31, 0, true), connectData(testNQN, testHost, h.cntl)).Status(); st == 0 {
 		t.Fatal("I/O queue connected to an unauthenticated controller")
 	}
-	// It does not stay for ever.
-	clock.Advance(authStepMin)
+	// It does not stay for ever: a step late, then one more.
+	clock.Advance(2 * authStepMin)
 	if n := len(at.s.Controllers()); n != 0 {
 		t.Fatalf("%d controllers after the authentication deadline", n)
 	}
@@ -623,14 +623,10 @@ func TestAuthHostPolicy(t *testing.T) {
 func TestAuthDeadlineFloor(t *testing.T) {
 	key := newTestSecret(t, 1, 32)
 	at := newAuthTarget(t, key, nil, AuthPolicy{})
-	at.connectAuth(t, 5000)
+	h := at.connectAuth(t, 5000)
 	at.clock.Advance(authStepMin - time.Second)
-	if n := len(at.s.Controllers()); n != 1 {
-		t.Fatalf("%d controllers %v after Connect with KATO 5 s", n, authStepMin-time.Second)
-	}
-	at.clock.Advance(time.Second)
-	if n := len(at.s.Controllers()); n != 0 {
-		t.Fatalf("%d controllers %v after Connect", n, authStepMin)
+	if err := h.authenticate(h.admin, initiator{hostNQN: testHost, subNQN: testNQN, key: key, tid: 1}); err != nil {
+		t.Fatalf("authentication %v after Connect with KATO 5 s: %v", authStepMin-time.Second, err)
 	}
 }
 
@@ -675,9 +671,49 @@ func TestAuthDeadlinePerStep(t *testing.T) {
 	if n := len(at.s.Controllers()); n != 1 {
 		t.Fatalf("%d controllers in a transaction that keeps moving", n)
 	}
+	// A step limit after the host's last message it is late: it is told
+	// so at its next message, and the controller goes.
 	at.clock.Advance(time.Second)
-	if n := len(at.s.Controllers()); n != 0 {
+	if n := len(at.s.Controllers()); n != 1 {
 		t.Fatalf("%d controllers a step limit after the host's last message", n)
+	}
+	reply := nvme.AuthReplyMsg{TID: 1, R: make([]byte, 32), DHV: make([]byte, 256)}
+	if st := h.authSend(h.admin, reply.Encode()); st != 0 {
+		t.Fatalf("late reply: %v", st)
+	}
+	b, st := h.authRecv(h.admin, 4096)
+	if f, err := nvme.ParseAuthFailure(b); st != 0 || err != nil || f.Explanation != nvme.AuthFailed {
+		t.Fatalf("after a late reply: status %v, %+v, %v", st, f, err)
+	}
+	if n := len(at.s.Controllers()); n != 0 {
+		t.Fatalf("%d controllers after the late reply failed", n)
+	}
+	if at.failures()[AuthFailureKey{testHost, "timeout"}] != 1 {
+		t.Fatalf("failures %v", at.failures())
+	}
+	// The second timer finds nothing more to do.
+	at.clock.Advance(step)
+	if at.failures()[AuthFailureKey{testHost, "timeout"}] != 1 {
+		t.Fatalf("failures %v after the second step limit", at.failures())
+	}
+}
+
+// A host that stops talking is removed a step after its step ran late.
+func TestAuthDeadlineSilentHost(t *testing.T) {
+	key := newTestSecret(t, 1, 32)
+	at := newAuthTarget(t, key, nil, AuthPolicy{})
+	h := at.connectAuth(t, 0) // no keep alive: 120 s per step
+	neg := nvme.AuthNegotiateMsg{TID: 1, NAPD: 1, AuthID: 1, Hashes: []uint8{1}, DHGroups: []uint8{0}}
+	if st := h.authSend(h.admin, neg.Encode()); st != 0 {
+		t.Fatal(st)
+	}
+	at.clock.Advance(authTimeoutNoKATO)
+	if n := len(at.s.Controllers()); n != 1 {
+		t.Fatalf("%d controllers one step limit after the last message", n)
+	}
+	at.clock.Advance(authTimeoutNoKATO)
+	if n := len(at.s.Controllers()); n != 0 {
+		t.Fatalf("%d controllers two step limits after the last message", n)
 	}
 	if at.failures()[AuthFailureKey{testHost, "timeout"}] != 1 {
 		t.Fatalf("failures %v", at.failures())

@@ -76,6 +76,7 @@ type Controller struct {
 	// whether the admin queue authenticated, and the deadline for it.
 	auth          authConfig
 	authenticated atomic.Bool
+	authLate      atomic.Bool // a step outlasted its limit: the host's next message fails
 	authRevoked   atomic.Bool // a queue failed authentication: no queue runs commands
 	authTimer     Timer
 	authStep      time.Duration // how long the host may take for each step
