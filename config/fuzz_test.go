@@ -18,6 +18,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("ports: &p [{id: 1, address: '::1'}]\nsubsystems: *p"))
 	f.Add([]byte("ports: [{id: 1, address: 10.0.0.1, inline_data_size: 0}, {id: 2, address: 10.0.0.1}]"))
 	f.Add([]byte("ports: [{id: 1, address: 10.0.0.1}]\nsubsystems: [{nqn: nqn.a, hosts: [nqn.h, {nqn: nqn.k, dhchap_key: '" + testKey + "', dhchap_ctrl_key: '" + testKey2 + "'}], dhchap_hashes: [sha512], dhchap_dhgroups: [ffdhe2048, null]}]"))
+	f.Add([]byte("ports: [{id: 1, address: 10.0.0.1}]\nsubsystems: [{nqn: nqn.a, hosts: [{nqn: nqn.k, dhchap_key: '" + testKey + "', dhchap_hashes: [sha384], dhchap_dhgroups: [ffdhe8192, null]}], dhchap_hashes: [sha384, sha512]}]"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse(data)
 		if err != nil {
