@@ -73,7 +73,14 @@ func execConnect(q *Queue, r *Request) bool {
 	if s == nil || !s.OnPort(q.port.ID) {
 		q.target.Refused.Refuse("unknown_subsystem", q.port.ID)
 		log.Warn("connect rejected: no such subsystem on this port; check the host's -n argument against the configured subsystems")
-		return invalidParam(r, nvme.ConnectDataSubNQN, true)
+		// Without DNR, unlike the Linux target: a subsystem removed and
+		// added back (ctl, reload) is gone only for a moment, and a host
+		// reconnecting meanwhile keeps trying until its ctrl_loss_tmo
+		// instead of dropping the controller (the Linux host honours DNR
+		// on reconnect since 6.x). A first nvme connect fails either way.
+		invalidParam(r, nvme.ConnectDataSubNQN, true)
+		r.status &^= nvme.DNR
+		return true
 	}
 	if !s.HostAllowed(d.HostNQN) {
 		s.Stats.Refused.Refuse("host_not_allowed", q.port.ID)

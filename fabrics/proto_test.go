@@ -174,7 +174,7 @@ func TestConnectRefusalsPointAtTheField(t *testing.T) {
 	}{
 		{"host NQN not terminated", 0, 31, 0, data(func(b []byte) { copy(b[512:768], bytes.Repeat([]byte{'a'}, 256)) }), invalid, inData(512)},
 		{"empty subsystem NQN", 0, 31, 0, data(func(b []byte) { clear(b[256:512]) }), invalid, inData(256)},
-		{"unknown subsystem", 0, 31, 0, connectData("nqn.2026-11.io.example:none", testHost, 0xffff), invalid, inData(256)},
+		{"unknown subsystem (retryable)", 0, 31, 0, connectData("nqn.2026-11.io.example:none", testHost, 0xffff), nvme.StatusConnectInvalidParam, inData(256)},
 		{"host not allowed", 0, 31, 0, connectData(locked.NQN, testHost, 0xffff), nvme.StatusConnectInvalidHost | nvme.DNR, inData(512)},
 		{"static controller ID", 0, 31, 0, connectData(testNQN, testHost, 1), invalid, inData(16)},
 		{"sqsize 0", 0, 0, 0, data(nil), invalid, nvme.ConnectSQESQSize},
