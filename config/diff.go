@@ -97,7 +97,7 @@ func (p *Plan) diffPorts(cur, next []Port) {
 func (p *Plan) diffSubsystem(old, s Subsystem) {
 	// Key files are read again at every change: a rotated key applies
 	// without touching the configuration.
-	if old.AllowAnyHost != s.AllowAnyHost || !sameHosts(old.Hosts, s.Hosts) || s.keyFiles() ||
+	if old.AllowAnyHost != s.AllowAnyHost || !sameSetFunc(old.Hosts, s.Hosts, Host.Equal) || s.keyFiles() ||
 		!slices.Equal(old.DHCHAPHashes, s.DHCHAPHashes) || !slices.Equal(old.DHCHAPDHGroups, s.DHCHAPDHGroups) {
 		p.Access = append(p.Access, s)
 	}
@@ -160,23 +160,16 @@ func (p *Plan) keepNamespace(nqn string, oldNS map[uint32]Namespace, n Namespace
 }
 
 func sameSet[T comparable](a, b []T) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for _, x := range a {
-		if !slices.Contains(b, x) {
-			return false
-		}
-	}
-	return true
+	return sameSetFunc(a, b, func(x, y T) bool { return x == y })
 }
 
-func sameHosts(a, b []Host) bool {
+// sameSetFunc is sameSet for elements compared by eq.
+func sameSetFunc[T any](a, b []T, eq func(T, T) bool) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for _, x := range a {
-		if !slices.ContainsFunc(b, x.Equal) {
+		if !slices.ContainsFunc(b, func(y T) bool { return eq(x, y) }) {
 			return false
 		}
 	}
