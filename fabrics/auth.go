@@ -292,10 +292,7 @@ func (q *Queue) prepareAuth(r *Request) nvme.Status {
 
 func execAuthSend(q *Queue, r *Request) bool {
 	a, c := q.auth, q.ctrl
-	if q.QID == 0 {
-		c.authProgress()
-	}
-	if q.authLateFail() {
+	if q.authLate() {
 		return true
 	}
 	if c.isDead() {
@@ -325,10 +322,7 @@ func execAuthSend(q *Queue, r *Request) bool {
 func execAuthRecv(q *Queue, r *Request) bool {
 	a, b := q.auth, r.Data
 	clear(b)
-	if q.QID == 0 {
-		q.ctrl.authProgress()
-	}
-	q.authLateFail()
+	q.authLate() // a late step is answered with AUTH_Failure1 below
 	if q.ctrl.isDead() && a.step != nvme.AuthFailure1 {
 		r.status = nvme.StatusCommandSequence | nvme.DNR
 		return true
@@ -556,11 +550,7 @@ func (q *Queue) authFail(explanation uint8, reason string) {
 	tid := a.tid
 	a.reset()
 	a.done, a.tid, a.step, a.explanation = false, tid, nvme.AuthFailure1, explanation
-	host := c.HostNQN
-	if !c.authListed() {
-		host = "unlisted"
-	}
-	c.Subsystem.Stats.AuthFailures.add(AuthFailureKey{Host: host, Reason: reason})
+	c.countAuthFailure(reason)
 	// Every queue of the controller stops at once, not when it is
 	// disconnected.
 	c.authRevoked.Store(true)
@@ -584,6 +574,16 @@ func (c *Controller) authPolicy() AuthPolicy {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.auth.policy
+}
+
+// countAuthFailure counts a failed authentication of the controller's
+// host, under "unlisted" for a host the subsystem does not name.
+func (c *Controller) countAuthFailure(reason string) {
+	host := c.HostNQN
+	if !c.authListed() {
+		host = "unlisted"
+	}
+	c.Subsystem.Stats.AuthFailures.add(AuthFailureKey{Host: host, Reason: reason})
 }
 
 func (c *Controller) authListed() bool {
@@ -674,20 +674,21 @@ func (c *Controller) authExpired(gen uint64) {
 		c.log.WithField("step_limit", c.authStep.String()).Warn("the host is taking too long to authenticate; its next message fails")
 		return
 	}
-	host := c.HostNQN
-	if !c.authListed() {
-		host = "unlisted"
-	}
-	c.Subsystem.Stats.AuthFailures.add(AuthFailureKey{Host: host, Reason: "timeout"})
+	c.countAuthFailure("timeout")
 	c.log.WithField("step_limit", c.authStep.String()).Warn("the host connected but stopped authenticating; removing the controller")
 	c.fatal("authentication timeout")
 }
 
-// authLateFail fails the admin queue's transaction if a step ran late,
-// reporting whether it did.
-func (q *Queue) authLateFail() bool {
+// authLate takes an authentication message on the admin queue as
+// progress, or, if a step already ran late, fails the transaction and
+// reports so.
+func (q *Queue) authLate() bool {
 	c := q.ctrl
-	if q.QID != 0 || !c.authLate.Load() || c.authenticated.Load() || q.auth.step == nvme.AuthFailure1 {
+	if q.QID != 0 {
+		return false
+	}
+	c.authProgress()
+	if !c.authLate.Load() || c.authenticated.Load() || q.auth.step == nvme.AuthFailure1 {
 		return false
 	}
 	q.authFail(nvme.AuthFailed, "timeout")
