@@ -135,10 +135,14 @@ func connectAdmin(q *Queue, r *Request, s *Subsystem, d nvme.ConnectData, log *l
 	q.bind(c, r.Cmd.ConnectSQSize())
 	c.log.WithFields(logrus.Fields{"kato_ms": kato, "authentication": c.auth.keys.Host != nil}).Info("controller created")
 	r.result = uint64(c.ID)
+	// A host that must authenticate cannot send Keep Alive until it has:
+	// the authentication deadline stands in for the timer until then.
 	if c.auth.keys.Host != nil {
 		q.requireAuth()
 		c.armAuthDeadline(kato)
 		r.result |= nvme.ConnectAuthReqATR
+	} else {
+		c.keepAlive()
 	}
 	return true
 }

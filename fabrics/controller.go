@@ -290,11 +290,6 @@ func (c *Controller) attach(q *Queue) nvme.Status {
 		return nvme.StatusCommandSequence | nvme.DNR
 	}
 	c.queues[q.QID] = q
-	// A host that must authenticate cannot send Keep Alive until it has:
-	// the authentication deadline stands in for the timer until then.
-	if q.QID == 0 && c.auth.keys.Host == nil {
-		c.armKeepAlive()
-	}
 	return 0
 }
 
