@@ -112,6 +112,19 @@ host_ctrl() {
 	return 1
 }
 
+# authed HOSTNQN MATCH WHAT [OPTION=VALUE...]: connects as that host beside
+# the live connection, disconnects again, and prints how many queues the
+# daemon logged as authenticated, matching MATCH, meanwhile.
+authed() {
+	local h=$1 match=$2 what=$3 before c
+	shift 3
+	before=$(authlog "host authenticated" "$match")
+	fconnect "$h" "$@" || fail "connect $what"
+	c=$(host_ctrl "$h" "${live:-}") || fail "no controller after connecting $what"
+	nvme disconnect -d "$c" >/dev/null || fail "disconnect $c"
+	echo $(($(authlog "host authenticated" "$match") - before))
+}
+
 # outcomes: the cases both targets must decide alike.
 outcomes() {
 	try right_key "$hk" --dhchap-secret="$kk"
@@ -186,15 +199,10 @@ if ours; then
 		write_config "$hash" "$group"
 		"$NVMEOF_TGT" ctl reload >/dev/null || fail "ctl reload for $combo"
 		match=".host == \"$hb\" and .hash == \"$hash\" and .dhgroup == \"$group\" and .bidirectional"
-		before=$(authlog "host authenticated" "$match")
 		start=$(date +%s.%N)
-		fconnect "$hb" "dhchap_secret=$kb" "dhchap_ctrl_secret=$cb" ||
-			fail "bidirectional connect with $combo"
+		n=$(authed "$hb" "$match" "bidirectionally with $combo" "dhchap_secret=$kb" "dhchap_ctrl_secret=$cb")
 		secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b - a}')
-		c=$(host_ctrl "$hb") || fail "no controller after connecting with $combo"
-		nvme disconnect -d "$c" >/dev/null || fail "disconnect $c"
-		assert_eq "queues authenticated with $hash and $group (connect took $secs s)" \
-			$(($(authlog "host authenticated" "$match") - before)) 2
+		assert_eq "queues authenticated with $hash and $group (connect and disconnect took $secs s)" "$n" 2
 	done
 	write_config
 	"$NVMEOF_TGT" ctl reload >/dev/null || fail "ctl reload back to every hash and group"
@@ -204,18 +212,11 @@ if ours; then
 	# to SHA-384 and ffdhe8192 through the admin socket.
 	"$NVMEOF_TGT" ctl set host "$subsys" "$hb" -dhchap-key-file "$keys/hb.key" -dhchap-ctrl-key-file "$keys/cb.key" \
 		-dhchap-hashes sha384 -dhchap-dhgroups ffdhe8192 || fail "ctl set host with its own hash and group"
-	match=".host == \"$hb\" and .hash == \"sha384\" and .dhgroup == \"ffdhe8192\""
-	before=$(authlog "host authenticated" "$match")
-	fconnect "$hb" "dhchap_secret=$kb" "dhchap_ctrl_secret=$cb" || fail "connect with the host's own lists"
-	c=$(host_ctrl "$hb") || fail "no controller after connecting with the host's own lists"
-	nvme disconnect -d "$c" >/dev/null || fail "disconnect $c"
-	assert_eq "queues authenticated with the host's own hash and group" $(($(authlog "host authenticated" "$match") - before)) 2
-	before=$(authlog "host authenticated" ".host == \"$hk\" and .dhgroup == \"ffdhe8192\"")
-	fconnect "$hk" "dhchap_secret=$kk" || fail "connect as another host of the subsystem"
-	c=$(host_ctrl "$hk" "$live") || fail "no second controller of $hk"
-	nvme disconnect -d "$c" >/dev/null || fail "disconnect $c"
+	assert_eq "queues authenticated with the host's own hash and group" \
+		"$(authed "$hb" ".host == \"$hb\" and .hash == \"sha384\" and .dhgroup == \"ffdhe8192\"" \
+			"with the host's own lists" "dhchap_secret=$kb" "dhchap_ctrl_secret=$cb")" 2
 	assert_eq "the other host keeps the subsystem's choice" \
-		"$(authlog "host authenticated" ".host == \"$hk\" and .dhgroup == \"ffdhe8192\"")" "$before"
+		"$(authed "$hk" ".host == \"$hk\" and .dhgroup == \"ffdhe8192\"" "as another host" "dhchap_secret=$kk")" 0
 	write_config
 	"$NVMEOF_TGT" ctl reload >/dev/null || fail "ctl reload back to the file's hosts"
 fi
