@@ -39,10 +39,7 @@ type Host struct {
 func HostNQN(nqn string) Host { return Host{NQN: nqn} }
 
 // Plain reports whether h is a bare NQN.
-func (h Host) Plain() bool {
-	return h.DHCHAPKey == "" && h.DHCHAPKeyFile == "" && h.DHCHAPCtrlKey == "" && h.DHCHAPCtrlKeyFile == "" &&
-		len(h.DHCHAPHashes) == 0 && len(h.DHCHAPDHGroups) == 0
-}
+func (h Host) Plain() bool { return h.Equal(Host{NQN: h.NQN}) }
 
 // Equal reports whether h and o are the same entry.
 func (h Host) Equal(o Host) bool {
