@@ -15,6 +15,8 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/dhchap"
 )
 
 // host is what nvmet keeps of a host under hosts/: its DH-HMAC-CHAP
@@ -57,17 +59,23 @@ func (h host) store(name, v string) (host, bool) {
 	case "dhchap_ctrl_key":
 		h.ctrlKey = v
 	case "dhchap_hash":
-		if !slices.Contains([]string{"hmac(sha256)", "hmac(sha384)", "hmac(sha512)"}, v) {
+		if !slices.ContainsFunc(dhchap.HashNames(), func(n string) bool { return v == "hmac("+n+")" }) {
 			return h, false
 		}
 		h.hash = v
 	default:
-		if !slices.Contains([]string{"null", "ffdhe2048", "ffdhe3072", "ffdhe4096", "ffdhe6144", "ffdhe8192"}, v) {
+		if !slices.Contains(dhchap.GroupNames(), v) {
 			return h, false
 		}
 		h.dhgroup = v
 	}
 	return h, true
+}
+
+// hashName is the daemon's name of a hash in configfs spelling:
+// hmac(sha384) is sha384.
+func hashName(v string) string {
+	return strings.TrimSuffix(strings.TrimPrefix(v, "hmac("), ")")
 }
 
 // setArgs is the `ctl set host` that gives the daemon all of h.
@@ -80,7 +88,7 @@ func (h host) setArgs(subsys, nqn string) []string {
 		args = append(args, "-dhchap-ctrl-key", h.ctrlKey)
 	}
 	if h.hash != "" {
-		args = append(args, "-dhchap-hashes", strings.TrimSuffix(strings.TrimPrefix(h.hash, "hmac("), ")"))
+		args = append(args, "-dhchap-hashes", hashName(h.hash))
 	}
 	if h.dhgroup != "" {
 		args = append(args, "-dhchap-dhgroups", h.dhgroup)
