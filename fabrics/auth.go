@@ -292,7 +292,7 @@ func (q *Queue) prepareAuth(r *Request) nvme.Status {
 
 func execAuthSend(q *Queue, r *Request) bool {
 	a, c := q.auth, q.ctrl
-	if q.authLate() {
+	if q.lateAuthStep() {
 		return true
 	}
 	if c.isDead() {
@@ -322,7 +322,7 @@ func execAuthSend(q *Queue, r *Request) bool {
 func execAuthRecv(q *Queue, r *Request) bool {
 	a, b := q.auth, r.Data
 	clear(b)
-	q.authLate() // a late step is answered with AUTH_Failure1 below
+	q.lateAuthStep() // a late step is answered with AUTH_Failure1 below
 	if q.ctrl.isDead() && a.step != nvme.AuthFailure1 {
 		r.status = nvme.StatusCommandSequence | nvme.DNR
 		return true
@@ -667,10 +667,10 @@ func (c *Controller) authExpired(gen uint64) {
 		c.rearmAuthDeadline()
 	}
 	c.mu.Unlock()
-	switch {
-	case stale:
+	if stale {
 		return
-	case first:
+	}
+	if first {
 		c.log.WithField("step_limit", c.authStep.String()).Warn("the host is taking too long to authenticate; its next message fails")
 		return
 	}
@@ -679,10 +679,10 @@ func (c *Controller) authExpired(gen uint64) {
 	c.fatal("authentication timeout")
 }
 
-// authLate takes an authentication message on the admin queue as
+// lateAuthStep takes an authentication message on the admin queue as
 // progress, or, if a step already ran late, fails the transaction and
 // reports so.
-func (q *Queue) authLate() bool {
+func (q *Queue) lateAuthStep() bool {
 	c := q.ctrl
 	if q.QID != 0 {
 		return false
