@@ -87,10 +87,10 @@ func Listen(t *fabrics.Target, p *fabrics.Port, log *logrus.Entry) (*Listener, e
 	l := &Listener{
 		target: t, port: p,
 		log:        log.WithField("port", p.ID),
-		qps:        newConnTable[*C.struct_rdma_cm_id, *QueuePair](),
 		unlistened: make(chan struct{}),
 		done:       make(chan struct{}),
 	}
+	l.qps = newConnTable[*C.struct_rdma_cm_id, *QueuePair](l.wake)
 	var err error
 	l.ch, err = C.rdma_create_event_channel()
 	if l.ch == nil {
@@ -280,11 +280,13 @@ func (l *Listener) relisten() {
 }
 
 // queuePairGone is called by a queue pair once its CM id is destroyed.
-func (l *Listener) queuePairGone() {
-	if l.qps.gone() {
-		one := [8]byte{1}
-		unix.Write(l.wakefd, one[:])
-	}
+func (l *Listener) queuePairGone() { l.qps.gone() }
+
+// wake makes the event loop look at the table again. The table calls it
+// under its lock, so it never runs after the loop freed the eventfd.
+func (l *Listener) wake() {
+	one := [8]byte{1}
+	unix.Write(l.wakefd, one[:])
 }
 
 // handleEvent reacts to one CM event and says what to do with its id
@@ -441,8 +443,6 @@ func (l *Listener) Close(timeout time.Duration) {
 	if !ok {
 		return
 	}
-	one := [8]byte{1}
-	unix.Write(l.wakefd, one[:])
 	for _, qp := range qps {
 		qp.Disconnect()
 	}
