@@ -381,18 +381,41 @@ func (l *Listener) connectRequest(ev *C.struct_rdma_cm_event, id *C.struct_rdma_
 		return destroyID
 	}
 	dev.watch(qp)
-	qp.start()
 	var acc [nvme.CMAcceptSize]byte
 	nvme.PutCMAccept(acc[:], uint16(req.RecvDepth()))
-	if ret := C.nt_accept(id, unsafe.Pointer(&acc[0]), C.int(len(acc)), C.uint8_t(initiator), 0); ret != 0 {
-		log.WithError(errnoErr("rdma_accept", ret)).Warn("accept failed")
-		qp.Disconnect()
+	accept := func() error {
+		if ret := C.nt_accept(id, unsafe.Pointer(&acc[0]), C.int(len(acc)), C.uint8_t(initiator), 0); ret != 0 {
+			return errnoErr("rdma_accept", ret)
+		}
+		return nil
+	}
+	if err := acceptThenStart(&qp.mu, accept, qp.Disconnect, qp.start); err != nil {
+		log.WithError(err).Warn("accept failed; the queue pair is torn down")
 		return keepID
 	}
 	took := time.Since(began)
 	observeSetup(took.Seconds())
 	log.WithFields(logrus.Fields{"depth": req.RecvDepth(), "setup": took.String(), "shared_receive_queue": !qp.ownRing}).Debug("queue pair accepted")
 	return keepID
+}
+
+// acceptThenStart ends a queue pair's set-up: rdma_accept, then the
+// poller. A poller started first could be stopped (the port closing, a
+// device event) and tear the queue pair down, rdma_destroy_qp included,
+// while rdma_accept still uses it. The accept runs under mu, the lock
+// Disconnect takes, so that rdma_disconnect does not run in the middle of
+// it either. After a failed accept the queue pair is stopped, and the
+// poller started all the same tears it down once, as any other: the
+// reservation, the device, the CM id.
+func acceptThenStart(mu *sync.Mutex, accept func() error, stop, start func()) error {
+	mu.Lock()
+	err := accept()
+	mu.Unlock()
+	if err != nil {
+		stop()
+	}
+	start()
+	return err
 }
 
 // setUpFix says what to change when a queue pair cannot be set up. Nearly
