@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
 // fakeQueuePair plays a queue pair's end of set-up: Disconnect takes the
@@ -91,5 +93,43 @@ func TestFailedAcceptTornDownOnce(t *testing.T) {
 	defer f.logMu.Unlock()
 	if want := []string{"teardown"}; !slices.Equal(f.log, want) {
 		t.Fatalf("after a failed accept: %q, want %q", f.log, want)
+	}
+}
+
+// The initiator depth accepted is the lower of the host's responder
+// resources and the device's limit; a host that answers no RDMA READ is
+// refused with Invalid IRD, a device that issues none with No Resources,
+// each counted under its reason.
+func TestReadDepth(t *testing.T) {
+	for _, c := range []struct {
+		host, device, want int
+		reject             uint16
+		reason             string
+	}{
+		{host: 16, device: 4, want: 4},
+		{host: 1, device: 16, want: 1},
+		{host: 0, device: 16, reject: nvme.CMRejectInvalidIRD, reason: "invalid_ird"},
+		{host: 16, device: 0, reject: nvme.CMRejectNoResources, reason: "no_resources"},
+	} {
+		got, err := readDepth(c.host, c.device)
+		if c.reject == 0 {
+			if err != nil || got != c.want {
+				t.Errorf("host %d, device %d: depth %d, %v; want %d", c.host, c.device, got, err, c.want)
+			}
+			continue
+		}
+		if err == nil || err.Reject != c.reject || rejectReason(err.Reject) != c.reason {
+			t.Errorf("host %d, device %d: depth %d, %v; want a %s refusal", c.host, c.device, got, err, c.reason)
+		}
+	}
+}
+
+// A budget made for no RDMA READ still lets one through: the send budget
+// alone never stalls a write. The device does, on a queue pair accepted
+// with an initiator depth of 0, which is why readDepth refuses it.
+func TestSendBudgetWithNoReadCredit(t *testing.T) {
+	b := newSendBudget(64, 0, 8)
+	if c := b.readCharge(1, 1); !b.fits(c) {
+		t.Fatal("a budget made with maxReads 0 holds back every RDMA READ")
 	}
 }

@@ -357,11 +357,14 @@ func (l *Listener) connectRequest(ev *C.struct_rdma_cm_event, id *C.struct_rdma_
 		l.reject(id, nvme.CMRejectNoResources, rejectReason(nvme.CMRejectNoResources))
 		return destroyID
 	}
-	// We issue the RDMA READs: our initiator depth is bounded by what the
-	// host can answer (rdma_cm reports the host's responder resources as
-	// the event's initiator depth, from our point of view) and what our
-	// device can issue.
-	initiator := min(int(creq.initiator_depth), int(dev.info.max_qp_init_rd_atom))
+	initiator, refused := readDepth(int(creq.initiator_depth), int(dev.info.max_qp_init_rd_atom))
+	if refused != nil {
+		dev.release()
+		l.target.ReleaseQueue()
+		log.WithError(refused).WithField("device", dev.name).Warn("connection request refused")
+		l.reject(id, refused.Reject, rejectReason(refused.Reject))
+		return destroyID
+	}
 	qp, err := newQueuePair(l, id, dev, req, peer, initiator)
 	if err != nil {
 		dev.release()
@@ -397,6 +400,25 @@ func (l *Listener) connectRequest(ev *C.struct_rdma_cm_event, id *C.struct_rdma_
 	observeSetup(took.Seconds())
 	log.WithFields(logrus.Fields{"depth": req.RecvDepth(), "setup": took.String(), "shared_receive_queue": !qp.ownRing}).Debug("queue pair accepted")
 	return keepID
+}
+
+// readDepth is the initiator depth to accept with: how many RDMA READs
+// the queue pair may have in flight. We issue the READs, so it is bounded
+// by what the host answers (rdma_cm reports the host's responder
+// resources as the request's initiator depth, from our side) and by what
+// the device issues. With no READ allowed the host's data never reaches
+// us: its first write would stall the send queue behind a READ the device
+// may not issue, so the connection is refused instead.
+func readDepth(hostResponder, deviceInitiator int) (int, *nvme.CMRequestError) {
+	if hostResponder <= 0 {
+		return 0, &nvme.CMRequestError{Reject: nvme.CMRejectInvalidIRD,
+			Msg: "the host offers no RDMA READ responder resources: it could not send write data"}
+	}
+	if deviceInitiator <= 0 {
+		return 0, &nvme.CMRequestError{Reject: nvme.CMRejectNoResources,
+			Msg: "the RDMA device cannot issue RDMA READs (max_qp_init_rd_atom 0): use another device for this port"}
+	}
+	return min(hostResponder, deviceInitiator), nil
 }
 
 // acceptThenStart ends a queue pair's set-up: rdma_accept, then the
