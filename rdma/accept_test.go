@@ -119,7 +119,7 @@ func TestReadDepth(t *testing.T) {
 			continue
 		}
 		if err == nil || err.Reject != c.reject || rejectReason(err.Reject) != c.reason {
-			t.Errorf("host %d, device %d: depth %d, %v; want a %s refusal", c.host, c.device, got, err, c.reason)
+			t.Errorf("host %d, device %d: depth %d, %v; want refusal %s", c.host, c.device, got, err, c.reason)
 		}
 	}
 }

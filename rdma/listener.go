@@ -377,6 +377,7 @@ func (l *Listener) connectRequest(ev *C.struct_rdma_cm_event, id *C.struct_rdma_
 	// Close either sees this queue pair and disconnects it, or it is
 	// refused here.
 	if !l.qps.add(id, qp) {
+		qp.fq.Close() // stops its connect deadline
 		qp.free()
 		dev.release()
 		l.target.ReleaseQueue()
