@@ -13,10 +13,12 @@ import (
 // queue pair holds a place of limits.max_queue_pairs and its transport's
 // resources (a poller, registered memory), so hosts that open queue pairs
 // and never connect could otherwise lock every other host out. The Linux
-// host sends Connect as soon as the transport connection is up, so 10 s is
-// far beyond any real host. From Connect on, keep alive (or, while the
-// host authenticates, the authentication deadline in auth.go) bounds the
-// queue instead.
+// host sends the admin queue's Connect as soon as the transport connection
+// is up, and those of its I/O queues once all of them are up: an I/O
+// queue waits for its siblings' set-up (17 ms each on average in the
+// emulated soft-RoCE guest of the end-to-end tests), so 10 s leaves room
+// for hundreds. From Connect on, keep alive (or, while the host authenticates,
+// the authentication deadline in auth.go) bounds the queue instead.
 const ConnectTimeout = 10 * time.Second
 
 // connectDeadline is a queue's timer from its creation to its first
