@@ -359,9 +359,9 @@ func (l *Listener) connectRequest(ev *C.struct_rdma_cm_event, id *C.struct_rdma_
 	}
 	initiator, refused := readDepth(int(creq.initiator_depth), int(dev.info.max_qp_init_rd_atom))
 	if refused != nil {
+		log.WithError(refused).WithField("device", dev.name).Warn("connection request refused")
 		dev.release()
 		l.target.ReleaseQueue()
-		log.WithError(refused).WithField("device", dev.name).Warn("connection request refused")
 		l.reject(id, refused.Reject, rejectReason(refused.Reject))
 		return destroyID
 	}
