@@ -91,3 +91,26 @@ func TestConnectDeadlineStoppedByClose(t *testing.T) {
 		t.Fatalf("%d connect timeouts for a closed queue pair", n)
 	}
 }
+
+// The deadline fires on the clock's goroutine while Connect runs on the
+// poller: whichever comes first decides, and a queue is disconnected
+// exactly when it is counted (run with -race).
+func TestConnectDeadlineRacesConnect(t *testing.T) {
+	for range 50 {
+		tg, p, _ := testTarget(t)
+		clk := &ManualClock{}
+		tg.SetClock(clk)
+		q := NewLoopQueue(tg, p, 0, 32)
+		fired := make(chan struct{})
+		go func() {
+			clk.Advance(ConnectTimeout)
+			close(fired)
+		}()
+		q.Submit(connectCmd(0, 31, 0, false), connectData(testNQN, testHost, nvme.ControllerIDDynamic))
+		<-fired
+		if n := tg.ConnectTimeouts()[p.ID]; (n == 1) != q.Disconnected() || n > 1 {
+			t.Fatalf("%d connect timeouts, disconnected %t", n, q.Disconnected())
+		}
+		q.Close()
+	}
+}
