@@ -201,6 +201,7 @@ func connectIO(q *Queue, r *Request, s *Subsystem, d nvme.ConnectData, log *logr
 }
 
 func (q *Queue) bind(c *Controller, sqsize uint16) {
+	q.stopConnectDeadline()
 	q.ctrl = c
 	q.sqsize = sqsize + 1
 	q.sqhd = 0

@@ -41,6 +41,8 @@ type Queue struct {
 	scratch   []byte                   // admin: log pages are built here, then sliced by offset
 	fuseFirst *Request                 // a fused first command waiting for its second
 	auth      *queueAuth               // in-band authentication; nil when the host has no secret
+
+	connectDeadline connectDeadline // until the first successful Connect (connectdeadline.go)
 }
 
 // QueueStats are counters of one queue, written by its poller only. I/O
@@ -61,6 +63,7 @@ func NewQueue(t *Target, port *Port, qid uint16, depth int, tr QueueTransport) *
 		drained: make(chan struct{}, 1),
 	}
 	q.log = t.Log.WithFields(logrus.Fields{"qid": qid, "peer": tr.Peer(), "port": port.ID})
+	q.armConnectDeadline()
 	return q
 }
 
@@ -223,6 +226,7 @@ func (q *Queue) complete(r *Request) {
 // if this is its admin queue) and waits until no other goroutine holds any
 // of its requests, so the transport may free their buffers.
 func (q *Queue) Close() {
+	q.stopConnectDeadline()
 	if q.fuseFirst != nil {
 		// A fused first command whose second never came.
 		q.fuseFirst = nil

@@ -36,6 +36,9 @@ type Target struct {
 	// the port used), and queue pairs refused for the daemon-wide limit:
 	// they belong to no subsystem.
 	Refused Refusals
+	// connectTimeouts counts queue pairs closed for want of a Connect
+	// (connectdeadline.go), by port.
+	connectTimeouts portCounts
 
 	lifetime atomic.Pointer[Lifetime] // earlier runs, from the state file
 

@@ -10,15 +10,22 @@ import "sync"
 // Registration and closing take the same lock, so a queue pair set up
 // while the listener closes is either refused (add returns false) or in
 // the snapshot close returns, to be disconnected: never missed.
+//
+// wake (a write to the listener's eventfd) runs under the lock too, when
+// the listener starts closing and when its last connection goes: drained
+// does not report true, so the event loop does not close the eventfd,
+// until the last wake is done. A wake after the close would write to
+// whatever file reused the descriptor.
 type connTable[K comparable, V any] struct {
 	mu      sync.Mutex
 	closing bool
 	conns   map[K]V // connected, looked up by CM events
 	live    int     // added and not yet gone: their CM ids exist
+	wake    func()
 }
 
-func newConnTable[K comparable, V any]() *connTable[K, V] {
-	return &connTable[K, V]{conns: map[K]V{}}
+func newConnTable[K comparable, V any](wake func()) *connTable[K, V] {
+	return &connTable[K, V]{conns: map[K]V{}, wake: wake}
 }
 
 // add registers a new connection, unless the listener is closing.
@@ -47,17 +54,19 @@ func (t *connTable[K, V]) forget(k K) {
 	delete(t.conns, k)
 }
 
-// gone records that a connection's CM id was destroyed. It reports
-// whether that was the last one of a closing listener: the channel may go.
-func (t *connTable[K, V]) gone() (last bool) {
+// gone records that a connection's CM id was destroyed. The last one of
+// a closing listener wakes the event loop: the channel may go.
+func (t *connTable[K, V]) gone() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.live--
-	return t.closing && t.live == 0
+	if t.closing && t.live == 0 {
+		t.wake()
+	}
 }
 
-// close marks the listener closing and returns the connections to
-// disconnect; ok is false if it was closing already.
+// close marks the listener closing, wakes the event loop and returns the
+// connections to disconnect; ok is false if it was closing already.
 func (t *connTable[K, V]) close() (conns []V, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -65,6 +74,7 @@ func (t *connTable[K, V]) close() (conns []V, ok bool) {
 		return nil, false
 	}
 	t.closing = true
+	t.wake()
 	for _, v := range t.conns {
 		conns = append(conns, v)
 	}

@@ -1,6 +1,7 @@
 package rdma
 
 import (
+	"runtime"
 	"sync"
 	"testing"
 )
@@ -9,13 +10,17 @@ import (
 // with connections live does not drain the table, the last one gone does,
 // and only once.
 func TestConnTableChannelOutlivesConnections(t *testing.T) {
-	tb := newConnTable[int, string]()
+	wakes := 0
+	tb := newConnTable[int, string](func() { wakes++ })
 	if !tb.add(1, "a") || !tb.add(2, "b") {
 		t.Fatal("add refused before close")
 	}
 	conns, ok := tb.close()
 	if !ok || len(conns) != 2 {
 		t.Fatalf("close returned %v %v, want both connections to disconnect", conns, ok)
+	}
+	if wakes != 1 {
+		t.Fatalf("close woke the event loop %d times, want once", wakes)
 	}
 	if _, again := tb.close(); again {
 		t.Fatal("second close reported closing anew")
@@ -27,15 +32,50 @@ func TestConnTableChannelOutlivesConnections(t *testing.T) {
 	if tb.drained() {
 		t.Fatal("drained after forget: a forgotten connection's CM id still exists")
 	}
-	if tb.gone() {
-		t.Fatal("first of two gone reported as the last")
+	tb.gone()
+	if wakes != 1 {
+		t.Fatal("first of two gone woke the event loop as if it were the last")
 	}
 	tb.forget(2)
-	if !tb.gone() {
-		t.Fatal("last connection gone not reported")
+	tb.gone()
+	if wakes != 2 {
+		t.Fatal("last connection gone did not wake the event loop")
 	}
 	if !tb.drained() {
 		t.Fatal("not drained with no connection live")
+	}
+}
+
+// The event loop closes its eventfd once drained reports true; no wake
+// may write to it after that, or the write lands in whatever file reused
+// the descriptor. Here the event loop is woken by some other event just
+// as the last connection goes. Run with -race: eventfdClosed is written
+// by the loop and read by the wake, ordered only by the table's lock.
+func TestConnTableNoWakeAfterDrained(t *testing.T) {
+	for range 500 {
+		eventfdClosed := false
+		late := false
+		tb := newConnTable[int, int](func() {
+			if eventfdClosed {
+				late = true
+			}
+		})
+		tb.add(1, 1)
+		tb.close()
+		loopDone := make(chan struct{})
+		go func() { // the event loop
+			for !tb.drained() {
+				runtime.Gosched()
+			}
+			eventfdClosed = true
+			close(loopDone)
+		}()
+		tb.forget(1)
+		tb.gone()
+		<-loopDone
+		if late {
+			t.Fatal("the last queue pair's wake ran after the event loop closed the eventfd")
+		}
 	}
 }
 
@@ -43,7 +83,7 @@ func TestConnTableChannelOutlivesConnections(t *testing.T) {
 // close for disconnecting: never both missed and accepted.
 func TestConnTableNoConnectionMissedByClose(t *testing.T) {
 	for range 200 {
-		tb := newConnTable[int, int]()
+		tb := newConnTable[int, int](func() {})
 		var added []int
 		var mu sync.Mutex
 		var wg sync.WaitGroup

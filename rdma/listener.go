@@ -87,10 +87,10 @@ func Listen(t *fabrics.Target, p *fabrics.Port, log *logrus.Entry) (*Listener, e
 	l := &Listener{
 		target: t, port: p,
 		log:        log.WithField("port", p.ID),
-		qps:        newConnTable[*C.struct_rdma_cm_id, *QueuePair](),
 		unlistened: make(chan struct{}),
 		done:       make(chan struct{}),
 	}
+	l.qps = newConnTable[*C.struct_rdma_cm_id, *QueuePair](l.wake)
 	var err error
 	l.ch, err = C.rdma_create_event_channel()
 	if l.ch == nil {
@@ -280,11 +280,13 @@ func (l *Listener) relisten() {
 }
 
 // queuePairGone is called by a queue pair once its CM id is destroyed.
-func (l *Listener) queuePairGone() {
-	if l.qps.gone() {
-		one := [8]byte{1}
-		unix.Write(l.wakefd, one[:])
-	}
+func (l *Listener) queuePairGone() { l.qps.gone() }
+
+// wake makes the event loop look at the table again. The table calls it
+// under its lock, so it never runs after the loop freed the eventfd.
+func (l *Listener) wake() {
+	one := [8]byte{1}
+	unix.Write(l.wakefd, one[:])
 }
 
 // handleEvent reacts to one CM event and says what to do with its id
@@ -355,11 +357,14 @@ func (l *Listener) connectRequest(ev *C.struct_rdma_cm_event, id *C.struct_rdma_
 		l.reject(id, nvme.CMRejectNoResources, rejectReason(nvme.CMRejectNoResources))
 		return destroyID
 	}
-	// We issue the RDMA READs: our initiator depth is bounded by what the
-	// host can answer (rdma_cm reports the host's responder resources as
-	// the event's initiator depth, from our point of view) and what our
-	// device can issue.
-	initiator := min(int(creq.initiator_depth), int(dev.info.max_qp_init_rd_atom))
+	initiator, refused := readDepth(int(creq.initiator_depth), int(dev.info.max_qp_init_rd_atom))
+	if refused != nil {
+		log.WithError(refused).WithField("device", dev.name).Warn("connection request refused")
+		dev.release()
+		l.target.ReleaseQueue()
+		l.reject(id, refused.Reject, rejectReason(refused.Reject))
+		return destroyID
+	}
 	qp, err := newQueuePair(l, id, dev, req, peer, initiator)
 	if err != nil {
 		dev.release()
@@ -372,6 +377,7 @@ func (l *Listener) connectRequest(ev *C.struct_rdma_cm_event, id *C.struct_rdma_
 	// Close either sees this queue pair and disconnects it, or it is
 	// refused here.
 	if !l.qps.add(id, qp) {
+		qp.fq.Close() // stops its connect deadline
 		qp.free()
 		dev.release()
 		l.target.ReleaseQueue()
@@ -379,18 +385,60 @@ func (l *Listener) connectRequest(ev *C.struct_rdma_cm_event, id *C.struct_rdma_
 		return destroyID
 	}
 	dev.watch(qp)
-	qp.start()
 	var acc [nvme.CMAcceptSize]byte
 	nvme.PutCMAccept(acc[:], uint16(req.RecvDepth()))
-	if ret := C.nt_accept(id, unsafe.Pointer(&acc[0]), C.int(len(acc)), C.uint8_t(initiator), 0); ret != 0 {
-		log.WithError(errnoErr("rdma_accept", ret)).Warn("accept failed")
-		qp.Disconnect()
+	accept := func() error {
+		if ret := C.nt_accept(id, unsafe.Pointer(&acc[0]), C.int(len(acc)), C.uint8_t(initiator), 0); ret != 0 {
+			return errnoErr("rdma_accept", ret)
+		}
+		return nil
+	}
+	if err := acceptThenStart(&qp.mu, accept, qp.Disconnect, qp.start); err != nil {
+		log.WithError(err).Warn("accept failed; the queue pair is torn down")
 		return keepID
 	}
 	took := time.Since(began)
 	observeSetup(took.Seconds())
 	log.WithFields(logrus.Fields{"depth": req.RecvDepth(), "setup": took.String(), "shared_receive_queue": !qp.ownRing}).Debug("queue pair accepted")
 	return keepID
+}
+
+// readDepth is the initiator depth to accept with: how many RDMA READs
+// the queue pair may have in flight. We issue the READs, so it is bounded
+// by what the host answers (rdma_cm reports the host's responder
+// resources as the request's initiator depth, from our side) and by what
+// the device issues. With no READ allowed the host's data never reaches
+// us: its first write would stall the send queue behind a READ the device
+// may not issue, so the connection is refused instead.
+func readDepth(hostResponder, deviceInitiator int) (int, *nvme.CMRequestError) {
+	if hostResponder <= 0 {
+		return 0, &nvme.CMRequestError{Reject: nvme.CMRejectInvalidIRD,
+			Msg: "the host offers no RDMA READ responder resources: it could not send write data"}
+	}
+	if deviceInitiator <= 0 {
+		return 0, &nvme.CMRequestError{Reject: nvme.CMRejectNoResources,
+			Msg: "the RDMA device cannot issue RDMA READs (max_qp_init_rd_atom 0): use another device for this port"}
+	}
+	return min(hostResponder, deviceInitiator), nil
+}
+
+// acceptThenStart ends a queue pair's set-up: rdma_accept, then the
+// poller. A poller started first could be stopped (the port closing, a
+// device event) and tear the queue pair down, rdma_destroy_qp included,
+// while rdma_accept still uses it. The accept runs under mu, the lock
+// Disconnect takes, so that rdma_disconnect does not run in the middle of
+// it either. After a failed accept the queue pair is stopped, and the
+// poller started all the same tears it down once, as any other: the
+// reservation, the device, the CM id.
+func acceptThenStart(mu *sync.Mutex, accept func() error, stop, start func()) error {
+	mu.Lock()
+	err := accept()
+	mu.Unlock()
+	if err != nil {
+		stop()
+	}
+	start()
+	return err
 }
 
 // setUpFix says what to change when a queue pair cannot be set up. Nearly
@@ -441,8 +489,6 @@ func (l *Listener) Close(timeout time.Duration) {
 	if !ok {
 		return
 	}
-	one := [8]byte{1}
-	unix.Write(l.wakefd, one[:])
 	for _, qp := range qps {
 		qp.Disconnect()
 	}

@@ -41,6 +41,7 @@ var (
 	dRefused     = prometheus.NewDesc(prefix+"connects_refused_total", "Connect commands refused, by reason.", []string{"subsystem", "port", "reason"}, nil)
 	dAuthFailed  = prometheus.NewDesc(prefix+"authentication_failures_total", "Failed DH-HMAC-CHAP authentications, by host NQN (\"unlisted\" for a host not in hosts) and reason.", []string{"subsystem", "host", "reason"}, nil)
 	dKAExpired   = prometheus.NewDesc(prefix+"keep_alive_expiries_total", "Controllers torn down because the host stopped sending Keep Alive.", []string{"subsystem"}, nil)
+	dConnTimeout = prometheus.NewDesc(prefix+"connect_timeouts_total", "Queue pairs disconnected because no Connect command came within "+fabrics.ConnectTimeout.String()+" of the transport connection.", []string{"port"}, nil)
 	dQPReserved  = prometheus.NewDesc(prefix+"queue_pairs_reserved", "Queue pairs counted against limits.max_queue_pairs: connected, or being set up.", nil, nil)
 	dQPLimit     = prometheus.NewDesc(prefix+"queue_pairs_limit", "limits.max_queue_pairs: the most queue pairs the daemon accepts at once.", nil, nil)
 	dCtrlLimit   = prometheus.NewDesc(prefix+"controllers_limit", "subsystems[].max_controllers: the most controllers the subsystem accepts at once.", []string{"subsystem"}, nil)
@@ -67,7 +68,7 @@ var statusTypes = []string{"generic", "command_specific", "media", "path", "4", 
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dReads, dWrites, dReadBytes, dWriteBytes, dReadTime, dWriteTime, dFlushes,
-		dDiscards, dZeroes, dReadLatency, dWriteLatency, dNamespaceSz, dControllers, dQueuePairs, dRefused, dAuthFailed, dKAExpired,
+		dDiscards, dZeroes, dReadLatency, dWriteLatency, dNamespaceSz, dControllers, dQueuePairs, dRefused, dAuthFailed, dKAExpired, dConnTimeout,
 		dQPReserved, dQPLimit, dCtrlLimit, dANAState, dCmdErrors, dBuildInfo, dIOEngine, dConfigGen, dReloadOK, dReloadTime, dRegistered, dPoller, dCMRejects, dDevEvents, dViolations, dPoolSize, dPoolInUse, dPoolWaits, dQPSetup} {
 		ch <- d
 	}
@@ -111,6 +112,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	// for is not a label, or any host could grow the series without end.
 	for k, n := range c.target.Refused.Counts() {
 		e.counter(dRefused, float64(n), "", strconv.Itoa(int(k.Port)), k.Reason)
+	}
+	for port, n := range c.target.ConnectTimeouts() {
+		e.counter(dConnTimeout, float64(n), strconv.Itoa(int(port)))
 	}
 	collectANA(e, c.target, ports)
 	collectGateway(e)

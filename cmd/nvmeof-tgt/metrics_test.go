@@ -200,3 +200,34 @@ func TestAuthFailureMetric(t *testing.T) {
 	}
 	t.Fatal("no authentication failure series")
 }
+
+// A queue pair that never sent Connect is counted on its port once the
+// connect deadline disconnects it.
+func TestConnectTimeoutMetric(t *testing.T) {
+	tg := fabrics.NewTarget(nil)
+	clk := &fabrics.ManualClock{}
+	tg.SetClock(clk)
+	p := &fabrics.Port{ID: 7, ServiceID: 4420, MaxQueueSize: 128}
+	tg.AddPort(p)
+	q := fabrics.NewLoopQueue(tg, p, 0, 32)
+	defer q.Close()
+	clk.Advance(fabrics.ConnectTimeout)
+	c := &collector{target: tg, started: time.Now(), gen: func() (uint64, bool, time.Time) { return 1, true, time.Now() }}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "nvmeof_tgt_connect_timeouts_total" {
+			continue
+		}
+		m := mf.GetMetric()
+		if len(m) != 1 || m[0].GetCounter().GetValue() != 1 || len(m[0].GetLabel()) != 1 || m[0].GetLabel()[0].GetValue() != "7" {
+			t.Fatalf("%v, want one timeout on port 7", m)
+		}
+		return
+	}
+	t.Fatal("no nvmeof_tgt_connect_timeouts_total series")
+}
