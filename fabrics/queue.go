@@ -73,7 +73,7 @@ func (q *Queue) Controller() *Controller { return q.ctrl }
 func (q *Queue) Prepare(r *Request) bool {
 	r.q, r.status, r.result = q, 0, 0
 	r.Data, r.Dir, r.Len, r.ns, r.nsStats, r.handler, r.blocking = nil, DirNone, 0, nil, nil, nil, false
-	r.pair, r.also, r.fuseReady, r.fuseAbort = nil, nil, false, false
+	r.pair, r.also, r.parked, r.fuseReady, r.fuseAbort = nil, nil, nil, false, false
 	r.started = nanotime()
 	if q.ctrl != nil {
 		q.ctrl.sawTraffic()
@@ -116,6 +116,15 @@ func (q *Queue) Prepare(r *Request) bool {
 // data.
 func (q *Queue) Fail(r *Request, st nvme.Status) {
 	r.status = st
+	if q.fuseFirst == r {
+		q.fuseFirst = nil // its second must not pair with a completed command
+	}
+	if first := r.pair; first != nil {
+		// A second whose data the transport could not map: its first
+		// fails too, now or once it executes.
+		r.pair = nil
+		q.abortFirst(first, nvme.StatusFusedFail)
+	}
 	q.complete(r)
 }
 
@@ -123,6 +132,14 @@ func (q *Queue) Fail(r *Request, st nvme.Status) {
 // r.Data. Blocking backend calls go to the queue's ring or an
 // asynchronous backend where they can, otherwise to its workers.
 func (q *Queue) Execute(r *Request) {
+	if r.Cmd.Fuse() != 0 {
+		q.executeFused(r)
+		return
+	}
+	q.execute(r)
+}
+
+func (q *Queue) execute(r *Request) {
 	// A fused first command only waits for its second: it stays here.
 	if r.blocking && r.Cmd.Fuse() != nvme.FuseFirst {
 		if q.submitRing(r) || q.submitAsync(r) {
@@ -139,7 +156,6 @@ func (q *Queue) Execute(r *Request) {
 		also := r.also
 		q.complete(r)
 		if also != nil {
-			q.unhold()
 			q.complete(also)
 		}
 	}
@@ -160,11 +176,10 @@ func (q *Queue) work() {
 	for r := range q.jobs {
 		r.handler(q, r)
 		r.release() // before the poller may see it: removal waits for this
-		also := r.also
-		q.completeAsync(r)
-		if also != nil {
-			q.completeAsync(also)
+		if also := r.also; also != nil {
+			q.done <- also // covered by r's hold, which ends below
 		}
+		q.completeAsync(r)
 	}
 }
 
@@ -223,11 +238,9 @@ func (q *Queue) complete(r *Request) {
 // if this is its admin queue) and waits until no other goroutine holds any
 // of its requests, so the transport may free their buffers.
 func (q *Queue) Close() {
-	if q.fuseFirst != nil {
-		// A fused first command whose second never came.
-		q.fuseFirst = nil
-		q.unhold()
-	}
+	// A fused first command whose second never came is the transport's
+	// to take back, like any command that did not run.
+	q.fuseFirst = nil
 	var stats []nsStat
 	if q.ctrl != nil {
 		stats = q.retireStats()
