@@ -3,6 +3,10 @@ package rdma
 import (
 	"math/rand"
 	"testing"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
 // Random allocations and frees never hand out overlapping blocks, and
@@ -145,5 +149,122 @@ func BenchmarkTakeGiveBlock(b *testing.B) {
 	for b.Loop() {
 		qp.takeBlock(r)
 		qp.giveBlock(r.data, r.order)
+	}
+}
+
+// sharedPool makes b use a's pool, as two queue pairs of one device, with
+// a clock that stands still: nobody's wait ages.
+func sharedPool(a, b *QueuePair) {
+	b.pool = a.pool
+	a.pool.now = func() time.Duration { return 0 }
+}
+
+// need is a request of qp for a block of order o.
+func need(qp *QueuePair, o int8) *request {
+	r := qp.takeForTest()
+	r.order = o
+	return r
+}
+
+// waitFor takes a block for r, which must find none and wait.
+func waitFor(t *testing.T, qp *QueuePair, r *request) {
+	t.Helper()
+	if qp.takeBlock(r) {
+		t.Fatalf("tag %d got a block out of a dry pool", r.Tag)
+	}
+	qp.move(r, stateNeedBuffer)
+}
+
+// A queue pair that starts stopping leaves the pool at once, before its
+// teardown (which waits for the backend) forgets it: the blocks granted to
+// it and not yet taken go to the waiters of live queue pairs.
+func TestStoppingQueuePairLeavesThePool(t *testing.T) {
+	a := stubQueuePair(t, stubSizes)
+	b := stubQueuePair(t, stubSizes)
+	sharedPool(a, b)
+	holder := need(a, maxOrder)
+	if !a.takeBlock(holder) {
+		t.Fatal("no block from an empty pool")
+	}
+	waitFor(t, b, need(b, 0))
+	waitFor(t, b, need(b, 0))
+	live := need(a, maxOrder)
+	waitFor(t, a, live)
+	a.giveBlock(holder.data, maxOrder)
+	holder.data = -1
+	if len(b.granted) != 2 || len(a.granted) != 0 {
+		t.Fatalf("grants: b %d, a %d; want b's two older requests served", len(b.granted), len(a.granted))
+	}
+	b.Disconnect() // its poller is busy elsewhere: the grants stay unread
+	if len(b.granted) != 0 || len(a.granted) != 1 || a.pool.nwait.Load() != 0 {
+		t.Fatalf("after b stops: grants b %d, a %d, %d waiting; want its blocks passed to a's request",
+			len(b.granted), len(a.granted), a.pool.nwait.Load())
+	}
+	if g := <-a.granted; g.tag != int32(live.Tag) {
+		t.Fatalf("granted to tag %d, want %d", g.tag, live.Tag)
+	}
+}
+
+// fusedRequest is a fused command's request of qp (nvme.FuseFirst or
+// FuseSecond), a write of a block of order o.
+func fusedRequest(qp *QueuePair, fuse uint8, o int8) *request {
+	r := need(qp, o)
+	r.Cmd.SetFlags(r.Cmd.Flags()&^nvme.FlagsFuseMask | fuse)
+	r.Dir, r.Len, r.ndesc = fabrics.DirHostToCtrl, unitSize<<o, 1
+	r.descs[0] = fabrics.Keyed{Addr: 4096, Len: r.Len, Key: 7}
+	return r
+}
+
+// A fused pair takes its two blocks at once: with the pool dry but for
+// them, another queue pair's request cannot take the second's block from
+// under the pair (whose first cannot complete until its second runs), and
+// the second gets it without waiting.
+func TestFusedPairTakesBothBlocks(t *testing.T) {
+	a := stubQueuePair(t, stubSizes)
+	b := stubQueuePair(t, stubSizes)
+	sharedPool(a, b)
+	if big := need(b, maxOrder-1); !b.takeBlock(big) { // half the pool
+		t.Fatal("no block from an empty pool")
+	}
+	first := fusedRequest(a, nvme.FuseFirst, maxOrder-2)
+	if !a.takeBlock(first) {
+		t.Fatal("the first command got no block")
+	}
+	waitFor(t, b, need(b, maxOrder-2))
+	second := fusedRequest(a, nvme.FuseSecond, maxOrder-2)
+	if got, waits := a.pairBlock(second); !got || waits || second.data < 0 {
+		t.Fatalf("second: got %v, waits %v, block %d; want its first's second block", got, waits, second.data)
+	}
+	if a.held != 2 {
+		t.Fatalf("queue pair holds %d blocks, want 2", a.held)
+	}
+}
+
+// A pair that finds the pool dry waits for both blocks as one request; its
+// second waits with it, and the grant starts both.
+func TestFusedPairWaitsAsOne(t *testing.T) {
+	a := stubQueuePair(t, stubSizes)
+	b := stubQueuePair(t, stubSizes)
+	sharedPool(a, b)
+	big := need(b, maxOrder)
+	if !b.takeBlock(big) {
+		t.Fatal("no block from an empty pool")
+	}
+	first := fusedRequest(a, nvme.FuseFirst, maxOrder-1)
+	waitFor(t, a, first)
+	second := fusedRequest(a, nvme.FuseSecond, maxOrder-1)
+	if got, waits := a.pairBlock(second); got || !waits {
+		t.Fatalf("second: got %v, waits %v; want it waiting with its first", got, waits)
+	}
+	a.move(second, stateNeedBuffer)
+	other := need(b, maxOrder-1)
+	waitFor(t, b, other)
+	b.giveBlock(big.data, maxOrder)
+	a.runGrants()
+	if first.data < 0 || second.data < 0 || first.state != stateReading || second.state != stateReadWait {
+		t.Fatalf("first %v block %d, second %v block %d; want both started", first.state, first.data, second.state, second.data)
+	}
+	if len(b.granted) != 0 {
+		t.Fatal("the other queue pair's request took half of the pair's megabyte")
 	}
 }
