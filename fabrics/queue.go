@@ -56,12 +56,23 @@ type QueueStats struct {
 func NewQueue(t *Target, port *Port, qid uint16, depth int, tr QueueTransport) *Queue {
 	q := &Queue{
 		QID: qid, target: t, port: port, tr: tr, depth: depth,
-		done: make(chan *Request, depth+maxOutstandAER),
+		done: make(chan *Request, handoffSize(depth, tr)),
 
 		drained: make(chan struct{}, 1),
 	}
 	q.log = t.Log.WithFields(logrus.Fields{"qid": qid, "peer": tr.Peer(), "port": port.ID})
 	return q
+}
+
+// handoffSize is the room of a queue's completion handoff: one place for
+// every request the transport may have admitted, so that a worker or a
+// backend's thread handing one back never waits for the poller.
+func handoffSize(depth int, tr QueueTransport) int {
+	n := depth + maxOutstandAER
+	if rc, ok := tr.(RequestCounter); ok {
+		n = max(n, rc.Requests())
+	}
+	return n
 }
 
 // Controller is the controller the queue is bound to, nil before Connect.
@@ -258,13 +269,39 @@ func (q *Queue) Close() {
 		q.auth.reset()
 	}
 	q.closeRing()
-	for q.outstanding.Load() > 0 {
-		<-q.drained
-	}
+	q.waitHolds()
 	q.closeAsync()
 	unregisterStats(stats)
 	if q.jobs != nil {
 		close(q.jobs)
+	}
+}
+
+// waitHolds waits until no other goroutine holds a request, taking the
+// ones they hand back meanwhile so that none of them blocks on a full
+// handoff. Those requests are not completed: the queue is going away.
+func (q *Queue) waitHolds() {
+	for q.outstanding.Load() > 0 {
+		select {
+		case <-q.drained:
+		case r := <-q.done:
+			q.dropDone(r)
+		}
+	}
+	for {
+		select {
+		case r := <-q.done:
+			q.dropDone(r)
+		default:
+			return
+		}
+	}
+}
+
+// dropDone lets go of a request handed back at close without completing it.
+func (q *Queue) dropDone(r *Request) {
+	if r.asyncSlot != 0 {
+		q.async.release(r)
 	}
 }
 

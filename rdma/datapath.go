@@ -302,6 +302,10 @@ func (qp *QueuePair) Complete(fr *fabrics.Request) {
 	qp.postResponse(r, c)
 }
 
+// Requests implements fabrics.RequestCounter: the queue pair admits
+// twice its depth of commands.
+func (qp *QueuePair) Requests() int { return len(qp.reqs) }
+
 // responseWrites is how many RDMA WRITEs go before r's response.
 func (qp *QueuePair) responseWrites(r *request) int {
 	if r.Dir == fabrics.DirCtrlToHost && r.Status().Success() && r.data >= 0 {
