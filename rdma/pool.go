@@ -19,7 +19,7 @@ import (
 // poller is woken to run it. Nothing fails for want of a buffer. Waiters
 // queue first come, first served in one queue per block size, so that a
 // 1 MiB transfer waiting for a whole free megabyte does not hold up the
-// 4 KiB ones behind it: a freed block goes to the oldest waiter it fits.
+// 4 KiB ones behind it: a freed block goes to the smallest waiter it fits.
 // Once a waiter has waited longer than maxBypass it is served before
 // anyone else, and nobody else is, until it fits: small transfers cannot
 // starve a large one by keeping every megabyte fragmented.
@@ -209,12 +209,12 @@ func (p *dataPool) emptyCache(c *qpCache) {
 
 // serve hands free blocks to waiters: to the oldest one that waited past
 // maxBypass, and to nobody else until it fits; otherwise to the oldest
-// waiter of each size that fits, oldest first. Called with mu held.
+// waiter of the smallest size that fits. Called with mu held.
 func (p *dataPool) serve() {
 	for p.nwait.Load() > 0 {
 		o, urgent := p.oldest()
 		if !urgent {
-			o = p.oldestFitting()
+			o = p.smallestFitting()
 		}
 		if o < 0 {
 			return
@@ -232,20 +232,17 @@ func (p *dataPool) serve() {
 	}
 }
 
-// oldestFitting is the order of the oldest queue head whose blocks are
-// free, or -1.
-func (p *dataPool) oldestFitting() int8 {
-	best := int8(-1)
+// smallestFitting is the smallest order whose oldest waiter's blocks are
+// free, or -1. Small transfers go first: they give their blocks back
+// soonest, and a large one that waits too long gets precedence (serve).
+func (p *dataPool) smallestFitting() int8 {
 	for o := range p.waiting {
 		q := &p.waiting[o]
-		if q.len() == 0 || !p.fits(int8(o), q.front().n) {
-			continue
-		}
-		if best < 0 || q.front().since < p.waiting[best].front().since {
-			best = int8(o)
+		if q.len() > 0 && p.fits(int8(o), q.front().n) {
+			return int8(o)
 		}
 	}
-	return best
+	return -1
 }
 
 // fits reports whether n blocks of order o are free.

@@ -78,27 +78,21 @@ func TestOrderFor(t *testing.T) {
 	}
 }
 
-// A block freed on one queue pair goes to the oldest request waiting on
-// any queue pair of the device, not to a newer one, nor to the freeing
-// queue pair's cache.
+// A block freed on one queue pair goes to the oldest request of its size
+// waiting on any queue pair of the device, not to a newer one, nor to the
+// freeing queue pair's cache.
 func TestPoolServesWaitersInOrderAcrossQueuePairs(t *testing.T) {
 	a := stubQueuePair(t, stubSizes)
 	b := stubQueuePair(t, stubSizes)
-	b.pool = a.pool // one device
-	ra := a.takeForTest()
-	ra.order = maxOrder
+	sharedPool(a, b)
+	ra := need(a, maxOrder)
 	if !a.takeBlock(ra) {
 		t.Fatal("no block from an empty pool")
 	}
-	first := b.takeForTest()
-	first.order = maxOrder
-	second := a.takeForTest()
-	second.order = 0
-	if b.takeBlock(first) || a.takeBlock(second) {
-		t.Fatal("a block out of a dry pool")
-	}
-	b.move(first, stateNeedBuffer)
-	a.move(second, stateNeedBuffer)
+	first := need(b, maxOrder)
+	second := need(a, maxOrder)
+	waitFor(t, b, first)
+	waitFor(t, a, second)
 	if got := a.pool.waits.Load(); got != 2 {
 		t.Fatalf("%d waits counted, want 2", got)
 	}
@@ -115,6 +109,45 @@ func TestPoolServesWaitersInOrderAcrossQueuePairs(t *testing.T) {
 	b.giveBlock(g.unit, maxOrder)
 	if len(a.granted) != 1 {
 		t.Fatal("the second waiter got nothing once the block came back")
+	}
+}
+
+// A small request waiting behind a large one gets the first block that
+// fits it, until the large one has waited maxBypass: from then on it goes
+// first, and newer requests of any size wait until it is served.
+func TestPoolSmallOvertakeLargeUntilItAges(t *testing.T) {
+	a := stubQueuePair(t, stubSizes)
+	b := stubQueuePair(t, stubSizes)
+	sharedPool(a, b)
+	var now time.Duration
+	a.pool.now = func() time.Duration { return now }
+	holder := need(a, maxOrder)
+	if !a.takeBlock(holder) {
+		t.Fatal("no block from an empty pool")
+	}
+	large := need(b, maxOrder)
+	waitFor(t, b, large)
+	now = a.pool.maxBypass / 2
+	small := need(a, 0)
+	waitFor(t, a, small)
+	a.giveBlock(holder.data, maxOrder)
+	if len(a.granted) != 1 || len(b.granted) != 0 {
+		t.Fatalf("grants: small %d, large %d; want the small request through first", len(a.granted), len(b.granted))
+	}
+	g := <-a.granted
+	a.held++
+	now = a.pool.maxBypass
+	later := need(a, 0)
+	waitFor(t, a, later) // the large one waited long enough: nobody overtakes it now
+	a.giveBlock(g.unit, 0)
+	if len(b.granted) != 1 || len(a.granted) != 0 {
+		t.Fatalf("grants: large %d, later small %d; want the aged large request first", len(b.granted), len(a.granted))
+	}
+	g = <-b.granted
+	b.held++
+	b.giveBlock(g.unit, maxOrder)
+	if len(a.granted) != 1 {
+		t.Fatal("the later small request got nothing once the large one was done")
 	}
 }
 
