@@ -19,7 +19,7 @@ import (
 
 // A first command's data may still be on its way (an RDMA READ) when its
 // second arrives and is ready to run: the second then waits for the first
-// to execute (executeFused). Fabrics never completes a command that has
+// to execute (parkSecond). Fabrics never completes a command that has
 // not executed: the transport may still be filling its buffer. Nothing of
 // a pair is held outside the poller until it runs on a worker, so Close
 // need not wait for a pair whose data never came.
@@ -98,19 +98,15 @@ func (q *Queue) abortFirst(first *Request, st nvme.Status) {
 	q.complete(first)
 }
 
-// executeFused is Execute for either command of a pair. A second whose
-// first has not executed yet waits for it, parked on the first; a first
-// runs its parked second once it holds its data.
-func (q *Queue) executeFused(r *Request) {
-	if first := r.pair; first != nil && !first.fuseReady {
+// parkSecond makes a second command whose first has not executed yet wait
+// for it, parked on the first, which runs it once it holds its data
+// (Execute). It reports whether r was parked.
+func (q *Queue) parkSecond(r *Request) bool {
+	if first := r.pair; !first.fuseReady {
 		first.parked = r
-		return
+		return true
 	}
-	q.execute(r)
-	if second := r.parked; second != nil {
-		r.parked = nil
-		q.execute(second)
-	}
+	return false
 }
 
 // execFusedFirst holds the compare until its write runs, or fails it if

@@ -143,14 +143,9 @@ func (q *Queue) Fail(r *Request, st nvme.Status) {
 // r.Data. Blocking backend calls go to the queue's ring or an
 // asynchronous backend where they can, otherwise to its workers.
 func (q *Queue) Execute(r *Request) {
-	if r.Cmd.Fuse() != 0 {
-		q.executeFused(r)
+	if r.pair != nil && q.parkSecond(r) {
 		return
 	}
-	q.execute(r)
-}
-
-func (q *Queue) execute(r *Request) {
 	// A fused first command only waits for its second: it stays here.
 	if r.blocking && r.Cmd.Fuse() != nvme.FuseFirst {
 		if q.submitRing(r) || q.submitAsync(r) {
@@ -169,6 +164,10 @@ func (q *Queue) execute(r *Request) {
 		if also != nil {
 			q.complete(also)
 		}
+	}
+	if second := r.parked; second != nil {
+		r.parked = nil
+		q.Execute(second) // its first has executed
 	}
 }
 
