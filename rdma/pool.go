@@ -20,9 +20,11 @@ import (
 // queue first come, first served in one queue per block size, so that a
 // 1 MiB transfer waiting for a whole free megabyte does not hold up the
 // 4 KiB ones behind it: a freed block goes to the smallest waiter it fits.
-// Once a waiter has waited longer than maxBypass it is served before
-// anyone else, and nobody else is, until it fits: small transfers cannot
-// starve a large one by keeping every megabyte fragmented.
+// Once the first in a line has been first for longer than maxBypass it is
+// served before anyone else, and nobody else is, until it fits: small
+// transfers cannot starve a large one by keeping every megabyte
+// fragmented, and large ones hold up small ones for one transfer at a
+// time.
 //
 // Each queue pair keeps a few free blocks of each order (qpCache) so that
 // most takes and gives touch no lock another queue contends. The caches
@@ -32,11 +34,18 @@ import (
 type dataPool struct {
 	mem *memoryRegion
 
-	mu      sync.Mutex
-	b       *buddy
-	waiting [maxOrder + 1]waitQueue // by order, oldest first
-	// now is the clock waits are aged by; maxBypass is how long a waiter
-	// lets others overtake it.
+	mu sync.Mutex
+	b  *buddy // the main region: transfers of every size
+	// small is the region kept for small transfers (up to smallOrder),
+	// as SPDK keeps small buffers apart from large ones: a streamer of
+	// large transfers cannot hold it all. Its units start at smallBase;
+	// nil for a pool under minSplitPool.
+	small     *buddy
+	smallBase int32
+	waiting   [maxOrder + 1]waitQueue // by order, oldest first
+	// now is the clock waits are aged by; maxBypass is how long the first
+	// in a line lets others overtake it (0: nobody overtakes anybody,
+	// strictly first come, first served across sizes).
 	now       func() time.Duration
 	maxBypass time.Duration
 
@@ -56,7 +65,7 @@ type waiter struct {
 	tag   int32
 	order int8
 	n     int8
-	since time.Duration
+	since time.Duration // when it queued, or came first in its line
 }
 
 // grant hands a block of order (and the pair's second block, or -1) to a
@@ -70,8 +79,25 @@ var poolEpoch = time.Now()
 
 func monotonic() time.Duration { return time.Since(poolEpoch) }
 
+// Small transfers' region: 4 KiB to 32 KiB transfers take their blocks
+// from it first. It is a 16th of the pool, at least one 1 MiB block, in
+// pools of 4 MiB and more.
+const (
+	smallOrder   = 3
+	minSplitPool = 4 * maxBlock
+)
+
 func newDataPool(mem *memoryRegion) *dataPool {
-	return &dataPool{mem: mem, b: newBuddy(len(mem.buf) >> unitShift), now: monotonic, maxBypass: defaultMaxBypass}
+	units := len(mem.buf) >> unitShift
+	smallUnits := 0
+	if len(mem.buf) >= minSplitPool {
+		smallUnits = max(units/16, 1<<maxOrder) &^ (1<<maxOrder - 1)
+	}
+	p := &dataPool{mem: mem, b: newBuddy(units - smallUnits), now: monotonic, maxBypass: defaultMaxBypass}
+	if smallUnits > 0 {
+		p.small, p.smallBase = newBuddy(smallUnits), int32(units-smallUnits)
+	}
+	return p
 }
 
 // block is the memory of block u, n bytes of it.
@@ -90,21 +116,19 @@ func (p *dataPool) size() int64 { return int64(len(p.mem.buf)) }
 func (p *dataPool) take(qp *QueuePair, tag int32, o, n int8, cache *[]int32, batch int) (u, spare int32) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.mustWait(o) {
-		if u, spare, ok := p.allocN(o, n); ok {
-			if p.nwait.Load() > 0 {
-				batch = 0 // what frees up is for the waiters
-			}
-			for range batch {
-				c := p.b.alloc(o)
-				if c < 0 {
-					break
-				}
-				*cache = append(*cache, c)
-			}
-			p.account()
-			return u, spare
+	if u, spare, ok := p.tryTake(o, n); ok {
+		if p.nwait.Load() > 0 {
+			batch = 0 // what frees up is for the waiters
 		}
+		for range batch {
+			c, _, ok := p.allocN(o, 1, true)
+			if !ok {
+				break
+			}
+			*cache = append(*cache, c)
+		}
+		p.account()
+		return u, spare
 	}
 	if !qp.stopping.Load() {
 		p.waiting[o].push(waiter{qp: qp, tag: tag, order: o, n: n, since: p.now()})
@@ -114,21 +138,22 @@ func (p *dataPool) take(qp *QueuePair, tag int32, o, n int8, cache *[]int32, bat
 	return -1, -1
 }
 
-// mustWait reports whether a request of order o must queue behind others:
-// earlier ones of its size, or one that waited past maxBypass.
-func (p *dataPool) mustWait(o int8) bool {
+// tryTake allocates for a new request unless it must queue behind others:
+// earlier ones of its size, or one that was first in its line for
+// maxBypass (only for the main region: the small one cannot serve it).
+func (p *dataPool) tryTake(o, n int8) (u, spare int32, ok bool) {
 	if p.nwait.Load() == 0 {
-		return false
+		return p.allocN(o, n, true)
 	}
 	if p.waiting[o].len() > 0 {
-		return true
+		return -1, -1, false
 	}
 	_, urgent := p.oldest()
-	return urgent
+	return p.allocN(o, n, !urgent)
 }
 
-// oldest is the order of the longest waiting request, and whether it
-// waited past maxBypass; -1 if nobody waits.
+// oldest is the order of the line whose first has waited longest, and
+// whether it waited past maxBypass; -1 if nobody waits.
 func (p *dataPool) oldest() (int8, bool) {
 	best := int8(-1)
 	for o := range p.waiting {
@@ -143,26 +168,56 @@ func (p *dataPool) oldest() (int8, bool) {
 	return best, p.now()-p.waiting[best].front().since >= p.maxBypass
 }
 
-// allocN allocates n (1 or 2) blocks of order o, both or none.
-func (p *dataPool) allocN(o, n int8) (u, spare int32, ok bool) {
-	if u = p.b.alloc(o); u < 0 {
+// allocN allocates n (1 or 2) blocks of order o, both or none: for a
+// small transfer from the small region first, then, if main, from the
+// main one.
+func (p *dataPool) allocN(o, n int8, main bool) (u, spare int32, ok bool) {
+	if p.small != nil && o <= smallOrder {
+		if u, spare, ok = allocIn(p.small, o, n); ok {
+			return u + p.smallBase, shiftUnit(spare, p.smallBase), true
+		}
+	}
+	if !main {
+		return -1, -1, false
+	}
+	return allocIn(p.b, o, n)
+}
+
+func shiftUnit(u, by int32) int32 {
+	if u < 0 {
+		return u
+	}
+	return u + by
+}
+
+func allocIn(b *buddy, o, n int8) (u, spare int32, ok bool) {
+	if u = b.alloc(o); u < 0 {
 		return -1, -1, false
 	}
 	spare = -1
 	if n == 2 {
-		if spare = p.b.alloc(o); spare < 0 {
-			p.b.free(u, o)
+		if spare = b.alloc(o); spare < 0 {
+			b.free(u, o)
 			return -1, -1, false
 		}
 	}
 	return u, spare, true
 }
 
+// free returns block u of order o to its region.
+func (p *dataPool) free(u int32, o int8) {
+	if p.small != nil && u >= p.smallBase {
+		p.small.free(u-p.smallBase, o)
+		return
+	}
+	p.b.free(u, o)
+}
+
 // alloc allocates a block of order o, or returns -1; nobody waits for it.
 func (p *dataPool) alloc(o int8) int32 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	u := p.b.alloc(o)
+	u, _, _ := p.allocN(o, 1, true)
 	p.account()
 	return u
 }
@@ -172,9 +227,9 @@ func (p *dataPool) alloc(o int8) int32 {
 func (p *dataPool) give(o int8, u int32, units []int32) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.b.free(u, o)
+	p.free(u, o)
 	for _, u := range units {
-		p.b.free(u, o)
+		p.free(u, o)
 	}
 	p.serve()
 	p.account()
@@ -185,7 +240,7 @@ func (p *dataPool) give(o int8, u int32, units []int32) {
 func (p *dataPool) giveAll(o int8, u int32, c *qpCache) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.b.free(u, o)
+	p.free(u, o)
 	p.emptyCache(c)
 }
 
@@ -199,7 +254,7 @@ func (p *dataPool) giveCache(c *qpCache) {
 func (p *dataPool) emptyCache(c *qpCache) {
 	for o := range c.free {
 		for _, u := range c.free[o] {
-			p.b.free(u, int8(o))
+			p.free(u, int8(o))
 		}
 		c.free[o] = c.free[o][:0]
 	}
@@ -213,15 +268,21 @@ func (p *dataPool) emptyCache(c *qpCache) {
 func (p *dataPool) serve() {
 	for p.nwait.Load() > 0 {
 		o, urgent := p.oldest()
-		if !urgent {
-			o = p.smallestFitting()
+		main := true
+		switch {
+		case !urgent:
+			o = p.smallestFitting(true)
+		case !p.fits(o, p.waiting[o].front().n, true):
+			// Small transfers may still take what the one in need
+			// cannot use.
+			o, main = p.smallestFitting(false), false
 		}
 		if o < 0 {
 			return
 		}
 		q := &p.waiting[o]
 		w := q.front()
-		u, spare, ok := p.allocN(o, w.n)
+		u, spare, ok := p.allocN(o, w.n, main)
 		if !ok {
 			return
 		}
@@ -229,29 +290,37 @@ func (p *dataPool) serve() {
 		w.qp.Wake()
 		q.pop()
 		p.nwait.Add(-1)
+		if q.len() > 0 && p.maxBypass > 0 {
+			// The next in line ages from now: one large transfer goes
+			// before the small ones at a time, not a whole queue of them
+			// that waited together.
+			f := q.front()
+			f.since = max(f.since, p.now())
+		}
 	}
 }
 
 // smallestFitting is the smallest order whose oldest waiter's blocks are
-// free, or -1. Small transfers go first: they give their blocks back
-// soonest, and a large one that waits too long gets precedence (serve).
-func (p *dataPool) smallestFitting() int8 {
+// free (in the small region only, unless main), or -1. Small transfers go
+// first: they give their blocks back soonest, and a large one that waits
+// too long gets precedence (serve).
+func (p *dataPool) smallestFitting(main bool) int8 {
 	for o := range p.waiting {
 		q := &p.waiting[o]
-		if q.len() > 0 && p.fits(int8(o), q.front().n) {
+		if q.len() > 0 && p.fits(int8(o), q.front().n, main) {
 			return int8(o)
 		}
 	}
 	return -1
 }
 
-// fits reports whether n blocks of order o are free.
-func (p *dataPool) fits(o, n int8) bool {
-	u, spare, ok := p.allocN(o, n)
+// fits reports whether n blocks of order o are free (see allocN).
+func (p *dataPool) fits(o, n int8, main bool) bool {
+	u, spare, ok := p.allocN(o, n, main)
 	if ok {
-		p.b.free(u, o)
+		p.free(u, o)
 		if spare >= 0 {
-			p.b.free(spare, o)
+			p.free(spare, o)
 		}
 	}
 	return ok
@@ -270,9 +339,9 @@ func (p *dataPool) stop(qp *QueuePair) {
 	for {
 		select {
 		case g := <-qp.granted:
-			p.b.free(g.unit, g.order)
+			p.free(g.unit, g.order)
 			if g.spare >= 0 {
-				p.b.free(g.spare, g.order)
+				p.free(g.spare, g.order)
 			}
 			continue
 		default:
@@ -298,7 +367,11 @@ func (p *dataPool) drop(qp *QueuePair) {
 }
 
 func (p *dataPool) account() {
-	p.inUse.Store(p.size() - int64(p.b.freeUnits)<<unitShift)
+	free := p.b.freeUnits
+	if p.small != nil {
+		free += p.small.freeUnits
+	}
+	p.inUse.Store(p.size() - int64(free)<<unitShift)
 }
 
 // waitQueue is one order's waiters, oldest first.

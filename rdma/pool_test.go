@@ -301,3 +301,29 @@ func TestFusedPairWaitsAsOne(t *testing.T) {
 		t.Fatal("the other queue pair's request took half of the pair's megabyte")
 	}
 }
+
+// A pool of 4 MiB and more keeps a region for small transfers: large ones
+// cannot take it, and small ones still get blocks while a large one that
+// waited past maxBypass holds everyone else back.
+func TestPoolKeepsARegionForSmallTransfers(t *testing.T) {
+	a := stubQueuePair(t, simSizes)
+	a.pool = newDataPool(&memoryRegion{buf: make([]byte, minSplitPool)})
+	a.cache = a.pool.newCache()
+	var now time.Duration
+	a.pool.now = func() time.Duration { return now }
+	for i := range 3 {
+		if !a.takeBlock(need(a, maxOrder)) {
+			t.Fatalf("1 MiB block %d refused", i)
+		}
+	}
+	large := need(a, maxOrder)
+	waitFor(t, a, large)
+	now = a.pool.maxBypass // it now goes before everyone it can
+	small := need(a, 0)
+	if !a.takeBlock(small) {
+		t.Fatal("a 4 KiB transfer waits although the small region is free")
+	}
+	if small.data < a.pool.smallBase {
+		t.Fatalf("4 KiB block at unit %d, outside the small region (from %d)", small.data, a.pool.smallBase)
+	}
+}

@@ -42,13 +42,28 @@ type simTransfer struct {
 	at time.Duration // when it ends (in flight) or began waiting
 }
 
-// simulatePool runs the load with waiters overtaken for at most maxBypass
-// (0: strictly first come, first served).
-func simulatePool(t testing.TB, maxBypass time.Duration) simResult {
+// simPolicy is how the pool serves its waiters.
+type simPolicy struct {
+	name      string
+	maxBypass time.Duration // 0: strictly first come, first served
+	split     bool          // a region kept for small transfers
+}
+
+var (
+	simBefore = simPolicy{"one-line", 0, false} // as the pool was: one line, one region
+	simNow    = simPolicy{"by-size", defaultMaxBypass, true}
+)
+
+// simulatePool runs the load under policy, 1 MiB transfers taking
+// largeService each.
+func simulatePool(t testing.TB, policy simPolicy, largeService time.Duration) simResult {
 	var now time.Duration
 	pool := newDataPool(&memoryRegion{buf: make([]byte, simPool)})
 	pool.now = func() time.Duration { return now }
-	pool.maxBypass = maxBypass
+	pool.maxBypass = policy.maxBypass
+	if !policy.split {
+		pool.b, pool.small = newBuddy(simPool>>unitShift), nil
+	}
 	newQP := func() *QueuePair {
 		qp := stubQueuePair(t, simSizes)
 		qp.pool, qp.cache = pool, pool.newCache()
@@ -64,7 +79,7 @@ func simulatePool(t testing.TB, maxBypass time.Duration) simResult {
 	waitingSince := map[*request]time.Duration{}
 	service := func(r *request) time.Duration {
 		if r.order == maxOrder {
-			return simLargeService
+			return largeService
 		}
 		return simSmallService
 	}
@@ -127,41 +142,46 @@ func simulatePool(t testing.TB, maxBypass time.Duration) simResult {
 }
 
 // A 1 MiB streamer keeping the pool dry holds up 4 KiB requests only
-// briefly, and still gets its share: waiters queue by size, small ones go
-// first, and a large one that waited maxBypass goes before everyone.
-// Strictly first come, first served, each 4 KiB request waits behind every
-// 1 MiB one queued before it.
+// briefly, and still gets most of its rate and makes steady progress.
+// Before, in one line across sizes and one region, each 4 KiB request
+// waited behind every 1 MiB one queued before it. Now small transfers
+// have a region of their own, a line per size, and go first while no
+// large one has been first in its line for maxBypass.
 func TestPoolSmallRequestsBesideAStreamer(t *testing.T) {
-	fifo := simulatePool(t, 0)
-	sized := simulatePool(t, defaultMaxBypass)
-	t.Logf("4 KiB wait p99: first come first served %v, by size %v; 1 MiB transfers %d and %d, longest wait %v and %v",
-		fifo.p99(), sized.p99(), fifo.largeDone, sized.largeDone, fifo.largeMaxWait, sized.largeMaxWait)
-	if sized.p99() > simSmallService || sized.p99()*4 > fifo.p99() {
-		t.Errorf("4 KiB wait p99 %v (first come first served: %v); want at most %v and a quarter of it",
-			sized.p99(), fifo.p99(), simSmallService)
-	}
-	if sized.largeDone < fifo.largeDone*2/3 || sized.largeMaxWait > defaultMaxBypass+simLargeService {
-		t.Errorf("streamer: %d transfers (first come first served: %d), longest wait %v; want at least 2/3 of them and a wait bounded by %v",
-			sized.largeDone, fifo.largeDone, sized.largeMaxWait, defaultMaxBypass+simLargeService)
+	for _, large := range []time.Duration{simLargeService, 20 * simLargeService} {
+		t.Run(large.String(), func(t *testing.T) {
+			before := simulatePool(t, simBefore, large)
+			now := simulatePool(t, simNow, large)
+			t.Logf("4 KiB wait p99: before %v, now %v; 1 MiB transfers %d and %d, longest wait %v and %v",
+				before.p99(), now.p99(), before.largeDone, now.largeDone, before.largeMaxWait, now.largeMaxWait)
+			if now.p99() > large/2 || now.p99()*4 > before.p99() {
+				t.Errorf("4 KiB wait p99 %v (before: %v); want at most %v and a quarter of before",
+					now.p99(), before.p99(), large/2)
+			}
+			bound := simStreamDepth*large + defaultMaxBypass // its whole queue, one at a time
+			if now.largeDone < before.largeDone*2/3 || now.largeMaxWait > bound {
+				t.Errorf("streamer: %d transfers (before: %d), longest wait %v; want at least 2/3 of them and a wait under %v",
+					now.largeDone, before.largeDone, now.largeMaxWait, bound)
+			}
+		})
 	}
 }
 
 // BenchmarkPoolSmallBesideStreamer reports the simulation's 4 KiB wait
-// p99 and the streamer's throughput, strictly first come first served
-// (maxBypass 0) and by size.
+// p99 and the streamer's throughput, before and now, with 1 MiB transfers
+// of 1 ms and 20 ms.
 func BenchmarkPoolSmallBesideStreamer(b *testing.B) {
-	for _, c := range []struct {
-		name      string
-		maxBypass time.Duration
-	}{{"fifo", 0}, {"by-size", defaultMaxBypass}} {
-		b.Run(c.name, func(b *testing.B) {
-			var res simResult
-			for b.Loop() {
-				res = simulatePool(b, c.maxBypass)
-			}
-			b.ReportMetric(float64(res.p99().Microseconds()), "p99-4k-wait-µs")
-			b.ReportMetric(float64(res.largeDone)/simLength.Seconds(), "1m-per-s")
-			b.ReportMetric(float64(res.largeMaxWait.Microseconds()), "max-1m-wait-µs")
-		})
+	for _, large := range []time.Duration{simLargeService, 20 * simLargeService} {
+		for _, policy := range []simPolicy{simBefore, simNow} {
+			b.Run(large.String()+"/"+policy.name, func(b *testing.B) {
+				var res simResult
+				for b.Loop() {
+					res = simulatePool(b, policy, large)
+				}
+				b.ReportMetric(float64(res.p99().Microseconds()), "p99-4k-wait-µs")
+				b.ReportMetric(float64(res.largeDone)/simLength.Seconds(), "1m-per-s")
+				b.ReportMetric(float64(res.largeMaxWait.Microseconds()), "max-1m-wait-µs")
+			})
+		}
 	}
 }
