@@ -8,13 +8,15 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
-// dataPool is a device's data buffers: one region, registered when the
-// first port listens on the device, that every queue pair on the device
-// draws its transfers from. Registered memory so follows the I/O in
+// dataPool is a device's data buffers: one registered region, registered
+// when the first port listens on the device, that every queue pair on the
+// device draws its transfers from. Registered memory so follows the I/O in
 // flight, not the number of queues connected (as SPDK's shared buffer
 // pool; nvmet allocates per command instead).
 //
-// A request that finds the pool dry waits its turn, and the block that
+// Transfers up to 32 KiB draw first on a part of it kept for them (small),
+// so that large transfers cannot hold every block. A request that finds
+// the pool dry waits its turn, and the block that
 // frees up goes straight to a waiter, on whichever queue pair it is, whose
 // poller is woken to run it. Nothing fails for want of a buffer. Waiters
 // queue first come, first served in one queue per block size, so that a
