@@ -17,6 +17,13 @@ import (
 // blocks while it runs, at no cost to plain writes while no pair is in
 // flight.
 
+// A first command's data may still be on its way (an RDMA READ) when its
+// second arrives and is ready to run: the second then waits for the first
+// to execute (parkSecond). Fabrics never completes a command that has
+// not executed: the transport may still be filling its buffer. Nothing of
+// a pair is held outside the poller until it runs on a worker, so Close
+// need not wait for a pair whose data never came.
+
 // prepareFused validates fused commands and pairs them up. It also fails
 // a waiting first command whose second never came.
 func (q *Queue) prepareFused(r *Request) nvme.Status {
@@ -26,7 +33,7 @@ func (q *Queue) prepareFused(r *Request) nvme.Status {
 		// The first command's partner is missing: it fails, and this
 		// command is taken on its own.
 		q.fuseFirst = nil
-		q.abortFirst(first)
+		q.abortFirst(first, nvme.StatusFusedMissing)
 		if fuse == 0 {
 			return q.prepareUnfused(r)
 		}
@@ -44,7 +51,6 @@ func (q *Queue) prepareFused(r *Request) nvme.Status {
 		}
 		r.handler = execFusedFirst
 		q.fuseFirst = r
-		q.hold() // held until its second completes it
 	case nvme.FuseSecond:
 		if first == nil {
 			return nvme.StatusFusedMissing | nvme.DNR
@@ -52,11 +58,11 @@ func (q *Queue) prepareFused(r *Request) nvme.Status {
 		q.fuseFirst = nil
 		if r.Cmd.Opcode() != nvme.IOWrite || r.Cmd.NSID() != first.Cmd.NSID() ||
 			r.Cmd.SLBA() != first.Cmd.SLBA() || r.Cmd.NLB() != first.Cmd.NLB() {
-			q.abortFirst(first)
+			q.abortFirst(first, nvme.StatusFusedMissing)
 			return nvme.StatusInvalidField | nvme.DNR
 		}
 		if st := q.prepareIO(r); st != 0 {
-			q.abortFirst(first)
+			q.abortFirst(first, nvme.StatusFusedMissing)
 			return st
 		}
 		r.pair = first
@@ -80,41 +86,41 @@ func (q *Queue) prepareUnfused(r *Request) nvme.Status {
 	return q.prepareIO(r)
 }
 
-// abortFirst fails a first fused command whose second is missing or bad.
-// If its data is still on the way it fails when it executes.
-func (q *Queue) abortFirst(first *Request) {
+// abortFirst fails a first fused command whose second is missing, bad or
+// failed, with st. If its data is still on the way it fails when it
+// executes.
+func (q *Queue) abortFirst(first *Request, st nvme.Status) {
 	if !first.fuseReady {
-		first.fuseAbort = true
+		first.fuseAbort, first.status = true, st
 		return
 	}
-	first.status = nvme.StatusFusedMissing
-	q.unhold()
+	first.status = st
 	q.complete(first)
 }
 
-// execFusedFirst holds the compare until its write arrives.
-func execFusedFirst(q *Queue, r *Request) bool {
-	r.fuseReady = true
-	if r.fuseAbort {
-		q.unhold()
-		r.status = nvme.StatusFusedMissing
+// parkSecond makes a second command whose first has not executed yet wait
+// for it, parked on the first, which runs it once it holds its data
+// (Execute). It reports whether r was parked.
+func (q *Queue) parkSecond(r *Request) bool {
+	if first := r.pair; !first.fuseReady {
+		first.parked = r
 		return true
 	}
 	return false
 }
 
-// execFusedWrite runs the pair: compare, then write if it matched. The
-// first command completes with the second.
+// execFusedFirst holds the compare until its write runs, or fails it if
+// the pair broke up while its data was on the way.
+func execFusedFirst(q *Queue, r *Request) bool {
+	r.fuseReady = true
+	return r.fuseAbort
+}
+
+// execFusedWrite runs the pair, its first command executed: compare, then
+// write if it matched. The first command completes with the second.
 func execFusedWrite(q *Queue, r *Request) bool {
 	first := r.pair
 	r.also = first
-	if !first.fuseReady {
-		// The transport executes in arrival order; this cannot happen
-		// with a correct one.
-		first.status = nvme.StatusInternal
-		r.status = nvme.StatusFusedFail
-		return true
-	}
 	ns := r.ns
 	ns.gate.lockFused(ns, r.off, r.length)
 	defer ns.gate.unlockFused(r.off, r.length)

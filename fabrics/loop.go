@@ -18,6 +18,8 @@ type LoopQueue struct {
 	// mu plays the poller: Prepare, Execute, Reap and Complete run under it.
 	mu      sync.Mutex
 	waiters map[*Request]chan struct{}
+	reading map[*Request]bool // keyed data held back (SubmitDelayed)
+	early   int               // completions of a command still reading its data
 	wake    chan struct{}
 	gone    chan struct{}
 	once    sync.Once
@@ -31,6 +33,7 @@ type LoopQueue struct {
 func NewLoopQueue(t *Target, p *Port, qid uint16, depth int) *LoopQueue {
 	lq := &LoopQueue{
 		waiters: map[*Request]chan struct{}{},
+		reading: map[*Request]bool{},
 		wake:    make(chan struct{}, 1),
 		gone:    make(chan struct{}),
 	}
@@ -72,6 +75,12 @@ var ErrDisconnected = errors.New("loop queue disconnected")
 
 // Complete implements QueueTransport. It runs with lq.mu held.
 func (lq *LoopQueue) Complete(r *Request) {
+	if lq.reading[r] {
+		// Its data is still on the way: an RDMA transport would hand
+		// its buffer back while the device writes into it.
+		lq.early++
+		return
+	}
 	if ch := lq.waiters[r]; ch != nil {
 		delete(lq.waiters, r)
 		ch <- struct{}{}
@@ -136,6 +145,38 @@ func (lq *LoopQueue) SubmitAsync(cmd nvme.Command, data []byte) <-chan nvme.Comp
 	return out
 }
 
+// SubmitDelayed is SubmitAsync for a command whose keyed host-to-controller
+// data is held back, as an RDMA READ still in flight: the command arrives
+// and is prepared at once, but its data lands, and it executes, only when
+// deliver is called. Other commands may arrive and run in between.
+func (lq *LoopQueue) SubmitDelayed(cmd nvme.Command, data []byte) (deliver func(), rsp <-chan nvme.Completion) {
+	out := make(chan nvme.Completion, 1)
+	var held func()
+	wait := lq.startWith(cmd, nil, data, &held)
+	go func() {
+		if c, err := wait(); err == nil {
+			out <- c
+		}
+		close(out)
+	}()
+	deliver = func() {
+		if held != nil {
+			lq.mu.Lock()
+			held()
+			lq.mu.Unlock()
+		}
+	}
+	return deliver, out
+}
+
+// EarlyCompletions counts commands completed while their data was still
+// on its way (SubmitDelayed): 0 unless fabrics has a bug.
+func (lq *LoopQueue) EarlyCompletions() int {
+	lq.mu.Lock()
+	defer lq.mu.Unlock()
+	return lq.early
+}
+
 func (lq *LoopQueue) submit(cmd nvme.Command, inline, host []byte) (nvme.Completion, error) {
 	return lq.start(cmd, inline, host)()
 }
@@ -143,6 +184,12 @@ func (lq *LoopQueue) submit(cmd nvme.Command, inline, host []byte) (nvme.Complet
 // start hands the command to the target and returns a function that
 // waits for its completion.
 func (lq *LoopQueue) start(cmd nvme.Command, inline, host []byte) func() (nvme.Completion, error) {
+	return lq.startWith(cmd, inline, host, nil)
+}
+
+// startWith is start; with held non-nil, keyed host-to-controller data is
+// not transferred: *held is set to what transfers it and executes.
+func (lq *LoopQueue) startWith(cmd nvme.Command, inline, host []byte, held *func()) func() (nvme.Completion, error) {
 	if lq.Disconnected() {
 		return func() (nvme.Completion, error) { return nil, ErrDisconnected }
 	}
@@ -156,7 +203,7 @@ func (lq *LoopQueue) start(cmd nvme.Command, inline, host []byte) func() (nvme.C
 	lq.mu.Lock()
 	lq.waiters[r] = done
 	if lq.Queue.Prepare(r) {
-		n = lq.mapData(r, inline, host, &descs)
+		n = lq.mapData(r, inline, host, &descs, held)
 	}
 	lq.mu.Unlock()
 	return func() (nvme.Completion, error) {
@@ -172,7 +219,7 @@ func (lq *LoopQueue) start(cmd nvme.Command, inline, host []byte) func() (nvme.C
 	}
 }
 
-func (lq *LoopQueue) mapData(r *Request, inline, host []byte, descs *[MaxKeyedDescriptors]Keyed) int {
+func (lq *LoopQueue) mapData(r *Request, inline, host []byte, descs *[MaxKeyedDescriptors]Keyed, held *func()) int {
 	if r.Len == 0 {
 		if id := r.Cmd.SGL().ID(); id != nvme.SGLDataBlockOffset && id != nvme.SGLKeyed && id != nvme.SGLKeyedInvalidate {
 			lq.Queue.Fail(r, nvme.StatusSGLInvalidType|nvme.DNR)
@@ -195,6 +242,15 @@ func (lq *LoopQueue) mapData(r *Request, inline, host []byte, descs *[MaxKeyedDe
 		return 0
 	}
 	r.Data = make([]byte, r.Len)
+	if r.Dir == DirHostToCtrl && held != nil {
+		lq.reading[r] = true
+		*held = func() {
+			delete(lq.reading, r)
+			gather(r.Data, host, descs[:n])
+			lq.Queue.Execute(r)
+		}
+		return n
+	}
 	if r.Dir == DirHostToCtrl {
 		gather(r.Data, host, descs[:n])
 	}

@@ -58,13 +58,24 @@ type QueueStats struct {
 func NewQueue(t *Target, port *Port, qid uint16, depth int, tr QueueTransport) *Queue {
 	q := &Queue{
 		QID: qid, target: t, port: port, tr: tr, depth: depth,
-		done: make(chan *Request, depth+maxOutstandAER),
+		done: make(chan *Request, handoffSize(depth, tr)),
 
 		drained: make(chan struct{}, 1),
 	}
 	q.log = t.Log.WithFields(logrus.Fields{"qid": qid, "peer": tr.Peer(), "port": port.ID})
 	q.armConnectDeadline()
 	return q
+}
+
+// handoffSize is the room of a queue's completion handoff: one place for
+// every request the transport may have admitted, so that a worker or a
+// backend's thread handing one back never waits for the poller.
+func handoffSize(depth int, tr QueueTransport) int {
+	n := depth + maxOutstandAER
+	if rc, ok := tr.(RequestCounter); ok {
+		n = max(n, rc.Requests())
+	}
+	return n
 }
 
 // Controller is the controller the queue is bound to, nil before Connect.
@@ -76,7 +87,7 @@ func (q *Queue) Controller() *Controller { return q.ctrl }
 func (q *Queue) Prepare(r *Request) bool {
 	r.q, r.status, r.result = q, 0, 0
 	r.Data, r.Dir, r.Len, r.ns, r.nsStats, r.handler, r.blocking = nil, DirNone, 0, nil, nil, nil, false
-	r.pair, r.also, r.fuseReady, r.fuseAbort = nil, nil, false, false
+	r.pair, r.also, r.parked, r.fuseReady, r.fuseAbort = nil, nil, nil, false, false
 	r.started = nanotime()
 	if q.ctrl != nil {
 		q.ctrl.sawTraffic()
@@ -119,6 +130,15 @@ func (q *Queue) Prepare(r *Request) bool {
 // data.
 func (q *Queue) Fail(r *Request, st nvme.Status) {
 	r.status = st
+	if q.fuseFirst == r {
+		q.fuseFirst = nil // its second must not pair with a completed command
+	}
+	if first := r.pair; first != nil {
+		// A second whose data the transport could not map: its first
+		// fails too, now or once it executes.
+		r.pair = nil
+		q.abortFirst(first, nvme.StatusFusedFail)
+	}
 	q.complete(r)
 }
 
@@ -126,6 +146,9 @@ func (q *Queue) Fail(r *Request, st nvme.Status) {
 // r.Data. Blocking backend calls go to the queue's ring or an
 // asynchronous backend where they can, otherwise to its workers.
 func (q *Queue) Execute(r *Request) {
+	if r.pair != nil && q.parkSecond(r) {
+		return
+	}
 	// A fused first command only waits for its second: it stays here.
 	if r.blocking && r.Cmd.Fuse() != nvme.FuseFirst {
 		if q.submitRing(r) || q.submitAsync(r) {
@@ -142,9 +165,12 @@ func (q *Queue) Execute(r *Request) {
 		also := r.also
 		q.complete(r)
 		if also != nil {
-			q.unhold()
 			q.complete(also)
 		}
+	}
+	if second := r.parked; second != nil {
+		r.parked = nil
+		q.Execute(second) // its first has executed
 	}
 }
 
@@ -163,11 +189,10 @@ func (q *Queue) work() {
 	for r := range q.jobs {
 		r.handler(q, r)
 		r.release() // before the poller may see it: removal waits for this
-		also := r.also
-		q.completeAsync(r)
-		if also != nil {
-			q.completeAsync(also)
+		if also := r.also; also != nil {
+			q.done <- also // covered by r's hold, which ends below
 		}
+		q.completeAsync(r)
 	}
 }
 
@@ -227,11 +252,9 @@ func (q *Queue) complete(r *Request) {
 // of its requests, so the transport may free their buffers.
 func (q *Queue) Close() {
 	q.stopConnectDeadline()
-	if q.fuseFirst != nil {
-		// A fused first command whose second never came.
-		q.fuseFirst = nil
-		q.unhold()
-	}
+	// A fused first command whose second never came is the transport's
+	// to take back, like any command that did not run.
+	q.fuseFirst = nil
 	var stats []nsStat
 	if q.ctrl != nil {
 		stats = q.retireStats()
@@ -249,13 +272,39 @@ func (q *Queue) Close() {
 		q.auth.reset()
 	}
 	q.closeRing()
-	for q.outstanding.Load() > 0 {
-		<-q.drained
-	}
+	q.waitHolds()
 	q.closeAsync()
 	unregisterStats(stats)
 	if q.jobs != nil {
 		close(q.jobs)
+	}
+}
+
+// waitHolds waits until no other goroutine holds a request, taking the
+// ones they hand back meanwhile so that none of them blocks on a full
+// handoff. Those requests are not completed: the queue is going away.
+func (q *Queue) waitHolds() {
+	for q.outstanding.Load() > 0 {
+		select {
+		case <-q.drained:
+		case r := <-q.done:
+			q.dropDone(r)
+		}
+	}
+	for {
+		select {
+		case r := <-q.done:
+			q.dropDone(r)
+		default:
+			return
+		}
+	}
+}
+
+// dropDone lets go of a request handed back at close without completing it.
+func (q *Queue) dropDone(r *Request) {
+	if r.asyncSlot != 0 {
+		q.async.release(r)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
 	"github.com/nvmeof-tgt/nvmeof-tgt/backend/uring"
@@ -295,16 +296,26 @@ func (q *Queue) releaseSlot(tag uint32) {
 
 // closeRing waits for every operation in the kernel, so that the
 // transport may free their buffers, and closes the ring. Their requests
-// are not completed: the queue is going away.
+// are not completed: the queue is going away. If handing entries to the
+// kernel fails, those it did not take are dropped (they never run), but
+// the ones it took still write into their buffers: closeRing waits for
+// them all the same.
 func (q *Queue) closeRing() {
 	qr := q.ring
 	if qr == nil {
 		return
 	}
+	failed := false
 	for len(qr.free) < len(qr.slots) {
-		if err := qr.ring.SubmitAndWait(); err != nil {
-			q.log.WithError(err).Error("waiting for io_uring operations at close failed")
-			break
+		if err := ringSubmitAndWait(qr.ring); err != nil {
+			if !failed {
+				q.log.WithError(err).Error("io_uring failed at close; waiting for the operations it holds before their buffers go")
+				failed = true
+			}
+			qr.ring.Unqueue(func(tag uint64) { q.dropSlot(uint32(tag)) })
+			if len(qr.free) < len(qr.slots) {
+				time.Sleep(ringRetry) // a failing wait must not spin
+			}
 		}
 		for {
 			tag, _, ok := qr.ring.Peek()
@@ -315,20 +326,15 @@ func (q *Queue) closeRing() {
 			q.dropSlot(uint32(tag))
 		}
 	}
-	q.releaseStuck()
 	qr.close()
 	q.ring = nil
 }
 
-// releaseStuck lets go of requests whose completions will never be read,
-// after the ring failed, so that Close does not wait for them forever.
-func (q *Queue) releaseStuck() {
-	for tag := range q.ring.slots {
-		if q.ring.slots[tag].r != nil {
-			q.dropSlot(uint32(tag))
-		}
-	}
-}
+// ringSubmitAndWait is the ring's SubmitAndWait; tests make it fail.
+var ringSubmitAndWait = (*uring.Ring).SubmitAndWait
+
+// ringRetry is how long closeRing backs off after a failed wait.
+const ringRetry = 10 * time.Millisecond
 
 // dropSlot releases slot tag and its request's namespace claim without
 // completing it, at close.

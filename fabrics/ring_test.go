@@ -258,3 +258,73 @@ func TestRingShortReadZeroesTheRest(t *testing.T) {
 		t.Fatal("a read across the end of the file is not the data, then zeros")
 	}
 }
+
+// ringWithPipeRead is a queue whose ring holds one read in the kernel (on
+// an empty pipe, so it stays there until the test writes) and one entry
+// queued but not handed over; w is the pipe's write end and buf the
+// read's buffer.
+func ringWithPipeRead(t *testing.T) (q *Queue, w *os.File, buf []byte) {
+	t.Helper()
+	if err := uring.Probe(); err != nil {
+		t.Fatalf("io_uring is needed for this test: %v", err)
+	}
+	tg, p, _ := testTarget(t)
+	q = NewQueue(tg, p, 1, 4, stubTransport{})
+	qr, err := newQueueRing(4, q.tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.ring = qr
+	rd, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rd.Close(); w.Close() })
+	buf = make([]byte, 8)
+	take := func() uint32 {
+		tag := qr.free[len(qr.free)-1]
+		qr.free = qr.free[:len(qr.free)-1]
+		cmd := newCmd(nvme.IORead)
+		qr.slots[tag] = ringSlot{r: &Request{Cmd: cmd}}
+		q.hold()
+		return tag
+	}
+	if !qr.ring.PrepRead(int(rd.Fd()), buf, -1, uint64(take())) {
+		t.Fatal("no room on the ring")
+	}
+	if err := qr.ring.Submit(); err != nil || qr.ring.Unsubmitted() != 0 {
+		t.Fatalf("submit: %v, %d left", err, qr.ring.Unsubmitted())
+	}
+	if !qr.ring.PrepRead(int(rd.Fd()), make([]byte, 8), -1, uint64(take())) {
+		t.Fatal("no room on the ring")
+	}
+	return q, w, buf
+}
+
+// If handing entries to the kernel fails at close, the entry the kernel
+// never took is dropped, but the read it holds still writes into its
+// buffer: closeRing waits for it before the buffers may go.
+func TestCloseRingWaitsForTheKernelAfterAFailure(t *testing.T) {
+	q, w, buf := ringWithPipeRead(t)
+	calls := 0
+	inKernel := -1
+	ringSubmitAndWait = func(r *uring.Ring) error {
+		calls++
+		if calls == 1 {
+			return errors.New("submission failed (test)")
+		}
+		if inKernel < 0 {
+			inKernel = len(q.ring.slots) - len(q.ring.free)
+			w.Write([]byte("complete")) // the read in the kernel finishes now
+		}
+		return r.SubmitAndWait()
+	}
+	t.Cleanup(func() { ringSubmitAndWait = (*uring.Ring).SubmitAndWait })
+	q.closeRing()
+	if inKernel != 1 {
+		t.Fatalf("after the failure closeRing waited with %d requests held, want the 1 the kernel holds", inKernel)
+	}
+	if string(buf) != "complete" || q.outstanding.Load() != 0 {
+		t.Fatalf("read %q, %d held; want the read done before close", buf, q.outstanding.Load())
+	}
+}

@@ -23,3 +23,11 @@ type QueueTransport interface {
 type EventFDer interface {
 	EventFD() int
 }
+
+// RequestCounter is implemented by transports that admit more commands
+// than the queue's depth (a response may still be in flight when the
+// host's next command lands): Requests is how many a queue pair may have
+// at once, so that fabrics has room for all of them.
+type RequestCounter interface {
+	Requests() int
+}

@@ -50,7 +50,7 @@ func (qp *QueuePair) takeMemory(sz queueSizes) error {
 // request free.
 func (qp *QueuePair) carve(sz queueSizes) {
 	rsp := qp.ctl.block(qp.rspUnit, uint32(unitSize<<qp.rspOrder))
-	qp.cache = newQPCache()
+	qp.cache = qp.pool.newCache()
 	qp.granted = make(chan grant, sz.nreq)
 	qp.reqs = make([]request, sz.nreq)
 	qp.freeReqs = make([]int32, 0, sz.nreq)
@@ -58,7 +58,8 @@ func (qp *QueuePair) carve(sz queueSizes) {
 		r := &qp.reqs[i]
 		r.Rsp = nvme.Completion(slot(rsp, i*nvme.CompletionSize, nvme.CompletionSize))
 		r.Tag = i
-		r.recv, r.data = -1, -1
+		r.Cmd = nvme.Command(r.cmd[:])
+		r.recv, r.data, r.spare, r.pairWait = -1, -1, -1, -1
 		qp.freeReqs = append(qp.freeReqs, int32(sz.nreq-1-i))
 	}
 	qp.inState = [numStates]int32{stateFree: int32(sz.nreq)}

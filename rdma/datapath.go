@@ -54,7 +54,7 @@ func (qp *QueuePair) completionFailed(wc *C.struct_nt_wc) {
 	// The queue pair is in the error state: the request's chain is over.
 	switch id := uint64(wc.wr_id); id & kindMask {
 	case kindRead, kindSend:
-		qp.settle(&qp.reqs[id&^kindMask])
+		qp.settle(&qp.reqs[id&^kindMask], id&kindMask)
 	case kindRecv:
 		qp.returnRecv(int32(id &^ kindMask))
 	}
@@ -89,7 +89,7 @@ func (qp *QueuePair) onRecv(ri int32, n int) {
 	}
 	r := &qp.reqs[qp.freeReqs[len(qp.freeReqs)-1]]
 	qp.freeReqs = qp.freeReqs[:len(qp.freeReqs)-1]
-	r.data, r.invalidate, r.ndesc = -1, false, 0
+	r.data, r.invalidate, r.ndesc, r.pairWait = -1, false, 0, -1
 	// The command is copied out, so a capsule without in-capsule data
 	// gives its receive buffer back at once: a command that waits long
 	// (an Asynchronous Event Request) holds no receive buffer.
@@ -101,11 +101,15 @@ func (qp *QueuePair) onRecv(ri int32, n int) {
 	} else {
 		r.recv, r.inline = ri, qp.rq.inline[ri][:n-nvme.CommandSize]
 	}
-	qp.move(r, stateExecuting)
-	if !qp.fq.Prepare(&r.Request) {
-		return // completed with an error already
+	if !qp.move(r, stateExecuting) {
+		qp.freeReqs = append(qp.freeReqs, int32(r.Tag))
+		qp.returnRecv(ri)
+		return
 	}
-	qp.mapData(r)
+	if qp.fq.Prepare(&r.Request) { // else completed with an error already
+		qp.mapData(r)
+	}
+	qp.endPair(r)
 }
 
 // returnRecv gives back a receive buffer no command uses: to the shared
@@ -151,7 +155,8 @@ func (qp *QueuePair) mapData(r *request) {
 		// invalidates the key itself.
 		r.invalidate = qp.sendInv && n == 1 && r.descs[0].Invalidate
 		r.order = orderFor(r.Len)
-		if !qp.takeBlock(r) {
+		got, waits := qp.pairBlock(r)
+		if !got && (waits || !qp.takeBlock(r)) {
 			qp.move(r, stateNeedBuffer)
 			return
 		}
@@ -185,8 +190,8 @@ func (qp *QueuePair) startTransfer(r *request) {
 		qp.postReads(r, c)
 		return
 	}
-	if r.state != stateExecuting {
-		qp.move(r, stateExecuting) // it waited for the buffer
+	if r.state != stateExecuting && !qp.move(r, stateExecuting) { // it waited for the buffer
+		return
 	}
 	if qp.qid == 0 || r.Cmd.Opcode() != nvme.IORead {
 		// Pool blocks carry whatever their last transfer left, another
@@ -201,8 +206,11 @@ func (qp *QueuePair) startTransfer(r *request) {
 // postReads posts the RDMA READs of r, holding credits c. RC completes
 // them in order, so only the last is signaled.
 func (qp *QueuePair) postReads(r *request, c charge) {
+	if !qp.move(r, stateReading) {
+		qp.budget.retire(c)
+		return
+	}
 	r.held = c
-	qp.move(r, stateReading)
 	qp.postTransfers(r, C.NT_READ, true)
 }
 
@@ -237,9 +245,11 @@ func (qp *QueuePair) onReadDone(r *request) {
 		qp.release(r)
 		return
 	}
+	if !qp.move(r, stateExecuting) {
+		return
+	}
 	qp.budget.retire(r.held)
 	r.held = charge{}
-	qp.move(r, stateExecuting)
 	qp.fq.Execute(&r.Request)
 	qp.resume()
 }
@@ -270,20 +280,31 @@ func kindName(kind uint64) string {
 
 // Complete implements fabrics.QueueTransport: the capsule's receive buffer
 // goes back to the host, then the data (for reads) and the response go out
-// in one chain once the send queue has room for it.
+// in one chain once the send queue has room for it. Only a command
+// fabrics holds can complete: one whose RDMA READs are still writing into
+// its buffer (or that is anywhere else) is refused, and stays for its own
+// completion.
 func (qp *QueuePair) Complete(fr *fabrics.Request) {
 	r := &qp.reqs[fr.Tag]
+	if r.state != stateExecuting {
+		qp.invalidTransition(r, r.state, stateSending)
+		return
+	}
 	if r.recv >= 0 {
 		qp.postRecv(r.recv)
 		r.recv = -1
 	}
 	c, ok := qp.budget.trySend(int32(r.Tag), qp.responseWrites(r))
 	if !ok {
-		qp.move(r, stateSendWait)
+		qp.move(r, stateSendWait) // from executing: always valid
 		return
 	}
 	qp.postResponse(r, c)
 }
+
+// Requests implements fabrics.RequestCounter: the queue pair admits
+// twice its depth of commands.
+func (qp *QueuePair) Requests() int { return len(qp.reqs) }
 
 // responseWrites is how many RDMA WRITEs go before r's response.
 func (qp *QueuePair) responseWrites(r *request) int {
@@ -295,6 +316,10 @@ func (qp *QueuePair) responseWrites(r *request) int {
 
 // postResponse posts r's data (for reads) and response, holding credits c.
 func (qp *QueuePair) postResponse(r *request, c charge) {
+	if !qp.move(r, stateSending) {
+		qp.budget.retire(c)
+		return
+	}
 	r.held = c
 	if qp.responseWrites(r) > 0 {
 		qp.postTransfers(r, C.NT_WRITE, false)
@@ -305,7 +330,6 @@ func (qp *QueuePair) postResponse(r *request, c charge) {
 	if r.invalidate {
 		w.op, w.inv_rkey = C.NT_SEND_INV, C.uint32_t(r.descs[0].Key)
 	}
-	qp.move(r, stateSending)
 }
 
 func (qp *QueuePair) onSendDone(r *request) {
@@ -393,7 +417,9 @@ func (qp *QueuePair) dropPosts(n int) int {
 		if w.signaled == 0 {
 			continue
 		}
-		if r := &qp.reqs[id&^kindMask]; r.onWire() {
+		// Only the chain r is on the wire with: a stray work request of
+		// another kind must not free a buffer the device still fills.
+		if r := &qp.reqs[id&^kindMask]; r.posted(id & kindMask) {
 			qp.release(r)
 		}
 	}

@@ -7,8 +7,9 @@
 // follows the data in flight rather than the number of queues
 // (bufferpool.go, pool.go). When a port first listens on a device, the
 // device registers a data-buffer pool (buddy blocks of 4 KiB to 1 MiB,
-// first come first served across its queue pairs, with a small cache per
-// queue pair), the response capsules, and a shared receive queue per
+// a region kept for small transfers, one line of waiters per block size
+// across its queue pairs, a small cache per queue pair), the response
+// capsules, and a shared receive queue per
 // in-capsule size (recvring.go). Connecting a queue pair registers
 // nothing; where the device has no SRQ, or it is turned off, a queue pair
 // gets its own receive ring. A command the pool cannot serve waits in

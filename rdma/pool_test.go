@@ -3,6 +3,10 @@ package rdma
 import (
 	"math/rand"
 	"testing"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
 // Random allocations and frees never hand out overlapping blocks, and
@@ -74,27 +78,21 @@ func TestOrderFor(t *testing.T) {
 	}
 }
 
-// A block freed on one queue pair goes to the oldest request waiting on
-// any queue pair of the device, not to a newer one, nor to the freeing
-// queue pair's cache.
+// A block freed on one queue pair goes to the oldest request of its size
+// waiting on any queue pair of the device, not to a newer one, nor to the
+// freeing queue pair's cache.
 func TestPoolServesWaitersInOrderAcrossQueuePairs(t *testing.T) {
 	a := stubQueuePair(t, stubSizes)
 	b := stubQueuePair(t, stubSizes)
-	b.pool = a.pool // one device
-	ra := a.takeForTest()
-	ra.order = maxOrder
+	sharedPool(a, b)
+	ra := need(a, maxOrder)
 	if !a.takeBlock(ra) {
 		t.Fatal("no block from an empty pool")
 	}
-	first := b.takeForTest()
-	first.order = maxOrder
-	second := a.takeForTest()
-	second.order = 0
-	if b.takeBlock(first) || a.takeBlock(second) {
-		t.Fatal("a block out of a dry pool")
-	}
-	b.move(first, stateNeedBuffer)
-	a.move(second, stateNeedBuffer)
+	first := need(b, maxOrder)
+	second := need(a, maxOrder)
+	waitFor(t, b, first)
+	waitFor(t, a, second)
 	if got := a.pool.waits.Load(); got != 2 {
 		t.Fatalf("%d waits counted, want 2", got)
 	}
@@ -111,6 +109,45 @@ func TestPoolServesWaitersInOrderAcrossQueuePairs(t *testing.T) {
 	b.giveBlock(g.unit, maxOrder)
 	if len(a.granted) != 1 {
 		t.Fatal("the second waiter got nothing once the block came back")
+	}
+}
+
+// A small request waiting behind a large one gets the first block that
+// fits it, until the large one has waited maxBypass: from then on it goes
+// first, and newer requests of any size wait until it is served.
+func TestPoolSmallOvertakeLargeUntilItAges(t *testing.T) {
+	a := stubQueuePair(t, stubSizes)
+	b := stubQueuePair(t, stubSizes)
+	sharedPool(a, b)
+	var now time.Duration
+	a.pool.now = func() time.Duration { return now }
+	holder := need(a, maxOrder)
+	if !a.takeBlock(holder) {
+		t.Fatal("no block from an empty pool")
+	}
+	large := need(b, maxOrder)
+	waitFor(t, b, large)
+	now = a.pool.maxBypass / 2
+	small := need(a, 0)
+	waitFor(t, a, small)
+	a.giveBlock(holder.data, maxOrder)
+	if len(a.granted) != 1 || len(b.granted) != 0 {
+		t.Fatalf("grants: small %d, large %d; want the small request through first", len(a.granted), len(b.granted))
+	}
+	g := <-a.granted
+	a.held++
+	now = a.pool.maxBypass
+	later := need(a, 0)
+	waitFor(t, a, later) // the large one waited long enough: nobody overtakes it now
+	a.giveBlock(g.unit, 0)
+	if len(b.granted) != 1 || len(a.granted) != 0 {
+		t.Fatalf("grants: large %d, later small %d; want the aged large request first", len(b.granted), len(a.granted))
+	}
+	g = <-b.granted
+	b.held++
+	b.giveBlock(g.unit, maxOrder)
+	if len(a.granted) != 1 {
+		t.Fatal("the later small request got nothing once the large one was done")
 	}
 }
 
@@ -145,5 +182,148 @@ func BenchmarkTakeGiveBlock(b *testing.B) {
 	for b.Loop() {
 		qp.takeBlock(r)
 		qp.giveBlock(r.data, r.order)
+	}
+}
+
+// sharedPool makes b use a's pool, as two queue pairs of one device, with
+// a clock that stands still: nobody's wait ages.
+func sharedPool(a, b *QueuePair) {
+	b.pool = a.pool
+	a.pool.now = func() time.Duration { return 0 }
+}
+
+// need is a request of qp for a block of order o.
+func need(qp *QueuePair, o int8) *request {
+	r := qp.takeForTest()
+	r.order = o
+	return r
+}
+
+// waitFor takes a block for r, which must find none and wait.
+func waitFor(t *testing.T, qp *QueuePair, r *request) {
+	t.Helper()
+	if qp.takeBlock(r) {
+		t.Fatalf("tag %d got a block out of a dry pool", r.Tag)
+	}
+	qp.move(r, stateNeedBuffer)
+}
+
+// A queue pair that starts stopping leaves the pool at once, before its
+// teardown (which waits for the backend) forgets it: the blocks granted to
+// it and not yet taken go to the waiters of live queue pairs.
+func TestStoppingQueuePairLeavesThePool(t *testing.T) {
+	a := stubQueuePair(t, stubSizes)
+	b := stubQueuePair(t, stubSizes)
+	sharedPool(a, b)
+	holder := need(a, maxOrder)
+	if !a.takeBlock(holder) {
+		t.Fatal("no block from an empty pool")
+	}
+	waitFor(t, b, need(b, 0))
+	waitFor(t, b, need(b, 0))
+	live := need(a, maxOrder)
+	waitFor(t, a, live)
+	a.giveBlock(holder.data, maxOrder)
+	holder.data = -1
+	if len(b.granted) != 2 || len(a.granted) != 0 {
+		t.Fatalf("grants: b %d, a %d; want b's two older requests served", len(b.granted), len(a.granted))
+	}
+	b.Disconnect() // its poller is busy elsewhere: the grants stay unread
+	if len(b.granted) != 0 || len(a.granted) != 1 || a.pool.nwait.Load() != 0 {
+		t.Fatalf("after b stops: grants b %d, a %d, %d waiting; want its blocks passed to a's request",
+			len(b.granted), len(a.granted), a.pool.nwait.Load())
+	}
+	if g := <-a.granted; g.tag != int32(live.Tag) {
+		t.Fatalf("granted to tag %d, want %d", g.tag, live.Tag)
+	}
+}
+
+// fusedRequest is a fused command's request of qp (nvme.FuseFirst or
+// FuseSecond), a write of a block of order o.
+func fusedRequest(qp *QueuePair, fuse uint8, o int8) *request {
+	r := need(qp, o)
+	r.Cmd.SetFlags(r.Cmd.Flags()&^nvme.FlagsFuseMask | fuse)
+	r.Dir, r.Len, r.ndesc = fabrics.DirHostToCtrl, unitSize<<o, 1
+	r.descs[0] = fabrics.Keyed{Addr: 4096, Len: r.Len, Key: 7}
+	return r
+}
+
+// A fused pair takes its two blocks at once: with the pool dry but for
+// them, another queue pair's request cannot take the second's block from
+// under the pair (whose first cannot complete until its second runs), and
+// the second gets it without waiting.
+func TestFusedPairTakesBothBlocks(t *testing.T) {
+	a := stubQueuePair(t, stubSizes)
+	b := stubQueuePair(t, stubSizes)
+	sharedPool(a, b)
+	if big := need(b, maxOrder-1); !b.takeBlock(big) { // half the pool
+		t.Fatal("no block from an empty pool")
+	}
+	first := fusedRequest(a, nvme.FuseFirst, maxOrder-2)
+	if !a.takeBlock(first) {
+		t.Fatal("the first command got no block")
+	}
+	waitFor(t, b, need(b, maxOrder-2))
+	second := fusedRequest(a, nvme.FuseSecond, maxOrder-2)
+	if got, waits := a.pairBlock(second); !got || waits || second.data < 0 {
+		t.Fatalf("second: got %v, waits %v, block %d; want its first's second block", got, waits, second.data)
+	}
+	if a.held != 2 {
+		t.Fatalf("queue pair holds %d blocks, want 2", a.held)
+	}
+}
+
+// A pair that finds the pool dry waits for both blocks as one request; its
+// second waits with it, and the grant starts both.
+func TestFusedPairWaitsAsOne(t *testing.T) {
+	a := stubQueuePair(t, stubSizes)
+	b := stubQueuePair(t, stubSizes)
+	sharedPool(a, b)
+	big := need(b, maxOrder)
+	if !b.takeBlock(big) {
+		t.Fatal("no block from an empty pool")
+	}
+	first := fusedRequest(a, nvme.FuseFirst, maxOrder-1)
+	waitFor(t, a, first)
+	second := fusedRequest(a, nvme.FuseSecond, maxOrder-1)
+	if got, waits := a.pairBlock(second); got || !waits {
+		t.Fatalf("second: got %v, waits %v; want it waiting with its first", got, waits)
+	}
+	a.move(second, stateNeedBuffer)
+	other := need(b, maxOrder-1)
+	waitFor(t, b, other)
+	b.giveBlock(big.data, maxOrder)
+	a.runGrants()
+	if first.data < 0 || second.data < 0 || first.state != stateReading || second.state != stateReadWait {
+		t.Fatalf("first %v block %d, second %v block %d; want both started", first.state, first.data, second.state, second.data)
+	}
+	if len(b.granted) != 0 {
+		t.Fatal("the other queue pair's request took half of the pair's megabyte")
+	}
+}
+
+// A pool of 4 MiB and more keeps a region for small transfers: large ones
+// cannot take it, and small ones still get blocks while a large one that
+// waited past maxBypass holds everyone else back.
+func TestPoolKeepsARegionForSmallTransfers(t *testing.T) {
+	a := stubQueuePair(t, simSizes)
+	a.pool = newDataPool(&memoryRegion{buf: make([]byte, minSplitPool)})
+	a.cache = a.pool.newCache()
+	var now time.Duration
+	a.pool.now = func() time.Duration { return now }
+	for i := range 3 {
+		if !a.takeBlock(need(a, maxOrder)) {
+			t.Fatalf("1 MiB block %d refused", i)
+		}
+	}
+	large := need(a, maxOrder)
+	waitFor(t, a, large)
+	now = a.pool.maxBypass // it now goes before everyone it can
+	small := need(a, 0)
+	if !a.takeBlock(small) {
+		t.Fatal("a 4 KiB transfer waits although the small region is free")
+	}
+	if small.data < a.pool.smallBase {
+		t.Fatalf("4 KiB block at unit %d, outside the small region (from %d)", small.data, a.pool.smallBase)
 	}
 }

@@ -370,6 +370,9 @@ func (qp *QueuePair) Disconnect() {
 		C.rdma_disconnect(qp.id)
 	}
 	qp.stopping.Store(true)
+	if qp.pool != nil {
+		qp.pool.stop(qp) // its waiters and grants go to live queue pairs now
+	}
 	qp.kick()
 }
 
@@ -384,6 +387,7 @@ func (qp *QueuePair) teardown() {
 		C.rdma_disconnect(qp.id)
 	}
 	qp.mu.Unlock()
+	qp.spill() // Close may wait long for the backend
 	qp.fq.Close()
 	qp.drain()
 	qp.l.target.ReleaseQueue()

@@ -100,6 +100,8 @@ type request struct {
 	recv       int32 // receive buffer holding the capsule, -1 once reposted
 	data       int32 // first unit of the data block (pool.go), -1 if none
 	order      int8  // the data block's order
+	spare      int32 // a fused first command's block for its second, -1 if none
+	pairWait   int32 // a fused first command's second, waiting for spare; -1 if none
 	inline     []byte
 	cmd        [64]byte // the command, copied out of its receive buffer
 	descs      [fabrics.MaxKeyedDescriptors]fabrics.Keyed
@@ -108,19 +110,23 @@ type request struct {
 	held       charge // send queue credits of the chain in flight
 }
 
-// move checks and makes r's transition to state to. An invalid one is a
-// bug: it is counted and logged, and the queue pair is disconnected (the
-// host reconnects) rather than trusted further; the move is still made,
-// so that teardown accounts for r where it now is.
-func (qp *QueuePair) move(r *request, to reqState) {
+// move checks and makes r's transition to state to, and reports whether
+// it did. An invalid one is a bug: it is counted and logged, the queue
+// pair is disconnected (the host reconnects) rather than trusted further,
+// and the move is refused: r stays where it is, holding what it holds, so
+// that teardown takes it back by the way it really goes (a request on the
+// wire only through its completion). Callers act on the new state only if
+// the move was made.
+func (qp *QueuePair) move(r *request, to reqState) bool {
 	from := r.state
-	ok := transitions[from].has(to) || (qp.stopping.Load() && teardownTransitions[from].has(to))
+	if !transitions[from].has(to) && !(qp.stopping.Load() && teardownTransitions[from].has(to)) {
+		qp.invalidTransition(r, from, to)
+		return false
+	}
 	qp.inState[from]--
 	qp.inState[to]++
 	r.state = to
-	if !ok {
-		qp.invalidTransition(r, from, to)
-	}
+	return true
 }
 
 func (qp *QueuePair) invalidTransition(r *request, from, to reqState) {
@@ -132,31 +138,42 @@ func (qp *QueuePair) invalidTransition(r *request, from, to reqState) {
 
 // release returns r, its data block (pool.go hands it to the oldest
 // request waiting for one, on any queue pair of the device) and, at
-// teardown, its receive buffer.
+// teardown, its receive buffer. A request that may not go free yet keeps
+// them all.
 func (qp *QueuePair) release(r *request) {
+	if !qp.move(r, stateFree) {
+		return
+	}
 	qp.budget.retire(r.held)
 	r.held = charge{}
 	if d := r.data; d >= 0 {
 		r.data = -1
 		qp.giveBlock(d, r.order)
 	}
+	qp.dropSpare(r)
 	if r.recv >= 0 {
 		qp.returnRecv(r.recv) // torn down before its response
 		r.recv = -1
 	}
 	r.Data, r.inline = nil, nil
-	qp.move(r, stateFree)
 	qp.freeReqs = append(qp.freeReqs, int32(r.Tag))
 }
 
 // onWire reports whether r's work requests are posted and not completed.
 func (r *request) onWire() bool { return r.state == stateReading || r.state == stateSending }
 
-// settle accounts for a failed completion of one of r's work requests:
-// the queue pair is in the error state, so the chain is over and r goes
-// back. Further flushed work requests of the same chain find r free.
-func (qp *QueuePair) settle(r *request) {
-	if r.onWire() {
+// posted reports whether r is on the wire with a chain of kind: its RDMA
+// READs (kindRead) or its response (kindSend). A work request of the other
+// kind is not r's chain, whatever r's state.
+func (r *request) posted(kind uint64) bool {
+	return kind == kindRead && r.state == stateReading || kind == kindSend && r.state == stateSending
+}
+
+// settle accounts for a failed completion of one of r's work requests, of
+// kind: the queue pair is in the error state, so the chain is over and r
+// goes back. Further flushed work requests of the same chain find r free.
+func (qp *QueuePair) settle(r *request, kind uint64) {
+	if r.posted(kind) {
 		qp.release(r)
 	}
 }

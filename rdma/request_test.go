@@ -77,8 +77,9 @@ func TestLivePathsAreValid(t *testing.T) {
 	}
 }
 
-// An invalid transition is counted and disconnects the queue pair; it
-// never panics. Teardown moves are invalid while the queue pair is live.
+// An invalid transition is counted and disconnects the queue pair, and
+// is refused: the request stays where it was. It never panics. Teardown
+// moves are invalid while the queue pair is live.
 func TestInvalidTransitionsAreCounted(t *testing.T) {
 	for _, c := range []struct{ from, to reqState }{
 		{stateFree, stateSending},
@@ -94,10 +95,13 @@ func TestInvalidTransitionsAreCounted(t *testing.T) {
 			qp.inState[stateFree]--
 			qp.inState[c.from]++
 			r.state = c.from
-			before := InvalidTransitions()
+			before, states := InvalidTransitions(), qp.inState
 			qp.move(r, c.to)
 			if InvalidTransitions()-before != 1 || !qp.stopping.Load() {
 				t.Fatalf("counted %d, stopping %v; want 1 and a disconnect", InvalidTransitions()-before, qp.stopping.Load())
+			}
+			if r.state != c.from || qp.inState != states {
+				t.Fatalf("request moved to %v (states %v); want it left %v", r.state, qp.inState, c.from)
 			}
 		})
 	}
@@ -159,9 +163,67 @@ func TestReleaseHandsBufferOnAndSettles(t *testing.T) {
 		t.Fatalf("after the send: a %v, b %v with buffer %d; want b reading the host's data", a.state, b.state, b.data)
 	}
 	qp.stopping.Store(true) // as completionFailed's Disconnect does
-	qp.settle(b)
-	qp.settle(b) // a second flushed work request of the same chain
+	qp.settle(b, kindRead)
+	qp.settle(b, kindRead) // a second flushed work request of the same chain
 	if b.state != stateFree || !qp.accounted() {
 		t.Fatalf("after a failed completion: b %v, accounted %v", b.state, qp.accounted())
+	}
+}
+
+// readingRequest is a write whose RDMA READ is posted: on the wire, its
+// buffer the device's until the READ completes.
+func readingRequest(t *testing.T, qp *QueuePair) *request {
+	t.Helper()
+	r := qp.takeForTest()
+	r.Dir, r.Len, r.ndesc, r.order = fabrics.DirHostToCtrl, 512, 1, 0
+	r.descs[0] = fabrics.Keyed{Addr: 4096, Len: 512, Key: 7}
+	if !qp.takeBlock(r) {
+		t.Fatal("no block from an empty pool")
+	}
+	qp.startTransfer(r)
+	if r.state != stateReading {
+		t.Fatalf("write in state %v, want reading", r.state)
+	}
+	qp.nwr = 0 // as if posted
+	return r
+}
+
+// Fabrics completing a command whose RDMA READ is still in flight is
+// refused: counted, the queue pair disconnected, and the request keeps its
+// state, buffer and read credit until the READ's own completion takes it
+// back, so that its buffer never goes to another request while the device
+// writes into it.
+func TestCompleteWhileReadingIsRefused(t *testing.T) {
+	qp := stubQueuePair(t, stubSizes)
+	r := readingRequest(t, qp)
+	held, data, before := r.held, r.data, InvalidTransitions()
+	qp.Complete(&r.Request)
+	if r.state != stateReading || r.held != held || r.data != data || qp.nwr != 0 {
+		t.Fatalf("after Complete: %v holding %+v, block %d, %d work requests batched; want it left reading",
+			r.state, r.held, r.data, qp.nwr)
+	}
+	if InvalidTransitions()-before != 1 || !qp.stopping.Load() {
+		t.Fatalf("counted %d, stopping %v; want 1 and a disconnect", InvalidTransitions()-before, qp.stopping.Load())
+	}
+	qp.onReadDone(r) // the READ completes (flushed or not) while draining
+	if r.state != stateFree || !qp.accounted() || qp.budget.reads != 0 || qp.budget.slots != 0 {
+		t.Fatalf("after the READ: %v, accounted %v, budget %d reads %d slots", r.state, qp.accounted(), qp.budget.reads, qp.budget.slots)
+	}
+}
+
+// A failed completion frees a request only if it ends the chain the
+// request is on the wire with: a stray SEND completion for a request
+// whose READ is in flight leaves it, and its buffer, to the READ.
+func TestSettleOnlyItsOwnChain(t *testing.T) {
+	qp := stubQueuePair(t, stubSizes)
+	r := readingRequest(t, qp)
+	qp.stopping.Store(true)
+	qp.settle(r, kindSend)
+	if r.state != stateReading || r.data < 0 {
+		t.Fatalf("a SEND's failure freed a reading request: %v, block %d", r.state, r.data)
+	}
+	qp.settle(r, kindRead)
+	if r.state != stateFree || !qp.accounted() {
+		t.Fatalf("the READ's failure left it %v, accounted %v", r.state, qp.accounted())
 	}
 }

@@ -188,6 +188,19 @@ func (r *Ring) PrepFdatasync(fd int, tag uint64) bool {
 // Unsubmitted is how many queued entries Submit has yet to hand over.
 func (r *Ring) Unsubmitted() uint32 { return r.sqeTail - r.sqHead.Load() }
 
+// Unqueue takes back the queued entries the kernel has not taken (after a
+// Submit failed), calling f with the tag of each, oldest first. They will
+// never run. Without SQPOLL the kernel reads the submission queue only in
+// Submit, so it cannot take them meanwhile.
+func (r *Ring) Unqueue(f func(tag uint64)) {
+	head := r.sqHead.Load()
+	for i := head; i != r.sqeTail; i++ {
+		f(r.sqes[i&r.sqMask].userData)
+	}
+	r.sqeTail = head
+	r.sqTail.Store(head)
+}
+
 // Submit hands every queued entry to the kernel in one system call. An
 // entry the kernel could not take yet (EAGAIN, EBUSY) stays queued for the
 // next Submit.

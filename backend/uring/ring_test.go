@@ -220,3 +220,28 @@ func BenchmarkReadSubmitComplete(b *testing.B) {
 		}
 	}
 }
+
+// Unqueue takes back what was queued and not submitted, in order, and
+// leaves what the kernel took alone.
+func TestUnqueue(t *testing.T) {
+	r := newRing(t, 8)
+	f := tempFile(t, 4096)
+	buf := make([]byte, 512)
+	r.PrepRead(int(f.Fd()), buf, 0, 1)
+	if err := r.Submit(); err != nil {
+		t.Fatal(err)
+	}
+	r.PrepRead(int(f.Fd()), buf, 0, 2)
+	r.PrepFdatasync(int(f.Fd()), 3)
+	var tags []uint64
+	r.Unqueue(func(tag uint64) { tags = append(tags, tag) })
+	if len(tags) != 2 || tags[0] != 2 || tags[1] != 3 || r.Unsubmitted() != 0 {
+		t.Fatalf("unqueued %v, %d left; want [2 3] and none", tags, r.Unsubmitted())
+	}
+	if tag, res := wait(t, r); tag != 1 || res != 512 {
+		t.Fatalf("completion tag %d res %d, want the submitted read", tag, res)
+	}
+	if err := r.Submit(); err != nil || r.Ready() {
+		t.Fatalf("after Unqueue a Submit ran something: %v, ready %v", err, r.Ready())
+	}
+}
