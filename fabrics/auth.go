@@ -126,8 +126,10 @@ const (
 // SetHostKeys replaces the hosts' secrets, by host NQN. Connected
 // controllers go on with the secrets they authenticated with; the new ones
 // apply to new connections and to the next re-authentication of an admin
-// queue. The subsystem owns the secrets passed from then on and clears
-// them when they are replaced.
+// queue. A controller of a host that now has a secret but connected
+// without one is ended: it never proved it holds the secret. The
+// subsystem owns the secrets passed from then on and clears them when
+// they are replaced.
 func (s *Subsystem) SetHostKeys(keys map[string]HostKeys) {
 	s.mu.Lock()
 	old := s.keys
@@ -135,6 +137,71 @@ func (s *Subsystem) SetHostKeys(keys map[string]HostKeys) {
 	s.mu.Unlock()
 	for _, k := range old {
 		k.clear()
+	}
+	s.endUnauthenticated()
+}
+
+// Access is who may connect to a subsystem, with their secrets, applied
+// in one step by SetAccess.
+type Access struct {
+	AllowAnyHost bool
+	Hosts        []string
+	Keys         map[string]HostKeys
+	// Refused are hosts refused whatever the allow-list says: their
+	// secret could not be read, so letting them in would let them in
+	// without one.
+	Refused []string
+}
+
+// SetAccess replaces the allow-list, the hosts' secrets and the refused
+// hosts under one lock, so that no Connect sees a host allowed before its
+// secret is in place. Controllers that the new access would refuse, or
+// whose host now has a secret they never authenticated with, are ended.
+func (s *Subsystem) SetAccess(a Access) {
+	s.mu.Lock()
+	old := s.keys
+	s.keys = maps.Clone(a.Keys)
+	s.refused = make(map[string]bool, len(a.Refused))
+	for _, h := range a.Refused {
+		s.refused[h] = true
+	}
+	s.AllowAnyHost = a.AllowAnyHost
+	s.hosts = make(map[string]bool, len(a.Hosts))
+	for _, h := range a.Hosts {
+		s.hosts[h] = true
+	}
+	s.mu.Unlock()
+	for _, k := range old {
+		k.clear()
+	}
+	for _, c := range s.Controllers() {
+		if !s.HostAllowed(c.HostNQN) {
+			c.fatal("host no longer allowed")
+		}
+	}
+	s.endUnauthenticated()
+	s.changedDiscovery()
+}
+
+// HostRefused reports whether hostNQN is refused because its secret could
+// not be read.
+func (s *Subsystem) HostRefused(hostNQN string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused[hostNQN]
+}
+
+// endUnauthenticated ends the controllers that connected without a
+// secret their host now has.
+func (s *Subsystem) endUnauthenticated() {
+	for _, c := range s.Controllers() {
+		c.mu.Lock()
+		keyless := c.auth.keys.Host == nil
+		c.mu.Unlock()
+		if keyless && s.AuthRequired(c.HostNQN) {
+			c.log.Warn("the host now has a dhchap_key but this controller connected without one; removing the controller")
+			c.fatal("host must authenticate")
+		}
 	}
 }
 

@@ -82,6 +82,13 @@ func execConnect(q *Queue, r *Request) bool {
 		r.status &^= nvme.DNR
 		return true
 	}
+	if s.HostRefused(d.HostNQN) {
+		s.Stats.Refused.Refuse("host_key_unreadable", q.port.ID)
+		log.Warn("connect rejected: the host's dhchap_key could not be read; fix the key file and reload")
+		r.status = nvme.StatusConnectInvalidHost | nvme.DNR
+		r.result = uint64(nvme.ConnectInvalidParam(nvme.ConnectDataHostNQN, true))
+		return true
+	}
 	if !s.HostAllowed(d.HostNQN) {
 		s.Stats.Refused.Refuse("host_not_allowed", q.port.ID)
 		log.Warn("connect rejected: host not allowed; add it to the subsystem's hosts or set allow_any_host")
