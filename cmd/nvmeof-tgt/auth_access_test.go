@@ -114,3 +114,23 @@ func writeConfig(t *testing.T, dir, extra string, anyHost bool) string {
 	}
 	return path
 }
+
+// ctl takes a secret from standard input with "-", so it never appears in
+// the process list.
+func TestCtlKeyFromStdin(t *testing.T) {
+	_, _, d := startBase(t)
+	orig := ctlStdin
+	t.Cleanup(func() { ctlStdin = orig })
+	ctlStdin = strings.NewReader(key1 + "\n")
+	if err := control(d, "", []string{"add", "host", nqnB, hostX, "-dhchap-key", "-"}, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if !d.target.Subsystem(nqnB).HasHostKeys(hostX, fabrics.HostKeys{Host: mustSecret(t, key1)}) {
+		t.Fatal("the secret read from standard input did not reach the target")
+	}
+	ctlStdin = strings.NewReader("")
+	if err := control(d, "", []string{"set", "host", nqnB, hostX, "-dhchap-key", "-"}, io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "no secret on standard input") {
+		t.Fatalf("empty standard input: %v", err)
+	}
+}
