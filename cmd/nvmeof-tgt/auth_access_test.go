@@ -12,6 +12,7 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/dhchap"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+	"golang.org/x/sys/unix"
 )
 
 // connectAs sends an admin Connect for hostNQN over the loop transport
@@ -132,5 +133,22 @@ func TestCtlKeyFromStdin(t *testing.T) {
 	if err := control(d, "", []string{"set", "host", nqnB, hostX, "-dhchap-key", "-"}, io.Discard); err == nil ||
 		!strings.Contains(err.Error(), "no secret on standard input") {
 		t.Fatalf("empty standard input: %v", err)
+	}
+}
+
+// The daemon (and ctl, which may read a secret from standard input) makes
+// itself non-dumpable with no core size before it reads any secret.
+func TestNoCoreDumps(t *testing.T) {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{Cur: 1 << 20, Max: 1 << 20})
+	run([]string{"-version"}, io.Discard, io.Discard)
+	if v, err := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0); err != nil || v != 0 {
+		t.Fatalf("dumpable %d (%v) after run", v, err)
+	}
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_CORE, &lim); err != nil || lim.Cur != 0 {
+		t.Fatalf("core size limit %d (%v) after run", lim.Cur, err)
 	}
 }

@@ -90,6 +90,11 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	// Before any secret is read: the configuration's, or ctl's from
+	// standard input.
+	if err := noCoreDumps(); err != nil {
+		fmt.Fprintf(stderr, "warning: secrets may end up in core dumps: %v\n", err)
+	}
 	if len(args) > 0 && args[0] == "ctl" {
 		return runCtl(args[1:], stdout, stderr)
 	}
