@@ -109,14 +109,18 @@ const (
 	// authFailureGrace is how long the queues of a controller whose
 	// authentication failed stay up, so the host reads AUTH_Failure1.
 	authFailureGrace = time.Second
-	// authTimeoutNoKATO bounds each authentication step of an admin
-	// queue when the host asked for no keep alive, as the Linux target's
-	// transaction expiry.
-	authTimeoutNoKATO = 120 * time.Second
 	// authStepMin is the least time a host gets for a step, whatever its
 	// KATO: the Linux host's first use of a DH group tests the algorithm
 	// first, which took 5-6 s for ffdhe8192 in an emulated guest.
 	authStepMin = 15 * time.Second
+	// authStepMax is the most, whatever its KATO (up to 49 days) and
+	// when it asked for no keep alive: an unauthenticated controller
+	// holds a controller ID and a place in max_controllers.
+	authStepMax = 30 * time.Second
+	// authTotalMax bounds the whole authentication of an admin queue,
+	// however many messages the host sends: several times the slowest
+	// exchange of the Linux host (ffdhe8192, a few seconds).
+	authTotalMax = 60 * time.Second
 	// maxAuthTransfer bounds Authentication Send/Receive data: the
 	// largest message (a Reply with an 8192-bit DH value) is 1168 bytes,
 	// and hosts receive into 4 KiB.
@@ -682,24 +686,38 @@ func (c *Controller) isDead() bool {
 }
 
 // armAuthDeadline bounds how long the admin queue may take to
-// authenticate. As on the Linux target and SPDK, the limit is per step:
-// each authentication message on the admin queue gives the host another
-// KATO (at least authStepMin; authTimeoutNoKATO without keep alive), so a
-// host slow at its DH arithmetic still gets in. A step that outlasts it
-// makes the host's next message fail with AUTH_Failure1, so its connect
-// ends at once (the Linux host, still connecting, would otherwise retry
-// its command on each timeout for minutes); a host that sends nothing for
-// another step goes. Keep alive starts once the admin queue has
-// authenticated: until then the host cannot send one.
+// authenticate. As on the Linux target and SPDK, there is a limit per
+// step: each authentication message on the admin queue gives the host
+// another KATO, within authStepMin..authStepMax (authStepMax without keep
+// alive), so a host slow at its DH arithmetic still gets in. A step that
+// outlasts it makes the host's next message fail with AUTH_Failure1, so
+// its connect ends at once (the Linux host, still connecting, would
+// otherwise retry its command on each timeout for minutes); a host that
+// sends nothing for another step goes. Unlike theirs, the whole
+// authentication is bounded too (authTotalMax), so that messages sent in
+// a loop do not hold the controller for ever. Keep alive starts once the
+// admin queue has authenticated: until then the host cannot send one.
 func (c *Controller) armAuthDeadline(katoMS uint32) {
-	d := authTimeoutNoKATO
+	d := authStepMax
 	if katoMS != 0 {
-		d = max(time.Duration(katoMS)*time.Millisecond+keepAliveSlack, authStepMin)
+		d = min(max(time.Duration(katoMS)*time.Millisecond+keepAliveSlack, authStepMin), authStepMax)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.authStep = d
 	c.rearmAuthDeadline()
+	c.authTotal = c.Subsystem.target.clock.AfterFunc(authTotalMax, c.authTotalExpired)
+}
+
+// authTotalExpired removes a controller whose host has not authenticated
+// within authTotalMax of its Connect.
+func (c *Controller) authTotalExpired() {
+	if c.authenticated.Load() || c.isDead() {
+		return
+	}
+	c.countAuthFailure("timeout")
+	c.log.WithField("limit", authTotalMax.String()).Warn("the host did not authenticate in time; removing the controller")
+	c.fatal("authentication timeout")
 }
 
 // authProgress restarts the admin queue's authentication deadline, unless

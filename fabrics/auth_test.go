@@ -656,8 +656,8 @@ func TestAuthKeepAliveAfterAuthentication(t *testing.T) {
 func TestAuthDeadlinePerStep(t *testing.T) {
 	key := newTestSecret(t, 1, 32)
 	at := newAuthTarget(t, key, nil, AuthPolicy{})
-	h := at.connectAuth(t, 20000) // KATO 20 s: 21 s per step
-	step := 21 * time.Second
+	h := at.connectAuth(t, 12000) // KATO 12 s: 13 s, raised to authStepMin, per step
+	step := authStepMin
 	at.clock.Advance(step - time.Second)
 	neg := nvme.AuthNegotiateMsg{TID: 1, NAPD: 1, AuthID: 1, Hashes: []uint8{1}, DHGroups: []uint8{1}}
 	if st := h.authSend(h.admin, neg.Encode()); st != 0 {
@@ -702,16 +702,16 @@ func TestAuthDeadlinePerStep(t *testing.T) {
 func TestAuthDeadlineSilentHost(t *testing.T) {
 	key := newTestSecret(t, 1, 32)
 	at := newAuthTarget(t, key, nil, AuthPolicy{})
-	h := at.connectAuth(t, 0) // no keep alive: 120 s per step
+	h := at.connectAuth(t, 0) // no keep alive: authStepMax per step
 	neg := nvme.AuthNegotiateMsg{TID: 1, NAPD: 1, AuthID: 1, Hashes: []uint8{1}, DHGroups: []uint8{0}}
 	if st := h.authSend(h.admin, neg.Encode()); st != 0 {
 		t.Fatal(st)
 	}
-	at.clock.Advance(authTimeoutNoKATO)
+	at.clock.Advance(authStepMax)
 	if n := len(at.s.Controllers()); n != 1 {
 		t.Fatalf("%d controllers one step limit after the last message", n)
 	}
-	at.clock.Advance(authTimeoutNoKATO)
+	at.clock.Advance(authStepMax)
 	if n := len(at.s.Controllers()); n != 0 {
 		t.Fatalf("%d controllers two step limits after the last message", n)
 	}

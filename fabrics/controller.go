@@ -79,6 +79,7 @@ type Controller struct {
 	authLate      atomic.Bool // a step outlasted its limit: the host's next message fails
 	authRevoked   atomic.Bool // a queue failed authentication: no queue runs commands
 	authTimer     Timer
+	authTotal     Timer         // bounds the whole authentication
 	authStep      time.Duration // how long the host may take for each step
 	authGen       uint64        // which authTimer is current
 }
@@ -336,6 +337,9 @@ func (c *Controller) end(reason string, csts uint32, grace time.Duration) {
 	c.stopKeepAlive()
 	if c.authTimer != nil {
 		c.authTimer.Stop()
+	}
+	if c.authTotal != nil {
+		c.authTotal.Stop()
 	}
 	c.auth.keys.clear()
 	var qs []*Queue
