@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"encoding/binary"
+	"io"
 	"maps"
 	"math/big"
 	"slices"
@@ -121,6 +122,11 @@ const (
 	// however many messages the host sends: several times the slowest
 	// exchange of the Linux host (ffdhe8192, a few seconds).
 	authTotalMax = 60 * time.Second
+	// authMaxAttempts bounds the transactions a queue may start
+	// (Negotiate) without one succeeding: each may cost the controller a
+	// DH key pair and a shared secret, 8.6 ms each for ffdhe8192. A
+	// failure ends the controller anyway; this bounds restarts.
+	authMaxAttempts = 3
 	// maxAuthTransfer bounds Authentication Send/Receive data: the
 	// largest message (a Reply with an 8192-bit DH value) is 1168 bytes,
 	// and hosts receive into 4 KiB.
@@ -289,11 +295,16 @@ func nextSeqnum() uint32 {
 	}
 }
 
-// queueAuth is one queue's authentication state, owned by its poller.
+// queueAuth is one queue's authentication state. Messages of a
+// transaction with a DH group run on the queue's workers, so that the DH
+// arithmetic does not stall the other queues of the poller: mu orders them
+// with those that run on the poller. done is read by the poller without it.
 type queueAuth struct {
-	done bool  // authenticated; stays true through a re-authentication
-	step uint8 // the message expected next (nvme.AuthNegotiate … AuthFailure1)
-	tid  uint16
+	mu       sync.Mutex
+	done     atomic.Bool // authenticated; stays true through a re-authentication
+	attempts uint8       // transactions started since the last success
+	step     uint8       // the message expected next (nvme.AuthNegotiate … AuthFailure1)
+	tid      uint16
 	// The transaction's choices and material, cleared when it ends.
 	hash, group uint8
 	s1, s2      uint32
@@ -304,15 +315,27 @@ type queueAuth struct {
 	explanation uint8 // what AUTH_Failure1 carries
 }
 
-// reset ends the transaction and clears what it derived.
+// reset ends the transaction and clears what it derived. Called with
+// a.mu held.
 func (a *queueAuth) reset() {
 	clear(a.c1)
 	clear(a.c2)
 	clear(a.skey)
 	dhchap.ClearInt(a.priv)
-	done := a.done
-	*a = queueAuth{done: done}
+	a.step, a.tid, a.hash, a.group, a.s1, a.s2 = 0, 0, 0, 0, 0, 0
+	a.c1, a.c2, a.priv, a.skey, a.bidir, a.explanation = nil, nil, nil, nil, false, 0
 }
+
+// end clears the transaction when the queue goes, after any message of it
+// still running on a worker.
+func (a *queueAuth) end() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.reset()
+}
+
+// dhRand is where DH private values come from; tests make it wait.
+var dhRand io.Reader = rand.Reader
 
 // authExempt reports whether cmd may run on a queue that has not
 // authenticated: Connect and the authentication commands only.
@@ -330,7 +353,7 @@ func authExempt(cmd nvme.Command) bool {
 // authorized reports whether q may run commands: it authenticated, and
 // no queue of its controller failed authentication since.
 func (q *Queue) authorized() bool {
-	return q.auth.done && !q.ctrl.authRevoked.Load()
+	return q.auth.done.Load() && !q.ctrl.authRevoked.Load()
 }
 
 // requireAuth arms q for authentication after a Connect; the caller sets
@@ -350,8 +373,13 @@ func (q *Queue) prepareAuth(r *Request) nvme.Status {
 	}
 	if q.auth == nil {
 		// A host without a secret may still try; it fails at the Reply.
-		q.auth = &queueAuth{done: true}
+		q.auth = &queueAuth{}
+		q.auth.done.Store(true)
 	}
+	a := q.auth
+	a.mu.Lock()
+	r.blocking = a.group != nvme.DHGroupNull
+	a.mu.Unlock()
 	r.Len = n
 	if cmd.FabricsType() == nvme.FabricsAuthSend {
 		r.Dir, r.handler = DirHostToCtrl, execAuthSend
@@ -363,6 +391,8 @@ func (q *Queue) prepareAuth(r *Request) nvme.Status {
 
 func execAuthSend(q *Queue, r *Request) bool {
 	a, c := q.auth, q.ctrl
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if q.lateAuthStep() {
 		return true
 	}
@@ -392,6 +422,8 @@ func execAuthSend(q *Queue, r *Request) bool {
 
 func execAuthRecv(q *Queue, r *Request) bool {
 	a, b := q.auth, r.Data
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	clear(b)
 	q.lateAuthStep() // a late step is answered with AUTH_Failure1 below
 	if q.ctrl.isDead() && a.step != nvme.AuthFailure1 {
@@ -442,6 +474,11 @@ func (q *Queue) authNegotiate(d []byte) {
 	a.tid = m.TID
 	if err != nil {
 		q.authFail(nvme.AuthIncorrectPayload, "malformed_message")
+		return
+	}
+	if a.attempts++; a.attempts > authMaxAttempts {
+		q.log.WithField("limit", authMaxAttempts).Warn("authentication failed: the host restarted authentication too often without succeeding")
+		q.authFail(nvme.AuthFailed, "too_many_attempts")
 		return
 	}
 	if q.QID == 0 {
@@ -497,7 +534,7 @@ func (q *Queue) authChallenge(b []byte) nvme.Status {
 		return nvme.StatusInternal
 	}
 	if g != nil {
-		priv, pub, err := g.GenerateKey(rand.Reader)
+		priv, pub, err := g.GenerateKey(dhRand)
 		if err != nil {
 			return nvme.StatusInternal
 		}
@@ -599,8 +636,8 @@ func (q *Queue) authDone() {
 
 func (q *Queue) authSucceeded(bidir bool) {
 	a := q.auth
-	first := !a.done
-	a.done = true
+	first := !a.done.Swap(true)
+	a.attempts = 0
 	if q.QID == 0 && !q.ctrl.authenticated.Swap(true) {
 		q.ctrl.keepAlive() // its first chance to send one
 	}
@@ -620,7 +657,8 @@ func (q *Queue) authFail(explanation uint8, reason string) {
 	a, c := q.auth, q.ctrl
 	tid := a.tid
 	a.reset()
-	a.done, a.tid, a.step, a.explanation = false, tid, nvme.AuthFailure1, explanation
+	a.done.Store(false)
+	a.tid, a.step, a.explanation = tid, nvme.AuthFailure1, explanation
 	c.countAuthFailure(reason)
 	// Every queue of the controller stops at once, not when it is
 	// disconnected.

@@ -1,6 +1,9 @@
 package fabrics
 
 import (
+	"crypto/rand"
+	"io"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,8 +29,8 @@ func TestAuthStepCappedWhateverKATO(t *testing.T) {
 // timer, but not the bound on the whole authentication.
 func TestAuthNegotiateLoopBounded(t *testing.T) {
 	at := newAuthTarget(t, newTestSecret(t, 1, 32), nil, AuthPolicy{})
-	h := at.connectAuth(t, 20000)
-	gap := authStepMin - time.Second // always in time for the step
+	h := at.connectAuth(t, 28000) // 29 s per step
+	gap := 28 * time.Second       // always in time for the step
 	var elapsed time.Duration
 	for tid := uint16(1); elapsed+gap < authTotalMax; tid++ {
 		neg := nvme.AuthNegotiateMsg{TID: tid, NAPD: 1, AuthID: 1, Hashes: []uint8{1}, DHGroups: []uint8{0}}
@@ -46,5 +49,109 @@ func TestAuthNegotiateLoopBounded(t *testing.T) {
 	}
 	if !h.admin.Disconnected() {
 		t.Fatal("the admin queue is still connected")
+	}
+}
+
+// countingReader counts the DH private values drawn.
+type countingReader struct{ n atomic.Int32 }
+
+func (c *countingReader) Read(b []byte) (int, error) {
+	c.n.Add(1)
+	return rand.Read(b)
+}
+
+func useDHRand(t *testing.T, r io.Reader) {
+	orig := dhRand
+	dhRand = r
+	t.Cleanup(func() { dhRand = orig })
+}
+
+// A host restarting the transaction makes the controller compute a DH
+// key pair each time: after authMaxAttempts without success the queue
+// fails authentication instead.
+func TestAuthAttemptsBounded(t *testing.T) {
+	var dh countingReader
+	useDHRand(t, &dh)
+	at := newAuthTarget(t, newTestSecret(t, 1, 32), nil, AuthPolicy{})
+	h := at.connectAuth(t, 0)
+	for tid := uint16(1); tid < 100 && !h.admin.Disconnected(); tid++ {
+		neg := nvme.AuthNegotiateMsg{TID: tid, NAPD: 1, AuthID: 1, Hashes: []uint8{1}, DHGroups: []uint8{nvme.DHGroup2048}}
+		if st := h.authSend(h.admin, neg.Encode()); st != 0 {
+			break // the controller is gone
+		}
+		b, st := h.authRecv(h.admin, 4096)
+		if st != 0 {
+			break
+		}
+		if f, err := nvme.ParseAuthFailure(b); err == nil {
+			if int(tid) != authMaxAttempts+1 || f.Explanation != nvme.AuthFailed {
+				t.Fatalf("AUTH_Failure1 (explanation %#x) at transaction %d", f.Explanation, tid)
+			}
+			break
+		}
+		if int(tid) > authMaxAttempts {
+			t.Fatalf("challenge %d: more transactions than authMaxAttempts", tid)
+		}
+	}
+	if n := int(dh.n.Load()); n == 0 || n > authMaxAttempts {
+		t.Fatalf("%d DH key pairs for one controller, want 1..%d", n, authMaxAttempts)
+	}
+	if at.failures()[AuthFailureKey{testHost, "too_many_attempts"}] != 1 || len(at.s.Controllers()) != 0 {
+		t.Fatalf("failures %v, %d controllers", at.failures(), len(at.s.Controllers()))
+	}
+}
+
+// blockingReader holds the first DH key generation until released.
+type blockingReader struct {
+	entered, release chan struct{}
+	once             atomic.Bool
+}
+
+func (b *blockingReader) Read(p []byte) (int, error) {
+	if b.once.CompareAndSwap(false, true) {
+		close(b.entered)
+		<-b.release
+	}
+	return rand.Read(p)
+}
+
+// The DH arithmetic runs off the poller: while one queue's controller
+// computes its DH value, the commands of the same poller still complete.
+func TestAuthDHOffPoller(t *testing.T) {
+	br := &blockingReader{entered: make(chan struct{}), release: make(chan struct{})}
+	useDHRand(t, br)
+	at := newAuthTarget(t, newTestSecret(t, 1, 32), nil, AuthPolicy{})
+	h := at.connectAuth(t, 0)
+	neg := nvme.AuthNegotiateMsg{TID: 1, NAPD: 1, AuthID: 1, Hashes: []uint8{1}, DHGroups: []uint8{nvme.DHGroup2048}}
+	if st := h.authSend(h.admin, neg.Encode()); st != 0 {
+		t.Fatal(st)
+	}
+	recv := keyed(newCmd(nvme.OpFabrics), 4096)
+	recv.SetAuth(false, 4096)
+	recv.SetCID(1000)
+	chal := make([]byte, 4096)
+	challenged := make(chan nvme.Completion, 1)
+	go func() { challenged <- <-h.admin.SubmitAsync(recv, chal) }()
+	<-br.entered
+	// The DH key generation is under way and held: another command of
+	// the same poller completes meanwhile.
+	get := newCmd(0)
+	get.SetProperty(false, false, nvme.RegCSTS, 0)
+	get.SetCID(1001)
+	other := make(chan nvme.Completion, 1)
+	go func() { other <- <-h.admin.SubmitAsync(get, nil) }()
+	select {
+	case rsp := <-other:
+		if rsp.Status() != nvme.StatusAuthRequired|nvme.DNR {
+			t.Fatalf("property get during the DH work: %v", rsp.Status())
+		}
+	case <-time.After(10 * time.Second):
+		close(br.release)
+		t.Fatal("the poller is stalled by the DH key generation")
+	}
+	close(br.release)
+	rsp := <-challenged
+	if _, err := nvme.ParseAuthChallenge(chal); rsp.Status() != 0 || err != nil {
+		t.Fatalf("challenge: %v, %v", rsp.Status(), err)
 	}
 }
