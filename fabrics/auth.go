@@ -303,6 +303,7 @@ type queueAuth struct {
 	mu       sync.Mutex
 	done     atomic.Bool // authenticated; stays true through a re-authentication
 	attempts uint8       // transactions started since the last success
+	dropping bool        // an I/O queue that failed: its disconnect is due
 	step     uint8       // the message expected next (nvme.AuthNegotiate … AuthFailure1)
 	tid      uint16
 	// The transaction's choices and material, cleared when it ends.
@@ -651,8 +652,14 @@ func (q *Queue) authSucceeded(bidir bool) {
 }
 
 // authFail ends the transaction: the next Receive gets AUTH_Failure1 with
-// explanation, the failure is counted, and the controller goes (a failed
-// re-authentication included, as on the Linux target).
+// explanation, the failure is counted, and the queue stops at once. A
+// failure on the admin queue ends the controller (a failed
+// re-authentication included, as on the Linux target); one on an I/O
+// queue disconnects only that queue. Unlike the Linux target: a peer that
+// knows the host NQN, host ID and controller ID, but not the secret, can
+// connect an I/O queue of its own to that controller, and failing there
+// must not end the host's authenticated controller (SPDK also drops only
+// the queue pair).
 func (q *Queue) authFail(explanation uint8, reason string) {
 	a, c := q.auth, q.ctrl
 	tid := a.tid
@@ -660,11 +667,32 @@ func (q *Queue) authFail(explanation uint8, reason string) {
 	a.done.Store(false)
 	a.tid, a.step, a.explanation = tid, nvme.AuthFailure1, explanation
 	c.countAuthFailure(reason)
+	if q.QID != 0 {
+		if !a.dropping {
+			a.dropping = true
+			q.log.WithField("reason", reason).Warn("authentication failed; disconnecting the I/O queue")
+			q.target.clock.AfterFunc(authFailureGrace, q.tr.Disconnect)
+		}
+		return
+	}
 	// Every queue of the controller stops at once, not when it is
 	// disconnected.
 	c.authRevoked.Store(true)
 	q.log.WithField("reason", reason).Warn("authentication failed; removing the controller")
 	c.endAfter("authentication failed", authFailureGrace)
+}
+
+// armIOAuthDeadline disconnects an I/O queue that has not authenticated
+// within authTotalMax of its Connect, so that a peer without the secret
+// cannot hold one of the controller's queue IDs.
+func (q *Queue) armIOAuthDeadline() {
+	a := q.auth
+	q.target.clock.AfterFunc(authTotalMax, func() {
+		if !a.done.Load() {
+			q.log.WithField("limit", authTotalMax.String()).Warn("the I/O queue did not authenticate in time; disconnecting it")
+			q.tr.Disconnect()
+		}
+	})
 }
 
 // refreshAuth takes the subsystem's current secrets and policy, for a

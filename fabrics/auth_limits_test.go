@@ -155,3 +155,56 @@ func TestAuthDHOffPoller(t *testing.T) {
 		t.Fatalf("challenge: %v, %v", rsp.Status(), err)
 	}
 }
+
+// A peer that knows the host NQN, host ID and controller ID but not the
+// secret connects an I/O queue of its own to the host's authenticated
+// controller and fails authentication there: only its queue goes.
+func TestAuthIOQueueAttack(t *testing.T) {
+	key := newTestSecret(t, 1, 32)
+	at := newAuthTarget(t, key, nil, AuthPolicy{})
+	h := at.connectAuth(t, 0)
+	in := initiator{hostNQN: testHost, subNQN: testNQN, key: key, tid: 1}
+	if err := h.authenticate(h.admin, in); err != nil {
+		t.Fatal(err)
+	}
+	h.enableAndIO(in)
+
+	attack := func(qid uint16, fail bool) *LoopQueue {
+		q := NewLoopQueue(at.tg, at.p, qid, 32)
+		t.Cleanup(q.Close)
+		rsp := h.submit(q, connectCmd(qid, 31, 0, true), connectData(testNQN, testHost, h.cntl))
+		if rsp.Status() != 0 || rsp.Result()&nvme.ConnectAuthReqATR == 0 {
+			t.Fatalf("attacker's I/O queue connect: %v, result %#x", rsp.Status(), rsp.Result())
+		}
+		if fail {
+			// One AUTH_Receive out of turn.
+			b, st := h.authRecv(q, 4096)
+			if f, err := nvme.ParseAuthFailure(b); st != 0 || err != nil || f.Explanation != nvme.AuthIncorrectMessage {
+				t.Fatalf("out-of-turn receive: %v, %+v, %v", st, f, err)
+			}
+		}
+		return q
+	}
+	q2 := attack(2, true)
+	at.clock.Advance(authFailureGrace)
+	if n := len(at.s.Controllers()); n != 1 || h.admin.Disconnected() || h.io.Disconnected() {
+		t.Fatalf("%d controllers after a failure on another I/O queue; the host's controller must stay", n)
+	}
+	if !q2.Disconnected() {
+		t.Fatal("the failed I/O queue is still connected")
+	}
+	h.checkIO()
+	if _, st := h.propertyStatus(false, false, nvme.RegCSTS, 0); st != 0 {
+		t.Fatalf("admin command after the attack: %v", st)
+	}
+	if at.failures()[AuthFailureKey{testHost, "out_of_sequence"}] != 1 {
+		t.Fatalf("failures %v", at.failures())
+	}
+	// A queue that never authenticates does not keep its queue ID.
+	q3 := attack(3, false)
+	at.clock.Advance(authTotalMax)
+	if !q3.Disconnected() || h.io.Disconnected() {
+		t.Fatal("an I/O queue that never authenticated is still connected after authTotalMax, or the host's went")
+	}
+	h.checkIO()
+}

@@ -302,9 +302,16 @@ func (at *authTarget) connectAuth(t *testing.T, kato uint32) *host {
 // enableAndIO enables the controller and connects an authenticated I/O
 // queue, then writes and reads back a block.
 func (h *host) enableAndIO(in initiator) {
+	h.t.Helper()
+	h.setProperty(nvme.RegCC, nvme.CCEnable|6<<nvme.CCIOSQEShift|4<<nvme.CCIOCQEShift)
+	h.enableIO(in)
+}
+
+// enableIO connects and authenticates I/O queue 1 of an enabled
+// controller.
+func (h *host) enableIO(in initiator) {
 	t := h.t
 	t.Helper()
-	h.setProperty(nvme.RegCC, nvme.CCEnable|6<<nvme.CCIOSQEShift|4<<nvme.CCIOCQEShift)
 	h.io = NewLoopQueue(h.ctrl().Subsystem.target, h.ctrl().Port, 1, 128)
 	rsp := h.submit(h.io, connectCmd(1, 127, 0, true), connectData(testNQN, testHost, h.cntl))
 	if rsp.Status() != 0 || rsp.Result()&nvme.ConnectAuthReqATR == 0 {
@@ -851,20 +858,37 @@ func TestAuthReauthentication(t *testing.T) {
 	if !strings.Contains(at.logs.String(), "host re-authenticated") {
 		t.Fatal("no log entry for the re-authentication")
 	}
-	// A failed re-authentication ends the controller.
+	// A failed re-authentication of an I/O queue stops that queue at once
+	// and disconnects it after the grace period; the controller stays.
 	in.key = newTestSecret(t, 2, 48)
 	if err := h.authenticate(h.io, in); err == nil {
 		t.Fatal("re-authentication with a wrong key succeeded")
 	}
-	if len(at.s.Controllers()) != 0 {
-		t.Fatal("controller kept after a failed re-authentication")
+	if st := h.rw(nvme.IORead, 1, 0, 1, make([]byte, 512), false); st != nvme.StatusAuthRequired|nvme.DNR {
+		t.Fatalf("read after the failure: %v", st)
 	}
-	// Its other queues stop at once, before they are disconnected.
+	at.clock.Advance(authFailureGrace)
+	if !h.io.Disconnected() || h.admin.Disconnected() || len(at.s.Controllers()) != 1 {
+		t.Fatal("a failed I/O queue re-authentication did not end just that queue")
+	}
+	// One of the admin queue ends the controller, and every queue stops at
+	// once, before they are disconnected.
+	h.io.Close()
+	good := in
+	good.key = key
+	h.enableIO(good)
+	in.tid = 200
+	if err := h.authenticate(h.admin, in); err == nil {
+		t.Fatal("re-authentication with a wrong key succeeded")
+	}
+	if len(at.s.Controllers()) != 0 {
+		t.Fatal("controller kept after a failed re-authentication of its admin queue")
+	}
 	if st := h.rw(nvme.IORead, 1, 0, 1, make([]byte, 512), false); st != nvme.StatusAuthRequired|nvme.DNR {
 		t.Fatalf("read after the failure: %v", st)
 	}
 	if _, st := h.propertyStatus(false, false, nvme.RegCSTS, 0); st != nvme.StatusAuthRequired|nvme.DNR {
-		t.Fatalf("admin command after the failure on the I/O queue: %v", st)
+		t.Fatalf("admin command after the failure: %v", st)
 	}
 	at.clock.Advance(authFailureGrace)
 	if !h.admin.Disconnected() || !h.io.Disconnected() {

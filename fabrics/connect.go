@@ -202,6 +202,7 @@ func connectIO(q *Queue, r *Request, s *Subsystem, d nvme.ConnectData, log *logr
 	c.mu.Unlock()
 	if needAuth {
 		q.requireAuth()
+		q.armIOAuthDeadline()
 		r.result |= nvme.ConnectAuthReqATR
 	}
 	return true
