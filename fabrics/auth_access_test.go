@@ -59,3 +59,27 @@ func TestAuthRefusedHostWithAllowAnyHost(t *testing.T) {
 		t.Fatalf("refusals %v", at.s.Stats.Refused.Counts())
 	}
 }
+
+// A host NQN with terminal escape sequences, from a host let in by
+// allow_any_host, is refused at Connect, pointing at the field.
+func TestConnectRefusesUnprintableNQN(t *testing.T) {
+	tg, p, _ := testTarget(t)
+	for _, c := range []struct {
+		sub, host string
+		off       uint16
+	}{
+		{testNQN, "nqn.2014-08.org.nvmexpress:\x1b]0;owned\x07", nvme.ConnectDataHostNQN},
+		{testNQN, "nqn.2014-08.org.nvmexpress:\xc2\x9b2J", nvme.ConnectDataHostNQN},
+		{testNQN + "\x1b[2J", testHost, nvme.ConnectDataSubNQN},
+	} {
+		h := &host{t: t, admin: NewLoopQueue(tg, p, 0, 32)}
+		rsp := h.submit(h.admin, connectCmd(0, 31, 0, false), connectData(c.sub, c.host, 0xffff))
+		h.admin.Close()
+		if rsp.Status() != nvme.StatusConnectInvalidParam|nvme.DNR || rsp.Result() != uint64(nvme.ConnectInvalidParam(c.off, true)) {
+			t.Fatalf("connect as %q to %q: %v, result %#x", c.host, c.sub, rsp.Status(), rsp.Result())
+		}
+	}
+	if n := tg.Refused.Counts()[RefusedKey{"invalid_nqn", p.ID}]; n != 3 {
+		t.Fatalf("refusals %v", tg.Refused.Counts())
+	}
+}

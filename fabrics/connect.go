@@ -2,6 +2,7 @@ package fabrics
 
 import (
 	"errors"
+	"strconv"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/sirupsen/logrus"
@@ -42,6 +43,30 @@ func invalidParam(r *Request, offset uint16, inData bool) bool {
 	return true
 }
 
+// nqnsPrintable checks that both NQNs are printable ASCII, and if not,
+// where the first offending one is. The specification allows UTF-8 without
+// control characters; the NQNs hosts generate (nqn.2014-08.org.nvmexpress:
+// uuid:…) and the configuration accepts are ASCII, and an NQN ends up in
+// logs and in `ctl list` on an administrator's terminal.
+func nqnsPrintable(d nvme.ConnectData) (uint16, bool) {
+	if !printableASCII(d.SubNQN) {
+		return nvme.ConnectDataSubNQN, false
+	}
+	if !printableASCII(d.HostNQN) {
+		return nvme.ConnectDataHostNQN, false
+	}
+	return 0, true
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
 func execConnect(q *Queue, r *Request) bool {
 	log := q.log
 	cmd := r.Cmd
@@ -53,6 +78,12 @@ func execConnect(q *Queue, r *Request) bool {
 		if errors.As(err, &de) && de.Offset != 0 {
 			off = de.Offset
 		}
+		return invalidParam(r, off, true)
+	}
+	if off, ok := nqnsPrintable(d); !ok {
+		q.target.Refused.Refuse("invalid_nqn", q.port.ID)
+		log.WithFields(logrus.Fields{"subsystem": strconv.QuoteToASCII(d.SubNQN), "host": strconv.QuoteToASCII(d.HostNQN)}).
+			Warn("connect rejected: an NQN has characters other than printable ASCII")
 		return invalidParam(r, off, true)
 	}
 	log = log.WithFields(logrus.Fields{"subsystem": d.SubNQN, "host": d.HostNQN})

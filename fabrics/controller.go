@@ -73,7 +73,7 @@ type Controller struct {
 	// notification while one runs asks it to flush once more.
 	flushing   bool
 	flushAgain bool
-	dead        bool
+	dead       bool
 
 	// In-band authentication (auth.go): the secrets and policy in use,
 	// whether the admin queue authenticated, and the deadline for it.

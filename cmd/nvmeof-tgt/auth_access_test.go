@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -150,5 +151,27 @@ func TestNoCoreDumps(t *testing.T) {
 	var lim unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_CORE, &lim); err != nil || lim.Cur != 0 {
 		t.Fatalf("core size limit %d (%v) after run", lim.Cur, err)
+	}
+}
+
+// ctl list escapes what a remote host chose: its NQN never reaches the
+// administrator's terminal raw.
+func TestListEscapesHostNQN(t *testing.T) {
+	evil := "nqn.evil:\x1b]0;owned\x07\x1b[2J\u009b"
+	st := State{Subsystems: []SubState{{NQN: nqnA, AllowAnyHost: true, Hosts: []string{evil},
+		Controllers: []CtrlState{{CNTLID: 1, Host: evil, Port: 1}}}}}
+	raw, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := showStateText(raw, &out); err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(out.String(), "\x1b\x07\u009b") {
+		t.Fatalf("raw control characters in ctl list:\n%q", out.String())
+	}
+	if !strings.Contains(out.String(), `nqn.evil:\x1b]0;owned\a\x1b[2J\u009b`) {
+		t.Fatalf("the NQN is not shown escaped:\n%s", out.String())
 	}
 }
