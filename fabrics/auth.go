@@ -127,6 +127,12 @@ const (
 	// DH key pair and a shared secret, 8.6 ms each for ffdhe8192. A
 	// failure ends the controller anyway; this bounds restarts.
 	authMaxAttempts = 3
+	// maxPendingAuthPerHost bounds a host NQN's controllers that have
+	// not authenticated yet. With authTotalMax and authMaxAttempts it
+	// bounds the DH work a host NQN can cause to 24 transactions a
+	// minute, and keeps a peer that claims it from filling
+	// max_controllers; a host connects one controller per path at a time.
+	maxPendingAuthPerHost = 8
 	// maxAuthTransfer bounds Authentication Send/Receive data: the
 	// largest message (a Reply with an 8192-bit DH value) is 1168 bytes,
 	// and hosts receive into 4 KiB.
@@ -693,6 +699,23 @@ func (q *Queue) armIOAuthDeadline() {
 			q.tr.Disconnect()
 		}
 	})
+}
+
+// pendingAuth counts hostNQN's controllers waiting for their admin queue
+// to authenticate.
+func (s *Subsystem) pendingAuth(hostNQN string) int {
+	n := 0
+	for _, c := range s.Controllers() {
+		if c.HostNQN == hostNQN && !c.authenticated.Load() && !c.isDead() {
+			c.mu.Lock()
+			keyed := c.auth.keys.Host != nil
+			c.mu.Unlock()
+			if keyed {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // refreshAuth takes the subsystem's current secrets and policy, for a

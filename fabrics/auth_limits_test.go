@@ -208,3 +208,29 @@ func TestAuthIOQueueAttack(t *testing.T) {
 	}
 	h.checkIO()
 }
+
+// A peer claiming a host's NQN cannot open controllers without end while
+// they wait to authenticate: the host's pending ones are bounded, and the
+// bound frees as they authenticate.
+func TestAuthPendingPerHostBounded(t *testing.T) {
+	key := newTestSecret(t, 1, 32)
+	at := newAuthTarget(t, key, nil, AuthPolicy{})
+	var pending []*host
+	for range maxPendingAuthPerHost {
+		pending = append(pending, at.connectAuth(t, 0))
+	}
+	q := NewLoopQueue(at.tg, at.p, 0, 32)
+	t.Cleanup(q.Close)
+	rsp := pending[0].submit(q, connectCmd(0, 31, 0, false), connectData(testNQN, testHost, 0xffff))
+	if rsp.Status() != nvme.StatusConnectControllerBusy {
+		t.Fatalf("connect beyond %d controllers waiting to authenticate: %v", maxPendingAuthPerHost, rsp.Status())
+	}
+	if n := at.s.Stats.Refused.Counts()[RefusedKey{"authentication_pending", at.p.ID}]; n != 1 {
+		t.Fatalf("refusals %v", at.s.Stats.Refused.Counts())
+	}
+	in := initiator{hostNQN: testHost, subNQN: testNQN, key: key, tid: 1}
+	if err := pending[0].authenticate(pending[0].admin, in); err != nil {
+		t.Fatal(err)
+	}
+	at.connectAuth(t, 0) // the authenticated one no longer counts
+}

@@ -147,6 +147,13 @@ func connectAdmin(q *Queue, r *Request, s *Subsystem, d nvme.ConnectData, log *l
 	}
 	c := newController(s, q, d, kato)
 	c.auth = s.authConfigFor(d.HostNQN)
+	if c.auth.keys.Host != nil && s.pendingAuth(d.HostNQN) >= maxPendingAuthPerHost {
+		s.Stats.Refused.Refuse("authentication_pending", q.port.ID)
+		log.WithField("limit", maxPendingAuthPerHost).Warn("connect rejected: the host has as many controllers waiting to authenticate as allowed; someone without its secret may be claiming its NQN")
+		r.status = nvme.StatusConnectControllerBusy
+		c.auth.keys.clear()
+		return true
+	}
 	if err := s.allocController(c); err != nil {
 		// Controller Busy with DNR for both, as the Linux target answers
 		// when its controller ID range is used up.
