@@ -128,10 +128,9 @@ const (
 	// failure ends the controller anyway; this bounds restarts.
 	authMaxAttempts = 3
 	// maxPendingAuthPerHost bounds a host NQN's controllers that have
-	// not authenticated yet. With authTotalMax and authMaxAttempts it
-	// bounds the DH work a host NQN can cause to 24 transactions a
-	// minute, and keeps a peer that claims it from filling
-	// max_controllers; a host connects one controller per path at a time.
+	// not authenticated yet, so that a peer claiming it cannot fill
+	// max_controllers or run many DH exchanges at once; a host connects
+	// one controller per path at a time.
 	maxPendingAuthPerHost = 8
 	// maxAuthTransfer bounds Authentication Send/Receive data: the
 	// largest message (a Reply with an 8192-bit DH value) is 1168 bytes,
