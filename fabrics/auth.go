@@ -110,14 +110,12 @@ const (
 	// authFailureGrace is how long the queues of a controller whose
 	// authentication failed stay up, so the host reads AUTH_Failure1.
 	authFailureGrace = time.Second
-	// authStepMin is the least time a host gets for a step, whatever its
-	// KATO: the Linux host's first use of a DH group tests the algorithm
-	// first, which took 5-6 s for ffdhe8192 in an emulated guest.
-	authStepMin = 15 * time.Second
-	// authStepMax is the most, whatever its KATO (up to 49 days) and
-	// when it asked for no keep alive: an unauthenticated controller
-	// holds a controller ID and a place in max_controllers.
-	authStepMax = 30 * time.Second
+	// authStep is how long the host may take for each authentication
+	// step of an admin queue, whatever its KATO (which may be 49 days)
+	// and without keep alive. The first step includes the Linux host's
+	// test of the DH algorithm at its first use: 5-6 s for ffdhe8192 in
+	// an emulated guest, 27 s on a loaded machine.
+	authStep = 30 * time.Second
 	// authTotalMax bounds the whole authentication of an admin queue,
 	// however many messages the host sends: several times the slowest
 	// exchange of the Linux host (ffdhe8192, a few seconds).
@@ -776,23 +774,19 @@ func (c *Controller) isDead() bool {
 // armAuthDeadline bounds how long the admin queue may take to
 // authenticate. As on the Linux target and SPDK, there is a limit per
 // step: each authentication message on the admin queue gives the host
-// another KATO, within authStepMin..authStepMax (authStepMax without keep
-// alive), so a host slow at its DH arithmetic still gets in. A step that
-// outlasts it makes the host's next message fail with AUTH_Failure1, so
-// its connect ends at once (the Linux host, still connecting, would
-// otherwise retry its command on each timeout for minutes); a host that
-// sends nothing for another step goes. Unlike theirs, the whole
-// authentication is bounded too (authTotalMax), so that messages sent in
-// a loop do not hold the controller for ever. Keep alive starts once the
-// admin queue has authenticated: until then the host cannot send one.
-func (c *Controller) armAuthDeadline(katoMS uint32) {
-	d := authStepMax
-	if katoMS != 0 {
-		d = min(max(time.Duration(katoMS)*time.Millisecond+keepAliveSlack, authStepMin), authStepMax)
-	}
+// another authStep, so a host slow at its DH arithmetic still gets in. A
+// step that outlasts it makes the host's next message fail with
+// AUTH_Failure1, so its connect ends at once (the Linux host, still
+// connecting, would otherwise retry its command on each timeout for
+// minutes); a host that sends nothing for another step goes. Unlike
+// theirs, the step does not grow with the host's KATO, and the whole
+// authentication is bounded too (authTotalMax), so that a host without
+// the secret cannot hold the controller by asking for a long KATO or by
+// sending messages in a loop. Keep alive starts once the admin queue has
+// authenticated: until then the host cannot send one.
+func (c *Controller) armAuthDeadline() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.authStep = d
 	c.rearmAuthDeadline()
 	c.authTotal = c.Subsystem.target.clock.AfterFunc(authTotalMax, c.authTotalExpired)
 }
@@ -829,7 +823,7 @@ func (c *Controller) rearmAuthDeadline() {
 	}
 	c.authGen++
 	gen := c.authGen
-	c.authTimer = c.Subsystem.target.clock.AfterFunc(c.authStep, func() { c.authExpired(gen) })
+	c.authTimer = c.Subsystem.target.clock.AfterFunc(authStep, func() { c.authExpired(gen) })
 }
 
 func (c *Controller) authExpired(gen uint64) {
@@ -844,11 +838,11 @@ func (c *Controller) authExpired(gen uint64) {
 		return
 	}
 	if first {
-		c.log.WithField("step_limit", c.authStep.String()).Warn("the host is taking too long to authenticate; its next message fails")
+		c.log.WithField("step_limit", authStep.String()).Warn("the host is taking too long to authenticate; its next message fails")
 		return
 	}
 	c.countAuthFailure("timeout")
-	c.log.WithField("step_limit", c.authStep.String()).Warn("the host connected but stopped authenticating; removing the controller")
+	c.log.WithField("step_limit", authStep.String()).Warn("the host connected but stopped authenticating; removing the controller")
 	c.fatal("authentication timeout")
 }
 

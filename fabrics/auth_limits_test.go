@@ -12,13 +12,24 @@ import (
 
 // A host that knows an allowed NQN but not its secret cannot keep a
 // controller (an ID and a place in max_controllers) by asking for the
-// longest KATO: each step is capped at authStepMax.
+// longest KATO: each step lasts authStep whatever the KATO.
 func TestAuthStepCappedWhateverKATO(t *testing.T) {
 	at := newAuthTarget(t, newTestSecret(t, 1, 32), nil, AuthPolicy{})
-	at.connectAuth(t, 0xFFFFFFFF) // 49.7 days
-	at.clock.Advance(2 * authStepMax)
+	h := at.connectAuth(t, 0xFFFFFFFF) // 49.7 days
+	neg := nvme.AuthNegotiateMsg{TID: 1, NAPD: 1, AuthID: 1, Hashes: []uint8{1}, DHGroups: []uint8{0}}
+	if st := h.authSend(h.admin, neg.Encode()); st != 0 {
+		t.Fatal(st)
+	}
+	if _, st := h.authRecv(h.admin, 4096); st != 0 {
+		t.Fatal(st)
+	}
+	at.clock.Advance(authStep)
+	// Late: the next message fails, well before authTotalMax.
+	if st := h.authSend(h.admin, nvme.AuthReplyMsg{TID: 1, R: make([]byte, 32)}.Encode()); st != 0 {
+		t.Fatal(st)
+	}
 	if n := len(at.s.Controllers()); n != 0 {
-		t.Fatalf("%d controllers two capped steps after a Connect with KATO 0xFFFFFFFF and no authentication", n)
+		t.Fatalf("%d controllers after a step of %v with KATO 0xFFFFFFFF", n, authStep)
 	}
 	if at.failures()[AuthFailureKey{testHost, "timeout"}] != 1 {
 		t.Fatalf("failures %v", at.failures())
@@ -29,8 +40,8 @@ func TestAuthStepCappedWhateverKATO(t *testing.T) {
 // timer, but not the bound on the whole authentication.
 func TestAuthNegotiateLoopBounded(t *testing.T) {
 	at := newAuthTarget(t, newTestSecret(t, 1, 32), nil, AuthPolicy{})
-	h := at.connectAuth(t, 28000) // 29 s per step
-	gap := 28 * time.Second       // always in time for the step
+	h := at.connectAuth(t, 28000)
+	gap := authStep - 2*time.Second // always in time for the step
 	var elapsed time.Duration
 	for tid := uint16(1); elapsed+gap < authTotalMax; tid++ {
 		neg := nvme.AuthNegotiateMsg{TID: tid, NAPD: 1, AuthID: 1, Hashes: []uint8{1}, DHGroups: []uint8{0}}

@@ -473,7 +473,7 @@ func TestAuthMissing(t *testing.T) {
 		t.Fatal("I/O queue connected to an unauthenticated controller")
 	}
 	// It does not stay for ever: a step late, then one more.
-	clock.Advance(2 * authStepMin)
+	clock.Advance(2 * authStep)
 	if n := len(at.s.Controllers()); n != 0 {
 		t.Fatalf("%d controllers after the authentication deadline", n)
 	}
@@ -626,14 +626,14 @@ func TestAuthHostPolicy(t *testing.T) {
 	}
 }
 
-// A short KATO still leaves a host authStepMin per step.
+// A short KATO still leaves a host authStep per step.
 func TestAuthDeadlineFloor(t *testing.T) {
 	key := newTestSecret(t, 1, 32)
 	at := newAuthTarget(t, key, nil, AuthPolicy{})
 	h := at.connectAuth(t, 5000)
-	at.clock.Advance(authStepMin - time.Second)
+	at.clock.Advance(authStep - time.Second)
 	if err := h.authenticate(h.admin, initiator{hostNQN: testHost, subNQN: testNQN, key: key, tid: 1}); err != nil {
-		t.Fatalf("authentication %v after Connect with KATO 5 s: %v", authStepMin-time.Second, err)
+		t.Fatalf("authentication %v after Connect with KATO 5 s: %v", authStep-time.Second, err)
 	}
 }
 
@@ -663,24 +663,30 @@ func TestAuthKeepAliveAfterAuthentication(t *testing.T) {
 func TestAuthDeadlinePerStep(t *testing.T) {
 	key := newTestSecret(t, 1, 32)
 	at := newAuthTarget(t, key, nil, AuthPolicy{})
-	h := at.connectAuth(t, 12000) // KATO 12 s: 13 s, raised to authStepMin, per step
-	step := authStepMin
-	at.clock.Advance(step - time.Second)
 	neg := nvme.AuthNegotiateMsg{TID: 1, NAPD: 1, AuthID: 1, Hashes: []uint8{1}, DHGroups: []uint8{1}}
+	// Two steps of nearly authStep each are in time.
+	h := at.connectAuth(t, 12000)
+	at.clock.Advance(authStep - time.Second)
 	if st := h.authSend(h.admin, neg.Encode()); st != 0 {
 		t.Fatal(st)
 	}
-	at.clock.Advance(step - time.Second)
+	at.clock.Advance(authStep - time.Second)
 	if _, st := h.authRecv(h.admin, 4096); st != 0 {
 		t.Fatalf("challenge after two steps of nearly a step limit each: %v", st)
 	}
-	at.clock.Advance(step - time.Second)
 	if n := len(at.s.Controllers()); n != 1 {
 		t.Fatalf("%d controllers in a transaction that keeps moving", n)
 	}
+	h.admin.Close() // the host gave up: no failure counted
+
 	// A step limit after the host's last message it is late: it is told
 	// so at its next message, and the controller goes.
+	h = at.connectAuth(t, 12000)
 	at.clock.Advance(time.Second)
+	if st := h.authSend(h.admin, neg.Encode()); st != 0 {
+		t.Fatal(st)
+	}
+	at.clock.Advance(authStep)
 	if n := len(at.s.Controllers()); n != 1 {
 		t.Fatalf("%d controllers a step limit after the host's last message", n)
 	}
@@ -698,10 +704,10 @@ func TestAuthDeadlinePerStep(t *testing.T) {
 	if at.failures()[AuthFailureKey{testHost, "timeout"}] != 1 {
 		t.Fatalf("failures %v", at.failures())
 	}
-	// The second timer finds nothing more to do.
-	at.clock.Advance(step)
+	// The later timers find nothing more to do.
+	at.clock.Advance(authTotalMax)
 	if at.failures()[AuthFailureKey{testHost, "timeout"}] != 1 {
-		t.Fatalf("failures %v after the second step limit", at.failures())
+		t.Fatalf("failures %v after the later timers", at.failures())
 	}
 }
 
@@ -709,16 +715,16 @@ func TestAuthDeadlinePerStep(t *testing.T) {
 func TestAuthDeadlineSilentHost(t *testing.T) {
 	key := newTestSecret(t, 1, 32)
 	at := newAuthTarget(t, key, nil, AuthPolicy{})
-	h := at.connectAuth(t, 0) // no keep alive: authStepMax per step
+	h := at.connectAuth(t, 0) // no keep alive
 	neg := nvme.AuthNegotiateMsg{TID: 1, NAPD: 1, AuthID: 1, Hashes: []uint8{1}, DHGroups: []uint8{0}}
 	if st := h.authSend(h.admin, neg.Encode()); st != 0 {
 		t.Fatal(st)
 	}
-	at.clock.Advance(authStepMax)
+	at.clock.Advance(authStep)
 	if n := len(at.s.Controllers()); n != 1 {
 		t.Fatalf("%d controllers one step limit after the last message", n)
 	}
-	at.clock.Advance(authStepMax)
+	at.clock.Advance(authStep)
 	if n := len(at.s.Controllers()); n != 0 {
 		t.Fatalf("%d controllers two step limits after the last message", n)
 	}

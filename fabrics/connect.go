@@ -184,7 +184,7 @@ func connectAdmin(q *Queue, r *Request, s *Subsystem, d nvme.ConnectData, log *l
 	// the authentication deadline stands in for the timer until then.
 	if c.auth.keys.Host != nil {
 		q.requireAuth()
-		c.armAuthDeadline(kato)
+		c.armAuthDeadline()
 		r.result |= nvme.ConnectAuthReqATR
 	} else {
 		c.keepAlive()

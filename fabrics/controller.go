@@ -82,9 +82,8 @@ type Controller struct {
 	authLate      atomic.Bool // a step outlasted its limit: the host's next message fails
 	authRevoked   atomic.Bool // a queue failed authentication: no queue runs commands
 	authTimer     Timer
-	authTotal     Timer         // bounds the whole authentication
-	authStep      time.Duration // how long the host may take for each step
-	authGen       uint64        // which authTimer is current
+	authTotal     Timer  // bounds the whole authentication
+	authGen       uint64 // which authTimer is current
 }
 
 func newController(s *Subsystem, q *Queue, d nvme.ConnectData, kato uint32) *Controller {
