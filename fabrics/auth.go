@@ -29,11 +29,15 @@ import (
 //	Receive ← DH-HMAC-CHAP_Success1 ([R2])
 //	Send DH-HMAC-CHAP_Success2             (only when bidirectional)
 //
-// Any failure is answered with AUTH_Failure1 on the next Receive, and the
-// controller is removed at once; its queues are disconnected a moment
-// later so that the Failure1 reaches the host first. The host may start
-// again with a new Negotiate at any time (re-authentication): the queue
-// keeps working meanwhile, unless that transaction fails.
+// Any failure is answered with AUTH_Failure1 on the next Receive. On the
+// admin queue the controller is removed at once, and its queues are
+// disconnected a moment later so that the Failure1 reaches the host first;
+// on an I/O queue only that queue goes (authFail says why). The host may
+// start again with a new Negotiate at any time (re-authentication): the
+// queue keeps working meanwhile, unless that transaction fails. What a
+// host without the secret can hold is bounded: authStep per message,
+// authTotalMax in all, authMaxAttempts transactions per queue and
+// maxPendingAuthPerHost controllers per host NQN.
 
 // HostKeys are the DH-HMAC-CHAP secrets of one allowed host. A host with a
 // Host secret must authenticate on every queue; Ctrl, when set, lets the
