@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/dhchap"
+	"golang.org/x/sys/unix"
 	"gopkg.in/yaml.v3"
 )
 
@@ -184,28 +186,66 @@ func secret(inline, file, field string) (*dhchap.Secret, error) {
 	return nil, nil
 }
 
-// readSecretFile reads a key file, which only its owner may read.
+// maxKeyFileSize bounds a key file: a DHHC-1 secret of 64 bytes is 101
+// characters.
+const maxKeyFileSize = 4 << 10
+
+// readSecretFile reads a key file. The checks are made on the file opened,
+// not on its path, so it cannot be swapped in between: not through a
+// symbolic link, a regular file (a FIFO would block the read while the
+// configuration is locked), owned by the daemon's user or root, which only
+// its owner may read, and no larger than a secret.
 func readSecretFile(path string) (*dhchap.Secret, error) {
 	if !filepath.IsAbs(path) {
 		return nil, fmt.Errorf("%q is not an absolute path", path)
 	}
-	fi, err := os.Stat(path)
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err == unix.ELOOP {
+		return nil, fmt.Errorf("%s is a symbolic link: name the key file itself", path)
+	}
 	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, &os.PathError{Op: "fstat", Path: path, Err: err}
+	}
+	if err := checkKeyFile(path, &st); err != nil {
 		return nil, err
 	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("%s is readable or writable by others (mode %04o): chmod 600 it", path, fi.Mode().Perm())
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
+	b := make([]byte, maxKeyFileSize+1)
+	n, err := io.ReadFull(f, b)
+	defer clear(b)
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
 		return nil, err
 	}
-	s, err := dhchap.ParseSecret(string(b))
-	clear(b)
+	if n > maxKeyFileSize {
+		return nil, fmt.Errorf("%s is larger than a secret (%d bytes at most)", path, maxKeyFileSize)
+	}
+	s, err := dhchap.ParseSecret(string(b[:n]))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return s, nil
+}
+
+// checkKeyFile checks the type, owner, mode and size of an open key file.
+func checkKeyFile(path string, st *unix.Stat_t) error {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return fmt.Errorf("%s is not a regular file", path)
+	}
+	if uid := uint32(os.Geteuid()); st.Uid != uid && st.Uid != 0 {
+		return fmt.Errorf("%s is owned by uid %d, not by the daemon's user (uid %d) or root: chown it", path, st.Uid, uid)
+	}
+	if perm := st.Mode & 0o777; perm&0o077 != 0 {
+		return fmt.Errorf("%s is readable or writable by others (mode %04o): chmod 600 it", path, perm)
+	}
+	if st.Size > maxKeyFileSize {
+		return fmt.Errorf("%s is larger than a secret (%d bytes at most)", path, maxKeyFileSize)
+	}
+	return nil
 }
 
 // Hash and DH group names of dhchap_hashes and dhchap_dhgroups.

@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"golang.org/x/sys/unix"
 	"gopkg.in/yaml.v3"
 )
 
@@ -105,7 +107,7 @@ func TestHostKeyValidation(t *testing.T) {
 		{"both", Host{NQN: hostA, DHCHAPKey: testKey, DHCHAPKeyFile: good}, "subsystems[0].hosts[0].dhchap_key: set dhchap_key or dhchap_key_file, not both"},
 		{"file mode", Host{NQN: hostA, DHCHAPKeyFile: open}, "subsystems[0].hosts[0].dhchap_key_file: " + open + " is readable or writable by others (mode 0644): chmod 600 it"},
 		{"file crc", Host{NQN: hostA, DHCHAPKeyFile: bad}, "subsystems[0].hosts[0].dhchap_key_file: " + bad + ": DHHC-1 secret: CRC mismatch"},
-		{"file missing", Host{NQN: hostA, DHCHAPKeyFile: "/nonexistent/key"}, "subsystems[0].hosts[0].dhchap_key_file: stat /nonexistent/key"},
+		{"file missing", Host{NQN: hostA, DHCHAPKeyFile: "/nonexistent/key"}, "subsystems[0].hosts[0].dhchap_key_file: open /nonexistent/key"},
 		{"file relative", Host{NQN: hostA, DHCHAPKeyFile: "key"}, `subsystems[0].hosts[0].dhchap_key_file: "key" is not an absolute path`},
 		{"ctrl alone", Host{NQN: hostA, DHCHAPCtrlKey: testKey}, "subsystems[0].hosts[0].dhchap_ctrl_key: a controller key needs a host key"},
 		{"redacted", Host{NQN: hostA, DHCHAPKey: Redacted}, "subsystems[0].hosts[0].dhchap_key: the secret was redacted when this file was saved"},
@@ -165,5 +167,51 @@ func TestRedact(t *testing.T) {
 	}
 	if cfg.Subsystems[0].Hosts[1].DHCHAPKey != testKey {
 		t.Fatal("Redact changed the original")
+	}
+}
+
+// Key files are checked as opened, so that the file read is the file
+// checked: links, FIFOs, devices, other owners and huge files are refused,
+// and none of them blocks the read.
+func TestKeyFileKinds(t *testing.T) {
+	good := writeKey(t, testKey+"\n", 0o600)
+	dir := t.TempDir()
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(good, link); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	big := writeKey(t, testKey+strings.Repeat("\n", maxKeyFileSize), 0o600)
+	other := writeKey(t, testKey, 0o600)
+	if err := os.Chown(other, 65534, 65534); err != nil {
+		t.Fatalf("chown (the test runs as root to give a file away): %v", err)
+	}
+	for _, c := range []struct{ name, path, want string }{
+		{"symlink", link, link + " is a symbolic link"},
+		{"fifo", fifo, fifo + " is not a regular file"},
+		{"directory", dir, dir + " is not a regular file"},
+		{"device", "/dev/zero", "/dev/zero is not a regular file"},
+		{"too large", big, big + " is larger than a secret"},
+		{"other owner", other, other + " is owned by uid 65534"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			done := make(chan error, 1)
+			go func() { _, err := readSecretFile(c.path); done <- err }()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("reading the key file blocked")
+			}
+			if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+				t.Fatalf("got %v, want %s…", err, c.want)
+			}
+		})
+	}
+	if _, err := readSecretFile(good); err != nil {
+		t.Fatal(err)
 	}
 }

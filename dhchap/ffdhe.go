@@ -155,7 +155,7 @@ func (g *Group) SharedSecret(priv *big.Int, peer []byte) ([]byte, error) {
 	}
 	z := new(big.Int).Exp(y, priv, p)
 	out := z.FillBytes(make([]byte, g.Size()))
-	z.SetInt64(0)
+	ClearInt(z)
 	return out, nil
 }
 

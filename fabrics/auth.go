@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"encoding/binary"
+	"io"
 	"maps"
 	"math/big"
 	"slices"
@@ -28,11 +29,15 @@ import (
 //	Receive ← DH-HMAC-CHAP_Success1 ([R2])
 //	Send DH-HMAC-CHAP_Success2             (only when bidirectional)
 //
-// Any failure is answered with AUTH_Failure1 on the next Receive, and the
-// controller is removed at once; its queues are disconnected a moment
-// later so that the Failure1 reaches the host first. The host may start
-// again with a new Negotiate at any time (re-authentication): the queue
-// keeps working meanwhile, unless that transaction fails.
+// Any failure is answered with AUTH_Failure1 on the next Receive. On the
+// admin queue the controller is removed at once, and its queues are
+// disconnected a moment later so that the Failure1 reaches the host first;
+// on an I/O queue only that queue goes (authFail says why). The host may
+// start again with a new Negotiate at any time (re-authentication): the
+// queue keeps working meanwhile, unless that transaction fails. What a
+// host without the secret can hold is bounded: authStep per message,
+// authTotalMax in all, authMaxAttempts transactions per queue and
+// maxPendingAuthPerHost controllers per host NQN.
 
 // HostKeys are the DH-HMAC-CHAP secrets of one allowed host. A host with a
 // Host secret must authenticate on every queue; Ctrl, when set, lets the
@@ -109,14 +114,26 @@ const (
 	// authFailureGrace is how long the queues of a controller whose
 	// authentication failed stay up, so the host reads AUTH_Failure1.
 	authFailureGrace = time.Second
-	// authTimeoutNoKATO bounds each authentication step of an admin
-	// queue when the host asked for no keep alive, as the Linux target's
-	// transaction expiry.
-	authTimeoutNoKATO = 120 * time.Second
-	// authStepMin is the least time a host gets for a step, whatever its
-	// KATO: the Linux host's first use of a DH group tests the algorithm
-	// first, which took 5-6 s for ffdhe8192 in an emulated guest.
-	authStepMin = 15 * time.Second
+	// authStep is how long the host may take for each authentication
+	// step of an admin queue, whatever its KATO (which may be 49 days)
+	// and without keep alive. The first step includes the Linux host's
+	// test of the DH algorithm at its first use: 5-6 s for ffdhe8192 in
+	// an emulated guest, 27 s on a loaded machine.
+	authStep = 30 * time.Second
+	// authTotalMax bounds the whole authentication of an admin queue,
+	// however many messages the host sends: several times the slowest
+	// exchange of the Linux host (ffdhe8192, a few seconds).
+	authTotalMax = 60 * time.Second
+	// authMaxAttempts bounds the transactions a queue may start
+	// (Negotiate) without one succeeding: each may cost the controller a
+	// DH key pair and a shared secret, 8.6 ms each for ffdhe8192. A
+	// failure ends the controller anyway; this bounds restarts.
+	authMaxAttempts = 3
+	// maxPendingAuthPerHost bounds a host NQN's controllers that have
+	// not authenticated yet, so that a peer claiming it cannot fill
+	// max_controllers or run many DH exchanges at once; a host connects
+	// one controller per path at a time.
+	maxPendingAuthPerHost = 8
 	// maxAuthTransfer bounds Authentication Send/Receive data: the
 	// largest message (a Reply with an 8192-bit DH value) is 1168 bytes,
 	// and hosts receive into 4 KiB.
@@ -126,8 +143,10 @@ const (
 // SetHostKeys replaces the hosts' secrets, by host NQN. Connected
 // controllers go on with the secrets they authenticated with; the new ones
 // apply to new connections and to the next re-authentication of an admin
-// queue. The subsystem owns the secrets passed from then on and clears
-// them when they are replaced.
+// queue. A controller of a host that now has a secret but connected
+// without one is ended: it never proved it holds the secret. The
+// subsystem owns the secrets passed from then on and clears them when
+// they are replaced.
 func (s *Subsystem) SetHostKeys(keys map[string]HostKeys) {
 	s.mu.Lock()
 	old := s.keys
@@ -135,6 +154,71 @@ func (s *Subsystem) SetHostKeys(keys map[string]HostKeys) {
 	s.mu.Unlock()
 	for _, k := range old {
 		k.clear()
+	}
+	s.endUnauthenticated()
+}
+
+// Access is who may connect to a subsystem, with their secrets, applied
+// in one step by SetAccess.
+type Access struct {
+	AllowAnyHost bool
+	Hosts        []string
+	Keys         map[string]HostKeys
+	// Refused are hosts refused whatever the allow-list says: their
+	// secret could not be read, so letting them in would let them in
+	// without one.
+	Refused []string
+}
+
+// SetAccess replaces the allow-list, the hosts' secrets and the refused
+// hosts under one lock, so that no Connect sees a host allowed before its
+// secret is in place. Controllers that the new access would refuse, or
+// whose host now has a secret they never authenticated with, are ended.
+func (s *Subsystem) SetAccess(a Access) {
+	s.mu.Lock()
+	old := s.keys
+	s.keys = maps.Clone(a.Keys)
+	s.refused = make(map[string]bool, len(a.Refused))
+	for _, h := range a.Refused {
+		s.refused[h] = true
+	}
+	s.AllowAnyHost = a.AllowAnyHost
+	s.hosts = make(map[string]bool, len(a.Hosts))
+	for _, h := range a.Hosts {
+		s.hosts[h] = true
+	}
+	s.mu.Unlock()
+	for _, k := range old {
+		k.clear()
+	}
+	for _, c := range s.Controllers() {
+		if !s.HostAllowed(c.HostNQN) {
+			c.fatal("host no longer allowed")
+		}
+	}
+	s.endUnauthenticated()
+	s.changedDiscovery()
+}
+
+// HostRefused reports whether hostNQN is refused because its secret could
+// not be read.
+func (s *Subsystem) HostRefused(hostNQN string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused[hostNQN]
+}
+
+// endUnauthenticated ends the controllers that connected without a
+// secret their host now has.
+func (s *Subsystem) endUnauthenticated() {
+	for _, c := range s.Controllers() {
+		c.mu.Lock()
+		keyless := c.auth.keys.Host == nil
+		c.mu.Unlock()
+		if keyless && s.AuthRequired(c.HostNQN) {
+			c.log.Warn("the host now has a dhchap_key but this controller connected without one; removing the controller")
+			c.fatal("host must authenticate")
+		}
 	}
 }
 
@@ -218,11 +302,17 @@ func nextSeqnum() uint32 {
 	}
 }
 
-// queueAuth is one queue's authentication state, owned by its poller.
+// queueAuth is one queue's authentication state. Messages of a
+// transaction with a DH group run on the queue's workers, so that the DH
+// arithmetic does not stall the other queues of the poller: mu orders them
+// with those that run on the poller. done is read by the poller without it.
 type queueAuth struct {
-	done bool  // authenticated; stays true through a re-authentication
-	step uint8 // the message expected next (nvme.AuthNegotiate … AuthFailure1)
-	tid  uint16
+	mu       sync.Mutex
+	done     atomic.Bool // authenticated; stays true through a re-authentication
+	attempts uint8       // transactions started since the last success
+	dropping bool        // an I/O queue that failed: its disconnect is due
+	step     uint8       // the message expected next (nvme.AuthNegotiate … AuthFailure1)
+	tid      uint16
 	// The transaction's choices and material, cleared when it ends.
 	hash, group uint8
 	s1, s2      uint32
@@ -233,15 +323,27 @@ type queueAuth struct {
 	explanation uint8 // what AUTH_Failure1 carries
 }
 
-// reset ends the transaction and clears what it derived.
+// reset ends the transaction and clears what it derived. Called with
+// a.mu held.
 func (a *queueAuth) reset() {
 	clear(a.c1)
 	clear(a.c2)
 	clear(a.skey)
 	dhchap.ClearInt(a.priv)
-	done := a.done
-	*a = queueAuth{done: done}
+	a.step, a.tid, a.hash, a.group, a.s1, a.s2 = 0, 0, 0, 0, 0, 0
+	a.c1, a.c2, a.priv, a.skey, a.bidir, a.explanation = nil, nil, nil, nil, false, 0
 }
+
+// end clears the transaction when the queue goes, after any message of it
+// still running on a worker.
+func (a *queueAuth) end() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.reset()
+}
+
+// dhRand is where DH private values come from; tests make it wait.
+var dhRand io.Reader = rand.Reader
 
 // authExempt reports whether cmd may run on a queue that has not
 // authenticated: Connect and the authentication commands only.
@@ -259,7 +361,7 @@ func authExempt(cmd nvme.Command) bool {
 // authorized reports whether q may run commands: it authenticated, and
 // no queue of its controller failed authentication since.
 func (q *Queue) authorized() bool {
-	return q.auth.done && !q.ctrl.authRevoked.Load()
+	return q.auth.done.Load() && !q.ctrl.authRevoked.Load()
 }
 
 // requireAuth arms q for authentication after a Connect; the caller sets
@@ -279,8 +381,13 @@ func (q *Queue) prepareAuth(r *Request) nvme.Status {
 	}
 	if q.auth == nil {
 		// A host without a secret may still try; it fails at the Reply.
-		q.auth = &queueAuth{done: true}
+		q.auth = &queueAuth{}
+		q.auth.done.Store(true)
 	}
+	a := q.auth
+	a.mu.Lock()
+	r.blocking = a.group != nvme.DHGroupNull
+	a.mu.Unlock()
 	r.Len = n
 	if cmd.FabricsType() == nvme.FabricsAuthSend {
 		r.Dir, r.handler = DirHostToCtrl, execAuthSend
@@ -292,6 +399,8 @@ func (q *Queue) prepareAuth(r *Request) nvme.Status {
 
 func execAuthSend(q *Queue, r *Request) bool {
 	a, c := q.auth, q.ctrl
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if q.lateAuthStep() {
 		return true
 	}
@@ -321,6 +430,8 @@ func execAuthSend(q *Queue, r *Request) bool {
 
 func execAuthRecv(q *Queue, r *Request) bool {
 	a, b := q.auth, r.Data
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	clear(b)
 	q.lateAuthStep() // a late step is answered with AUTH_Failure1 below
 	if q.ctrl.isDead() && a.step != nvme.AuthFailure1 {
@@ -371,6 +482,11 @@ func (q *Queue) authNegotiate(d []byte) {
 	a.tid = m.TID
 	if err != nil {
 		q.authFail(nvme.AuthIncorrectPayload, "malformed_message")
+		return
+	}
+	if a.attempts++; a.attempts > authMaxAttempts {
+		q.log.WithField("limit", authMaxAttempts).Warn("authentication failed: the host restarted authentication too often without succeeding")
+		q.authFail(nvme.AuthFailed, "too_many_attempts")
 		return
 	}
 	if q.QID == 0 {
@@ -426,7 +542,7 @@ func (q *Queue) authChallenge(b []byte) nvme.Status {
 		return nvme.StatusInternal
 	}
 	if g != nil {
-		priv, pub, err := g.GenerateKey(rand.Reader)
+		priv, pub, err := g.GenerateKey(dhRand)
 		if err != nil {
 			return nvme.StatusInternal
 		}
@@ -528,8 +644,8 @@ func (q *Queue) authDone() {
 
 func (q *Queue) authSucceeded(bidir bool) {
 	a := q.auth
-	first := !a.done
-	a.done = true
+	first := !a.done.Swap(true)
+	a.attempts = 0
 	if q.QID == 0 && !q.ctrl.authenticated.Swap(true) {
 		q.ctrl.keepAlive() // its first chance to send one
 	}
@@ -543,19 +659,64 @@ func (q *Queue) authSucceeded(bidir bool) {
 }
 
 // authFail ends the transaction: the next Receive gets AUTH_Failure1 with
-// explanation, the failure is counted, and the controller goes (a failed
-// re-authentication included, as on the Linux target).
+// explanation, the failure is counted, and the queue stops at once. A
+// failure on the admin queue ends the controller (a failed
+// re-authentication included, as on the Linux target); one on an I/O
+// queue disconnects only that queue. Unlike the Linux target: a peer that
+// knows the host NQN, host ID and controller ID, but not the secret, can
+// connect an I/O queue of its own to that controller, and failing there
+// must not end the host's authenticated controller (SPDK also drops only
+// the queue pair).
 func (q *Queue) authFail(explanation uint8, reason string) {
 	a, c := q.auth, q.ctrl
 	tid := a.tid
 	a.reset()
-	a.done, a.tid, a.step, a.explanation = false, tid, nvme.AuthFailure1, explanation
+	a.done.Store(false)
+	a.tid, a.step, a.explanation = tid, nvme.AuthFailure1, explanation
 	c.countAuthFailure(reason)
+	if q.QID != 0 {
+		if !a.dropping {
+			a.dropping = true
+			q.log.WithField("reason", reason).Warn("authentication failed; disconnecting the I/O queue")
+			q.target.clock.AfterFunc(authFailureGrace, q.tr.Disconnect)
+		}
+		return
+	}
 	// Every queue of the controller stops at once, not when it is
 	// disconnected.
 	c.authRevoked.Store(true)
 	q.log.WithField("reason", reason).Warn("authentication failed; removing the controller")
 	c.endAfter("authentication failed", authFailureGrace)
+}
+
+// armIOAuthDeadline disconnects an I/O queue that has not authenticated
+// within authTotalMax of its Connect, so that a peer without the secret
+// cannot hold one of the controller's queue IDs.
+func (q *Queue) armIOAuthDeadline() {
+	a := q.auth
+	q.target.clock.AfterFunc(authTotalMax, func() {
+		if !a.done.Load() {
+			q.log.WithField("limit", authTotalMax.String()).Warn("the I/O queue did not authenticate in time; disconnecting it")
+			q.tr.Disconnect()
+		}
+	})
+}
+
+// pendingAuth counts hostNQN's controllers waiting for their admin queue
+// to authenticate.
+func (s *Subsystem) pendingAuth(hostNQN string) int {
+	n := 0
+	for _, c := range s.Controllers() {
+		if c.HostNQN == hostNQN && !c.authenticated.Load() && !c.isDead() {
+			c.mu.Lock()
+			keyed := c.auth.keys.Host != nil
+			c.mu.Unlock()
+			if keyed {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // refreshAuth takes the subsystem's current secrets and policy, for a
@@ -615,24 +776,34 @@ func (c *Controller) isDead() bool {
 }
 
 // armAuthDeadline bounds how long the admin queue may take to
-// authenticate. As on the Linux target and SPDK, the limit is per step:
-// each authentication message on the admin queue gives the host another
-// KATO (at least authStepMin; authTimeoutNoKATO without keep alive), so a
-// host slow at its DH arithmetic still gets in. A step that outlasts it
-// makes the host's next message fail with AUTH_Failure1, so its connect
-// ends at once (the Linux host, still connecting, would otherwise retry
-// its command on each timeout for minutes); a host that sends nothing for
-// another step goes. Keep alive starts once the admin queue has
+// authenticate. As on the Linux target and SPDK, there is a limit per
+// step: each authentication message on the admin queue gives the host
+// another authStep, so a host slow at its DH arithmetic still gets in. A
+// step that outlasts it makes the host's next message fail with
+// AUTH_Failure1, so its connect ends at once (the Linux host, still
+// connecting, would otherwise retry its command on each timeout for
+// minutes); a host that sends nothing for another step goes. Unlike
+// theirs, the step does not grow with the host's KATO, and the whole
+// authentication is bounded too (authTotalMax), so that a host without
+// the secret cannot hold the controller by asking for a long KATO or by
+// sending messages in a loop. Keep alive starts once the admin queue has
 // authenticated: until then the host cannot send one.
-func (c *Controller) armAuthDeadline(katoMS uint32) {
-	d := authTimeoutNoKATO
-	if katoMS != 0 {
-		d = max(time.Duration(katoMS)*time.Millisecond+keepAliveSlack, authStepMin)
-	}
+func (c *Controller) armAuthDeadline() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.authStep = d
 	c.rearmAuthDeadline()
+	c.authTotal = c.Subsystem.target.clock.AfterFunc(authTotalMax, c.authTotalExpired)
+}
+
+// authTotalExpired removes a controller whose host has not authenticated
+// within authTotalMax of its Connect.
+func (c *Controller) authTotalExpired() {
+	if c.authenticated.Load() || c.isDead() {
+		return
+	}
+	c.countAuthFailure("timeout")
+	c.log.WithField("limit", authTotalMax.String()).Warn("the host did not authenticate in time; removing the controller")
+	c.fatal("authentication timeout")
 }
 
 // authProgress restarts the admin queue's authentication deadline, unless
@@ -656,7 +827,7 @@ func (c *Controller) rearmAuthDeadline() {
 	}
 	c.authGen++
 	gen := c.authGen
-	c.authTimer = c.Subsystem.target.clock.AfterFunc(c.authStep, func() { c.authExpired(gen) })
+	c.authTimer = c.Subsystem.target.clock.AfterFunc(authStep, func() { c.authExpired(gen) })
 }
 
 func (c *Controller) authExpired(gen uint64) {
@@ -671,11 +842,11 @@ func (c *Controller) authExpired(gen uint64) {
 		return
 	}
 	if first {
-		c.log.WithField("step_limit", c.authStep.String()).Warn("the host is taking too long to authenticate; its next message fails")
+		c.log.WithField("step_limit", authStep.String()).Warn("the host is taking too long to authenticate; its next message fails")
 		return
 	}
 	c.countAuthFailure("timeout")
-	c.log.WithField("step_limit", c.authStep.String()).Warn("the host connected but stopped authenticating; removing the controller")
+	c.log.WithField("step_limit", authStep.String()).Warn("the host connected but stopped authenticating; removing the controller")
 	c.fatal("authentication timeout")
 }
 

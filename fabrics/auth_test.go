@@ -302,9 +302,16 @@ func (at *authTarget) connectAuth(t *testing.T, kato uint32) *host {
 // enableAndIO enables the controller and connects an authenticated I/O
 // queue, then writes and reads back a block.
 func (h *host) enableAndIO(in initiator) {
+	h.t.Helper()
+	h.setProperty(nvme.RegCC, nvme.CCEnable|6<<nvme.CCIOSQEShift|4<<nvme.CCIOCQEShift)
+	h.enableIO(in)
+}
+
+// enableIO connects and authenticates I/O queue 1 of an enabled
+// controller.
+func (h *host) enableIO(in initiator) {
 	t := h.t
 	t.Helper()
-	h.setProperty(nvme.RegCC, nvme.CCEnable|6<<nvme.CCIOSQEShift|4<<nvme.CCIOCQEShift)
 	h.io = NewLoopQueue(h.ctrl().Subsystem.target, h.ctrl().Port, 1, 128)
 	rsp := h.submit(h.io, connectCmd(1, 127, 0, true), connectData(testNQN, testHost, h.cntl))
 	if rsp.Status() != 0 || rsp.Result()&nvme.ConnectAuthReqATR == 0 {
@@ -466,7 +473,7 @@ func TestAuthMissing(t *testing.T) {
 		t.Fatal("I/O queue connected to an unauthenticated controller")
 	}
 	// It does not stay for ever: a step late, then one more.
-	clock.Advance(2 * authStepMin)
+	clock.Advance(2 * authStep)
 	if n := len(at.s.Controllers()); n != 0 {
 		t.Fatalf("%d controllers after the authentication deadline", n)
 	}
@@ -619,14 +626,14 @@ func TestAuthHostPolicy(t *testing.T) {
 	}
 }
 
-// A short KATO still leaves a host authStepMin per step.
+// A short KATO still leaves a host authStep per step.
 func TestAuthDeadlineFloor(t *testing.T) {
 	key := newTestSecret(t, 1, 32)
 	at := newAuthTarget(t, key, nil, AuthPolicy{})
 	h := at.connectAuth(t, 5000)
-	at.clock.Advance(authStepMin - time.Second)
+	at.clock.Advance(authStep - time.Second)
 	if err := h.authenticate(h.admin, initiator{hostNQN: testHost, subNQN: testNQN, key: key, tid: 1}); err != nil {
-		t.Fatalf("authentication %v after Connect with KATO 5 s: %v", authStepMin-time.Second, err)
+		t.Fatalf("authentication %v after Connect with KATO 5 s: %v", authStep-time.Second, err)
 	}
 }
 
@@ -656,24 +663,30 @@ func TestAuthKeepAliveAfterAuthentication(t *testing.T) {
 func TestAuthDeadlinePerStep(t *testing.T) {
 	key := newTestSecret(t, 1, 32)
 	at := newAuthTarget(t, key, nil, AuthPolicy{})
-	h := at.connectAuth(t, 20000) // KATO 20 s: 21 s per step
-	step := 21 * time.Second
-	at.clock.Advance(step - time.Second)
 	neg := nvme.AuthNegotiateMsg{TID: 1, NAPD: 1, AuthID: 1, Hashes: []uint8{1}, DHGroups: []uint8{1}}
+	// Two steps of nearly authStep each are in time.
+	h := at.connectAuth(t, 12000)
+	at.clock.Advance(authStep - time.Second)
 	if st := h.authSend(h.admin, neg.Encode()); st != 0 {
 		t.Fatal(st)
 	}
-	at.clock.Advance(step - time.Second)
+	at.clock.Advance(authStep - time.Second)
 	if _, st := h.authRecv(h.admin, 4096); st != 0 {
 		t.Fatalf("challenge after two steps of nearly a step limit each: %v", st)
 	}
-	at.clock.Advance(step - time.Second)
 	if n := len(at.s.Controllers()); n != 1 {
 		t.Fatalf("%d controllers in a transaction that keeps moving", n)
 	}
+	h.admin.Close() // the host gave up: no failure counted
+
 	// A step limit after the host's last message it is late: it is told
 	// so at its next message, and the controller goes.
+	h = at.connectAuth(t, 12000)
 	at.clock.Advance(time.Second)
+	if st := h.authSend(h.admin, neg.Encode()); st != 0 {
+		t.Fatal(st)
+	}
+	at.clock.Advance(authStep)
 	if n := len(at.s.Controllers()); n != 1 {
 		t.Fatalf("%d controllers a step limit after the host's last message", n)
 	}
@@ -691,10 +704,10 @@ func TestAuthDeadlinePerStep(t *testing.T) {
 	if at.failures()[AuthFailureKey{testHost, "timeout"}] != 1 {
 		t.Fatalf("failures %v", at.failures())
 	}
-	// The second timer finds nothing more to do.
-	at.clock.Advance(step)
+	// The later timers find nothing more to do.
+	at.clock.Advance(authTotalMax)
 	if at.failures()[AuthFailureKey{testHost, "timeout"}] != 1 {
-		t.Fatalf("failures %v after the second step limit", at.failures())
+		t.Fatalf("failures %v after the later timers", at.failures())
 	}
 }
 
@@ -702,16 +715,16 @@ func TestAuthDeadlinePerStep(t *testing.T) {
 func TestAuthDeadlineSilentHost(t *testing.T) {
 	key := newTestSecret(t, 1, 32)
 	at := newAuthTarget(t, key, nil, AuthPolicy{})
-	h := at.connectAuth(t, 0) // no keep alive: 120 s per step
+	h := at.connectAuth(t, 0) // no keep alive
 	neg := nvme.AuthNegotiateMsg{TID: 1, NAPD: 1, AuthID: 1, Hashes: []uint8{1}, DHGroups: []uint8{0}}
 	if st := h.authSend(h.admin, neg.Encode()); st != 0 {
 		t.Fatal(st)
 	}
-	at.clock.Advance(authTimeoutNoKATO)
+	at.clock.Advance(authStep)
 	if n := len(at.s.Controllers()); n != 1 {
 		t.Fatalf("%d controllers one step limit after the last message", n)
 	}
-	at.clock.Advance(authTimeoutNoKATO)
+	at.clock.Advance(authStep)
 	if n := len(at.s.Controllers()); n != 0 {
 		t.Fatalf("%d controllers two step limits after the last message", n)
 	}
@@ -851,20 +864,37 @@ func TestAuthReauthentication(t *testing.T) {
 	if !strings.Contains(at.logs.String(), "host re-authenticated") {
 		t.Fatal("no log entry for the re-authentication")
 	}
-	// A failed re-authentication ends the controller.
+	// A failed re-authentication of an I/O queue stops that queue at once
+	// and disconnects it after the grace period; the controller stays.
 	in.key = newTestSecret(t, 2, 48)
 	if err := h.authenticate(h.io, in); err == nil {
 		t.Fatal("re-authentication with a wrong key succeeded")
 	}
-	if len(at.s.Controllers()) != 0 {
-		t.Fatal("controller kept after a failed re-authentication")
+	if st := h.rw(nvme.IORead, 1, 0, 1, make([]byte, 512), false); st != nvme.StatusAuthRequired|nvme.DNR {
+		t.Fatalf("read after the failure: %v", st)
 	}
-	// Its other queues stop at once, before they are disconnected.
+	at.clock.Advance(authFailureGrace)
+	if !h.io.Disconnected() || h.admin.Disconnected() || len(at.s.Controllers()) != 1 {
+		t.Fatal("a failed I/O queue re-authentication did not end just that queue")
+	}
+	// One of the admin queue ends the controller, and every queue stops at
+	// once, before they are disconnected.
+	h.io.Close()
+	good := in
+	good.key = key
+	h.enableIO(good)
+	in.tid = 200
+	if err := h.authenticate(h.admin, in); err == nil {
+		t.Fatal("re-authentication with a wrong key succeeded")
+	}
+	if len(at.s.Controllers()) != 0 {
+		t.Fatal("controller kept after a failed re-authentication of its admin queue")
+	}
 	if st := h.rw(nvme.IORead, 1, 0, 1, make([]byte, 512), false); st != nvme.StatusAuthRequired|nvme.DNR {
 		t.Fatalf("read after the failure: %v", st)
 	}
 	if _, st := h.propertyStatus(false, false, nvme.RegCSTS, 0); st != nvme.StatusAuthRequired|nvme.DNR {
-		t.Fatalf("admin command after the failure on the I/O queue: %v", st)
+		t.Fatalf("admin command after the failure: %v", st)
 	}
 	at.clock.Advance(authFailureGrace)
 	if !h.admin.Disconnected() || !h.io.Disconnected() {

@@ -2,6 +2,7 @@ package fabrics
 
 import (
 	"errors"
+	"strconv"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/sirupsen/logrus"
@@ -42,6 +43,30 @@ func invalidParam(r *Request, offset uint16, inData bool) bool {
 	return true
 }
 
+// nqnsPrintable checks that both NQNs are printable ASCII, and if not,
+// where the first offending one is. The specification allows UTF-8 without
+// control characters; the NQNs hosts generate (nqn.2014-08.org.nvmexpress:
+// uuid:…) and the configuration accepts are ASCII, and an NQN ends up in
+// logs and in `ctl list` on an administrator's terminal.
+func nqnsPrintable(d nvme.ConnectData) (uint16, bool) {
+	if !printableASCII(d.SubNQN) {
+		return nvme.ConnectDataSubNQN, false
+	}
+	if !printableASCII(d.HostNQN) {
+		return nvme.ConnectDataHostNQN, false
+	}
+	return 0, true
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
 func execConnect(q *Queue, r *Request) bool {
 	log := q.log
 	cmd := r.Cmd
@@ -53,6 +78,12 @@ func execConnect(q *Queue, r *Request) bool {
 		if errors.As(err, &de) && de.Offset != 0 {
 			off = de.Offset
 		}
+		return invalidParam(r, off, true)
+	}
+	if off, ok := nqnsPrintable(d); !ok {
+		q.target.Refused.Refuse("invalid_nqn", q.port.ID)
+		log.WithFields(logrus.Fields{"subsystem": strconv.QuoteToASCII(d.SubNQN), "host": strconv.QuoteToASCII(d.HostNQN)}).
+			Warn("connect rejected: an NQN has characters other than printable ASCII")
 		return invalidParam(r, off, true)
 	}
 	log = log.WithFields(logrus.Fields{"subsystem": d.SubNQN, "host": d.HostNQN})
@@ -82,6 +113,13 @@ func execConnect(q *Queue, r *Request) bool {
 		r.status &^= nvme.DNR
 		return true
 	}
+	if s.HostRefused(d.HostNQN) {
+		s.Stats.Refused.Refuse("host_key_unreadable", q.port.ID)
+		log.Warn("connect rejected: the host's dhchap_key could not be read; fix the key file and reload")
+		r.status = nvme.StatusConnectInvalidHost | nvme.DNR
+		r.result = uint64(nvme.ConnectInvalidParam(nvme.ConnectDataHostNQN, true))
+		return true
+	}
 	if !s.HostAllowed(d.HostNQN) {
 		s.Stats.Refused.Refuse("host_not_allowed", q.port.ID)
 		log.Warn("connect rejected: host not allowed; add it to the subsystem's hosts or set allow_any_host")
@@ -109,6 +147,13 @@ func connectAdmin(q *Queue, r *Request, s *Subsystem, d nvme.ConnectData, log *l
 	}
 	c := newController(s, q, d, kato)
 	c.auth = s.authConfigFor(d.HostNQN)
+	if c.auth.keys.Host != nil && s.pendingAuth(d.HostNQN) >= maxPendingAuthPerHost {
+		s.Stats.Refused.Refuse("authentication_pending", q.port.ID)
+		log.WithField("limit", maxPendingAuthPerHost).Warn("connect rejected: the host has as many controllers waiting to authenticate as allowed; someone without its secret may be claiming its NQN")
+		r.status = nvme.StatusConnectControllerBusy
+		c.auth.keys.clear()
+		return true
+	}
 	if err := s.allocController(c); err != nil {
 		// Controller Busy with DNR for both, as the Linux target answers
 		// when its controller ID range is used up.
@@ -139,7 +184,7 @@ func connectAdmin(q *Queue, r *Request, s *Subsystem, d nvme.ConnectData, log *l
 	// the authentication deadline stands in for the timer until then.
 	if c.auth.keys.Host != nil {
 		q.requireAuth()
-		c.armAuthDeadline(kato)
+		c.armAuthDeadline()
 		r.result |= nvme.ConnectAuthReqATR
 	} else {
 		c.keepAlive()
@@ -195,6 +240,7 @@ func connectIO(q *Queue, r *Request, s *Subsystem, d nvme.ConnectData, log *logr
 	c.mu.Unlock()
 	if needAuth {
 		q.requireAuth()
+		q.armIOAuthDeadline()
 		r.result |= nvme.ConnectAuthReqATR
 	}
 	return true

@@ -69,8 +69,11 @@ type Controller struct {
 	errCount    uint64
 	kaTimer     Timer
 	kaGen       uint64 // which arming of the timer is current
-	shutdownGen uint64 // bumped by every CC.SHN change: a flush finishing late checks it
-	dead        bool
+	// At most one shutdown flush runs per controller: a shutdown
+	// notification while one runs asks it to flush once more.
+	flushing   bool
+	flushAgain bool
+	dead       bool
 
 	// In-band authentication (auth.go): the secrets and policy in use,
 	// whether the admin queue authenticated, and the deadline for it.
@@ -79,8 +82,8 @@ type Controller struct {
 	authLate      atomic.Bool // a step outlasted its limit: the host's next message fails
 	authRevoked   atomic.Bool // a queue failed authentication: no queue runs commands
 	authTimer     Timer
-	authStep      time.Duration // how long the host may take for each step
-	authGen       uint64        // which authTimer is current
+	authTotal     Timer  // bounds the whole authentication
+	authGen       uint64 // which authTimer is current
 }
 
 func newController(s *Subsystem, q *Queue, d nvme.ConnectData, kato uint32) *Controller {
@@ -208,16 +211,18 @@ func (c *Controller) setCC(v uint32) {
 		reset = true
 		c.log.Info("controller disabled")
 	}
-	var gen uint64
 	if v&nvme.CCShnMask != 0 && old&nvme.CCShnMask == 0 {
 		csts = csts&^nvme.CSTSShstMask | nvme.CSTSShstProcessing
-		c.shutdownGen++
-		gen, shutdown = c.shutdownGen, true
+		if c.flushing {
+			// Writes completed since that flush began need another.
+			c.flushAgain = true
+		} else {
+			c.flushing, shutdown = true, true
+		}
 		c.log.Info("host shuts the controller down; flushing every namespace")
 	}
 	if v&nvme.CCShnMask == 0 && old&nvme.CCShnMask != 0 {
-		csts &^= nvme.CSTSShstMask
-		c.shutdownGen++ // a flush still running no longer reports
+		csts &^= nvme.CSTSShstMask // a flush still running no longer reports
 	}
 	c.csts.Store(csts)
 	c.mu.Unlock()
@@ -230,7 +235,7 @@ func (c *Controller) setCC(v uint32) {
 		c.dropIOQueues()
 	}
 	if shutdown {
-		c.Subsystem.target.background(func() { c.shutdown(gen) })
+		c.Subsystem.target.background(c.shutdown)
 	}
 }
 
@@ -248,20 +253,30 @@ func (c *Controller) resetLocked() []*Request {
 	return ended
 }
 
-// shutdown flushes the subsystem's namespaces, then reports the shutdown
-// complete unless the host changed CC.SHN meanwhile.
-func (c *Controller) shutdown(gen uint64) {
-	err := c.Subsystem.FlushNamespaces()
-	if err != nil {
-		c.log.WithError(err).Error("flush at shutdown notification failed; completed writes may not be durable")
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.shutdownGen != gen {
+// shutdown flushes the subsystem's namespaces, again while shutdown
+// notifications came during the flush, then reports the shutdown complete
+// unless the host cleared CC.SHN meanwhile. A host toggling CC.SHN thus
+// keeps one flush running, not one per toggle.
+func (c *Controller) shutdown() {
+	for {
+		err := c.Subsystem.FlushNamespaces()
+		if err != nil {
+			c.log.WithError(err).Error("flush at shutdown notification failed; completed writes may not be durable")
+		}
+		c.mu.Lock()
+		if c.flushAgain && !c.dead {
+			c.flushAgain = false
+			c.mu.Unlock()
+			continue
+		}
+		c.flushing, c.flushAgain = false, false
+		if c.cc.Load()&nvme.CCShnMask != 0 && c.csts.Load()&nvme.CSTSShstMask == nvme.CSTSShstProcessing {
+			c.csts.Store(c.csts.Load()&^nvme.CSTSShstMask | nvme.CSTSShstComplete)
+			c.log.Info("controller shut down")
+		}
+		c.mu.Unlock()
 		return
 	}
-	c.csts.Store(c.csts.Load()&^nvme.CSTSShstMask | nvme.CSTSShstComplete)
-	c.log.Info("controller shut down")
 }
 
 // dropIOQueues disconnects every I/O queue, as a controller reset requires.
@@ -336,6 +351,9 @@ func (c *Controller) end(reason string, csts uint32, grace time.Duration) {
 	c.stopKeepAlive()
 	if c.authTimer != nil {
 		c.authTimer.Stop()
+	}
+	if c.authTotal != nil {
+		c.authTotal.Stop()
 	}
 	c.auth.keys.clear()
 	var qs []*Queue

@@ -269,7 +269,7 @@ func (q *Queue) Close() {
 		q.log.Info("queue disconnected")
 	}
 	if q.auth != nil {
-		q.auth.reset()
+		q.auth.end()
 	}
 	q.closeRing()
 	q.waitHolds()

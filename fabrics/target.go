@@ -255,6 +255,7 @@ type Subsystem struct {
 	cntlidMin, cntlidMax uint16
 	nextCNTLID           uint16
 	keys                 map[string]HostKeys // DH-HMAC-CHAP secrets by host NQN (auth.go)
+	refused              map[string]bool     // hosts whose secret could not be read (SetAccess)
 	policy               AuthPolicy
 
 	// Limits for new controllers (SetLimits).
@@ -331,7 +332,7 @@ func (s *Subsystem) HostAllowed(hostNQN string) bool {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.AllowAnyHost || s.hosts[hostNQN]
+	return !s.refused[hostNQN] && (s.AllowAnyHost || s.hosts[hostNQN])
 }
 
 // OnPort reports whether the subsystem is reachable through port id.

@@ -113,10 +113,7 @@ func (c *change) setReferrals(pc config.Port) {
 // addSubsystems creates the new subsystems, without namespaces yet.
 func (c *change) addSubsystems() {
 	for _, s := range c.plan.AddSubsystems {
-		fs := fabrics.NewSubsystem(s.NQN, s.Serial, s.Model, s.AllowAnyHost)
-		for _, h := range s.Hosts {
-			fs.AllowHost(h.NQN)
-		}
+		fs := fabrics.NewSubsystem(s.NQN, s.Serial, s.Model, false)
 		c.setAuth(fs, s)
 		fs.SetPorts(s.Ports)
 		fs.SetLimits(s.MaxControllers, s.MaxIOQueues)
@@ -179,7 +176,6 @@ func (c *change) resize() {
 func (c *change) retune() {
 	for _, s := range c.plan.Access {
 		if fs := c.keptSubsystem(s.NQN); fs != nil {
-			fs.SetHosts(s.AllowAnyHost, s.HostNQNs())
 			c.setAuth(fs, s)
 			c.log.WithFields(logrus.Fields{"subsystem": s.NQN, "allow_any_host": s.AllowAnyHost, "hosts": len(s.Hosts)}).Info("subsystem access changed")
 		}
@@ -341,27 +337,36 @@ func closeUnused(ns *fabrics.Namespace, log *logrus.Entry) {
 	}
 }
 
-// setAuth gives the subsystem its hosts' secrets and its hash and group
-// lists. Validation read the secrets a moment ago; one that cannot be read
-// now (a key file removed since) leaves that host without a key entry, and
-// so unable to connect if it had one: the problem is reported.
+// readHostSecrets reads a host's secrets; tests replace it to act while
+// key files are being read.
+var readHostSecrets = config.Host.Secrets
+
+// setAuth gives the subsystem who may connect, their secrets and its hash
+// and group lists. Every key file is read before anything changes, and the
+// allow-list and the secrets change together, so a host being added with a
+// secret is never allowed without it. Validation read the secrets a moment
+// ago; a host whose secret cannot be read now (a key file removed since)
+// is refused outright, allow_any_host or not, until a change reads it: the
+// problem is reported, and its connects are counted as
+// host_key_unreadable.
 func (c *change) setAuth(fs *fabrics.Subsystem, s config.Subsystem) {
 	keys := map[string]fabrics.HostKeys{}
+	var refused []string
 	for j, h := range s.Hosts {
 		if !h.HasKey() {
 			continue
 		}
-		host, ctrl, err := h.Secrets()
+		host, ctrl, err := readHostSecrets(h)
 		if err != nil {
 			c.problem(fmt.Errorf("%s.hosts[%d].%w", subPath(c.next, s.NQN), j, err), nil)
-			// Refuse the host rather than let it in unauthenticated.
-			fs.SetHosts(s.AllowAnyHost, slices.DeleteFunc(s.HostNQNs(), func(n string) bool { return n == h.NQN }))
+			c.log.WithFields(logrus.Fields{"subsystem": s.NQN, "host": h.NQN}).Warn("the host's secret cannot be read; refusing the host until it can")
+			refused = append(refused, h.NQN)
 			continue
 		}
 		keys[h.NQN] = fabrics.HostKeys{Host: host, Ctrl: ctrl, Policy: authPolicy(h.DHCHAPHashes, h.DHCHAPDHGroups)}
 	}
-	fs.SetHostKeys(keys)
 	fs.SetAuthPolicy(authPolicy(s.DHCHAPHashes, s.DHCHAPDHGroups))
+	fs.SetAccess(fabrics.Access{AllowAnyHost: s.AllowAnyHost, Hosts: s.HostNQNs(), Keys: keys, Refused: refused})
 }
 
 // authPolicy turns validated hash and group names into IDs; no names is

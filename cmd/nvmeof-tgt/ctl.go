@@ -26,9 +26,9 @@ const ctlUsage = `usage: nvmeof-tgt ctl [-socket PATH] COMMAND
   add namespace NQN -backend file|block|rbd|nullblk [-nsid N] [-path P] [-size S] [-block-size B]
                     [-read-only] [-buffered] [-uuid U] [-ana-group G]
                     [-pool P -image I [-rados-namespace N] [-create]]
-  add host NQN HOSTNQN [-dhchap-key-file F] [-dhchap-ctrl-key-file F]
+  add host NQN HOSTNQN [-dhchap-key-file F | -dhchap-key -] [-dhchap-ctrl-key-file F]
                                        allow HOSTNQN into subsystem NQN, with its DH-HMAC-CHAP keys
-  set host NQN HOSTNQN [-dhchap-key-file F] [-dhchap-ctrl-key-file F]
+  set host NQN HOSTNQN [-dhchap-key-file F | -dhchap-key -] [-dhchap-ctrl-key-file F]
                                        replace HOSTNQN's keys (none: no authentication)
   set subsystem NQN -allow-any-host=true|false
   set namespace NQN NSID [-size S] [-ana-group G]   resize or regroup a namespace in place

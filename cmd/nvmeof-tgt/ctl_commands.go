@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bufio"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -128,15 +132,19 @@ func addNamespaceFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 	}
 }
 
-// hostKeyFlags takes the host's keys. A key file is better than a key on
-// the command line, which other users may see in the process list.
+// ctlStdin is where `-dhchap-key -` reads a secret from.
+var ctlStdin io.Reader = os.Stdin
+
+// hostKeyFlags takes the host's keys: from a file the daemon reads, or
+// from standard input with "-". A key on the command line would be in the
+// process list for every user to see.
 func hostKeyFlags(method string) func(*flag.FlagSet) func([]string) (*ctlCommand, error) {
 	return func(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 		var p hostParams
 		fs.StringVar(&p.DHCHAPKeyFile, "dhchap-key-file", "", "the host's DH-HMAC-CHAP secret is in `FILE` (absolute, mode 0600)")
 		fs.StringVar(&p.DHCHAPCtrlKeyFile, "dhchap-ctrl-key-file", "", "the controller's secret, for bidirectional authentication, is in `FILE`")
-		fs.StringVar(&p.DHCHAPKey, "dhchap-key", "", "the host's secret, `DHHC-1:NN:...:` (prefer -dhchap-key-file)")
-		fs.StringVar(&p.DHCHAPCtrlKey, "dhchap-ctrl-key", "", "the controller's secret, `DHHC-1:NN:...:` (prefer -dhchap-ctrl-key-file)")
+		fs.StringVar(&p.DHCHAPKey, "dhchap-key", "", "the host's secret, `DHHC-1:NN:...:`, or - to read it from standard input (a secret given here is visible in ps: prefer - or -dhchap-key-file)")
+		fs.StringVar(&p.DHCHAPCtrlKey, "dhchap-ctrl-key", "", "the controller's secret, `DHHC-1:NN:...:`, or - to read it from standard input (prefer - or -dhchap-ctrl-key-file)")
 		fs.Func("dhchap-hashes", "this host's hashes, `sha512,…` in order of preference, within the subsystem's", func(s string) error {
 			p.DHCHAPHashes = strings.Split(s, ",")
 			return nil
@@ -147,6 +155,9 @@ func hostKeyFlags(method string) func(*flag.FlagSet) func([]string) (*ctlCommand
 		})
 		return func(pos []string) (*ctlCommand, error) {
 			p.NQN, p.Host = pos[0], pos[1]
+			if err := keysFromStdin(&p); err != nil {
+				return nil, err
+			}
 			return ctlEdit(method, p)
 		}
 	}
@@ -237,4 +248,24 @@ func parseNSID(s string) (uint32, error) {
 		return 0, fmt.Errorf("NSID %q: want a number", s)
 	}
 	return nsid, nil
+}
+
+// keysFromStdin replaces a "-" key with the first line of standard input.
+func keysFromStdin(p *hostParams) error {
+	if p.DHCHAPKey == "-" && p.DHCHAPCtrlKey == "-" {
+		return errors.New("-dhchap-key - and -dhchap-ctrl-key -: only one secret can come from standard input; put the other in a file")
+	}
+	for _, k := range []*string{&p.DHCHAPKey, &p.DHCHAPCtrlKey} {
+		if *k != "-" {
+			continue
+		}
+		line, err := bufio.NewReader(io.LimitReader(ctlStdin, 4<<10)).ReadString('\n')
+		if err != nil && err != io.EOF {
+			return fmt.Errorf("reading the secret from standard input: %w", err)
+		}
+		if *k = strings.TrimSpace(line); *k == "" {
+			return errors.New("no secret on standard input")
+		}
+	}
+	return nil
 }

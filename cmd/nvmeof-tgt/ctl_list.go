@@ -60,9 +60,9 @@ func showStateText(raw json.RawMessage, out io.Writer) error {
 		if s.CntlidMin != nvme.MinControllerID || s.CntlidMax != nvme.MaxControllerID {
 			ports += fmt.Sprintf(", controller IDs %d..%d", s.CntlidMin, s.CntlidMax)
 		}
-		fmt.Fprintf(w, "subsystem %s  %s, %s\n", s.NQN, access, ports)
+		fmt.Fprintf(w, "subsystem %s  %s, %s\n", termSafe(s.NQN), access, ports)
 		for _, n := range s.Namespaces {
-			fmt.Fprintf(w, "  namespace %d\t%s %s\t%s, %d-byte blocks%s\tuuid %s, ANA group %d\n", n.NSID, n.Backend, n.Path,
+			fmt.Fprintf(w, "  namespace %d\t%s %s\t%s, %d-byte blocks%s\tuuid %s, ANA group %d\n", n.NSID, n.Backend, termSafe(n.Path),
 				config.Size(n.SizeBytes), n.BlockSize, map[bool]string{true: ", read-only"}[n.ReadOnly], n.UUID, n.ANAGroup)
 		}
 		for _, h := range s.Hosts {
@@ -70,14 +70,26 @@ func showStateText(raw json.RawMessage, out io.Writer) error {
 			if slices.Contains(s.DHCHAPHosts, h) {
 				auth = "\tauthenticates (DH-HMAC-CHAP)"
 			}
-			fmt.Fprintf(w, "  host %s%s\n", h, auth)
+			fmt.Fprintf(w, "  host %s%s\n", termSafe(h), auth)
 		}
 		for _, c := range s.Controllers {
-			fmt.Fprintf(w, "  controller %d\t%s\tport %d, %d queues, since %s\n", c.CNTLID, c.Host, c.Port, c.Queues, c.Created)
+			fmt.Fprintf(w, "  controller %d\t%s\tport %d, %d queues, since %s\n", c.CNTLID, termSafe(c.Host), c.Port, c.Queues, c.Created)
 		}
 	}
 	showGatewayText(w, st.Gateway)
 	return w.Flush()
+}
+
+// termSafe returns s as it is if it is printable ASCII, else quoted with
+// escapes: a host NQN comes from the network (with allow_any_host, from
+// anyone), and escape sequences in it must not reach the terminal.
+func termSafe(s string) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return strconv.QuoteToASCII(s)
+		}
+	}
+	return s
 }
 
 // anaGroupsOn lists, ascending, the ANA groups port p serves a namespace

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -90,6 +91,11 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	// Before any secret is read: the configuration's, or ctl's from
+	// standard input.
+	if err := noCoreDumps(); err != nil {
+		fmt.Fprintf(stderr, "warning: secrets may end up in core dumps: %v\n", err)
+	}
 	if len(args) > 0 && args[0] == "ctl" {
 		return runCtl(args[1:], stdout, stderr)
 	}
@@ -244,7 +250,19 @@ func (d *daemon) mainLoop(path string, sup supervisor) {
 }
 
 // metricsServer serves /metrics until closed.
-type metricsServer struct{ srv *http.Server }
+type metricsServer struct {
+	srv *http.Server
+	ln  net.Listener
+}
+
+// Bounds of the metrics endpoint, which has no authentication of its own:
+// slow or idle clients must not hold file descriptors the RDMA side needs.
+const (
+	metricsMaxConns     = 16 // Prometheus keeps one connection per scraper
+	metricsReadTimeout  = 10 * time.Second
+	metricsWriteTimeout = 30 * time.Second
+	metricsIdleTimeout  = 60 * time.Second // above the usual 15-30 s scrape interval
+)
 
 func (m *metricsServer) close() { m.srv.Close() }
 
@@ -258,14 +276,51 @@ func serveMetrics(addr string, c prometheus.Collector, log *logrus.Entry) (*metr
 	if err != nil {
 		return nil, fmt.Errorf("metrics.address %s: %w (another process listens there, or the address is not local)", addr, err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	ln = &limitListener{Listener: ln, slots: make(chan struct{}, metricsMaxConns)}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: metricsReadTimeout, ReadTimeout: metricsReadTimeout,
+		WriteTimeout: metricsWriteTimeout, IdleTimeout: metricsIdleTimeout, MaxHeaderBytes: 8 << 10}
 	log.WithField("address", addr).Info("serving metrics")
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.WithError(err).Error("metrics endpoint failed")
 		}
 	}()
-	return &metricsServer{srv}, nil
+	return &metricsServer{srv, ln}, nil
+}
+
+// limitListener closes connections beyond the number of its slots as soon
+// as they are accepted.
+type limitListener struct {
+	net.Listener
+	slots chan struct{}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			return &slotConn{Conn: c, free: func() { <-l.slots }}, nil
+		default:
+			c.Close()
+		}
+	}
+}
+
+// slotConn gives its slot back when closed, once.
+type slotConn struct {
+	net.Conn
+	once sync.Once
+	free func()
+}
+
+func (c *slotConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.free)
+	return err
 }
 
 func goVersion() string { return runtime.Version() }

@@ -19,6 +19,7 @@ var unitSettings = []string{
 	"WatchdogSec=30s",       // the main loop pings every 15 s
 	"Restart=on-failure",    // includes a watchdog timeout
 	"LimitMEMLOCK=infinity", // RDMA buffers are pinned
+	"LimitCORE=0",           // no secrets in core dumps
 }
 
 func TestServiceUnitSettings(t *testing.T) {

@@ -4,7 +4,8 @@
 # the right controller key connects, and with a wrong one on the target
 # the host refuses; every hash with a spread of DH groups; the host
 # re-authenticates a live connection; a key rotated by reload applies to
-# new connections and keeps the old one. Then the same keys and hosts
+# new connections and keeps the old one; a key added to a host connected
+# without one ends that controller. Then the same keys and hosts
 # against the Linux target in the same boot give the same outcomes.
 #
 # Needs a host kernel with NVMe authentication (CONFIG_NVME_HOST_AUTH):
@@ -259,6 +260,27 @@ fi
 assert_eq "the connection after re-authenticating" "$(cat "/sys/class/nvme/$live/state")" live
 fio_ok after-reauth --filename="$dev" --rw=randwrite --bs=4k --iodepth=8 --ioengine=libaio --direct=1 \
 	--size=4m --verify=crc32c
+
+# --- a key added live to a host connected without one (its NQN may have
+# been spoofed): the controller that never authenticated ends, given
+# through standard input as an administrator would ---
+if ours; then
+	fconnect "$hn" || fail "connect the host without a key"
+	c=$(host_ctrl "$hn" "$live") || fail "no controller for the host without a key"
+	assert_eq "the keyless host's controllers on the target" "$(ctrls_of "$hn")" 1
+	put hn.key "$(gen "$hn" 1)"
+	"$NVMEOF_TGT" ctl set host "$subsys" "$hn" -dhchap-key - <"$keys/hn.key" ||
+		fail "ctl set host -dhchap-key - for the connected host"
+	wait_for 10 "the target ending the controller that never authenticated" no_target_ctrl "$hn"
+	# The host tries to reconnect without the key, and is refused.
+	assert_eq "the keyless host's controllers after its key was added" "$(ctrls_of "$hn")" 0
+	nvme disconnect -d "$c" >/dev/null 2>&1 || true
+	c_gone() { ! host_ctrl "$hn" "$live" >/dev/null; }
+	wait_for 30 "the host dropping $c" c_gone
+	assert_eq "the keyed host's connection through it all" "$(cat "/sys/class/nvme/$live/state")" live
+	write_config
+	"$NVMEOF_TGT" ctl reload >/dev/null || fail "ctl reload back to the file's hosts"
+fi
 disconnect "$subsys"
 stop_target
 

@@ -1,0 +1,249 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/dhchap"
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
+)
+
+// connectAs sends an admin Connect for hostNQN over the loop transport
+// and returns its completion.
+func connectAs(t *testing.T, d *daemon, subNQN, hostNQN string) nvme.Completion {
+	t.Helper()
+	h := &loopHost{t: t, admin: fabrics.NewLoopQueue(d.target, d.target.Port(1), 0, 32)}
+	t.Cleanup(h.admin.Close)
+	c := loopCmd(nvme.OpFabrics, nvme.ConnectDataSize)
+	c.SetConnect(0, 31, 0)
+	b := make([]byte, nvme.ConnectDataSize)
+	nvme.ConnectData{HostID: [16]byte{7}, CNTLID: nvme.ControllerIDDynamic, SubNQN: subNQN, HostNQN: hostNQN}.Encode(b)
+	return h.submit(c, b)
+}
+
+// hookSecrets runs during each read of a host's secrets.
+func hookSecrets(t *testing.T, during func(h config.Host) error) {
+	orig := readHostSecrets
+	t.Cleanup(func() { readHostSecrets = orig })
+	readHostSecrets = func(h config.Host) (*dhchap.Secret, *dhchap.Secret, error) {
+		if err := during(h); err != nil {
+			return nil, nil, err
+		}
+		return orig(h)
+	}
+}
+
+// A host added with a secret is never allowed without it: a Connect made
+// while add_host reads the key file is refused, not given a controller
+// that needs no authentication.
+func TestAddHostWithKeyNoWindow(t *testing.T) {
+	_, dir, d := startBase(t)
+	if err := d.reload(writeConfig(t, dir, "    hosts: ["+hostY+"]\n", false)); err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(dir, "x.key")
+	os.WriteFile(keyFile, []byte(key1), 0o600)
+	var during []nvme.Completion
+	hookSecrets(t, func(h config.Host) error {
+		if h.NQN == hostX {
+			during = append(during, connectAs(t, d, nqnB, hostX))
+		}
+		return nil
+	})
+	if err := control(d, "", []string{"add", "host", nqnB, hostX, "-dhchap-key-file", keyFile}, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if len(during) == 0 {
+		t.Fatal("the key file was never read")
+	}
+	for _, rsp := range during {
+		if rsp.Status() == 0 && rsp.Result()&nvme.ConnectAuthReqATR == 0 {
+			t.Fatalf("a Connect while the key was read got a controller without authentication (result %#x)", rsp.Result())
+		}
+	}
+	if rsp := connectAs(t, d, nqnB, hostX); rsp.Status() != 0 || rsp.Result()&nvme.ConnectAuthReqATR == 0 {
+		t.Fatalf("connect after add_host: %v, result %#x", rsp.Status(), rsp.Result())
+	}
+}
+
+// A key that cannot be read when a change applies refuses its host, even
+// under allow_any_host, where leaving it off the allow-list does nothing.
+func TestUnreadableKeyRefusesUnderAllowAnyHost(t *testing.T) {
+	_, dir, d := startBase(t)
+	keyFile := filepath.Join(dir, "x.key")
+	os.WriteFile(keyFile, []byte(key1), 0o600)
+	hookSecrets(t, func(h config.Host) error {
+		if h.NQN == hostX {
+			return errors.New("dhchap_key_file: gone")
+		}
+		return nil
+	})
+	path := writeConfig(t, dir, "    hosts: [{nqn: "+hostX+", dhchap_key_file: "+keyFile+"}]\n", true)
+	d.reload(path) // the problem is reported; what matters is what the target does
+	s := d.target.Subsystem(nqnB)
+	if rsp := connectAs(t, d, nqnB, hostX); rsp.Status() != nvme.StatusConnectInvalidHost|nvme.DNR {
+		t.Fatalf("connect of a host whose key could not be read, allow_any_host: %v, result %#x", rsp.Status(), rsp.Result())
+	}
+	if n := s.Stats.Refused.Counts()[fabrics.RefusedKey{Reason: "host_key_unreadable", Port: 1}]; n != 1 {
+		t.Fatalf("refusals %v", s.Stats.Refused.Counts())
+	}
+	// Other hosts still get in.
+	if rsp := connectAs(t, d, nqnB, hostY); rsp.Status() != 0 {
+		t.Fatalf("another host: %v", rsp.Status())
+	}
+}
+
+// writeConfig writes baseConfig with subsystem b's allow_any_host set and
+// extra lines for it.
+func writeConfig(t *testing.T, dir, extra string, anyHost bool) string {
+	t.Helper()
+	cfg := baseConfig(dir, "")
+	if !anyHost {
+		i := strings.LastIndex(cfg, "allow_any_host: true")
+		cfg = cfg[:i] + "allow_any_host: false" + cfg[i+len("allow_any_host: true"):]
+	}
+	path := filepath.Join(dir, "tgt.yaml")
+	if err := os.WriteFile(path, []byte(cfg+extra), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// ctl takes a secret from standard input with "-", so it never appears in
+// the process list.
+func TestCtlKeyFromStdin(t *testing.T) {
+	_, _, d := startBase(t)
+	orig := ctlStdin
+	t.Cleanup(func() { ctlStdin = orig })
+	ctlStdin = strings.NewReader(key1 + "\n")
+	if err := control(d, "", []string{"add", "host", nqnB, hostX, "-dhchap-key", "-"}, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if !d.target.Subsystem(nqnB).HasHostKeys(hostX, fabrics.HostKeys{Host: mustSecret(t, key1)}) {
+		t.Fatal("the secret read from standard input did not reach the target")
+	}
+	ctlStdin = strings.NewReader("")
+	if err := control(d, "", []string{"set", "host", nqnB, hostX, "-dhchap-key", "-"}, io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "no secret on standard input") {
+		t.Fatalf("empty standard input: %v", err)
+	}
+}
+
+// The daemon (and ctl, which may read a secret from standard input) makes
+// itself non-dumpable with no core size before it reads any secret.
+func TestNoCoreDumps(t *testing.T) {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{Cur: 1 << 20, Max: 1 << 20})
+	run([]string{"-version"}, io.Discard, io.Discard)
+	if v, err := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0); err != nil || v != 0 {
+		t.Fatalf("dumpable %d (%v) after run", v, err)
+	}
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_CORE, &lim); err != nil || lim.Cur != 0 {
+		t.Fatalf("core size limit %d (%v) after run", lim.Cur, err)
+	}
+}
+
+// ctl list escapes what a remote host chose: its NQN never reaches the
+// administrator's terminal raw.
+func TestListEscapesHostNQN(t *testing.T) {
+	evil := "nqn.evil:\x1b]0;owned\x07\x1b[2J\u009b"
+	st := State{Subsystems: []SubState{{NQN: nqnA, AllowAnyHost: true, Hosts: []string{evil},
+		Controllers: []CtrlState{{CNTLID: 1, Host: evil, Port: 1}}}}}
+	raw, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := showStateText(raw, &out); err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(out.String(), "\x1b\x07\u009b") {
+		t.Fatalf("raw control characters in ctl list:\n%q", out.String())
+	}
+	if !strings.Contains(out.String(), `nqn.evil:\x1b]0;owned\a\x1b[2J\u009b`) {
+		t.Fatalf("the NQN is not shown escaped:\n%s", out.String())
+	}
+}
+
+// The metrics endpoint bounds its connections and how long a client may
+// hold one: connections beyond metricsMaxConns are closed at once, and
+// the server times out slow and idle clients.
+func TestMetricsEndpointBounds(t *testing.T) {
+	m, err := serveMetrics("127.0.0.1:0", prometheus.NewCounter(prometheus.CounterOpts{Name: "test_total", Help: "a test counter"}), quietLogger().WithField("test", t.Name()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.close)
+	if m.srv.ReadTimeout == 0 || m.srv.WriteTimeout == 0 || m.srv.IdleTimeout == 0 {
+		t.Fatalf("timeouts read %v, write %v, idle %v: a client may hold a connection for ever",
+			m.srv.ReadTimeout, m.srv.WriteTimeout, m.srv.IdleTimeout)
+	}
+	addr := m.ln.Addr().String()
+	var held []net.Conn
+	t.Cleanup(func() {
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	// Each connection is known accepted once it answered a request.
+	for range metricsMaxConns {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+		fmt.Fprintf(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+		rsp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil || rsp.StatusCode != 200 {
+			t.Fatalf("scrape %d: %v", len(held), err)
+		}
+		io.Copy(io.Discard, rsp.Body)
+	}
+	extra, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	extra.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := extra.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("connection %d beyond the limit of %d: read %v, want it closed", metricsMaxConns+1, metricsMaxConns, err)
+	}
+	// A slot freed is a slot taken again.
+	held[0].Close()
+	held = held[1:]
+	for try := 0; ; try++ {
+		if try == 10000 {
+			t.Fatal("the freed slot was never taken again")
+		}
+		rsp, err := http.Get("http://" + addr + "/metrics")
+		if err == nil {
+			rsp.Body.Close()
+			if rsp.StatusCode != 200 {
+				t.Fatal(rsp.Status)
+			}
+			break
+		}
+		// The server sees the close asynchronously; a refused attempt
+		// until then is the limit working.
+		if !errors.Is(err, io.EOF) && !strings.Contains(err.Error(), "reset") && !strings.Contains(err.Error(), "EOF") {
+			t.Fatal(err)
+		}
+	}
+}
