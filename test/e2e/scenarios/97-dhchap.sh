@@ -1,3 +1,4 @@
+# e2e-timeout: 600
 # In-band authentication (DH-HMAC-CHAP) with the Linux host: the right
 # key connects and does I/O, a wrong key or none is refused, a host
 # without a key still gets in where it is allowed to; bidirectional with
