@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
@@ -83,4 +84,50 @@ func cloneANA(cur *anaTable) *anaTable {
 		tab[g] = nvme.ANAOptimized
 	}
 	return tab
+}
+
+// claimedHook, if set (tests only), runs once an I/O command is counted
+// in flight on its namespace, before its ANA check.
+var claimedHook func(*Request)
+
+// QuiesceANAGroup waits until no command on a namespace of group g is in
+// flight, then flushes those namespaces: every write this daemon accepted
+// for the group is then on its backend, so that a gateway taking the group
+// over cannot have a write of its own overtaken by one of ours. The caller
+// made the group inaccessible first (PinANAGroup), so no command starts
+// on it meanwhile. An error names the namespace whose commands did not
+// finish within timeout or whose flush failed.
+func (t *Target) QuiesceANAGroup(g uint32, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	type member struct {
+		nqn string
+		ns  *Namespace
+	}
+	var members []member
+	t.mu.Lock()
+	subs := t.subsystemsLocked()
+	t.mu.Unlock()
+	for _, s := range subs {
+		for _, id := range s.NamespaceIDs() {
+			if ns := s.Namespace(id); ns != nil && ns.ANAGroup() == g {
+				members = append(members, member{s.NQN, ns})
+			}
+		}
+	}
+	for _, m := range members {
+		if !m.ns.drain(time.Until(deadline)) {
+			return fmt.Errorf("subsystem %s namespace %d: commands still in flight after %v", m.nqn, m.ns.ID, timeout)
+		}
+	}
+	for _, m := range members {
+		if m.ns.ReadOnly || !m.ns.hold() {
+			continue // removed meanwhile: its removal drains and flushes it
+		}
+		err := m.ns.Backend.Flush()
+		m.ns.unhold()
+		if err != nil {
+			return fmt.Errorf("subsystem %s namespace %d: flush: %w", m.nqn, m.ns.ID, err)
+		}
+	}
+	return nil
 }

@@ -34,10 +34,16 @@ func (q *Queue) prepareIO(r *Request) nvme.Status {
 	if ns == nil {
 		return nvme.StatusInvalidNamespace | nvme.DNR
 	}
-	if st := q.anaStatus(ns); st != 0 {
+	// Counted in flight before the ANA check, as claim does for removal:
+	// a group turned inaccessible either refuses this command here or
+	// has a drain (QuiesceANAGroup) that waits for it.
+	if st := q.claim(r, ns); st != 0 {
 		return st
 	}
-	if st := q.claim(r, ns); st != 0 {
+	if claimedHook != nil {
+		claimedHook(r)
+	}
+	if st := q.anaStatus(ns); st != 0 {
 		return st
 	}
 	r.blocking = ns.blocking

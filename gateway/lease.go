@@ -142,6 +142,7 @@ type Lease struct {
 	holdUntil time.Duration // no acquire before this, after a release
 	busy      Op            // the op running, or OpNone
 	releasing bool          // a release was asked and has not run yet
+	releaseBy time.Duration // the deadline the owner had when it released
 
 	Takeovers uint64 // times this daemon became the owner
 	Fencings  uint64 // previous owners this daemon fenced
@@ -251,8 +252,15 @@ func (l *Lease) Release(now time.Duration) bool {
 	}
 	l.state = Standby
 	l.releasing = true
+	l.releaseBy = l.deadline
 	return true
 }
+
+// ReleaseBy is the deadline the owner had when it released: its lock may
+// expire soon after, so a release op that has not drained the group's
+// commands by then leaves the lock to expire and its record for the next
+// owner to fence this daemon by.
+func (l *Lease) ReleaseBy() time.Duration { return l.releaseBy }
 
 // Run carries out op against s for the holder me (whose Addr Run fills
 // in). It returns the address it fenced, if any.

@@ -22,6 +22,11 @@ type Runner struct {
 	Publish func(group uint32, st State)
 	Log     *logrus.Entry
 	Now     func() time.Duration // monotonic
+	// Quiesce, before a release unlocks, waits up to timeout for the
+	// commands in flight on the group's namespaces (inaccessible by then)
+	// to complete and flushes them. On an error the release stops short:
+	// the lock expires and the next owner fences this daemon.
+	Quiesce func(group uint32, timeout time.Duration) error
 
 	mu        sync.Mutex // guards Lease
 	pubMu     sync.Mutex // orders Publish calls
@@ -82,11 +87,12 @@ func (r *Runner) loop(ctx context.Context) {
 	for {
 		r.mu.Lock()
 		op, next := r.Lease.Wake(r.Now())
+		by := r.Lease.ReleaseBy()
 		r.mu.Unlock()
 		r.publish()
 		if op != OpNone {
 			r.ops.Add(1)
-			go r.run(op)
+			go r.run(op, by)
 		}
 		timer.Stop()
 		if next != 0 {
@@ -114,10 +120,19 @@ func (r *Runner) loop(ctx context.Context) {
 	}
 }
 
-func (r *Runner) run(op Op) {
+// run carries out op; a release first quiesces the group, by the owner's
+// deadline releaseBy.
+func (r *Runner) run(op Op, releaseBy time.Duration) {
 	defer r.ops.Done()
 	started := r.Now()
-	fenced, err := Run(op, r.Store, r.Me)
+	var fenced string
+	var err error
+	if op == OpRelease && r.Quiesce != nil {
+		err = r.Quiesce(r.Lease.Group, releaseBy-started)
+	}
+	if err == nil {
+		fenced, err = Run(op, r.Store, r.Me)
+	}
 	r.results <- Result{Op: op, Started: started, Fenced: fenced, Err: err}
 }
 
@@ -172,9 +187,9 @@ func (r *Runner) Poke() {
 }
 
 // Release gives the group up if this daemon owns it: the group is
-// inaccessible here when Release returns, and the lock is released
-// right after, so a peer takes it at its next try. It reports whether
-// this daemon was the owner.
+// inaccessible here when Release returns, and the lock is released once
+// the group is quiesced (Quiesce), so a peer takes it at its next try. It
+// reports whether this daemon was the owner.
 func (r *Runner) Release() bool {
 	r.mu.Lock()
 	was := r.Lease.Release(r.Now())

@@ -94,6 +94,9 @@ func startGateway(t *fabrics.Target, g *config.Gateway, log *logrus.Entry) (*gat
 			Me:    gateway.Holder{Name: gs.name, Cookie: gs.cookie},
 			Log:   log,
 			Now:   monotonic,
+			// A release hands the group over only once the writes this
+			// daemon took for it are on the cluster.
+			Quiesce: t.QuiesceANAGroup,
 			Publish: func(group uint32, st gateway.State) {
 				ana := nvme.ANAInaccessible
 				if st == gateway.Owner {
