@@ -42,6 +42,20 @@ static int lease_notify(rados_ioctx_t io, const char *oid, uint64_t timeout_ms) 
 	return r;
 }
 
+// lease_record sets (or, with val NULL, empties) the holder's attribute in
+// one write op with cls_lock's assert_locked (assert, its encoded
+// arguments): the OSD applies the attribute only while the lock is ours.
+static int lease_record(rados_ioctx_t io, const char *oid, const char *assert, size_t assert_len,
+			const char *key, const char *val, size_t val_len) {
+	rados_write_op_t op = rados_create_write_op();
+	int prval = 0;
+	rados_write_op_exec(op, "lock", "assert_locked", assert, assert_len, &prval);
+	rados_write_op_setxattr(op, key, val ? val : "", val_len);
+	int r = rados_write_op_operate(op, io, oid, NULL, 0);
+	rados_release_write_op(op);
+	return r;
+}
+
 static int lease_lock(rados_ioctx_t io, const char *oid, const char *name, const char *cookie,
 		      const char *desc, long ms, int flags) {
 	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
@@ -51,6 +65,7 @@ static int lease_lock(rados_ioctx_t io, const char *oid, const char *name, const
 import "C"
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strings"
 	"sync"
@@ -237,23 +252,45 @@ func (l *RadosLease) Holder() (string, error) {
 	return C.GoStringN(&buf[0], r), nil
 }
 
-// SetHolder records v as the holder; "" clears the record.
+// SetHolder records v as the holder; "" clears the record (an empty
+// value). It applies only while this client and cookie hold the lock,
+// unexpired: EBUSY or ENOENT otherwise, and the record is left as it was.
+// So a release that lost the lock cannot clear the next owner's record,
+// and a taker whose lock expired cannot record itself over it.
 func (l *RadosLease) SetHolder(v string) error {
 	oid, key := C.CString(l.object), C.CString(leaseHolder)
 	defer C.free(unsafe.Pointer(oid))
 	defer C.free(unsafe.Pointer(key))
-	if v == "" {
-		if r := C.rados_rmxattr(l.ioctx, oid, key); r < 0 && r != -C.ENOENT && r != -C.ENODATA {
-			return errnoOf(r)
-		}
-		return nil
+	assert := assertLocked(leaseLockName, l.cookie)
+	ca := C.CBytes(assert)
+	defer C.free(ca)
+	var cv *C.char
+	if v != "" {
+		cv = C.CString(v)
+		defer C.free(unsafe.Pointer(cv))
 	}
-	cv := C.CString(v)
-	defer C.free(unsafe.Pointer(cv))
-	if r := C.rados_setxattr(l.ioctx, oid, key, cv, C.size_t(len(v))); r < 0 {
+	if r := C.lease_record(l.ioctx, oid, (*C.char)(ca), C.size_t(len(assert)), key, cv, C.size_t(len(v))); r < 0 {
 		return errnoOf(r)
 	}
 	return nil
+}
+
+// assertLocked encodes cls_lock's assert_locked arguments (struct
+// cls_lock_assert_op, version 1): the lock's name, its type (exclusive),
+// our cookie and the tag, empty as rados_lock_exclusive leaves it.
+func assertLocked(name, cookie string) []byte {
+	var body []byte
+	str := func(s string) {
+		body = binary.LittleEndian.AppendUint32(body, uint32(len(s)))
+		body = append(body, s...)
+	}
+	str(name)
+	body = append(body, 1) // LOCK_EXCLUSIVE
+	str(cookie)
+	str("")             // tag
+	out := []byte{1, 1} // struct version, oldest compatible version
+	out = binary.LittleEndian.AppendUint32(out, uint32(len(body)))
+	return append(out, body...)
 }
 
 // Self is this client's address as the OSD holding the lock saw it (the

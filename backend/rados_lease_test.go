@@ -140,3 +140,65 @@ func TestRadosLeaseAndFencing(t *testing.T) {
 		t.Fatalf("renewal after unlock: %v", err)
 	}
 }
+
+// The holder's record changes only while the writer holds the lock: a
+// peer's record is refused while another holds it, and a holder whose
+// lock expired and was taken can neither clear the new owner's record
+// (a late release) nor record itself over it (a slow takeover).
+func TestRadosLeaseRecordNeedsTheLock(t *testing.T) {
+	env := cephtest.Use(t)
+	oa := rbdOpts(env, "rec")
+	const lease = 3 * time.Second
+	a := openLease(t, oa, run+".rec", "a-1", lease)
+	b := openLease(t, asDaemon(oa, 1), run+".rec", "b-1", lease)
+	if err := a.SetHolder("a"); err == nil {
+		t.Fatal("a recorded itself without the lock")
+	}
+	if err := a.Lock(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetHolder("a"); err != nil {
+		t.Fatal(err)
+	}
+	holder := func(want string) {
+		t.Helper()
+		if h, err := b.Holder(); err != nil || h != want {
+			t.Fatalf("recorded holder %q (%v), want %q", h, err, want)
+		}
+	}
+	if err := b.SetHolder("b"); !errors.Is(err, syscall.EBUSY) {
+		t.Fatalf("b's record while a holds the lock: %v, want EBUSY", err)
+	}
+	holder("a")
+	deadline := time.Now().Add(3 * lease)
+	for {
+		err := b.Lock(false)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
+			t.Fatalf("b's lock after a stopped renewing: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond) // polling the cluster, not ordering events
+	}
+	for _, v := range []string{"", "a"} {
+		if err := a.SetHolder(v); err == nil {
+			t.Fatalf("a changed the record to %q after b took its expired lock", v)
+		}
+		holder("a")
+	}
+	if err := b.SetHolder("b"); err != nil {
+		t.Fatal(err)
+	}
+	holder("b")
+	if err := b.SetHolder(""); err != nil {
+		t.Fatal(err)
+	}
+	holder("")
+	if err := b.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetHolder("b"); err == nil {
+		t.Fatal("b recorded itself after unlocking")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -184,5 +185,93 @@ func TestQuiesceANAGroupCatchesCommandInPrepare(t *testing.T) {
 	}
 	if err := tg.QuiesceANAGroup(5, 10*time.Second); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// failingMem fails every write with err.
+type failingMem struct {
+	*memBackend
+	err error
+}
+
+func (f failingMem) WriteAt([]byte, int64) error { return f.err }
+
+func addGroupNamespace(t *testing.T, tg *Target, nsid, group uint32, b backend.Backend) {
+	t.Helper()
+	ns, err := NewNamespace(nsid, b, false, [16]byte{byte(nsid)})
+	if err == nil {
+		err = ns.SetANAGroup(group)
+	}
+	if err == nil {
+		err = tg.Subsystem(testNQN).AddNamespace(ns)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// In a gateway (pinned) group, a cluster out of reach or a fenced client
+// fails I/O with an ANA path status, so that the host's multipath moves it
+// to the group's new owner: ANA Transition while the group is still
+// optimized here, its state's status once the step down is done; a fenced
+// client (ESHUTDOWN) steps the gateway down. Elsewhere the same errors are
+// Namespace Not Ready, which the host retries on the same path.
+func TestGatewayGroupClusterErrorsArePathErrors(t *testing.T) {
+	tg, p, _ := testTarget(t)
+	async := &asyncMem{memBackend: newMem(1<<20, 512), inFlight: make(chan int, 4)}
+	addGroupNamespace(t, tg, 2, 5, async)
+	addGroupNamespace(t, tg, 3, 5, failingMem{newMem(1<<20, 512), syscall.ETIMEDOUT})
+	addGroupNamespace(t, tg, 4, 6, failingMem{newMem(1<<20, 512), syscall.ESHUTDOWN})
+	fenced := make(chan uint32, 4)
+	tg.SetFencedHook(func(g uint32) { fenced <- g })
+	if err := tg.PinANAGroup(5, nvme.ANAOptimized); err != nil {
+		t.Fatal(err)
+	}
+	h := connect(t, tg, p, testNQN)
+	write := func(nsid uint32) <-chan nvme.Completion {
+		return h.io.SubmitAsync(ioCmd(nvme.IOWrite, nsid, 0, 1, 512), make([]byte, 512))
+	}
+	status := func(rsp <-chan nvme.Completion) nvme.Status {
+		c := <-rsp
+		if c == nil {
+			t.Fatal("no completion")
+		}
+		return c.Status()
+	}
+
+	// Fenced, asynchronous: the step down is asked for, the group is still
+	// optimized here.
+	async.fail = -int64(syscall.ESHUTDOWN)
+	if st := status(write(2)); st != nvme.StatusANATransition {
+		t.Fatalf("fenced write: %v, want ANA Transition", st)
+	}
+	if g := <-fenced; g != 5 {
+		t.Fatalf("step down asked for group %d", g)
+	}
+	// Timed out, synchronous: a path error too, with no step down.
+	if st := status(write(3)); st != nvme.StatusANATransition {
+		t.Fatalf("timed-out write: %v, want ANA Transition", st)
+	}
+	// Timed out while the group stepped down: ANA Inaccessible.
+	async.hold = make(chan struct{})
+	async.fail = -int64(syscall.ETIMEDOUT)
+	rsp := write(2)
+	<-async.inFlight
+	<-async.inFlight // the first write's
+	if err := tg.PinANAGroup(5, nvme.ANAInaccessible); err != nil {
+		t.Fatal(err)
+	}
+	close(async.hold)
+	if st := status(rsp); st != nvme.StatusANAInaccessible {
+		t.Fatalf("timed-out write after the step down: %v, want ANA Inaccessible", st)
+	}
+	// Outside gateway groups: retryable on this path, no step down.
+	if st := status(write(4)); st != nvme.StatusNamespaceNotReady {
+		t.Fatalf("fenced write outside a gateway group: %v, want Namespace Not Ready", st)
+	}
+	select {
+	case g := <-fenced:
+		t.Fatalf("step down asked for group %d without a fenced client in it", g)
+	default:
 	}
 }

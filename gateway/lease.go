@@ -76,7 +76,9 @@ type Store interface {
 	Unlock() error
 	// Recorded is the holder recorded in the object; zero if none.
 	Recorded() (Holder, error)
-	// Record records h; the zero Holder clears the record.
+	// Record records h; the zero Holder clears the record. It applies
+	// only while this client and cookie hold the lock, unexpired, in one
+	// operation with the check: ErrLost otherwise, the record untouched.
 	Record(h Holder) error
 	// Self is this client's address as the OSDs see it.
 	Self() (string, error)
@@ -237,6 +239,11 @@ func (l *Lease) Done(now time.Duration, r Result) {
 		l.holdUntil = now + l.Timing.Holdoff
 	}
 }
+
+// Fenced takes the word of the I/O path that the cluster refuses this
+// daemon's client (a namespace's write failed with ESHUTDOWN): an owner
+// steps down at once, without waiting for its next lock call to say so.
+func (l *Lease) Fenced() { l.state = Blocklisted }
 
 // Poke makes a try due now: a peer released the lease (it notified the
 // lease object), so a standby need not wait for its next interval.

@@ -35,6 +35,9 @@ type fakeClient struct {
 	cookie      string
 	unreachable bool // a partition: every call times out
 	calls       []string
+	// beforeRecord, if set, runs as a Record reaches the cluster: what
+	// others do while the call is on its way.
+	beforeRecord func()
 }
 
 func (f *fakeClient) check(call string) error {
@@ -86,9 +89,16 @@ func (f *fakeClient) Recorded() (Holder, error) {
 	return f.c.rec, nil
 }
 
+// Record is cls_lock's assert_locked and the attribute in one write op.
 func (f *fakeClient) Record(h Holder) error {
 	if err := f.check("record"); err != nil {
 		return err
+	}
+	if f.beforeRecord != nil {
+		f.beforeRecord()
+	}
+	if !f.mine() {
+		return ErrLost
 	}
 	f.c.rec = h
 	return nil
@@ -514,5 +524,79 @@ func TestLateRenewalDoesNotServe(t *testing.T) {
 	}
 	if op, _ := l.Wake(timing.Deadline + time.Second); op != OpAcquire {
 		t.Fatalf("then %v, want an acquire", op)
+	}
+}
+
+// takesOver steps g until it owns the group, checking the invariant.
+func takesOver(t *testing.T, c *fakeCluster, g *gw, gws ...*gw) {
+	t.Helper()
+	for start := c.now; g.l.State() != Owner; {
+		sim(t, c, 100*time.Millisecond, gws...)
+		if c.now-start > 3*timing.Lease {
+			t.Fatalf("%s has not taken the group after %v", g.name, c.now-start)
+		}
+	}
+}
+
+// A taker whose calls are slow: its lock expires before its record
+// reaches the cluster, and meanwhile another gateway fenced the previous
+// owner, recorded itself and serves. The slow record is refused, so the
+// record names the real owner, and whoever takes over from that owner
+// later fences it.
+func TestSlowTakerCannotRecordOverTheOwner(t *testing.T) {
+	c := newCluster(timing.Lease)
+	a, b, d := newGW(c, "a", "10.0.0.1:0/1"), newGW(c, "b", "10.0.0.2:0/2"), newGW(c, "d", "10.0.0.4:0/4")
+	sim(t, c, time.Second, a)
+	a.paused = true // dead
+	c.now += timing.Lease
+	b.client.beforeRecord = func() {
+		b.client.beforeRecord = nil
+		c.now += timing.Lease // b's lock expires on the way
+		d.step()              // d takes it, fences a, records itself
+	}
+	b.step()
+	if d.l.State() != Owner || b.l.State() == Owner {
+		t.Fatalf("d %v, b %v", d.l.State(), b.l.State())
+	}
+	if c.rec.Name != "d" {
+		t.Fatalf("recorded %+v while d owns the group", c.rec)
+	}
+	sim(t, c, time.Minute, b, d)
+	if owner(b, d) != "d" {
+		t.Fatalf("owner %q", owner(b, d))
+	}
+	d.paused = true // d dies: b must fence it before serving
+	takesOver(t, c, b, b, d)
+	if !c.blocklist[d.client.addr] {
+		t.Fatalf("b took over from d without fencing it (blocklist %v)", c.blocklist)
+	}
+}
+
+// A release whose record clear reaches the cluster after its lock expired
+// and a peer took the group over cannot clear the peer's record: whoever
+// takes over from the peer later still fences it.
+func TestLateReleaseCannotClearTheNextOwnersRecord(t *testing.T) {
+	c := newCluster(timing.Lease)
+	a, b, d := newGW(c, "a", "10.0.0.1:0/1"), newGW(c, "b", "10.0.0.2:0/2"), newGW(c, "d", "10.0.0.4:0/4")
+	sim(t, c, time.Second, a, b)
+	a.l.Release(c.now)
+	a.client.beforeRecord = func() {
+		a.client.beforeRecord = nil
+		c.now += timing.Lease // a's lock expires on the way
+		b.step()              // b takes it and records itself
+	}
+	a.step()
+	if b.l.State() != Owner || c.rec.Name != "b" {
+		t.Fatalf("b %v, recorded %+v after a's late release", b.l.State(), c.rec)
+	}
+	b.paused = true // b dies: whoever takes over must fence it first
+	for start := c.now; owner(a, d) == ""; {
+		sim(t, c, 100*time.Millisecond, a, b, d)
+		if c.now-start > 3*timing.Lease {
+			t.Fatalf("nobody took over %v after b died", c.now-start)
+		}
+	}
+	if !c.blocklist[b.client.addr] {
+		t.Fatalf("%s took over from b without fencing it (blocklist %v)", owner(a, d), c.blocklist)
 	}
 }

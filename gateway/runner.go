@@ -186,6 +186,19 @@ func (r *Runner) Poke() {
 	}
 }
 
+// Fenced steps the group down at once: an I/O on it found this daemon's
+// client blocklisted. Safe from any goroutine; it does not block on the
+// cluster, and the loop publishes the new state.
+func (r *Runner) Fenced() {
+	r.mu.Lock()
+	r.Lease.Fenced()
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
 // Release gives the group up if this daemon owns it: the group is
 // inaccessible here when Release returns, and the lock is released once
 // the group is quiesced (Quiesce), so a peer takes it at its next try. It

@@ -170,3 +170,32 @@ func TestRunnerReleaseWaitsForQuiesce(t *testing.T) {
 		}
 	}
 }
+
+// An I/O that finds the client blocklisted steps the owner down at once:
+// the loop publishes it without any lock call.
+func TestRunnerFencedStepsDownAtOnce(t *testing.T) {
+	var now atomic.Int64
+	pub := make(chan State, 10)
+	s := &stuckStore{renewing: make(chan struct{}, 1), unblock: make(chan struct{})}
+	r := quietRunner(s, pub, &now)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); r.Wait() }()
+	r.Start(ctx)
+	for _, want := range []State{Standby, Owner} {
+		if st := <-pub; st != want {
+			t.Fatalf("published %v, want %v", st, want)
+		}
+	}
+	r.Fenced()
+	select {
+	case st := <-pub:
+		if st != Blocklisted {
+			t.Fatalf("published %v after the fenced I/O, want blocklisted", st)
+		}
+	case <-time.After(10 * time.Second): // the renewal is 2.5 s away
+		t.Fatal("no step down 10 s after the fenced I/O")
+	}
+	if len(s.renewing) != 0 {
+		t.Fatal("a lock call before the step down")
+	}
+}

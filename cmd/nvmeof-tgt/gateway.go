@@ -113,6 +113,13 @@ func startGateway(t *fabrics.Target, g *config.Gateway, log *logrus.Entry) (*gat
 		}
 		gs.runners = append(gs.runners, r)
 	}
+	// A namespace's I/O that finds the client blocklisted steps its
+	// group down at once, before the next lock call would.
+	t.SetFencedHook(func(group uint32) {
+		if r := gs.runner(group); r != nil {
+			r.Fenced()
+		}
+	})
 	for _, r := range gs.runners {
 		r.Start(ctx)
 	}
@@ -209,11 +216,18 @@ func (s *radosStore) Recorded() (gateway.Holder, error) {
 	return gateway.Holder{Name: f[0], Cookie: f[1], Addr: f[2]}, nil
 }
 
+// Record's write op asserts our lock: EBUSY or ENOENT is a lock no
+// longer ours.
 func (s *radosStore) Record(h gateway.Holder) error {
-	if h == (gateway.Holder{}) {
-		return leaseError(s.l.SetHolder(""))
+	v := ""
+	if h != (gateway.Holder{}) {
+		v = h.Name + "\n" + h.Cookie + "\n" + h.Addr
 	}
-	return leaseError(s.l.SetHolder(h.Name + "\n" + h.Cookie + "\n" + h.Addr))
+	err := s.l.SetHolder(v)
+	if errors.Is(err, syscall.EBUSY) || errors.Is(err, syscall.ENOENT) {
+		return fmt.Errorf("%w (%v)", gateway.ErrLost, err)
+	}
+	return leaseError(err)
 }
 
 func (s *radosStore) Self() (string, error) {
