@@ -11,7 +11,10 @@
 // instead of landing after the new owner's. An owner that cannot renew
 // steps down at a local deadline, measured on the monotonic clock from the
 // start of its last successful lock call and shorter than the lease, so it
-// is inaccessible before anyone else can take the lock.
+// is inaccessible before anyone else can take the lock. The deadline is
+// checked on CLOCK_BOOTTIME and on the wall clock, and passed when either
+// says so: CLOCK_MONOTONIC stops while the machine is suspended, and a
+// paused VM's clocks may stand still, while the lock expires on the OSD.
 //
 // Lease is the state machine, with no goroutines and no clock of its own:
 // Runner drives it with the real clock and a Store that talks to RADOS.
@@ -125,20 +128,27 @@ func (o Op) String() string {
 
 // Result is the outcome of an Op, reported to Done.
 type Result struct {
-	Op      Op
-	Started time.Duration // monotonic time the op's first lock call began
-	Fenced  string        // OpAcquire: the address blocklisted, if any
-	Err     error
+	Op          Op
+	Started     time.Duration // time the op's first lock call began
+	StartedWall time.Time     // the same on Lease.Wall (zero: unset)
+	Fenced      string        // OpAcquire: the address blocklisted, if any
+	Err         error
 }
 
-// Lease is one group's lease state machine. Times are monotonic durations
-// since any fixed origin. It is not safe for concurrent use.
+// Lease is one group's lease state machine. Times are durations since
+// any fixed origin on a clock that goes on while the machine is suspended
+// (CLOCK_BOOTTIME). It is not safe for concurrent use.
 type Lease struct {
 	Group  uint32
 	Timing Timing
+	// Wall, if set, is the wall clock: an owner also steps down once the
+	// deadline has passed on it, for a paused VM, whose other clocks may
+	// stand still meanwhile while the lock's clock, on the OSD, does not.
+	Wall func() time.Time
 
 	state     State
 	deadline  time.Duration // Owner: step down at this time
+	wallLimit time.Time     // and at this wall time (zero: Wall unset)
 	lastTry   time.Duration // start of the last op
 	tried     bool
 	holdUntil time.Duration // no acquire before this, after a release
@@ -188,10 +198,24 @@ func (l *Lease) Wake(now time.Duration) (op Op, next time.Duration) {
 	return op, next
 }
 
-// checkDeadline steps an owner down once its deadline has passed.
+// checkDeadline steps an owner down once its deadline has passed on
+// either clock.
 func (l *Lease) checkDeadline(now time.Duration) {
-	if l.state == Owner && now >= l.deadline {
+	if l.state != Owner {
+		return
+	}
+	// Round(0): compared as wall times, not by Go's monotonic reading.
+	if now >= l.deadline || !l.wallLimit.IsZero() && !l.Wall().Round(0).Before(l.wallLimit) {
 		l.state = Standby
+	}
+}
+
+// setDeadline makes the owner's deadline the Timing's from r's start.
+func (l *Lease) setDeadline(r Result) {
+	l.deadline = r.Started + l.Timing.Deadline
+	l.wallLimit = time.Time{}
+	if l.Wall != nil && !r.StartedWall.IsZero() {
+		l.wallLimit = r.StartedWall.Round(0).Add(l.Timing.Deadline)
 	}
 }
 
@@ -216,7 +240,7 @@ func (l *Lease) Done(now time.Duration, r Result) {
 			// runs for a whole lease from when the call started, at the
 			// earliest.
 			if l.state == Owner {
-				l.deadline = r.Started + l.Timing.Deadline
+				l.setDeadline(r)
 			}
 		case errors.Is(r.Err, ErrLost), errors.Is(r.Err, ErrBusy):
 			l.state = Standby
@@ -231,7 +255,7 @@ func (l *Lease) Done(now time.Duration, r Result) {
 		// stay inaccessible; the next acquire renews our lock.
 		if r.Err == nil && !l.releasing && now < r.Started+l.Timing.Deadline {
 			l.state = Owner
-			l.deadline = r.Started + l.Timing.Deadline
+			l.setDeadline(r)
 			l.Takeovers++
 		}
 	case OpRelease:

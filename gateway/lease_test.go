@@ -121,6 +121,19 @@ type gw struct {
 	l      *Lease
 	client *fakeClient
 	paused bool // SIGSTOP: no step runs
+	// bootLag is how far this machine's CLOCK_BOOTTIME is behind the
+	// cluster's time: a VM's clocks stand still while it is paused.
+	bootLag time.Duration
+}
+
+// epoch is the fake wall clock's origin.
+var epoch = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+
+// withWall gives g's lease the wall clock, which follows the cluster's
+// time (the guest's time service puts it right after a pause).
+func (g *gw) withWall() *gw {
+	g.l.Wall = func() time.Time { return epoch.Add(g.client.c.now) }
+	return g
 }
 
 var timing = DefaultTiming(10 * time.Second) // renew 2.5 s, deadline 7 s
@@ -139,13 +152,13 @@ func (g *gw) step() {
 		return
 	}
 	c := g.client.c
-	op, _ := g.l.Wake(c.now)
+	op, _ := g.l.Wake(c.now - g.bootLag)
 	if op == OpNone {
 		return
 	}
-	started := c.now
+	started, wall := c.now-g.bootLag, epoch.Add(c.now)
 	fenced, err := Run(op, g.client, g.me())
-	g.l.Done(c.now, Result{Op: op, Started: started, Fenced: fenced, Err: err})
+	g.l.Done(c.now-g.bootLag, Result{Op: op, Started: started, StartedWall: wall, Fenced: fenced, Err: err})
 }
 
 // sim advances the fake clock in 100 ms steps for d, stepping every
@@ -598,5 +611,58 @@ func TestLateReleaseCannotClearTheNextOwnersRecord(t *testing.T) {
 	}
 	if !c.blocklist[b.client.addr] {
 		t.Fatalf("%s took over from b without fencing it (blocklist %v)", owner(a, d), c.blocklist)
+	}
+}
+
+// A paused VM: its boot clock stood still for the pause, the wall clock
+// did not (or is put right on resume). On resume the owner is past its
+// deadline on the wall clock and steps down before any call, though its
+// boot clock says it renewed a second ago.
+func TestPausedVMResumesInaccessible(t *testing.T) {
+	c := newCluster(timing.Lease)
+	a, b := newGW(c, "a", "10.0.0.1:0/1").withWall(), newGW(c, "b", "10.0.0.2:0/2").withWall()
+	sim(t, c, time.Second, a, b)
+	a.paused = true
+	paused := c.now
+	sim(t, c, 15*time.Second, a, b)
+	if b.l.State() != Owner || a.l.State() != Owner {
+		t.Fatalf("b %v, a (paused) %v", b.l.State(), a.l.State())
+	}
+	a.paused, a.bootLag = false, c.now-paused
+	calls := len(a.client.calls)
+	a.l.Wake(c.now - a.bootLag)
+	if a.l.State() == Owner {
+		t.Fatal("a resumed optimized: its boot clock stood still, the wall clock is past its deadline")
+	}
+	if len(a.client.calls) != calls {
+		t.Fatal("a called the cluster before stepping down")
+	}
+}
+
+// The wall clock stepped back (a time service) does not keep an owner
+// past its deadline on the boot clock, and the wall clock stepped forward
+// steps it down early: the deadline passes when either clock says so.
+func TestDeadlineOnEitherClock(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		boot, wall time.Duration // elapsed since the acquire started
+		owner      bool
+	}{
+		{"both short", timing.Deadline - time.Millisecond, timing.Deadline - time.Millisecond, true},
+		{"boot past, wall stepped back", timing.Deadline, -time.Hour, false},
+		{"wall past, boot stood still", time.Millisecond, timing.Deadline, false},
+	} {
+		wall := epoch
+		l := &Lease{Group: 1, Timing: timing, Wall: func() time.Time { return wall }}
+		l.Wake(0)
+		l.Done(0, Result{Op: OpAcquire, Started: 0, StartedWall: epoch})
+		if l.State() != Owner {
+			t.Fatalf("%s: not the owner after the acquire", tc.name)
+		}
+		wall = epoch.Add(tc.wall)
+		l.Wake(tc.boot)
+		if got := l.State() == Owner; got != tc.owner {
+			t.Errorf("%s: owner %v, want %v", tc.name, got, tc.owner)
+		}
 	}
 }

@@ -21,7 +21,7 @@ type Runner struct {
 	// goroutine at a time, in order, with the latest state.
 	Publish func(group uint32, st State)
 	Log     *logrus.Entry
-	Now     func() time.Duration // monotonic
+	Now     func() time.Duration // CLOCK_BOOTTIME; the wall clock is Lease.Wall
 	// Quiesce, before a release unlocks, waits up to timeout for the
 	// commands in flight on the group's namespaces (inaccessible by then)
 	// to complete and flushes them. On an error the release stops short:
@@ -87,7 +87,7 @@ func (r *Runner) loop(ctx context.Context) {
 	for {
 		r.mu.Lock()
 		op, next := r.Lease.Wake(r.Now())
-		by := r.Lease.ReleaseBy()
+		by, owner := r.Lease.ReleaseBy(), r.Lease.State() == Owner
 		r.mu.Unlock()
 		r.publish()
 		if op != OpNone {
@@ -96,7 +96,14 @@ func (r *Runner) loop(ctx context.Context) {
 		}
 		timer.Stop()
 		if next != 0 {
-			timer.Reset(max(next-r.Now(), time.Millisecond))
+			wait := max(next-r.Now(), time.Millisecond)
+			if owner {
+				// Go's timers run on CLOCK_MONOTONIC, which stands
+				// still while the machine is suspended: an owner looks
+				// at its clocks often, to step down soon after a resume.
+				wait = min(wait, r.Lease.Timing.Renew/10)
+			}
+			timer.Reset(wait)
 		}
 		select {
 		case <-ctx.Done():
@@ -125,6 +132,10 @@ func (r *Runner) loop(ctx context.Context) {
 func (r *Runner) run(op Op, releaseBy time.Duration) {
 	defer r.ops.Done()
 	started := r.Now()
+	var startedWall time.Time
+	if r.Lease.Wall != nil {
+		startedWall = r.Lease.Wall()
+	}
 	var fenced string
 	var err error
 	if op == OpRelease && r.Quiesce != nil {
@@ -133,7 +144,7 @@ func (r *Runner) run(op Op, releaseBy time.Duration) {
 	if err == nil {
 		fenced, err = Run(op, r.Store, r.Me)
 	}
-	r.results <- Result{Op: op, Started: started, Fenced: fenced, Err: err}
+	r.results <- Result{Op: op, Started: started, StartedWall: startedWall, Fenced: fenced, Err: err}
 }
 
 func (r *Runner) logResult(res Result, prev, st State) {

@@ -23,6 +23,7 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
 )
 
 // The gateway pair: the daemon's side of the ANA group leases (package
@@ -89,11 +90,11 @@ func startGateway(t *fabrics.Target, g *config.Gateway, log *logrus.Entry) (*gat
 		gs.leases = append(gs.leases, lease)
 		store := &radosStore{l: lease}
 		r := &gateway.Runner{
-			Lease: &gateway.Lease{Group: grp, Timing: timing},
+			Lease: &gateway.Lease{Group: grp, Timing: timing, Wall: time.Now},
 			Store: store,
 			Me:    gateway.Holder{Name: gs.name, Cookie: gs.cookie},
 			Log:   log,
-			Now:   monotonic,
+			Now:   boottime,
 			// A release hands the group over only once the writes this
 			// daemon took for it are on the cluster.
 			Quiesce: t.QuiesceANAGroup,
@@ -162,6 +163,16 @@ func (gs *gatewaySet) runner(group uint32) *gateway.Runner {
 		}
 	}
 	return nil
+}
+
+// boottime reads CLOCK_BOOTTIME, which goes on while the machine is
+// suspended, as the lock's expiry on the OSD does.
+func boottime() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		panic("CLOCK_BOOTTIME: " + err.Error()) // Linux has it since 2.6.39
+	}
+	return time.Duration(ts.Nano())
 }
 
 // radosStore is a gateway.Store on a RADOS lease: it maps librados'
