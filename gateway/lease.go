@@ -22,6 +22,7 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -59,6 +60,9 @@ var (
 	ErrBusy        = errors.New("the lease is held by another gateway")
 	ErrLost        = errors.New("the lease is no longer ours")
 	ErrBlocklisted = errors.New("this gateway's RADOS client is blocklisted")
+	// ErrFenceFailed: the previous owner could not be fenced; the lock
+	// was given back for another gateway to try.
+	ErrFenceFailed = errors.New("fencing the previous owner failed")
 )
 
 // Holder is the owner a lease object records: the gateway's name, the lock
@@ -251,6 +255,11 @@ func (l *Lease) Done(now time.Duration, r Result) {
 		if r.Fenced != "" {
 			l.Fencings++
 		}
+		if errors.Is(r.Err, ErrFenceFailed) {
+			// The lock went back: another gateway may fence where this
+			// one could not. Try again after a hold-off.
+			l.holdUntil = now + l.Timing.Holdoff
+		}
 		// Taken late (the calls took longer than the deadline allows):
 		// stay inaccessible; the next acquire renews our lock.
 		if r.Err == nil && !l.releasing && now < r.Started+l.Timing.Deadline {
@@ -322,10 +331,10 @@ func Run(op Op, s Store, me Holder) (fenced string, err error) {
 			// The previous owner did not release the lease: it died, or
 			// lost the cluster, or stopped. Its writes in flight must not
 			// land after ours.
-			if prev.Addr == "" {
-				return "", errors.New("the previous owner " + prev.Name + " recorded no client address to fence")
-			}
-			if err := s.Fence(prev.Addr); err != nil {
+			if err := fence(s, prev); err != nil {
+				// Holding the lock without serving would keep every
+				// other gateway out: give it back for one that can fence.
+				s.Unlock()
 				return "", err
 			}
 			fenced = prev.Addr
@@ -336,4 +345,15 @@ func Run(op Op, s Store, me Holder) (fenced string, err error) {
 		return fenced, s.Record(me)
 	}
 	return "", nil
+}
+
+// fence blocklists the previous owner prev; an error wraps ErrFenceFailed.
+func fence(s Store, prev Holder) error {
+	if prev.Addr == "" {
+		return fmt.Errorf("%w: the previous owner %s recorded no client address", ErrFenceFailed, prev.Name)
+	}
+	if err := s.Fence(prev.Addr); err != nil {
+		return fmt.Errorf("%w: %s (%s): %w", ErrFenceFailed, prev.Name, prev.Addr, err)
+	}
+	return nil
 }

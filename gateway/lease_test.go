@@ -121,6 +121,9 @@ type gw struct {
 	l      *Lease
 	client *fakeClient
 	paused bool // SIGSTOP: no step runs
+	// store, if set, is the client as the lease sees it (a wrapper that
+	// fails some calls); client otherwise.
+	store Store
 	// bootLag is how far this machine's CLOCK_BOOTTIME is behind the
 	// cluster's time: a VM's clocks stand still while it is paused.
 	bootLag time.Duration
@@ -157,7 +160,11 @@ func (g *gw) step() {
 		return
 	}
 	started, wall := c.now-g.bootLag, epoch.Add(c.now)
-	fenced, err := Run(op, g.client, g.me())
+	var s Store = g.client
+	if g.store != nil {
+		s = g.store
+	}
+	fenced, err := Run(op, s, g.me())
 	g.l.Done(c.now-g.bootLag, Result{Op: op, Started: started, StartedWall: wall, Fenced: fenced, Err: err})
 }
 
@@ -664,5 +671,31 @@ func TestDeadlineOnEitherClock(t *testing.T) {
 		if got := l.State() == Owner; got != tc.owner {
 			t.Errorf("%s: owner %v, want %v", tc.name, got, tc.owner)
 		}
+	}
+}
+
+// A standby that cannot fence (its user lacks the caps, say) gives the
+// lock back and holds off, so that a peer that can fence takes the group
+// over instead of finding the lock busy for ever.
+func TestStandbyThatCannotFenceLetsAnotherTakeOver(t *testing.T) {
+	c := newCluster(timing.Lease)
+	a, b, d := newGW(c, "a", "10.0.0.1:0/1"), newGW(c, "b", "10.0.0.2:0/2"), newGW(c, "d", "10.0.0.4:0/4")
+	b.store = failFence{b.client}
+	sim(t, c, time.Second, a)
+	a.paused = true // dead
+	c.now += timing.Lease
+	b.step() // b tries first, and fails to fence
+	if b.l.LastErr == nil || !errors.Is(b.l.LastErr, ErrFenceFailed) {
+		t.Fatalf("b's last error %v, want a failed fencing", b.l.LastErr)
+	}
+	if b.client.held() && c.holder == b.client.addr {
+		t.Fatal("b kept the lock after failing to fence")
+	}
+	if op, next := b.l.Wake(c.now + timing.Renew); op != OpNone || next < c.now+timing.Holdoff {
+		t.Fatalf("b after its failed fencing: %v, next try at %v, want none before %v", op, next, c.now+timing.Holdoff)
+	}
+	takesOver(t, c, d, a, b, d)
+	if !c.blocklist[a.client.addr] || b.l.State() == Owner {
+		t.Fatalf("d took over: blocklist %v, b %v", c.blocklist, b.l.State())
 	}
 }
