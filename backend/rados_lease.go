@@ -67,6 +67,7 @@ import "C"
 import (
 	"encoding/binary"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -87,6 +88,8 @@ type RadosLease struct {
 	object   string
 	cookie   string
 	duration time.Duration
+
+	fenceFor time.Duration // how long a Fence's blocklist entry lasts
 
 	watch    *C.struct_lease_watch // nil: not watching
 	handle   C.uint64_t
@@ -161,7 +164,8 @@ func OpenRadosLease(o RBDOptions, object, cookie string, duration time.Duration)
 	if err != nil {
 		return nil, fmt.Errorf("gateway lease %s/%s: %w", o.Pool, object, err)
 	}
-	l := &RadosLease{conn: conn, object: object, cookie: cookie, duration: duration}
+	l := &RadosLease{conn: conn, object: object, cookie: cookie, duration: duration,
+		fenceFor: blocklistExpiry(confValue(conn.cluster, "rados_osd_op_timeout"), duration)}
 	cpool := C.CString(o.Pool)
 	defer C.free(unsafe.Pointer(cpool))
 	if r := C.rados_ioctx_create(conn.cluster, cpool, &l.ioctx); r < 0 {
@@ -318,14 +322,27 @@ func (l *RadosLease) Self() (string, error) {
 	return "", syscall.ENOENT
 }
 
-// Fence blocklists addr (for the cluster's default time, an hour unless
-// mon_osd_blocklist_default_expire says otherwise) and waits for the OSD
-// map that has the entry: our next ops carry its epoch, so no OSD runs
-// one of ours before it refuses addr's.
+// blocklistExpiry is how long a fenced client stays blocklisted: the
+// fenced client may resend a write it has queued until its
+// rados_osd_op_timeout (opTimeout, in seconds; 0: no limit) runs out, and
+// the entry must outlast that, and the lease, by a wide margin, whatever
+// the cluster's mon_osd_blocklist_default_expire says. Ten times both, and
+// at least an hour; a day without an operation timeout.
+func blocklistExpiry(opTimeout string, lease time.Duration) time.Duration {
+	sec, err := strconv.ParseFloat(strings.TrimSpace(opTimeout), 64)
+	if err != nil || sec <= 0 {
+		return 24 * time.Hour
+	}
+	return max(time.Hour, 10*(time.Duration(sec*float64(time.Second))+lease)).Round(time.Second)
+}
+
+// Fence blocklists addr (for blocklistExpiry) and waits for the OSD map
+// that has the entry: our next ops carry its epoch, so no OSD runs one of
+// ours before it refuses addr's.
 func (l *RadosLease) Fence(addr string) error {
 	ca := C.CString(addr)
 	defer C.free(unsafe.Pointer(ca))
-	if r := C.rados_blocklist_add(l.conn.cluster, ca, 0); r < 0 {
+	if r := C.rados_blocklist_add(l.conn.cluster, ca, C.uint32_t(l.fenceFor/time.Second)); r < 0 {
 		return fmt.Errorf("osd blocklist add %s: %w", addr, errnoOf(r))
 	}
 	if r := C.rados_wait_for_latest_osdmap(l.conn.cluster); r < 0 {

@@ -202,3 +202,69 @@ func TestRadosLeaseRecordNeedsTheLock(t *testing.T) {
 		t.Fatal("b recorded itself after unlocking")
 	}
 }
+
+// A fenced client stays blocklisted for well past its operation timeout
+// and the lease, whatever the cluster's default expiry: here the default
+// is cut to a minute, and the entry still lasts an hour.
+func TestRadosLeaseFenceOutlastsTheClient(t *testing.T) {
+	env := cephtest.Use(t)
+	ceph := func(args ...string) string {
+		t.Helper()
+		args = append([]string{"--conf", env["CEPH_CONF"], "--id", "admin", "--keyring", env["CEPH_ADMIN_KEYRING"]}, args...)
+		out, err := exec.Command("ceph", args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ceph %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	ceph("config", "set", "mon", "mon_osd_blocklist_default_expire", "60")
+	t.Cleanup(func() { ceph("config", "rm", "mon", "mon_osd_blocklist_default_expire") })
+	oa := rbdOpts(env, "exp")
+	a := openLease(t, asDaemon(oa, 2), run+".exp", "a-1", 3*time.Second)
+	b := openLease(t, asDaemon(oa, 3), run+".exp", "b-1", 3*time.Second)
+	if err := a.Lock(false); err != nil {
+		t.Fatal(err)
+	}
+	addr, err := a.Self()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fenced := time.Now()
+	if err := b.Fence(addr); err != nil {
+		t.Fatal(err)
+	}
+	bare := addr[strings.IndexByte(addr, ':')+1:]
+	for _, line := range strings.Split(ceph("osd", "blocklist", "ls"), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != bare {
+			continue
+		}
+		until, err := time.Parse("2006-01-02T15:04:05.999999-0700", f[1])
+		if err != nil {
+			t.Fatalf("blocklist entry %q: %v", line, err)
+		}
+		if d := until.Sub(fenced); d < 55*time.Minute {
+			t.Fatalf("blocklisted for %v, want an hour (10 s operation timeout, 3 s lease, default cut to 60 s)", d)
+		}
+		return
+	}
+	t.Fatalf("no blocklist entry for %s", bare)
+}
+
+func TestBlocklistExpiry(t *testing.T) {
+	for _, tc := range []struct {
+		timeout string
+		lease   time.Duration
+		want    time.Duration
+	}{
+		{"10", 10 * time.Second, time.Hour},
+		{"10.000000", 300 * time.Second, time.Hour},
+		{"600", 300 * time.Second, 9000 * time.Second},
+		{"0", 10 * time.Second, 24 * time.Hour},
+		{"", 10 * time.Second, 24 * time.Hour},
+	} {
+		if got := blocklistExpiry(tc.timeout, tc.lease); got != tc.want {
+			t.Errorf("op timeout %q, lease %v: %v, want %v", tc.timeout, tc.lease, got, tc.want)
+		}
+	}
+}
