@@ -183,20 +183,41 @@ func OpenRadosLease(o RBDOptions, object, cookie string, duration time.Duration)
 	return l, nil
 }
 
+// WatchError is the watch's error: nil while it is registered with the
+// OSD and its pings answered, ENOTCONN without a watch, another errno
+// once it broke (the connection to the OSD lost, the object's placement
+// changed, a timeout), after which no notification reaches it: Unwatch,
+// then Watch again.
+func (l *RadosLease) WatchError() error {
+	if l.watch == nil {
+		return syscall.ENOTCONN
+	}
+	if r := C.rados_watch_check(l.ioctx, l.handle); r < 0 {
+		return errnoOf(r)
+	}
+	return nil
+}
+
+// Unwatch ends the watch, if any.
+func (l *RadosLease) Unwatch() {
+	if l.watch == nil {
+		return
+	}
+	C.rados_unwatch2(l.ioctx, l.handle)
+	// No callback runs after this: the watch's memory can go.
+	C.rados_watch_flush(l.conn.cluster)
+	C.free(unsafe.Pointer(l.watch.oid))
+	C.free(unsafe.Pointer(l.watch))
+	l.watch = nil
+	leaseWatchMu.Lock()
+	delete(leaseWatchers, l.notifyID)
+	leaseWatchMu.Unlock()
+}
+
 // Close releases the ioctx and the connection (the lock stays until it
 // expires or is released).
 func (l *RadosLease) Close() {
-	if l.watch != nil {
-		C.rados_unwatch2(l.ioctx, l.handle)
-		// No callback runs after this: the watch's memory can go.
-		C.rados_watch_flush(l.conn.cluster)
-		C.free(unsafe.Pointer(l.watch.oid))
-		C.free(unsafe.Pointer(l.watch))
-		l.watch = nil
-		leaseWatchMu.Lock()
-		delete(leaseWatchers, l.notifyID)
-		leaseWatchMu.Unlock()
-	}
+	l.Unwatch()
 	if l.ioctx != nil {
 		C.rados_ioctx_destroy(l.ioctx)
 		l.ioctx = nil

@@ -79,6 +79,12 @@ func TestRadosLeaseAndFencing(t *testing.T) {
 	if err := b.Watch(func() { notified <- struct{}{} }); err != nil {
 		t.Fatal(err)
 	}
+	if err := b.WatchError(); err != nil {
+		t.Fatalf("b's watch, just set up: %v", err)
+	}
+	if err := a.WatchError(); !errors.Is(err, syscall.ENOTCONN) {
+		t.Fatalf("a's watch, never set up: %v, want ENOTCONN", err)
+	}
 	if err := a.Notify(); err != nil {
 		t.Fatal(err)
 	}

@@ -175,11 +175,25 @@ func boottime() time.Duration {
 	return time.Duration(ts.Nano())
 }
 
+// leaseObject is a backend.RadosLease, as radosStore uses it.
+type leaseObject interface {
+	Lock(renew bool) error
+	Unlock() error
+	Holder() (string, error)
+	SetHolder(v string) error
+	Self() (string, error)
+	Fence(addr string) error
+	Watch(notified func()) error
+	WatchError() error
+	Unwatch()
+	Notify() error
+}
+
 // radosStore is a gateway.Store on a RADOS lease: it maps librados'
 // errors to the lease's, and watches the lease object once it exists so
 // that a peer's release wakes the lease at once (poke).
 type radosStore struct {
-	l    *backend.RadosLease
+	l    leaseObject
 	poke func()
 	// Only touched by the lease's ops, one at a time:
 	watching bool
@@ -195,6 +209,11 @@ func leaseError(err error) error {
 }
 
 func (s *radosStore) Lock(renew bool) error {
+	if s.watching && s.l.WatchError() != nil {
+		// A broken watch hears no notification: set it up again.
+		s.l.Unwatch()
+		s.watching = false
+	}
 	err := s.l.Lock(renew)
 	if !s.watching && (err == nil || errors.Is(err, syscall.EBUSY)) {
 		// The object exists now. Without a watch, the lease still tries
