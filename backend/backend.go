@@ -135,6 +135,11 @@ type RBDOptions struct {
 	Namespace string // RADOS namespace within the pool; "" for the default
 	Image     string
 	Create    bool // create the image with Options.Size if it does not exist
+	// ExclusiveLock refuses an image without the exclusive-lock feature:
+	// a gateway group's image, written by one gateway after another,
+	// needs librbd to hand the image's lock over between them, which
+	// lets no write of the old writer land after one of the new.
+	ExclusiveLock bool
 
 	Conf    string // ceph.conf path ("" for librados' search path)
 	User    string // cephx user, with or without "client." ("" for admin)

@@ -24,3 +24,5 @@ func (*RadosLease) Self() (string, error)   { return "", ErrNoRBD }
 func (*RadosLease) Fence(string) error      { return ErrNoRBD }
 func (*RadosLease) Watch(func()) error      { return ErrNoRBD }
 func (*RadosLease) Notify() error           { return ErrNoRBD }
+func (*RadosLease) WatchError() error       { return ErrNoRBD }
+func (*RadosLease) Unwatch()                {}

@@ -42,6 +42,20 @@ static int lease_notify(rados_ioctx_t io, const char *oid, uint64_t timeout_ms) 
 	return r;
 }
 
+// lease_record sets (or, with val NULL, empties) the holder's attribute in
+// one write op with cls_lock's assert_locked (assert, its encoded
+// arguments): the OSD applies the attribute only while the lock is ours.
+static int lease_record(rados_ioctx_t io, const char *oid, const char *assert, size_t assert_len,
+			const char *key, const char *val, size_t val_len) {
+	rados_write_op_t op = rados_create_write_op();
+	int prval = 0;
+	rados_write_op_exec(op, "lock", "assert_locked", assert, assert_len, &prval);
+	rados_write_op_setxattr(op, key, val ? val : "", val_len);
+	int r = rados_write_op_operate(op, io, oid, NULL, 0);
+	rados_release_write_op(op);
+	return r;
+}
+
 static int lease_lock(rados_ioctx_t io, const char *oid, const char *name, const char *cookie,
 		      const char *desc, long ms, int flags) {
 	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
@@ -51,7 +65,9 @@ static int lease_lock(rados_ioctx_t io, const char *oid, const char *name, const
 import "C"
 
 import (
+	"encoding/binary"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -72,6 +88,8 @@ type RadosLease struct {
 	object   string
 	cookie   string
 	duration time.Duration
+
+	fenceFor time.Duration // how long a Fence's blocklist entry lasts
 
 	watch    *C.struct_lease_watch // nil: not watching
 	handle   C.uint64_t
@@ -146,7 +164,8 @@ func OpenRadosLease(o RBDOptions, object, cookie string, duration time.Duration)
 	if err != nil {
 		return nil, fmt.Errorf("gateway lease %s/%s: %w", o.Pool, object, err)
 	}
-	l := &RadosLease{conn: conn, object: object, cookie: cookie, duration: duration}
+	l := &RadosLease{conn: conn, object: object, cookie: cookie, duration: duration,
+		fenceFor: blocklistExpiry(confValue(conn.cluster, "rados_osd_op_timeout"), duration)}
 	cpool := C.CString(o.Pool)
 	defer C.free(unsafe.Pointer(cpool))
 	if r := C.rados_ioctx_create(conn.cluster, cpool, &l.ioctx); r < 0 {
@@ -164,20 +183,41 @@ func OpenRadosLease(o RBDOptions, object, cookie string, duration time.Duration)
 	return l, nil
 }
 
+// WatchError is the watch's error: nil while it is registered with the
+// OSD and its pings answered, ENOTCONN without a watch, another errno
+// once it broke (the connection to the OSD lost, the object's placement
+// changed, a timeout), after which no notification reaches it: Unwatch,
+// then Watch again.
+func (l *RadosLease) WatchError() error {
+	if l.watch == nil {
+		return syscall.ENOTCONN
+	}
+	if r := C.rados_watch_check(l.ioctx, l.handle); r < 0 {
+		return errnoOf(r)
+	}
+	return nil
+}
+
+// Unwatch ends the watch, if any.
+func (l *RadosLease) Unwatch() {
+	if l.watch == nil {
+		return
+	}
+	C.rados_unwatch2(l.ioctx, l.handle)
+	// No callback runs after this: the watch's memory can go.
+	C.rados_watch_flush(l.conn.cluster)
+	C.free(unsafe.Pointer(l.watch.oid))
+	C.free(unsafe.Pointer(l.watch))
+	l.watch = nil
+	leaseWatchMu.Lock()
+	delete(leaseWatchers, l.notifyID)
+	leaseWatchMu.Unlock()
+}
+
 // Close releases the ioctx and the connection (the lock stays until it
 // expires or is released).
 func (l *RadosLease) Close() {
-	if l.watch != nil {
-		C.rados_unwatch2(l.ioctx, l.handle)
-		// No callback runs after this: the watch's memory can go.
-		C.rados_watch_flush(l.conn.cluster)
-		C.free(unsafe.Pointer(l.watch.oid))
-		C.free(unsafe.Pointer(l.watch))
-		l.watch = nil
-		leaseWatchMu.Lock()
-		delete(leaseWatchers, l.notifyID)
-		leaseWatchMu.Unlock()
-	}
+	l.Unwatch()
 	if l.ioctx != nil {
 		C.rados_ioctx_destroy(l.ioctx)
 		l.ioctx = nil
@@ -237,23 +277,45 @@ func (l *RadosLease) Holder() (string, error) {
 	return C.GoStringN(&buf[0], r), nil
 }
 
-// SetHolder records v as the holder; "" clears the record.
+// SetHolder records v as the holder; "" clears the record (an empty
+// value). It applies only while this client and cookie hold the lock,
+// unexpired: EBUSY or ENOENT otherwise, and the record is left as it was.
+// So a release that lost the lock cannot clear the next owner's record,
+// and a taker whose lock expired cannot record itself over it.
 func (l *RadosLease) SetHolder(v string) error {
 	oid, key := C.CString(l.object), C.CString(leaseHolder)
 	defer C.free(unsafe.Pointer(oid))
 	defer C.free(unsafe.Pointer(key))
-	if v == "" {
-		if r := C.rados_rmxattr(l.ioctx, oid, key); r < 0 && r != -C.ENOENT && r != -C.ENODATA {
-			return errnoOf(r)
-		}
-		return nil
+	assert := assertLocked(leaseLockName, l.cookie)
+	ca := C.CBytes(assert)
+	defer C.free(ca)
+	var cv *C.char
+	if v != "" {
+		cv = C.CString(v)
+		defer C.free(unsafe.Pointer(cv))
 	}
-	cv := C.CString(v)
-	defer C.free(unsafe.Pointer(cv))
-	if r := C.rados_setxattr(l.ioctx, oid, key, cv, C.size_t(len(v))); r < 0 {
+	if r := C.lease_record(l.ioctx, oid, (*C.char)(ca), C.size_t(len(assert)), key, cv, C.size_t(len(v))); r < 0 {
 		return errnoOf(r)
 	}
 	return nil
+}
+
+// assertLocked encodes cls_lock's assert_locked arguments (struct
+// cls_lock_assert_op, version 1): the lock's name, its type (exclusive),
+// our cookie and the tag, empty as rados_lock_exclusive leaves it.
+func assertLocked(name, cookie string) []byte {
+	var body []byte
+	str := func(s string) {
+		body = binary.LittleEndian.AppendUint32(body, uint32(len(s)))
+		body = append(body, s...)
+	}
+	str(name)
+	body = append(body, 1) // LOCK_EXCLUSIVE
+	str(cookie)
+	str("")             // tag
+	out := []byte{1, 1} // struct version, oldest compatible version
+	out = binary.LittleEndian.AppendUint32(out, uint32(len(body)))
+	return append(out, body...)
 }
 
 // Self is this client's address as the OSD holding the lock saw it (the
@@ -281,14 +343,27 @@ func (l *RadosLease) Self() (string, error) {
 	return "", syscall.ENOENT
 }
 
-// Fence blocklists addr (for the cluster's default time, an hour unless
-// mon_osd_blocklist_default_expire says otherwise) and waits for the OSD
-// map that has the entry: our next ops carry its epoch, so no OSD runs
-// one of ours before it refuses addr's.
+// blocklistExpiry is how long a fenced client stays blocklisted: the
+// fenced client may resend a write it has queued until its
+// rados_osd_op_timeout (opTimeout, in seconds; 0: no limit) runs out, and
+// the entry must outlast that, and the lease, by a wide margin, whatever
+// the cluster's mon_osd_blocklist_default_expire says. Ten times both, and
+// at least an hour; a day without an operation timeout.
+func blocklistExpiry(opTimeout string, lease time.Duration) time.Duration {
+	sec, err := strconv.ParseFloat(strings.TrimSpace(opTimeout), 64)
+	if err != nil || sec <= 0 {
+		return 24 * time.Hour
+	}
+	return max(time.Hour, 10*(time.Duration(sec*float64(time.Second))+lease)).Round(time.Second)
+}
+
+// Fence blocklists addr (for blocklistExpiry) and waits for the OSD map
+// that has the entry: our next ops carry its epoch, so no OSD runs one of
+// ours before it refuses addr's.
 func (l *RadosLease) Fence(addr string) error {
 	ca := C.CString(addr)
 	defer C.free(unsafe.Pointer(ca))
-	if r := C.rados_blocklist_add(l.conn.cluster, ca, 0); r < 0 {
+	if r := C.rados_blocklist_add(l.conn.cluster, ca, C.uint32_t(l.fenceFor/time.Second)); r < 0 {
 		return fmt.Errorf("osd blocklist add %s: %w", addr, errnoOf(r))
 	}
 	if r := C.rados_wait_for_latest_osdmap(l.conn.cluster); r < 0 {

@@ -79,6 +79,12 @@ func TestRadosLeaseAndFencing(t *testing.T) {
 	if err := b.Watch(func() { notified <- struct{}{} }); err != nil {
 		t.Fatal(err)
 	}
+	if err := b.WatchError(); err != nil {
+		t.Fatalf("b's watch, just set up: %v", err)
+	}
+	if err := a.WatchError(); !errors.Is(err, syscall.ENOTCONN) {
+		t.Fatalf("a's watch, never set up: %v, want ENOTCONN", err)
+	}
 	if err := a.Notify(); err != nil {
 		t.Fatal(err)
 	}
@@ -138,5 +144,133 @@ func TestRadosLeaseAndFencing(t *testing.T) {
 	}
 	if err := b.Lock(true); !errors.Is(err, syscall.ENOENT) {
 		t.Fatalf("renewal after unlock: %v", err)
+	}
+}
+
+// The holder's record changes only while the writer holds the lock: a
+// peer's record is refused while another holds it, and a holder whose
+// lock expired and was taken can neither clear the new owner's record
+// (a late release) nor record itself over it (a slow takeover).
+func TestRadosLeaseRecordNeedsTheLock(t *testing.T) {
+	env := cephtest.Use(t)
+	oa := rbdOpts(env, "rec")
+	const lease = 3 * time.Second
+	a := openLease(t, oa, run+".rec", "a-1", lease)
+	b := openLease(t, asDaemon(oa, 1), run+".rec", "b-1", lease)
+	if err := a.SetHolder("a"); err == nil {
+		t.Fatal("a recorded itself without the lock")
+	}
+	if err := a.Lock(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetHolder("a"); err != nil {
+		t.Fatal(err)
+	}
+	holder := func(want string) {
+		t.Helper()
+		if h, err := b.Holder(); err != nil || h != want {
+			t.Fatalf("recorded holder %q (%v), want %q", h, err, want)
+		}
+	}
+	if err := b.SetHolder("b"); !errors.Is(err, syscall.EBUSY) {
+		t.Fatalf("b's record while a holds the lock: %v, want EBUSY", err)
+	}
+	holder("a")
+	deadline := time.Now().Add(3 * lease)
+	for {
+		err := b.Lock(false)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
+			t.Fatalf("b's lock after a stopped renewing: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond) // polling the cluster, not ordering events
+	}
+	for _, v := range []string{"", "a"} {
+		if err := a.SetHolder(v); err == nil {
+			t.Fatalf("a changed the record to %q after b took its expired lock", v)
+		}
+		holder("a")
+	}
+	if err := b.SetHolder("b"); err != nil {
+		t.Fatal(err)
+	}
+	holder("b")
+	if err := b.SetHolder(""); err != nil {
+		t.Fatal(err)
+	}
+	holder("")
+	if err := b.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetHolder("b"); err == nil {
+		t.Fatal("b recorded itself after unlocking")
+	}
+}
+
+// A fenced client stays blocklisted for well past its operation timeout
+// and the lease, whatever the cluster's default expiry: here the default
+// is cut to a minute, and the entry still lasts an hour.
+func TestRadosLeaseFenceOutlastsTheClient(t *testing.T) {
+	env := cephtest.Use(t)
+	ceph := func(args ...string) string {
+		t.Helper()
+		args = append([]string{"--conf", env["CEPH_CONF"], "--id", "admin", "--keyring", env["CEPH_ADMIN_KEYRING"]}, args...)
+		out, err := exec.Command("ceph", args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ceph %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	ceph("config", "set", "mon", "mon_osd_blocklist_default_expire", "60")
+	t.Cleanup(func() { ceph("config", "rm", "mon", "mon_osd_blocklist_default_expire") })
+	oa := rbdOpts(env, "exp")
+	a := openLease(t, asDaemon(oa, 2), run+".exp", "a-1", 3*time.Second)
+	b := openLease(t, asDaemon(oa, 3), run+".exp", "b-1", 3*time.Second)
+	if err := a.Lock(false); err != nil {
+		t.Fatal(err)
+	}
+	addr, err := a.Self()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fenced := time.Now()
+	if err := b.Fence(addr); err != nil {
+		t.Fatal(err)
+	}
+	bare := addr[strings.IndexByte(addr, ':')+1:]
+	for _, line := range strings.Split(ceph("osd", "blocklist", "ls"), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != bare {
+			continue
+		}
+		until, err := time.Parse("2006-01-02T15:04:05.999999-0700", f[1])
+		if err != nil {
+			t.Fatalf("blocklist entry %q: %v", line, err)
+		}
+		if d := until.Sub(fenced); d < 55*time.Minute {
+			t.Fatalf("blocklisted for %v, want an hour (10 s operation timeout, 3 s lease, default cut to 60 s)", d)
+		}
+		return
+	}
+	t.Fatalf("no blocklist entry for %s", bare)
+}
+
+func TestBlocklistExpiry(t *testing.T) {
+	for _, tc := range []struct {
+		timeout string
+		lease   time.Duration
+		want    time.Duration
+	}{
+		{"10", 10 * time.Second, time.Hour},
+		{"10.000000", 300 * time.Second, time.Hour},
+		{"600", 300 * time.Second, 9000 * time.Second},
+		{"0", 10 * time.Second, 24 * time.Hour},
+		{"", 10 * time.Second, 24 * time.Hour},
+	} {
+		if got := blocklistExpiry(tc.timeout, tc.lease); got != tc.want {
+			t.Errorf("op timeout %q, lease %v: %v, want %v", tc.timeout, tc.lease, got, tc.want)
+		}
 	}
 }

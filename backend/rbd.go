@@ -8,6 +8,7 @@ package backend
 #include <stdlib.h>
 #include <rados/librados.h>
 #include <rbd/librbd.h>
+#include <rbd/features.h>
 
 // rbdAioDone is Go's (rbd_callback.go): librbd calls it from its own
 // thread when an asynchronous operation completes.
@@ -295,6 +296,21 @@ func (b *rbdBackend) open(o RBDOptions, size int64) error {
 	case r < 0:
 		b.image = nil
 		return rbdError("open image", b.name, r)
+	}
+	if o.ExclusiveLock {
+		return b.checkExclusiveLock()
+	}
+	return nil
+}
+
+// checkExclusiveLock refuses an image without the exclusive-lock feature.
+func (b *rbdBackend) checkExclusiveLock() error {
+	var features C.uint64_t
+	if r := C.rbd_get_features(b.image, &features); r < 0 {
+		return rbdError("get features", b.name, r)
+	}
+	if features&C.RBD_FEATURE_EXCLUSIVE_LOCK == 0 {
+		return fmt.Errorf("rbd:%s: the image lacks the exclusive-lock feature, which an image in a gateway group needs so that librbd hands its writes over between gateways in order (rbd feature enable %s exclusive-lock)", b.name, b.name)
 	}
 	return nil
 }

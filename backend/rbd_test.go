@@ -406,3 +406,26 @@ func benchRBDAsync(b *testing.B, write bool) {
 
 func BenchmarkRBDAsyncWrite4kQD32(b *testing.B) { benchRBDAsync(b, true) }
 func BenchmarkRBDAsyncRead4kQD32(b *testing.B)  { benchRBDAsync(b, false) }
+
+// An image in a gateway group must have the exclusive-lock feature: one
+// without it is refused, naming the feature and how to enable it.
+func TestRBDExclusiveLockRequired(t *testing.T) {
+	env := cephtest.Use(t)
+	o := rbdOpts(env, "nolock")
+	rbdCLI(t, env, "create", "--size", "4M", "--image-feature", "layering", o.Pool+"/"+o.Image)
+	o.ExclusiveLock = true
+	b, err := Open("rbd", Options{BlockSize: 512, RBD: o})
+	if err == nil {
+		b.Close()
+		t.Fatal("an image without exclusive-lock opened for a gateway group")
+	}
+	if !strings.Contains(err.Error(), "exclusive-lock") {
+		t.Fatalf("error %q does not name the feature", err)
+	}
+	rbdCLI(t, env, "feature", "enable", o.Pool+"/"+o.Image, "exclusive-lock")
+	b, err = Open("rbd", Options{BlockSize: 512, RBD: o})
+	if err != nil {
+		t.Fatalf("with exclusive-lock enabled: %v", err)
+	}
+	b.Close()
+}

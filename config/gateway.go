@@ -108,10 +108,16 @@ func (v *validator) gateway(c *Config) {
 	}
 	for i, s := range c.Subsystems {
 		for j, ns := range s.Namespaces {
+			np := fmt.Sprintf("subsystems[%d].namespaces[%d]", i, j)
 			if !g.HasGroup(ns.Group()) {
+				if ns.Backend == "rbd" {
+					// The peer gateways export the same images: outside
+					// a gateway group, every one of them would serve this
+					// image optimized, with nothing to fence the others.
+					v.add(np+".ana_group", "rbd namespace in ANA group %d, which is not a gateway group (gateway.groups: %v): every gateway of the pair serving the image would report it optimized, and none fences the others; put it in a gateway group", ns.Group(), g.Groups)
+				}
 				continue
 			}
-			np := fmt.Sprintf("subsystems[%d].namespaces[%d]", i, j)
 			switch {
 			case ns.Backend != "rbd":
 				v.add(np+".backend", "%s namespace in gateway group %d: only rbd namespaces can be fenced when a gateway takes a group over; use rbd or another ANA group", ns.Backend, ns.Group())

@@ -43,6 +43,26 @@ func TestGatewayConfig(t *testing.T) {
 	}
 }
 
+// A namespace outside the gateway groups, in a subsystem another daemon
+// serves too, still gets the warning that every path is optimized for it,
+// though another namespace of the subsystem is in a gateway group.
+func TestGatewayWarnsOfTheOtherNamespaces(t *testing.T) {
+	y := gatewayYAML
+	for _, r := range [][2]string{{"groups: [1]", "groups: [2]"}, {"image: vol1,", "image: vol1, ana_group: 2,"}, {"ana_group: 2}", "ana_group: 1}"}} {
+		if y = strings.Replace(y, r[0], r[1], 1); !strings.Contains(y, r[1]) {
+			t.Fatalf("no %q", r[0])
+		}
+	}
+	c, err := Parse([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := c.Warnings()
+	if len(w) != 1 || !strings.HasPrefix(w[0], "subsystems[0].cntlid_max: controller IDs 1..100 leave room for another daemon") {
+		t.Fatalf("warnings %q, want the shared subsystem's", w)
+	}
+}
+
 func TestGatewayValidate(t *testing.T) {
 	for _, tc := range []struct{ name, from, to, want string }{
 		{"no pool", "  pool: rbd\n", "", "gateway.pool: required: the pool that holds the lease objects"},
@@ -56,6 +76,8 @@ func TestGatewayValidate(t *testing.T) {
 		{"not rbd", "groups: [1]", "groups: [1, 2]",
 			"subsystems[0].namespaces[1].backend: nullblk namespace in gateway group 2: only rbd namespaces can be fenced when a gateway takes a group over; use rbd or another ANA group"},
 		{"another cluster connection", "image: vol1,", "image: vol1, ceph: {user: other},", "subsystems[0].namespaces[0].ceph: in gateway group 1"},
+		{"rbd outside the gateway groups", "groups: [1]", "groups: [3]",
+			"subsystems[0].namespaces[0].ana_group: rbd namespace in ANA group 1, which is not a gateway group (gateway.groups: [3])"},
 		{"gateway ceph", "  pool: rbd\n", "  pool: rbd\n  ceph: {keyring: rel}\n", `gateway.ceph.keyring: "rel" must be an absolute path`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

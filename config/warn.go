@@ -39,10 +39,20 @@ func sharedWithoutANA(c *Config, path string, s Subsystem) string {
 			return ""
 		}
 	}
+	// A gateway group's paths follow its lease; the other namespaces
+	// are what the warning is about.
+	gatewayOnly := len(s.Namespaces) > 0
 	for _, ns := range s.Namespaces {
-		if ns.Group() != DefaultANAGroup || c.Gateway.HasGroup(ns.Group()) {
+		switch {
+		case c.Gateway.HasGroup(ns.Group()):
+		case ns.Group() != DefaultANAGroup:
 			return ""
+		default:
+			gatewayOnly = false
 		}
+	}
+	if gatewayOnly {
+		return ""
 	}
 	const why = "no port sets an ANA state and every namespace is in ANA group 1, so hosts see every path as optimized and spread I/O over all of them; " +
 		"set ports[].ana (non_optimized or inaccessible on the standby path), or ana: {1: optimized} on the ports if the paths are meant to be equal"

@@ -1,9 +1,12 @@
 package fabrics
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"syscall"
+	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
@@ -30,6 +33,7 @@ func (t *Target) PinANAGroup(g uint32, s nvme.ANAState) error {
 		t.anaPinned = map[uint32]nvme.ANAState{}
 	}
 	t.anaPinned[g] = s
+	t.storePinnedSetLocked()
 	ids := slices.Sorted(maps.Keys(t.ports))
 	t.mu.Unlock()
 	for _, id := range ids {
@@ -44,6 +48,7 @@ func (t *Target) PinANAGroup(g uint32, s nvme.ANAState) error {
 func (t *Target) UnpinANAGroup(g uint32) {
 	t.mu.Lock()
 	delete(t.anaPinned, g)
+	t.storePinnedSetLocked()
 	t.mu.Unlock()
 }
 
@@ -83,4 +88,100 @@ func cloneANA(cur *anaTable) *anaTable {
 		tab[g] = nvme.ANAOptimized
 	}
 	return tab
+}
+
+// claimedHook, if set (tests only), runs once an I/O command is counted
+// in flight on its namespace, before its ANA check.
+var claimedHook func(*Request)
+
+// QuiesceANAGroup waits until no command on a namespace of group g is in
+// flight, then flushes those namespaces: every write this daemon accepted
+// for the group is then on its backend, so that a gateway taking the group
+// over cannot have a write of its own overtaken by one of ours. The caller
+// made the group inaccessible first (PinANAGroup), so no command starts
+// on it meanwhile. An error names the namespace whose commands did not
+// finish within timeout or whose flush failed.
+func (t *Target) QuiesceANAGroup(g uint32, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	type member struct {
+		nqn string
+		ns  *Namespace
+	}
+	var members []member
+	t.mu.Lock()
+	subs := t.subsystemsLocked()
+	t.mu.Unlock()
+	for _, s := range subs {
+		for _, id := range s.NamespaceIDs() {
+			if ns := s.Namespace(id); ns != nil && ns.ANAGroup() == g {
+				members = append(members, member{s.NQN, ns})
+			}
+		}
+	}
+	for _, m := range members {
+		if !m.ns.drain(time.Until(deadline)) {
+			return fmt.Errorf("subsystem %s namespace %d: commands still in flight after %v", m.nqn, m.ns.ID, timeout)
+		}
+	}
+	for _, m := range members {
+		if m.ns.ReadOnly || !m.ns.hold() {
+			continue // removed meanwhile: its removal drains and flushes it
+		}
+		err := m.ns.Backend.Flush()
+		m.ns.unhold()
+		if err != nil {
+			return fmt.Errorf("subsystem %s namespace %d: flush: %w", m.nqn, m.ns.ID, err)
+		}
+	}
+	return nil
+}
+
+// storePinnedSetLocked publishes which groups are pinned, for the I/O
+// path; called with t.mu held.
+func (t *Target) storePinnedSetLocked() {
+	set := new([nvme.MaxANAGroups + 1]bool)
+	for g := range t.anaPinned {
+		set[g] = true
+	}
+	t.pinnedSet.Store(set)
+}
+
+// pinned reports whether group g is pinned (a gateway group). Lock-free.
+func (t *Target) pinned(g uint32) bool {
+	set := t.pinnedSet.Load()
+	return set != nil && g <= nvme.MaxANAGroups && set[g]
+}
+
+// SetFencedHook sets what a backend's ESHUTDOWN (its cluster client
+// blocklisted: fenced by a peer gateway) on a namespace of a pinned group
+// calls, with the group: the gateway steps down at once. It must not
+// block; it runs on the thread that completes the I/O.
+func (t *Target) SetFencedHook(f func(group uint32)) { t.onFenced.Store(&f) }
+
+// backendStatus is the status for r's backend error. In a pinned (gateway)
+// group, a cluster out of reach or a fenced client is not the namespace's
+// fault but this path's: the host gets the group's ANA path status, ANA
+// Transition while the group is still optimized here (the step down is
+// under way), so that its multipath sends the command to the gateway that
+// owns the group, rather than Namespace Not Ready, which the Linux host
+// retries on this same path and then fails. A fenced client also steps
+// the gateway down (SetFencedHook).
+func (r *Request) backendStatus(err error, write bool) nvme.Status {
+	st := ioStatus(err, write)
+	if st != nvme.StatusNamespaceNotReady || r.q.target == nil {
+		return st
+	}
+	g := r.ns.ANAGroup()
+	if !r.q.target.pinned(g) {
+		return st
+	}
+	if errors.Is(err, syscall.ESHUTDOWN) {
+		if f := r.q.target.onFenced.Load(); f != nil {
+			(*f)(g)
+		}
+	}
+	if path := r.q.port.ANAState(g).IOStatus(); path != 0 {
+		return path
+	}
+	return nvme.StatusANATransition
 }

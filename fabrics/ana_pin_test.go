@@ -2,8 +2,13 @@ package fabrics
 
 import (
 	"net/netip"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
@@ -58,5 +63,215 @@ func TestPinANAGroup(t *testing.T) {
 	}
 	if err := tg.PinANAGroup(0, nvme.ANAOptimized); err == nil {
 		t.Error("group 0 pinned")
+	}
+}
+
+// heldWrites holds every write until gate closes; entered gets a token
+// per write that reached it.
+type heldWrites struct {
+	*memBackend
+	gate    chan struct{}
+	entered chan struct{}
+}
+
+func (h *heldWrites) WriteAt(p []byte, off int64) error {
+	h.entered <- struct{}{}
+	<-h.gate
+	return h.memBackend.WriteAt(p, off)
+}
+
+func (h *heldWrites) flushCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.memBackend.flushes
+}
+
+// gatewayNamespace adds namespace 2, in ANA group 5, on b.
+func gatewayNamespace(t *testing.T, tg *Target, b backend.Backend) {
+	t.Helper()
+	ns, err := NewNamespace(2, b, false, [16]byte{2})
+	if err == nil {
+		err = ns.SetANAGroup(5)
+	}
+	if err == nil {
+		err = tg.Subsystem(testNQN).AddNamespace(ns)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeCmd(nsid uint32) nvme.Command {
+	c := newCmd(nvme.IOWrite)
+	c.SetNSID(nsid)
+	keyed(c, 512)
+	return c
+}
+
+// A group's quiesce returns only once the writes in flight on its
+// namespaces have completed, and flushes them after: a handover never
+// leaves a write of the old owner behind a write of the new one.
+func TestQuiesceANAGroupWaitsForWrites(t *testing.T) {
+	tg, p, _ := testTarget(t)
+	b := &heldWrites{memBackend: newMem(1<<20, 512), gate: make(chan struct{}), entered: make(chan struct{}, 4)}
+	gatewayNamespace(t, tg, b)
+	h := connect(t, tg, p, testNQN)
+	release := sync.OnceFunc(func() { close(b.gate) })
+	t.Cleanup(release) // a failed test lets the write go before the queues close
+	done := h.io.SubmitAsync(writeCmd(2), make([]byte, 512))
+	<-b.entered
+	if err := tg.PinANAGroup(5, nvme.ANAInaccessible); err != nil {
+		t.Fatal(err)
+	}
+	err := tg.QuiesceANAGroup(5, 50*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "namespace 2") {
+		t.Fatalf("quiesce with a write in flight: %v, want an error naming namespace 2", err)
+	}
+	if n := b.flushCount(); n != 0 {
+		t.Fatalf("%d flushes before the write in flight completed", n)
+	}
+	release()
+	if c := <-done; c == nil || c.Status() != 0 {
+		t.Fatalf("the write in flight: %v", c)
+	}
+	if err := tg.QuiesceANAGroup(5, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.flushCount(); n != 1 {
+		t.Fatalf("%d flushes after the quiesce, want 1", n)
+	}
+	if st := h.rw(nvme.IOWrite, 2, 0, 1, make([]byte, 512), false); st != nvme.StatusANAInaccessible {
+		t.Fatalf("a write after the quiesce: %v, want ANA Inaccessible", st)
+	}
+}
+
+// A command already past the namespace lookup when its group turns
+// inaccessible is either refused with the path status or waited for by
+// the quiesce: it is counted in flight before its ANA check.
+func TestQuiesceANAGroupCatchesCommandInPrepare(t *testing.T) {
+	tg, p, _ := testTarget(t)
+	b := &heldWrites{memBackend: newMem(1<<20, 512), gate: make(chan struct{}), entered: make(chan struct{}, 4)}
+	close(b.gate)
+	gatewayNamespace(t, tg, b)
+	h := connect(t, tg, p, testNQN)
+	claimed, proceed := make(chan struct{}), make(chan struct{})
+	claimedHook = func(r *Request) {
+		if r.ns.ID == 2 {
+			claimed <- struct{}{}
+			<-proceed
+		}
+	}
+	letGo := sync.OnceFunc(func() { close(proceed) })
+	t.Cleanup(func() { letGo(); claimedHook = nil })
+	// The loop queue prepares a command on the submitter's goroutine.
+	done := make(chan nvme.Completion, 1)
+	go func() {
+		c, _ := h.io.Submit(writeCmd(2), make([]byte, 512))
+		done <- c
+	}()
+	<-claimed // the write is in prepare, its group still optimized
+	if err := tg.PinANAGroup(5, nvme.ANAInaccessible); err != nil {
+		t.Fatal(err)
+	}
+	if err := tg.QuiesceANAGroup(5, 50*time.Millisecond); err == nil {
+		t.Fatal("quiesce returned with a command in prepare uncounted")
+	}
+	letGo()
+	if c := <-done; c == nil || c.Status() != nvme.StatusANAInaccessible {
+		t.Fatalf("the write in prepare when its group turned inaccessible: %v, want ANA Inaccessible", c)
+	}
+	if len(b.entered) != 0 {
+		t.Fatal("the write reached the backend after its group turned inaccessible")
+	}
+	if err := tg.QuiesceANAGroup(5, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// failingMem fails every write with err.
+type failingMem struct {
+	*memBackend
+	err error
+}
+
+func (f failingMem) WriteAt([]byte, int64) error { return f.err }
+
+func addGroupNamespace(t *testing.T, tg *Target, nsid, group uint32, b backend.Backend) {
+	t.Helper()
+	ns, err := NewNamespace(nsid, b, false, [16]byte{byte(nsid)})
+	if err == nil {
+		err = ns.SetANAGroup(group)
+	}
+	if err == nil {
+		err = tg.Subsystem(testNQN).AddNamespace(ns)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// In a gateway (pinned) group, a cluster out of reach or a fenced client
+// fails I/O with an ANA path status, so that the host's multipath moves it
+// to the group's new owner: ANA Transition while the group is still
+// optimized here, its state's status once the step down is done; a fenced
+// client (ESHUTDOWN) steps the gateway down. Elsewhere the same errors are
+// Namespace Not Ready, which the host retries on the same path.
+func TestGatewayGroupClusterErrorsArePathErrors(t *testing.T) {
+	tg, p, _ := testTarget(t)
+	async := &asyncMem{memBackend: newMem(1<<20, 512), inFlight: make(chan int, 4)}
+	addGroupNamespace(t, tg, 2, 5, async)
+	addGroupNamespace(t, tg, 3, 5, failingMem{newMem(1<<20, 512), syscall.ETIMEDOUT})
+	addGroupNamespace(t, tg, 4, 6, failingMem{newMem(1<<20, 512), syscall.ESHUTDOWN})
+	fenced := make(chan uint32, 4)
+	tg.SetFencedHook(func(g uint32) { fenced <- g })
+	if err := tg.PinANAGroup(5, nvme.ANAOptimized); err != nil {
+		t.Fatal(err)
+	}
+	h := connect(t, tg, p, testNQN)
+	write := func(nsid uint32) <-chan nvme.Completion {
+		return h.io.SubmitAsync(ioCmd(nvme.IOWrite, nsid, 0, 1, 512), make([]byte, 512))
+	}
+	status := func(rsp <-chan nvme.Completion) nvme.Status {
+		c := <-rsp
+		if c == nil {
+			t.Fatal("no completion")
+		}
+		return c.Status()
+	}
+
+	// Fenced, asynchronous: the step down is asked for, the group is still
+	// optimized here.
+	async.fail = -int64(syscall.ESHUTDOWN)
+	if st := status(write(2)); st != nvme.StatusANATransition {
+		t.Fatalf("fenced write: %v, want ANA Transition", st)
+	}
+	if g := <-fenced; g != 5 {
+		t.Fatalf("step down asked for group %d", g)
+	}
+	// Timed out, synchronous: a path error too, with no step down.
+	if st := status(write(3)); st != nvme.StatusANATransition {
+		t.Fatalf("timed-out write: %v, want ANA Transition", st)
+	}
+	// Timed out while the group stepped down: ANA Inaccessible.
+	async.hold = make(chan struct{})
+	async.fail = -int64(syscall.ETIMEDOUT)
+	rsp := write(2)
+	<-async.inFlight
+	<-async.inFlight // the first write's
+	if err := tg.PinANAGroup(5, nvme.ANAInaccessible); err != nil {
+		t.Fatal(err)
+	}
+	close(async.hold)
+	if st := status(rsp); st != nvme.StatusANAInaccessible {
+		t.Fatalf("timed-out write after the step down: %v, want ANA Inaccessible", st)
+	}
+	// Outside gateway groups: retryable on this path, no step down.
+	if st := status(write(4)); st != nvme.StatusNamespaceNotReady {
+		t.Fatalf("fenced write outside a gateway group: %v, want Namespace Not Ready", st)
+	}
+	select {
+	case g := <-fenced:
+		t.Fatalf("step down asked for group %d without a fenced client in it", g)
+	default:
 	}
 }

@@ -97,7 +97,7 @@ func (q *Queue) submitAsync(r *Request) bool {
 			r.ns.exitWrite(r, r.off, r.length, false)
 		}
 		q.unhold()
-		r.status = ioStatus(err, op != nvme.IORead)
+		r.status = r.backendStatus(err, op != nvme.IORead)
 		q.complete(r)
 	}
 	return true
@@ -110,7 +110,7 @@ func (qa *queueAsync) done(tag uint32, res int64) {
 	op := r.Cmd.Opcode()
 	switch {
 	case res < 0:
-		r.status = ioStatus(syscall.Errno(-res), op != nvme.IORead)
+		r.status = r.backendStatus(syscall.Errno(-res), op != nvme.IORead)
 	case op == nvme.IORead && res < int64(len(r.Data)):
 		// Past the end of an image that shrank under the namespace.
 		clear(r.Data[res:])

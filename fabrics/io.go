@@ -34,10 +34,16 @@ func (q *Queue) prepareIO(r *Request) nvme.Status {
 	if ns == nil {
 		return nvme.StatusInvalidNamespace | nvme.DNR
 	}
-	if st := q.anaStatus(ns); st != 0 {
+	// Counted in flight before the ANA check, as claim does for removal:
+	// a group turned inaccessible either refuses this command here or
+	// has a drain (QuiesceANAGroup) that waits for it.
+	if st := q.claim(r, ns); st != 0 {
 		return st
 	}
-	if st := q.claim(r, ns); st != 0 {
+	if claimedHook != nil {
+		claimedHook(r)
+	}
+	if st := q.anaStatus(ns); st != 0 {
 		return st
 	}
 	r.blocking = ns.blocking
@@ -57,7 +63,8 @@ func (q *Queue) prepareIO(r *Request) nvme.Status {
 // network backend timing out or disconnected: an RBD image whose OSDs are
 // down) a retryable Namespace Not Ready, and an I/O error the media status
 // of the direction (Write Fault, Unrecovered Read Error), which the host
-// may retry.
+// may retry. In a gateway group the unreachable cases are path errors
+// instead (Request.backendStatus).
 func ioStatus(err error, write bool) nvme.Status {
 	switch {
 	case err == nil:
@@ -88,7 +95,7 @@ func (r *Request) durable() bool {
 }
 
 func execRead(q *Queue, r *Request) bool {
-	r.status = ioStatus(r.ns.Backend.ReadAt(r.Data, r.off), false)
+	r.status = r.backendStatus(r.ns.Backend.ReadAt(r.Data, r.off), false)
 	return true
 }
 
@@ -109,7 +116,7 @@ func writeData(r *Request) {
 	} else {
 		err = r.ns.Backend.WriteAt(r.Data, r.off)
 	}
-	r.status = ioStatus(err, true)
+	r.status = r.backendStatus(err, true)
 }
 
 // compareBufs holds scratch buffers for Compare; Go allocates buffers this
@@ -122,7 +129,7 @@ func execCompare(q *Queue, r *Request) bool {
 	defer compareBufs.Put(bp)
 	cur := (*bp)[:len(r.Data)]
 	if err := r.ns.Backend.ReadAt(cur, r.off); err != nil {
-		r.status = ioStatus(err, false)
+		r.status = r.backendStatus(err, false)
 		return true
 	}
 	if !bytes.Equal(cur, r.Data) {
@@ -132,7 +139,7 @@ func execCompare(q *Queue, r *Request) bool {
 }
 
 func execFlush(q *Queue, r *Request) bool {
-	r.status = ioStatus(r.ns.Backend.Flush(), true)
+	r.status = r.backendStatus(r.ns.Backend.Flush(), true)
 	return true
 }
 
@@ -165,7 +172,7 @@ func execWriteZeroes(q *Queue, r *Request) bool {
 	if err == nil && r.durable() {
 		err = ns.Backend.Flush()
 	}
-	r.status = ioStatus(err, true)
+	r.status = r.backendStatus(err, true)
 	return true
 }
 
@@ -192,7 +199,7 @@ func execDSM(q *Queue, r *Request) bool {
 			continue
 		}
 		if err := d.Discard(int64(slba<<ns.BlockShift), int64(nlb<<ns.BlockShift)); err != nil {
-			r.status = ioStatus(err, true)
+			r.status = r.backendStatus(err, true)
 			return true
 		}
 	}

@@ -31,6 +31,9 @@ type Target struct {
 	genctr     atomic.Uint64            // discovery log generation counter
 	anaChanges atomic.Uint64            // ANA log change count: one more per state or group change
 	anaPinned  map[uint32]nvme.ANAState // groups whose state is the same on every port (ana_pin.go)
+	// Read by the I/O path without t.mu (ana_pin.go):
+	pinnedSet atomic.Pointer[[nvme.MaxANAGroups + 1]bool] // the groups in anaPinned
+	onFenced  atomic.Pointer[func(group uint32)]          // SetFencedHook's
 
 	// Refused counts connects to subsystems that do not exist (or not on
 	// the port used), and queue pairs refused for the daemon-wide limit:

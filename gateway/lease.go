@@ -11,7 +11,10 @@
 // instead of landing after the new owner's. An owner that cannot renew
 // steps down at a local deadline, measured on the monotonic clock from the
 // start of its last successful lock call and shorter than the lease, so it
-// is inaccessible before anyone else can take the lock.
+// is inaccessible before anyone else can take the lock. The deadline is
+// checked on CLOCK_BOOTTIME and on the wall clock, and passed when either
+// says so: CLOCK_MONOTONIC stops while the machine is suspended, and a
+// paused VM's clocks may stand still, while the lock expires on the OSD.
 //
 // Lease is the state machine, with no goroutines and no clock of its own:
 // Runner drives it with the real clock and a Store that talks to RADOS.
@@ -19,6 +22,7 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -56,6 +60,9 @@ var (
 	ErrBusy        = errors.New("the lease is held by another gateway")
 	ErrLost        = errors.New("the lease is no longer ours")
 	ErrBlocklisted = errors.New("this gateway's RADOS client is blocklisted")
+	// ErrFenceFailed: the previous owner could not be fenced; the lock
+	// was given back for another gateway to try.
+	ErrFenceFailed = errors.New("fencing the previous owner failed")
 )
 
 // Holder is the owner a lease object records: the gateway's name, the lock
@@ -76,7 +83,9 @@ type Store interface {
 	Unlock() error
 	// Recorded is the holder recorded in the object; zero if none.
 	Recorded() (Holder, error)
-	// Record records h; the zero Holder clears the record.
+	// Record records h; the zero Holder clears the record. It applies
+	// only while this client and cookie hold the lock, unexpired, in one
+	// operation with the check: ErrLost otherwise, the record untouched.
 	Record(h Holder) error
 	// Self is this client's address as the OSDs see it.
 	Self() (string, error)
@@ -123,25 +132,33 @@ func (o Op) String() string {
 
 // Result is the outcome of an Op, reported to Done.
 type Result struct {
-	Op      Op
-	Started time.Duration // monotonic time the op's first lock call began
-	Fenced  string        // OpAcquire: the address blocklisted, if any
-	Err     error
+	Op          Op
+	Started     time.Duration // time the op's first lock call began
+	StartedWall time.Time     // the same on Lease.Wall (zero: unset)
+	Fenced      string        // OpAcquire: the address blocklisted, if any
+	Err         error
 }
 
-// Lease is one group's lease state machine. Times are monotonic durations
-// since any fixed origin. It is not safe for concurrent use.
+// Lease is one group's lease state machine. Times are durations since
+// any fixed origin on a clock that goes on while the machine is suspended
+// (CLOCK_BOOTTIME). It is not safe for concurrent use.
 type Lease struct {
 	Group  uint32
 	Timing Timing
+	// Wall, if set, is the wall clock: an owner also steps down once the
+	// deadline has passed on it, for a paused VM, whose other clocks may
+	// stand still meanwhile while the lock's clock, on the OSD, does not.
+	Wall func() time.Time
 
 	state     State
 	deadline  time.Duration // Owner: step down at this time
+	wallLimit time.Time     // and at this wall time (zero: Wall unset)
 	lastTry   time.Duration // start of the last op
 	tried     bool
 	holdUntil time.Duration // no acquire before this, after a release
 	busy      Op            // the op running, or OpNone
 	releasing bool          // a release was asked and has not run yet
+	releaseBy time.Duration // the deadline the owner had when it released
 
 	Takeovers uint64 // times this daemon became the owner
 	Fencings  uint64 // previous owners this daemon fenced
@@ -185,10 +202,24 @@ func (l *Lease) Wake(now time.Duration) (op Op, next time.Duration) {
 	return op, next
 }
 
-// checkDeadline steps an owner down once its deadline has passed.
+// checkDeadline steps an owner down once its deadline has passed on
+// either clock.
 func (l *Lease) checkDeadline(now time.Duration) {
-	if l.state == Owner && now >= l.deadline {
+	if l.state != Owner {
+		return
+	}
+	// Round(0): compared as wall times, not by Go's monotonic reading.
+	if now >= l.deadline || !l.wallLimit.IsZero() && !l.Wall().Round(0).Before(l.wallLimit) {
 		l.state = Standby
+	}
+}
+
+// setDeadline makes the owner's deadline the Timing's from r's start.
+func (l *Lease) setDeadline(r Result) {
+	l.deadline = r.Started + l.Timing.Deadline
+	l.wallLimit = time.Time{}
+	if l.Wall != nil && !r.StartedWall.IsZero() {
+		l.wallLimit = r.StartedWall.Round(0).Add(l.Timing.Deadline)
 	}
 }
 
@@ -213,7 +244,7 @@ func (l *Lease) Done(now time.Duration, r Result) {
 			// runs for a whole lease from when the call started, at the
 			// earliest.
 			if l.state == Owner {
-				l.deadline = r.Started + l.Timing.Deadline
+				l.setDeadline(r)
 			}
 		case errors.Is(r.Err, ErrLost), errors.Is(r.Err, ErrBusy):
 			l.state = Standby
@@ -224,11 +255,16 @@ func (l *Lease) Done(now time.Duration, r Result) {
 		if r.Fenced != "" {
 			l.Fencings++
 		}
+		if errors.Is(r.Err, ErrFenceFailed) {
+			// The lock went back: another gateway may fence where this
+			// one could not. Try again after a hold-off.
+			l.holdUntil = now + l.Timing.Holdoff
+		}
 		// Taken late (the calls took longer than the deadline allows):
 		// stay inaccessible; the next acquire renews our lock.
 		if r.Err == nil && !l.releasing && now < r.Started+l.Timing.Deadline {
 			l.state = Owner
-			l.deadline = r.Started + l.Timing.Deadline
+			l.setDeadline(r)
 			l.Takeovers++
 		}
 	case OpRelease:
@@ -236,6 +272,11 @@ func (l *Lease) Done(now time.Duration, r Result) {
 		l.holdUntil = now + l.Timing.Holdoff
 	}
 }
+
+// Fenced takes the word of the I/O path that the cluster refuses this
+// daemon's client (a namespace's write failed with ESHUTDOWN): an owner
+// steps down at once, without waiting for its next lock call to say so.
+func (l *Lease) Fenced() { l.state = Blocklisted }
 
 // Poke makes a try due now: a peer released the lease (it notified the
 // lease object), so a standby need not wait for its next interval.
@@ -251,8 +292,15 @@ func (l *Lease) Release(now time.Duration) bool {
 	}
 	l.state = Standby
 	l.releasing = true
+	l.releaseBy = l.deadline
 	return true
 }
+
+// ReleaseBy is the deadline the owner had when it released: its lock may
+// expire soon after, so a release op that has not drained the group's
+// commands by then leaves the lock to expire and its record for the next
+// owner to fence this daemon by.
+func (l *Lease) ReleaseBy() time.Duration { return l.releaseBy }
 
 // Run carries out op against s for the holder me (whose Addr Run fills
 // in). It returns the address it fenced, if any.
@@ -283,10 +331,10 @@ func Run(op Op, s Store, me Holder) (fenced string, err error) {
 			// The previous owner did not release the lease: it died, or
 			// lost the cluster, or stopped. Its writes in flight must not
 			// land after ours.
-			if prev.Addr == "" {
-				return "", errors.New("the previous owner " + prev.Name + " recorded no client address to fence")
-			}
-			if err := s.Fence(prev.Addr); err != nil {
+			if err := fence(s, prev); err != nil {
+				// Holding the lock without serving would keep every
+				// other gateway out: give it back for one that can fence.
+				s.Unlock()
 				return "", err
 			}
 			fenced = prev.Addr
@@ -297,4 +345,15 @@ func Run(op Op, s Store, me Holder) (fenced string, err error) {
 		return fenced, s.Record(me)
 	}
 	return "", nil
+}
+
+// fence blocklists the previous owner prev; an error wraps ErrFenceFailed.
+func fence(s Store, prev Holder) error {
+	if prev.Addr == "" {
+		return fmt.Errorf("%w: the previous owner %s recorded no client address", ErrFenceFailed, prev.Name)
+	}
+	if err := s.Fence(prev.Addr); err != nil {
+		return fmt.Errorf("%w: %s (%s): %w", ErrFenceFailed, prev.Name, prev.Addr, err)
+	}
+	return nil
 }

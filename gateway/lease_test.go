@@ -35,6 +35,9 @@ type fakeClient struct {
 	cookie      string
 	unreachable bool // a partition: every call times out
 	calls       []string
+	// beforeRecord, if set, runs as a Record reaches the cluster: what
+	// others do while the call is on its way.
+	beforeRecord func()
 }
 
 func (f *fakeClient) check(call string) error {
@@ -86,9 +89,16 @@ func (f *fakeClient) Recorded() (Holder, error) {
 	return f.c.rec, nil
 }
 
+// Record is cls_lock's assert_locked and the attribute in one write op.
 func (f *fakeClient) Record(h Holder) error {
 	if err := f.check("record"); err != nil {
 		return err
+	}
+	if f.beforeRecord != nil {
+		f.beforeRecord()
+	}
+	if !f.mine() {
+		return ErrLost
 	}
 	f.c.rec = h
 	return nil
@@ -111,6 +121,22 @@ type gw struct {
 	l      *Lease
 	client *fakeClient
 	paused bool // SIGSTOP: no step runs
+	// store, if set, is the client as the lease sees it (a wrapper that
+	// fails some calls); client otherwise.
+	store Store
+	// bootLag is how far this machine's CLOCK_BOOTTIME is behind the
+	// cluster's time: a VM's clocks stand still while it is paused.
+	bootLag time.Duration
+}
+
+// epoch is the fake wall clock's origin.
+var epoch = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+
+// withWall gives g's lease the wall clock, which follows the cluster's
+// time (the guest's time service puts it right after a pause).
+func (g *gw) withWall() *gw {
+	g.l.Wall = func() time.Time { return epoch.Add(g.client.c.now) }
+	return g
 }
 
 var timing = DefaultTiming(10 * time.Second) // renew 2.5 s, deadline 7 s
@@ -129,13 +155,17 @@ func (g *gw) step() {
 		return
 	}
 	c := g.client.c
-	op, _ := g.l.Wake(c.now)
+	op, _ := g.l.Wake(c.now - g.bootLag)
 	if op == OpNone {
 		return
 	}
-	started := c.now
-	fenced, err := Run(op, g.client, g.me())
-	g.l.Done(c.now, Result{Op: op, Started: started, Fenced: fenced, Err: err})
+	started, wall := c.now-g.bootLag, epoch.Add(c.now)
+	var s Store = g.client
+	if g.store != nil {
+		s = g.store
+	}
+	fenced, err := Run(op, s, g.me())
+	g.l.Done(c.now-g.bootLag, Result{Op: op, Started: started, StartedWall: wall, Fenced: fenced, Err: err})
 }
 
 // sim advances the fake clock in 100 ms steps for d, stepping every
@@ -514,5 +544,158 @@ func TestLateRenewalDoesNotServe(t *testing.T) {
 	}
 	if op, _ := l.Wake(timing.Deadline + time.Second); op != OpAcquire {
 		t.Fatalf("then %v, want an acquire", op)
+	}
+}
+
+// takesOver steps g until it owns the group, checking the invariant.
+func takesOver(t *testing.T, c *fakeCluster, g *gw, gws ...*gw) {
+	t.Helper()
+	for start := c.now; g.l.State() != Owner; {
+		sim(t, c, 100*time.Millisecond, gws...)
+		if c.now-start > 3*timing.Lease {
+			t.Fatalf("%s has not taken the group after %v", g.name, c.now-start)
+		}
+	}
+}
+
+// A taker whose calls are slow: its lock expires before its record
+// reaches the cluster, and meanwhile another gateway fenced the previous
+// owner, recorded itself and serves. The slow record is refused, so the
+// record names the real owner, and whoever takes over from that owner
+// later fences it.
+func TestSlowTakerCannotRecordOverTheOwner(t *testing.T) {
+	c := newCluster(timing.Lease)
+	a, b, d := newGW(c, "a", "10.0.0.1:0/1"), newGW(c, "b", "10.0.0.2:0/2"), newGW(c, "d", "10.0.0.4:0/4")
+	sim(t, c, time.Second, a)
+	a.paused = true // dead
+	c.now += timing.Lease
+	b.client.beforeRecord = func() {
+		b.client.beforeRecord = nil
+		c.now += timing.Lease // b's lock expires on the way
+		d.step()              // d takes it, fences a, records itself
+	}
+	b.step()
+	if d.l.State() != Owner || b.l.State() == Owner {
+		t.Fatalf("d %v, b %v", d.l.State(), b.l.State())
+	}
+	if c.rec.Name != "d" {
+		t.Fatalf("recorded %+v while d owns the group", c.rec)
+	}
+	sim(t, c, time.Minute, b, d)
+	if owner(b, d) != "d" {
+		t.Fatalf("owner %q", owner(b, d))
+	}
+	d.paused = true // d dies: b must fence it before serving
+	takesOver(t, c, b, b, d)
+	if !c.blocklist[d.client.addr] {
+		t.Fatalf("b took over from d without fencing it (blocklist %v)", c.blocklist)
+	}
+}
+
+// A release whose record clear reaches the cluster after its lock expired
+// and a peer took the group over cannot clear the peer's record: whoever
+// takes over from the peer later still fences it.
+func TestLateReleaseCannotClearTheNextOwnersRecord(t *testing.T) {
+	c := newCluster(timing.Lease)
+	a, b, d := newGW(c, "a", "10.0.0.1:0/1"), newGW(c, "b", "10.0.0.2:0/2"), newGW(c, "d", "10.0.0.4:0/4")
+	sim(t, c, time.Second, a, b)
+	a.l.Release(c.now)
+	a.client.beforeRecord = func() {
+		a.client.beforeRecord = nil
+		c.now += timing.Lease // a's lock expires on the way
+		b.step()              // b takes it and records itself
+	}
+	a.step()
+	if b.l.State() != Owner || c.rec.Name != "b" {
+		t.Fatalf("b %v, recorded %+v after a's late release", b.l.State(), c.rec)
+	}
+	b.paused = true // b dies: whoever takes over must fence it first
+	for start := c.now; owner(a, d) == ""; {
+		sim(t, c, 100*time.Millisecond, a, b, d)
+		if c.now-start > 3*timing.Lease {
+			t.Fatalf("nobody took over %v after b died", c.now-start)
+		}
+	}
+	if !c.blocklist[b.client.addr] {
+		t.Fatalf("%s took over from b without fencing it (blocklist %v)", owner(a, d), c.blocklist)
+	}
+}
+
+// A paused VM: its boot clock stood still for the pause, the wall clock
+// did not (or is put right on resume). On resume the owner is past its
+// deadline on the wall clock and steps down before any call, though its
+// boot clock says it renewed a second ago.
+func TestPausedVMResumesInaccessible(t *testing.T) {
+	c := newCluster(timing.Lease)
+	a, b := newGW(c, "a", "10.0.0.1:0/1").withWall(), newGW(c, "b", "10.0.0.2:0/2").withWall()
+	sim(t, c, time.Second, a, b)
+	a.paused = true
+	paused := c.now
+	sim(t, c, 15*time.Second, a, b)
+	if b.l.State() != Owner || a.l.State() != Owner {
+		t.Fatalf("b %v, a (paused) %v", b.l.State(), a.l.State())
+	}
+	a.paused, a.bootLag = false, c.now-paused
+	calls := len(a.client.calls)
+	a.l.Wake(c.now - a.bootLag)
+	if a.l.State() == Owner {
+		t.Fatal("a resumed optimized: its boot clock stood still, the wall clock is past its deadline")
+	}
+	if len(a.client.calls) != calls {
+		t.Fatal("a called the cluster before stepping down")
+	}
+}
+
+// The wall clock stepped back (a time service) does not keep an owner
+// past its deadline on the boot clock, and the wall clock stepped forward
+// steps it down early: the deadline passes when either clock says so.
+func TestDeadlineOnEitherClock(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		boot, wall time.Duration // elapsed since the acquire started
+		owner      bool
+	}{
+		{"both short", timing.Deadline - time.Millisecond, timing.Deadline - time.Millisecond, true},
+		{"boot past, wall stepped back", timing.Deadline, -time.Hour, false},
+		{"wall past, boot stood still", time.Millisecond, timing.Deadline, false},
+	} {
+		wall := epoch
+		l := &Lease{Group: 1, Timing: timing, Wall: func() time.Time { return wall }}
+		l.Wake(0)
+		l.Done(0, Result{Op: OpAcquire, Started: 0, StartedWall: epoch})
+		if l.State() != Owner {
+			t.Fatalf("%s: not the owner after the acquire", tc.name)
+		}
+		wall = epoch.Add(tc.wall)
+		l.Wake(tc.boot)
+		if got := l.State() == Owner; got != tc.owner {
+			t.Errorf("%s: owner %v, want %v", tc.name, got, tc.owner)
+		}
+	}
+}
+
+// A standby that cannot fence (its user lacks the caps, say) gives the
+// lock back and holds off, so that a peer that can fence takes the group
+// over instead of finding the lock busy for ever.
+func TestStandbyThatCannotFenceLetsAnotherTakeOver(t *testing.T) {
+	c := newCluster(timing.Lease)
+	a, b, d := newGW(c, "a", "10.0.0.1:0/1"), newGW(c, "b", "10.0.0.2:0/2"), newGW(c, "d", "10.0.0.4:0/4")
+	b.store = failFence{b.client}
+	sim(t, c, time.Second, a)
+	a.paused = true // dead
+	c.now += timing.Lease
+	b.step() // b tries first, and fails to fence
+	if b.l.LastErr == nil || !errors.Is(b.l.LastErr, ErrFenceFailed) {
+		t.Fatalf("b's last error %v, want a failed fencing", b.l.LastErr)
+	}
+	if b.client.held() && c.holder == b.client.addr {
+		t.Fatal("b kept the lock after failing to fence")
+	}
+	if op, next := b.l.Wake(c.now + timing.Renew); op != OpNone || next < c.now+timing.Holdoff {
+		t.Fatalf("b after its failed fencing: %v, next try at %v, want none before %v", op, next, c.now+timing.Holdoff)
+	}
+	takesOver(t, c, d, a, b, d)
+	if !c.blocklist[a.client.addr] || b.l.State() == Owner {
+		t.Fatalf("d took over: blocklist %v, b %v", c.blocklist, b.l.State())
 	}
 }

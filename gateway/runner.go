@@ -21,7 +21,12 @@ type Runner struct {
 	// goroutine at a time, in order, with the latest state.
 	Publish func(group uint32, st State)
 	Log     *logrus.Entry
-	Now     func() time.Duration // monotonic
+	Now     func() time.Duration // CLOCK_BOOTTIME; the wall clock is Lease.Wall
+	// Quiesce, before a release unlocks, waits up to timeout for the
+	// commands in flight on the group's namespaces (inaccessible by then)
+	// to complete and flushes them. On an error the release stops short:
+	// the lock expires and the next owner fences this daemon.
+	Quiesce func(group uint32, timeout time.Duration) error
 
 	mu        sync.Mutex // guards Lease
 	pubMu     sync.Mutex // orders Publish calls
@@ -82,15 +87,23 @@ func (r *Runner) loop(ctx context.Context) {
 	for {
 		r.mu.Lock()
 		op, next := r.Lease.Wake(r.Now())
+		by, owner := r.Lease.ReleaseBy(), r.Lease.State() == Owner
 		r.mu.Unlock()
 		r.publish()
 		if op != OpNone {
 			r.ops.Add(1)
-			go r.run(op)
+			go r.run(op, by)
 		}
 		timer.Stop()
 		if next != 0 {
-			timer.Reset(max(next-r.Now(), time.Millisecond))
+			wait := max(next-r.Now(), time.Millisecond)
+			if owner {
+				// Go's timers run on CLOCK_MONOTONIC, which stands
+				// still while the machine is suspended: an owner looks
+				// at its clocks often, to step down soon after a resume.
+				wait = min(wait, r.Lease.Timing.Renew/10)
+			}
+			timer.Reset(wait)
 		}
 		select {
 		case <-ctx.Done():
@@ -114,11 +127,24 @@ func (r *Runner) loop(ctx context.Context) {
 	}
 }
 
-func (r *Runner) run(op Op) {
+// run carries out op; a release first quiesces the group, by the owner's
+// deadline releaseBy.
+func (r *Runner) run(op Op, releaseBy time.Duration) {
 	defer r.ops.Done()
 	started := r.Now()
-	fenced, err := Run(op, r.Store, r.Me)
-	r.results <- Result{Op: op, Started: started, Fenced: fenced, Err: err}
+	var startedWall time.Time
+	if r.Lease.Wall != nil {
+		startedWall = r.Lease.Wall()
+	}
+	var fenced string
+	var err error
+	if op == OpRelease && r.Quiesce != nil {
+		err = r.Quiesce(r.Lease.Group, releaseBy-started)
+	}
+	if err == nil {
+		fenced, err = Run(op, r.Store, r.Me)
+	}
+	r.results <- Result{Op: op, Started: started, StartedWall: startedWall, Fenced: fenced, Err: err}
 }
 
 func (r *Runner) logResult(res Result, prev, st State) {
@@ -171,10 +197,23 @@ func (r *Runner) Poke() {
 	}
 }
 
+// Fenced steps the group down at once: an I/O on it found this daemon's
+// client blocklisted. Safe from any goroutine; it does not block on the
+// cluster, and the loop publishes the new state.
+func (r *Runner) Fenced() {
+	r.mu.Lock()
+	r.Lease.Fenced()
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
 // Release gives the group up if this daemon owns it: the group is
-// inaccessible here when Release returns, and the lock is released
-// right after, so a peer takes it at its next try. It reports whether
-// this daemon was the owner.
+// inaccessible here when Release returns, and the lock is released once
+// the group is quiesced (Quiesce), so a peer takes it at its next try. It
+// reports whether this daemon was the owner.
 func (r *Runner) Release() bool {
 	r.mu.Lock()
 	was := r.Lease.Release(r.Now())

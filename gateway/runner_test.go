@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"sync/atomic"
 	"testing"
@@ -10,18 +12,29 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// stuckStore grants every acquire and holds every renewal until unblock
-// closes: the cluster stopped answering.
+// stuckStore grants the first acquire and holds every renewal until
+// unblock closes: the cluster stopped answering. Later acquires find the
+// lock busy (a peer took it) and are reported on retried, if set.
 type stuckStore struct {
 	renewing chan struct{} // a renewal started
 	unblock  chan struct{}
+	retried  chan struct{}
+	acquired bool
 }
 
 func (s *stuckStore) Lock(renew bool) error {
-	if renew {
+	switch {
+	case renew:
 		s.renewing <- struct{}{}
 		<-s.unblock
+	case s.acquired:
+		select {
+		case s.retried <- struct{}{}:
+		default:
+		}
+		return ErrBusy
 	}
+	s.acquired = true
 	return nil
 }
 func (s *stuckStore) Unlock() error             { return nil }
@@ -35,7 +48,7 @@ func (s *stuckStore) Fence(string) error        { return nil }
 func TestRunnerStepsDownWhileRenewalHangs(t *testing.T) {
 	var now atomic.Int64
 	pub := make(chan State, 10)
-	s := &stuckStore{renewing: make(chan struct{}, 1), unblock: make(chan struct{})}
+	s := &stuckStore{renewing: make(chan struct{}, 1), unblock: make(chan struct{}), retried: make(chan struct{}, 1)}
 	log := logrus.New()
 	log.SetOutput(io.Discard)
 	r := &Runner{Lease: &Lease{Group: 1, Timing: timing}, Store: s, Me: Holder{Name: "a", Cookie: "a-1"},
@@ -59,10 +72,130 @@ func TestRunnerStepsDownWhileRenewalHangs(t *testing.T) {
 	if st := r.Status(); st.State != Standby || st.Takeovers != 1 {
 		t.Fatalf("status %+v", st)
 	}
+	// The renewal returns; the loop takes its result, then tries to
+	// acquire again.
 	close(s.unblock)
+	<-s.retried
 	cancel()
 	r.Wait()
 	if r.Status().State != Standby {
 		t.Fatal("a renewal that returned after the deadline made it the owner again")
+	}
+}
+
+// recordingStore grants every lock and reports the calls that give the
+// lease away.
+type recordingStore struct {
+	stuckStore
+	calls chan string
+}
+
+func (s *recordingStore) Unlock() error { s.calls <- "unlock"; return nil }
+func (s *recordingStore) Record(h Holder) error {
+	if h == (Holder{}) {
+		s.calls <- "clear record"
+	}
+	return nil
+}
+
+func quietRunner(s Store, pub chan State, now *atomic.Int64) *Runner {
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	return &Runner{Lease: &Lease{Group: 1, Timing: timing}, Store: s, Me: Holder{Name: "a", Cookie: "a-1"},
+		Publish: func(_ uint32, st State) { pub <- st }, Log: logrus.NewEntry(log),
+		Now: func() time.Duration { return time.Duration(now.Load()) }}
+}
+
+// A release unlocks only after the group's commands in flight have
+// completed (Quiesce returned), within the owner's deadline; a quiesce
+// that fails leaves the lock and the record for the next owner to fence
+// this daemon by.
+func TestRunnerReleaseWaitsForQuiesce(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		var now atomic.Int64
+		pub := make(chan State, 10)
+		s := &recordingStore{calls: make(chan string, 10)}
+		r := quietRunner(s, pub, &now)
+		quiescing := make(chan time.Duration)
+		result := make(chan error)
+		r.Quiesce = func(group uint32, timeout time.Duration) error {
+			quiescing <- timeout
+			return <-result
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		r.Start(ctx)
+		for _, want := range []State{Standby, Owner} {
+			if st := <-pub; st != want {
+				t.Fatalf("published %v, want %v", st, want)
+			}
+		}
+		now.Store(int64(time.Second))
+		if !r.Release() {
+			t.Fatal("the owner did not release")
+		}
+		if st := <-pub; st != Standby {
+			t.Fatalf("published %v on release", st)
+		}
+		select {
+		case c := <-s.calls:
+			t.Fatalf("%s before the group's commands were quiesced", c)
+		case timeout := <-quiescing:
+			if timeout != timing.Deadline-time.Second {
+				t.Errorf("quiesce given %v, want the time left to the deadline, %v", timeout, timing.Deadline-time.Second)
+			}
+		}
+		select {
+		case c := <-s.calls:
+			t.Fatalf("%s while the group's commands are in flight", c)
+		default:
+		}
+		var err error
+		if fail {
+			err = errors.New("commands still in flight")
+		}
+		result <- err
+		cancel()
+		r.Wait()
+		close(s.calls)
+		var calls []string
+		for c := range s.calls {
+			calls = append(calls, c)
+		}
+		want := "[clear record unlock]"
+		if fail {
+			want = "[]"
+		}
+		if fmt.Sprint(calls) != want {
+			t.Errorf("quiesce failed %v: calls %v, want %v", fail, calls, want)
+		}
+	}
+}
+
+// An I/O that finds the client blocklisted steps the owner down at once:
+// the loop publishes it without any lock call.
+func TestRunnerFencedStepsDownAtOnce(t *testing.T) {
+	var now atomic.Int64
+	pub := make(chan State, 10)
+	s := &stuckStore{renewing: make(chan struct{}, 1), unblock: make(chan struct{})}
+	r := quietRunner(s, pub, &now)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); r.Wait() }()
+	r.Start(ctx)
+	for _, want := range []State{Standby, Owner} {
+		if st := <-pub; st != want {
+			t.Fatalf("published %v, want %v", st, want)
+		}
+	}
+	r.Fenced()
+	select {
+	case st := <-pub:
+		if st != Blocklisted {
+			t.Fatalf("published %v after the fenced I/O, want blocklisted", st)
+		}
+	case <-time.After(10 * time.Second): // the renewal is 2.5 s away
+		t.Fatal("no step down 10 s after the fenced I/O")
+	}
+	if len(s.renewing) != 0 {
+		t.Fatal("a lock call before the step down")
 	}
 }

@@ -62,10 +62,32 @@ func listening(d *daemon) *config.Config {
 // prepare does everything that can fail the whole change: it opens new
 // backends and listens on new ports. The running target is untouched.
 func (c *change) prepare() error {
+	if err := c.checkRegroup(); err != nil {
+		return err
+	}
 	if err := c.openBackends(); err != nil {
 		return err
 	}
 	return c.listenNewPorts()
+}
+
+// checkRegroup refuses to move a namespace into or out of a gateway group
+// in place: the lease of one group would hand it over while commands
+// taken under the other are in flight, with nobody draining or fencing
+// them.
+func (c *change) checkRegroup() error {
+	gw := c.next.Gateway
+	for _, r := range c.plan.Regroup {
+		i, j := findNS(c.cur, r.NQN, r.NSID)
+		if i < 0 {
+			continue
+		}
+		from, to := c.cur.Subsystems[i].Namespaces[j].Group(), r.Group()
+		if gw.HasGroup(from) || gw.HasGroup(to) {
+			return fmt.Errorf("%s.ana_group: the namespace cannot move from ANA group %d to %d while it is served: a gateway group's namespaces (gateway.groups: %v) change groups only by removing the namespace and adding it again", nsPath(c.next, r.NQN, r.NSID), from, to, gw.Groups)
+		}
+	}
+	return nil
 }
 
 // openBackends opens the backends of new namespaces. One that replaces a
@@ -92,7 +114,7 @@ func (c *change) openBackends() error {
 			c.later = append(c.later, r)
 			continue
 		}
-		ns, err := openNamespace(r.NQN, r.Namespace)
+		ns, err := openNamespace(r.NQN, r.Namespace, c.next.Gateway)
 		if err != nil {
 			return fmt.Errorf("%s: %w", nsPath(c.next, r.NQN, r.NSID), err)
 		}

@@ -129,7 +129,10 @@ func anaStates(pc config.Port) map[uint32]nvme.ANAState {
 	return out
 }
 
-func openNamespace(nqn string, nc config.Namespace) (*fabrics.Namespace, error) {
+// openNamespace opens nc's backend; gw is the configuration's gateway, if
+// any: an rbd image in one of its groups must have the exclusive-lock
+// feature.
+func openNamespace(nqn string, nc config.Namespace, gw *config.Gateway) (*fabrics.Namespace, error) {
 	uuid, err := config.NamespaceUUID(nqn, nc.NSID, nc.UUID)
 	if err != nil {
 		return nil, fmt.Errorf("uuid: %w", err)
@@ -138,7 +141,7 @@ func openNamespace(nqn string, nc config.Namespace) (*fabrics.Namespace, error) 
 		Path: nc.Path, Size: int64(nc.Size), BlockSize: nc.BlockSize,
 		ReadOnly: nc.ReadOnly, Buffered: nc.Buffered,
 		RBD: backend.RBDOptions{Pool: nc.Pool, Namespace: nc.RadosNamespace, Image: nc.Image, Create: nc.Create,
-			Conf: nc.Ceph.Conf, User: nc.Ceph.User, Keyring: nc.Ceph.Keyring},
+			Conf: nc.Ceph.Conf, User: nc.Ceph.User, Keyring: nc.Ceph.Keyring, ExclusiveLock: gw.HasGroup(nc.Group())},
 	})
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) && nc.Backend == "block" {
@@ -161,7 +164,8 @@ func openNamespace(nqn string, nc config.Namespace) (*fabrics.Namespace, error) 
 // closes the backends so every completed write is on stable storage.
 func (d *daemon) stop(timeout time.Duration) {
 	// Give up owned gateway groups first, while the backends are open:
-	// inaccessible here, then the lease released for a peer to take.
+	// inaccessible here, the group's commands in flight completed and
+	// flushed, then the lease released for a peer to take.
 	d.gateway.stop(min(timeout, 3*time.Second))
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -23,6 +23,7 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
 )
 
 // The gateway pair: the daemon's side of the ANA group leases (package
@@ -89,11 +90,14 @@ func startGateway(t *fabrics.Target, g *config.Gateway, log *logrus.Entry) (*gat
 		gs.leases = append(gs.leases, lease)
 		store := &radosStore{l: lease}
 		r := &gateway.Runner{
-			Lease: &gateway.Lease{Group: grp, Timing: timing},
+			Lease: &gateway.Lease{Group: grp, Timing: timing, Wall: time.Now},
 			Store: store,
 			Me:    gateway.Holder{Name: gs.name, Cookie: gs.cookie},
 			Log:   log,
-			Now:   monotonic,
+			Now:   boottime,
+			// A release hands the group over only once the writes this
+			// daemon took for it are on the cluster.
+			Quiesce: t.QuiesceANAGroup,
 			Publish: func(group uint32, st gateway.State) {
 				ana := nvme.ANAInaccessible
 				if st == gateway.Owner {
@@ -110,6 +114,13 @@ func startGateway(t *fabrics.Target, g *config.Gateway, log *logrus.Entry) (*gat
 		}
 		gs.runners = append(gs.runners, r)
 	}
+	// A namespace's I/O that finds the client blocklisted steps its
+	// group down at once, before the next lock call would.
+	t.SetFencedHook(func(group uint32) {
+		if r := gs.runner(group); r != nil {
+			r.Fenced()
+		}
+	})
 	for _, r := range gs.runners {
 		r.Start(ctx)
 	}
@@ -154,11 +165,35 @@ func (gs *gatewaySet) runner(group uint32) *gateway.Runner {
 	return nil
 }
 
+// boottime reads CLOCK_BOOTTIME, which goes on while the machine is
+// suspended, as the lock's expiry on the OSD does.
+func boottime() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		panic("CLOCK_BOOTTIME: " + err.Error()) // Linux has it since 2.6.39
+	}
+	return time.Duration(ts.Nano())
+}
+
+// leaseObject is a backend.RadosLease, as radosStore uses it.
+type leaseObject interface {
+	Lock(renew bool) error
+	Unlock() error
+	Holder() (string, error)
+	SetHolder(v string) error
+	Self() (string, error)
+	Fence(addr string) error
+	Watch(notified func()) error
+	WatchError() error
+	Unwatch()
+	Notify() error
+}
+
 // radosStore is a gateway.Store on a RADOS lease: it maps librados'
 // errors to the lease's, and watches the lease object once it exists so
 // that a peer's release wakes the lease at once (poke).
 type radosStore struct {
-	l    *backend.RadosLease
+	l    leaseObject
 	poke func()
 	// Only touched by the lease's ops, one at a time:
 	watching bool
@@ -174,6 +209,11 @@ func leaseError(err error) error {
 }
 
 func (s *radosStore) Lock(renew bool) error {
+	if s.watching && s.l.WatchError() != nil {
+		// A broken watch hears no notification: set it up again.
+		s.l.Unwatch()
+		s.watching = false
+	}
 	err := s.l.Lock(renew)
 	if !s.watching && (err == nil || errors.Is(err, syscall.EBUSY)) {
 		// The object exists now. Without a watch, the lease still tries
@@ -206,11 +246,18 @@ func (s *radosStore) Recorded() (gateway.Holder, error) {
 	return gateway.Holder{Name: f[0], Cookie: f[1], Addr: f[2]}, nil
 }
 
+// Record's write op asserts our lock: EBUSY or ENOENT is a lock no
+// longer ours.
 func (s *radosStore) Record(h gateway.Holder) error {
-	if h == (gateway.Holder{}) {
-		return leaseError(s.l.SetHolder(""))
+	v := ""
+	if h != (gateway.Holder{}) {
+		v = h.Name + "\n" + h.Cookie + "\n" + h.Addr
 	}
-	return leaseError(s.l.SetHolder(h.Name + "\n" + h.Cookie + "\n" + h.Addr))
+	err := s.l.SetHolder(v)
+	if errors.Is(err, syscall.EBUSY) || errors.Is(err, syscall.ENOENT) {
+		return fmt.Errorf("%w (%v)", gateway.ErrLost, err)
+	}
+	return leaseError(err)
 }
 
 func (s *radosStore) Self() (string, error) {
