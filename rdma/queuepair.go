@@ -100,6 +100,8 @@ type QueuePair struct {
 	discDone  bool
 	done      chan struct{}
 
+	hook func(*QueuePair) // tests: pollHook
+
 	// lastWQE: the device reported the queue pair's last receive from
 	// the shared receive queue (device.lastWQEReached); lastWQEBy is
 	// how long teardown waits for it on a device not known to raise it.
@@ -204,6 +206,9 @@ func newQueuePair(l *Listener, id *C.struct_rdma_cm_id, dev *device, req nvme.CM
 		rq:      ring,
 		log:     log,
 	}
+	if h := pollHook.Load(); h != nil {
+		qp.hook = *h
+	}
 	if err := qp.setUp(sz); err != nil {
 		qp.free()
 		return nil, err
@@ -287,7 +292,7 @@ func (qp *QueuePair) poll() {
 	defer func() { pollerBusy.Add(int64(time.Since(qp.awake))) }()
 	var idleSince time.Time
 	empty := 0
-	for !qp.stopping.Load() {
+	for !qp.stopped() {
 		if qp.pollOnce() > 0 {
 			idleSince, empty = time.Time{}, 0
 			continue
@@ -347,6 +352,9 @@ func (qp *QueuePair) process(n int) int {
 // wake from a backend worker, or a stop. Arming and the poll that must
 // follow it are one C call, as are taking the event and the next poll.
 func (qp *QueuePair) sleep() {
+	if qp.stopped() {
+		return
+	}
 	qp.spill()
 	qp.foldSRQ()
 	qp.sleeping.Store(true)
@@ -374,6 +382,9 @@ func (qp *QueuePair) sleep() {
 		qp.log.WithError(err).Error("poll on completion channel failed; disconnecting the queue")
 		qp.Disconnect()
 		return
+	}
+	if qp.stopped() {
+		return // teardown polls what came
 	}
 	if fds[1].Revents != 0 {
 		var b [8]byte
@@ -406,6 +417,19 @@ func (qp *QueuePair) foldSRQ() {
 	}
 	qp.srqDelta = 0
 }
+
+// stopped reports whether the poller is to stop and tear down. A test's
+// hook runs first: it can hold the poller before it polls, so that
+// completions wait in the completion queue.
+func (qp *QueuePair) stopped() bool {
+	if qp.hook != nil {
+		qp.hook(qp)
+	}
+	return qp.stopping.Load()
+}
+
+// pollHook is set by tests only; each queue pair takes it at set-up.
+var pollHook atomic.Pointer[func(*QueuePair)]
 
 // Wake implements fabrics.QueueTransport.
 func (qp *QueuePair) Wake() {
