@@ -162,6 +162,11 @@ func TestRegionAccess(t *testing.T) {
 	if got := int(deviceCaps{sendInvalidate: true}.regionAccess()); got != 0 {
 		t.Errorf("RoCE/IB region access %#x, want none beyond local write", got)
 	}
+	// Receive buffers are written by the device's own receives only: no
+	// peer may write the commands other hosts are about to run.
+	if got := int(recvRingAccess); got != 0 {
+		t.Errorf("receive ring access %#x, want none beyond local write, on iWARP too", got)
+	}
 }
 
 func TestTransferDescriptors(t *testing.T) {
