@@ -92,7 +92,7 @@ func (qp *QueuePair) drain() {
 	if !drainQueue(qp, began.Add(drainTimeout), time.Now) {
 		qp.log.WithFields(logrus.Fields{
 			"reading": qp.inState[stateReading], "sending": qp.inState[stateSending], "last_wqe": qp.lastWQE.Load(),
-		}).Warn("the device did not flush the queue pair in time; destroyed it before giving its buffers back (receive entries it took may be lost: nvmeof_tgt_rdma_srq_posted_entries)")
+		}).Warn("the device did not flush the queue pair in time; destroyed it before giving its buffers back (shared receive queue entries it took may be lost: watch nvmeof_tgt_rdma_srq_limit_events_total)")
 	}
 	if !qp.accounted() {
 		invalidTransitions.Add(1)
