@@ -27,7 +27,7 @@ stop_ceph
 trap - EXIT
 # 97-dhchap needs a host with NVMe authentication, which 6.1 is built without.
 echo "== end-to-end suite, guest kernel 6.1 (every scenario but 97-dhchap)"
-E2E_KERNEL=6.1 E2E_ONLY='^([^9]|9[^7])' go test -count=1 -tags e2e -v -timeout 30m ./test/e2e/
+E2E_KERNEL=6.1 E2E_ONLY='^([^9]|9[^7])' go test -count=1 -tags e2e -v -timeout 40m ./test/e2e/
 # The host side changed much between 6.1 and 6.12 (multipath, ANA, naming):
 # connect, fio verify and the multipath scenarios run on 6.12 too, and
 # in-band authentication, which only 6.12's host has.

@@ -104,6 +104,12 @@ func boot() guest {
 	}
 	env := []string{"TARGET=" + tgt, "E2E_DIR=" + filepath.Join(root, "test/e2e"),
 		"E2E_ONLY=" + os.Getenv("E2E_ONLY"), "E2E_SCENARIO_TIMEOUT=" + os.Getenv("E2E_SCENARIO_TIMEOUT")}
+	// The churn scenario's knobs, which the soak test (test/soak) turns.
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "CHURN_") {
+			env = append(env, kv)
+		}
+	}
 	bins, err := buildForGuest(root, results, tgt)
 	if err != nil {
 		g.err = err
@@ -138,13 +144,35 @@ func buildForGuest(root, results, tgt string) ([]string, error) {
 	env = append(env, "DURABILITY="+dur)
 	// The backend package's tests, which need root and loop devices: the
 	// guest runs them so that they never go unrun.
-	backendTest := filepath.Join(results, "backend.test")
-	build := exec.Command("go", "test", "-c", "-o", backendTest, "./backend")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("building the backend tests: %v\n%s", err, out)
+	backendTest, err := goTestBuild(root, results, "./backend")
+	if err != nil {
+		return nil, err
 	}
-	return append(env, "BACKEND_TEST="+backendTest), nil
+	env = append(env, "BACKEND_TEST="+backendTest)
+	// The rdma package's tests that need a real device (TestGuest*), and
+	// the raw host the churn scenario drives the target with.
+	rdmaTest, err := goTestBuild(root, results, "./rdma")
+	if err != nil {
+		return nil, err
+	}
+	rdmahost, err := goBuild(root, results, "./test/rdmahost/cmd/rdmahost")
+	if err != nil {
+		return nil, err
+	}
+	return append(env, "RDMA_TEST="+rdmaTest, "RDMAHOST="+rdmahost), nil
+}
+
+// goTestBuild builds the test binary of package pkg into dir as
+// <name>.test and returns its path.
+func goTestBuild(root, dir, pkg string) (string, error) {
+	bin := filepath.Join(dir, filepath.Base(pkg)+".test")
+	build := exec.Command("go", "test", "-c", "-o", bin, pkg)
+	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the tests of %s: %v\n%s", pkg, err, out)
+	}
+	return bin, nil
 }
 
 // makeDisks creates the guest's disks: vda, ext4 for file namespaces;
@@ -166,10 +194,16 @@ func makeDisks(results string) ([]string, error) {
 // runGuest boots the guest, which runs every selected scenario; when it
 // did not get through, it returns the output to show and the error.
 func runGuest(root, results, tgt string, env, disks []string) (string, error) {
+	// E2E_GUEST_TIMEOUT: seconds the whole guest run may take. The whole
+	// suite on 6.1 takes about 24 min; the soak test's runs take longer.
+	timeout := os.Getenv("E2E_GUEST_TIMEOUT")
+	if timeout == "" {
+		timeout = "1800"
+	}
 	args := []string{
 		"--script", filepath.Join(root, "test/e2e/guest-run.sh"),
 		"--results", filepath.Join(results, "guest"),
-		"--timeout", "1500",
+		"--timeout", timeout,
 	}
 	for _, d := range disks {
 		args = append(args, "--disk", d)

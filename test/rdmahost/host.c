@@ -6,14 +6,31 @@
 #include <netdb.h>
 #include <poll.h>
 #include <string.h>
+#include <time.h>
 
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+// wait_fd waits up to timeout_ms for fd to be readable. The Go runtime's
+// signals interrupt poll; it goes on waiting for the time left.
 static int wait_fd(int fd, int timeout_ms)
 {
 	struct pollfd p = {.fd = fd, .events = POLLIN};
-	int ret = poll(&p, 1, timeout_ms);
-	if (ret < 0)
-		return -errno;
-	return ret == 0 ? -ETIMEDOUT : 0;
+	int64_t deadline = now_ms() + timeout_ms;
+	for (;;) {
+		int left = (int)(deadline - now_ms());
+		int ret = poll(&p, 1, left > 0 ? left : 0);
+		if (ret > 0)
+			return 0;
+		if (ret == 0)
+			return -ETIMEDOUT;
+		if (errno != EINTR)
+			return -errno;
+	}
 }
 
 // get_event waits for the next CM event on c->ch, which must be want.

@@ -1,0 +1,174 @@
+package rdma
+
+import (
+	"bytes"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+	"github.com/nvmeof-tgt/nvmeof-tgt/test/rdmahost"
+	"github.com/sirupsen/logrus"
+)
+
+// The TestGuest tests need a real RDMA device: they listen on the address
+// in NVMEOF_RDMA_TEST_ADDR (an address of an RDMA link, soft-RoCE will
+// do) and connect to it with the raw host of test/rdmahost. The e2e
+// scenario 78-rdma-guest-tests runs them in the guest and fails unless
+// they ran; elsewhere they skip.
+
+// guestPort is the port the tests listen on, apart from the daemon's 4420.
+const guestPort = 4430
+
+const (
+	guestNQN  = "nqn.2026-11.io.example:rdma-guest"
+	guestHost = "nqn.2026-11.io.example:rdma-guest-host"
+)
+
+// guestTarget is a target with one nullblk namespace listening on the
+// test address.
+type guestTarget struct {
+	addr string
+	tg   *fabrics.Target
+	l    *Listener
+}
+
+// startGuestTarget listens on NVMEOF_RDMA_TEST_ADDR, or skips the test
+// when it is unset. The listener closes when the test ends.
+func startGuestTarget(t *testing.T) *guestTarget {
+	t.Helper()
+	a := os.Getenv("NVMEOF_RDMA_TEST_ADDR")
+	if a == "" {
+		t.Skip("needs an RDMA device: set NVMEOF_RDMA_TEST_ADDR to an address of an RDMA link (e2e scenario 78-rdma-guest-tests does, in the guest)")
+	}
+	addr, err := netip.ParseAddr(a)
+	if err != nil {
+		t.Fatalf("NVMEOF_RDMA_TEST_ADDR=%q: %v", a, err)
+	}
+	tg := fabrics.NewTarget(nil)
+	p := &fabrics.Port{ID: 1, Address: addr, ServiceID: guestPort, InlineDataSize: 8192, MaxQueueSize: 128}
+	if err := tg.AddPort(p); err != nil {
+		t.Fatal(err)
+	}
+	s := fabrics.NewSubsystem(guestNQN, "", "", true)
+	b, err := backend.Open("nullblk", backend.Options{Size: 64 << 20, BlockSize: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := fabrics.NewNamespace(1, b, false, [16]byte{7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddNamespace(ns); err != nil {
+		t.Fatal(err)
+	}
+	if err := tg.AddSubsystem(s); err != nil {
+		t.Fatal(err)
+	}
+	log := logrus.New()
+	log.SetLevel(logrus.WarnLevel)
+	l, err := Listen(tg, p, logrus.NewEntry(log))
+	if err != nil {
+		t.Fatalf("listen on %s:%d: %v", addr, guestPort, err)
+	}
+	t.Cleanup(func() { l.Close(10 * time.Second) })
+	return &guestTarget{addr: a, tg: tg, l: l}
+}
+
+// dial connects queue qid of depth entries to the target.
+func (g *guestTarget) dial(t *testing.T, qid uint16, depth int) *rdmahost.Conn {
+	t.Helper()
+	c, err := rdmahost.Dial(g.addr, guestPort, qid, uint16(depth-1))
+	if err != nil {
+		t.Fatalf("dial queue %d: %v", qid, err)
+	}
+	return c
+}
+
+// waitQueuePairs polls until the listener has n queue pairs, for up to
+// timeout.
+func (g *guestTarget) waitQueuePairs(t *testing.T, n int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for g.l.QueuePairs() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the listener has %d queue pairs %s on, want %d", g.l.QueuePairs(), timeout, n)
+		}
+		time.Sleep(10 * time.Millisecond) // spaces the checks; the count decides
+	}
+}
+
+// poolInUse is the buffer pool bytes held over every device.
+func poolInUse() int64 {
+	var n int64
+	for _, p := range Pools() {
+		n += p.InUse
+	}
+	return n
+}
+
+// A controller over real verbs: Connect, Identify and a read on an I/O
+// queue, then a clean disconnect. Once the queue pairs are gone, nothing
+// registered or taken from the pool is left behind, and closing the
+// listener gives back all the device registered.
+func TestGuestConnectIdentify(t *testing.T) {
+	beforeListen := RegisteredBytes()
+	g := startGuestTarget(t)
+	registered, inUse := RegisteredBytes(), poolInUse()
+	if registered <= beforeListen {
+		t.Fatalf("registered memory %d after listening, %d before: the device registered no pool", registered, beforeListen)
+	}
+
+	admin := g.dial(t, 0, 32)
+	st, cntlid, err := admin.Connect(guestHost, guestNQN, nvme.ControllerIDDynamic, 0)
+	if err != nil || st != 0 {
+		t.Fatalf("admin Connect: status %#x, %v", st, err)
+	}
+	if err := admin.Enable(); err != nil {
+		t.Fatal(err)
+	}
+	id, st, err := admin.Identify(nvme.CNSController, 0)
+	if err != nil || st != 0 {
+		t.Fatalf("Identify Controller: status %#x, %v", st, err)
+	}
+	if got := string(bytes.TrimRight(id[768:1024], "\x00")); got != guestNQN {
+		t.Fatalf("Identify Controller SUBNQN %q, want %q", got, guestNQN)
+	}
+	if got := uint16(id[78]) | uint16(id[79])<<8; got != cntlid {
+		t.Fatalf("Identify Controller CNTLID %d, Connect gave %d", got, cntlid)
+	}
+	io := g.dial(t, 1, 32)
+	if st, _, err := io.Connect(guestHost, guestNQN, cntlid, 0); err != nil || st != 0 {
+		t.Fatalf("I/O Connect: status %#x, %v", st, err)
+	}
+	g.waitQueuePairs(t, 2, 5*time.Second)
+	cid, err := io.PostRead(1, 8, 8, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := io.WaitResponse(rdmahost.Timeout)
+	if err != nil || rdmahost.CID(r) != cid || rdmahost.Status(r) != 0 {
+		t.Fatalf("read: response %x, %v", r, err)
+	}
+
+	if err := io.Close(); err != nil {
+		t.Fatalf("disconnect the I/O queue: %v", err)
+	}
+	if err := admin.Close(); err != nil {
+		t.Fatalf("disconnect the admin queue: %v", err)
+	}
+	g.waitQueuePairs(t, 0, 10*time.Second)
+	if got := RegisteredBytes(); got != registered {
+		t.Errorf("registered memory %d after the queue pairs went, %d before they came", got, registered)
+	}
+	if got := poolInUse(); got != inUse {
+		t.Errorf("buffer pool in use %d after the queue pairs went, %d before they came", got, inUse)
+	}
+	g.l.Close(10 * time.Second)
+	if got := RegisteredBytes(); got != beforeListen {
+		t.Errorf("registered memory %d after the listener closed, %d before it listened", got, beforeListen)
+	}
+}
