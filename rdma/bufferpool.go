@@ -21,22 +21,18 @@ func slot(buf []byte, off, n int) []byte { return buf[off : off+n : off+n] }
 var errNoResponseMemory = errors.New("the device's response buffers are all in use by other queue pairs")
 
 // takeMemory gives the queue pair its receive buffers (the device's
-// shared receive queue, or its own ring where there is none) and its
+// shared receive queue newQueuePair chose, or its own ring) and its
 // response capsules from the device's memory, and sets up its requests.
-// Only the fallback ring registers memory here; the rest was registered
-// when the port listened.
+// Only the own ring registers memory here; the rest was registered when
+// the port listened.
 func (qp *QueuePair) takeMemory(sz queueSizes) error {
-	ring, err := qp.dev.sharedRing(sz.inline, qp.qid == 0)
-	if err != nil {
-		qp.log.WithError(err).Warn("no shared receive queue; this queue pair gets its own receive buffers")
-	}
-	if ring == nil {
-		if ring, err = newRecvRing(qp.dev, sz.depth, sz.inline); err != nil {
+	if qp.rq == nil {
+		ring, err := newRecvRing(qp.dev, sz.depth, sz.inline)
+		if err != nil {
 			return err
 		}
-		qp.ownRing = true
+		qp.rq, qp.ownRing = ring, true
 	}
-	qp.rq = ring
 	qp.pool, qp.ctl = qp.dev.pool, qp.dev.ctl
 	qp.rspOrder = orderFor(uint32(sz.nreq * nvme.CompletionSize))
 	if qp.rspUnit = qp.ctl.alloc(qp.rspOrder); qp.rspUnit < 0 {

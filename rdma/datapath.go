@@ -82,7 +82,7 @@ func (qp *QueuePair) onRecv(ri int32, n int) {
 		return
 	}
 	if len(qp.freeReqs) == 0 {
-		qp.log.Warn("host exceeded its queue depth; disconnecting the queue")
+		qp.overrun()
 		qp.returnRecv(ri)
 		qp.Disconnect()
 		return
@@ -360,7 +360,10 @@ func (qp *QueuePair) resume() {
 	}
 }
 
-func (qp *QueuePair) postRecv(i int32) { qp.rq.fill(qp.nextWR(), i) }
+func (qp *QueuePair) postRecv(i int32) {
+	qp.srqDelta++
+	qp.rq.fill(qp.nextWR(), i)
+}
 
 // nextWR returns the next free slot of the pending batch, posting the
 // batch first if it is full.

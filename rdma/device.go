@@ -51,6 +51,10 @@ type device struct {
 	rings    map[int]*recvRing
 	// nextVector spreads completion queues over the completion vectors.
 	nextVector atomic.Uint32
+	// lastWQESeen: the device raises IBV_EVENT_QP_LAST_WQE_REACHED.
+	// noLastWQE: a teardown waited for one in vain and none ever came,
+	// so later ones do not wait (drain.go).
+	lastWQESeen, noLastWQE atomic.Bool
 }
 
 var (
@@ -169,10 +173,12 @@ func (d *device) registerPools() error {
 }
 
 func (d *device) freePools() {
+	d.ringsMu.Lock()
 	for _, r := range d.rings {
 		r.free()
 	}
 	d.rings = nil
+	d.ringsMu.Unlock()
 	for _, p := range []*dataPool{d.pool, d.ctl} {
 		if p != nil {
 			p.mem.free()
@@ -201,7 +207,7 @@ func (d *device) sharedRing(inline int, admin bool) (*recvRing, error) {
 	if admin {
 		n = min(adminRingDepth, int(d.info.max_srq_wr))
 	}
-	r, err := newSharedRing(d, n, inline)
+	r, err := newSharedRing(d, n, inline, admin)
 	if err != nil {
 		return nil, err
 	}
@@ -285,6 +291,17 @@ func waitEventfd(fd int) {
 func (d *device) dispatch(ev *C.struct_nt_async_event) {
 	name := C.GoString(C.ibv_event_type_str(C.enum_ibv_event_type(ev._type)))
 	countDeviceEvent(d.name, name)
+	switch int(ev._type) {
+	case evLastWQE:
+		d.lastWQEReached(ev.qp)
+		return
+	case evSRQLimit:
+		d.srqLimitReached(ev.srq)
+		return
+	case evSRQErr:
+		d.srqFailed(ev.srq)
+		return
+	}
 	var victims []*QueuePair
 	devicesMu.Lock()
 	switch asyncEventScope(int(ev._type)) {
@@ -317,6 +334,80 @@ func (d *device) dispatch(ev *C.struct_nt_async_event) {
 	}
 }
 
+// lastWQEReached tells the queue pair qp, which is going to the error
+// state, that it takes no more receives from its shared receive queue:
+// its teardown waits for this before it destroys it (drain.go). Every
+// teardown of a queue pair on a shared receive queue raises one, so it is
+// no news. The wake happens under devicesMu: teardown unwatches the queue
+// pair before it closes the eventfd.
+func (d *device) lastWQEReached(qp *C.struct_ibv_qp) {
+	devicesMu.Lock()
+	defer devicesMu.Unlock()
+	d.lastWQESeen.Store(true)
+	q := d.qps[qp]
+	if q == nil {
+		d.log.Debug("last WQE reached for a queue pair already gone")
+		return
+	}
+	q.log.Debug("last WQE reached")
+	q.lastWQE.Store(true)
+	q.kick()
+}
+
+// ringOf returns the shared ring of srq, or nil.
+func (d *device) ringOf(srq *C.struct_ibv_srq) *recvRing {
+	d.ringsMu.Lock()
+	defer d.ringsMu.Unlock()
+	for _, r := range d.rings {
+		if r.srq == srq {
+			return r
+		}
+	}
+	return nil
+}
+
+// srqLimitReached: fewer than an eighth of a shared receive queue's
+// entries are posted. Hosts are about to wait on receiver-not-ready
+// retries, which they do silently, so it is counted, and said once in
+// words. Every entry the transport holds goes back on its own as its
+// command completes (a receive with in-capsule data is reposted when the
+// response is sent): there is nothing held back to post here. The limit
+// is armed again once the queue has recovered (recvRing.fold).
+func (d *device) srqLimitReached(srq *C.struct_ibv_srq) {
+	countSRQEvent(d.name, false)
+	r := d.ringOf(srq)
+	if r == nil {
+		return
+	}
+	r.armed.Store(false)
+	log := d.log.WithFields(logrus.Fields{"queue": r.queueName(), "entries": len(r.cmd), "posted": r.posted.Load()})
+	if r.warned.CompareAndSwap(false, true) {
+		log.Warn("shared receive queue nearly empty: hosts wait on receiver-not-ready retries; raise rdma.receive_queue_depth (commands in flight over all hosts of the device)")
+		return
+	}
+	log.Debug("shared receive queue nearly empty")
+}
+
+// srqFailed: the device reports a shared receive queue broken. Its queue
+// pairs are disconnected; the hosts reconnect, but to the same queue.
+func (d *device) srqFailed(srq *C.struct_ibv_srq) {
+	countSRQEvent(d.name, true)
+	r := d.ringOf(srq)
+	var victims []*QueuePair
+	devicesMu.Lock()
+	for _, qp := range d.qps {
+		if r != nil && qp.rq == r {
+			victims = append(victims, qp)
+		}
+	}
+	devicesMu.Unlock()
+	d.log.WithField("queue_pairs", len(victims)).
+		Error("shared receive queue error: disconnecting its queue pairs; if it repeats, restart the daemon or set rdma.shared_receive_queue: false")
+	for _, qp := range victims {
+		qp.Disconnect()
+	}
+}
+
 // eventScope is what an asynchronous event makes unusable.
 type eventScope int
 
@@ -339,6 +430,9 @@ const (
 	evPortActive  = int(C.IBV_EVENT_PORT_ACTIVE)
 	evDeviceFatal = int(C.IBV_EVENT_DEVICE_FATAL)
 	evCommEst     = int(C.IBV_EVENT_COMM_EST)
+	evLastWQE     = int(C.IBV_EVENT_QP_LAST_WQE_REACHED)
+	evSRQLimit    = int(C.IBV_EVENT_SRQ_LIMIT_REACHED)
+	evSRQErr      = int(C.IBV_EVENT_SRQ_ERR)
 )
 
 func asyncEventScope(typ int) eventScope {

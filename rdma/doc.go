@@ -31,8 +31,10 @@
 //
 // Teardown is driven by the request states (drain.go): once fabrics let go
 // of the queue, the queue pair goes to the error state and is polled until
-// every request with work requests on the wire has its completion; only
-// then do requests and data buffers go back to the device's pool.
+// every request with work requests on the wire has its completion, the
+// device reported its last receive from the shared receive queue, and the
+// completion queue is empty; the queue pair is destroyed, and only then do
+// requests, data buffers and receive entries go back.
 //
 // Lifetimes, from the longest: a listener's CM event channel outlives the
 // CM ids of its queue pairs (conntable.go); a device (device.go: the

@@ -91,8 +91,8 @@ func TestPoolServesWaitersInOrderAcrossQueuePairs(t *testing.T) {
 	}
 	first := need(b, maxOrder)
 	second := need(a, maxOrder)
-	waitFor(t, b, first)
-	waitFor(t, a, second)
+	waitForBlock(t, b, first)
+	waitForBlock(t, a, second)
 	if got := a.pool.waits.Load(); got != 2 {
 		t.Fatalf("%d waits counted, want 2", got)
 	}
@@ -126,10 +126,10 @@ func TestPoolSmallOvertakeLargeUntilItAges(t *testing.T) {
 		t.Fatal("no block from an empty pool")
 	}
 	large := need(b, maxOrder)
-	waitFor(t, b, large)
+	waitForBlock(t, b, large)
 	now = a.pool.maxBypass / 2
 	small := need(a, 0)
-	waitFor(t, a, small)
+	waitForBlock(t, a, small)
 	a.giveBlock(holder.data, maxOrder)
 	if len(a.granted) != 1 || len(b.granted) != 0 {
 		t.Fatalf("grants: small %d, large %d; want the small request through first", len(a.granted), len(b.granted))
@@ -138,7 +138,7 @@ func TestPoolSmallOvertakeLargeUntilItAges(t *testing.T) {
 	a.held++
 	now = a.pool.maxBypass
 	later := need(a, 0)
-	waitFor(t, a, later) // the large one waited long enough: nobody overtakes it now
+	waitForBlock(t, a, later) // the large one waited long enough: nobody overtakes it now
 	a.giveBlock(g.unit, 0)
 	if len(b.granted) != 1 || len(a.granted) != 0 {
 		t.Fatalf("grants: large %d, later small %d; want the aged large request first", len(b.granted), len(a.granted))
@@ -199,8 +199,8 @@ func need(qp *QueuePair, o int8) *request {
 	return r
 }
 
-// waitFor takes a block for r, which must find none and wait.
-func waitFor(t *testing.T, qp *QueuePair, r *request) {
+// waitForBlock takes a block for r, which must find none and wait.
+func waitForBlock(t *testing.T, qp *QueuePair, r *request) {
 	t.Helper()
 	if qp.takeBlock(r) {
 		t.Fatalf("tag %d got a block out of a dry pool", r.Tag)
@@ -219,10 +219,10 @@ func TestStoppingQueuePairLeavesThePool(t *testing.T) {
 	if !a.takeBlock(holder) {
 		t.Fatal("no block from an empty pool")
 	}
-	waitFor(t, b, need(b, 0))
-	waitFor(t, b, need(b, 0))
+	waitForBlock(t, b, need(b, 0))
+	waitForBlock(t, b, need(b, 0))
 	live := need(a, maxOrder)
-	waitFor(t, a, live)
+	waitForBlock(t, a, live)
 	a.giveBlock(holder.data, maxOrder)
 	holder.data = -1
 	if len(b.granted) != 2 || len(a.granted) != 0 {
@@ -263,7 +263,7 @@ func TestFusedPairTakesBothBlocks(t *testing.T) {
 	if !a.takeBlock(first) {
 		t.Fatal("the first command got no block")
 	}
-	waitFor(t, b, need(b, maxOrder-2))
+	waitForBlock(t, b, need(b, maxOrder-2))
 	second := fusedRequest(a, nvme.FuseSecond, maxOrder-2)
 	if got, waits := a.pairBlock(second); !got || waits || second.data < 0 {
 		t.Fatalf("second: got %v, waits %v, block %d; want its first's second block", got, waits, second.data)
@@ -284,14 +284,14 @@ func TestFusedPairWaitsAsOne(t *testing.T) {
 		t.Fatal("no block from an empty pool")
 	}
 	first := fusedRequest(a, nvme.FuseFirst, maxOrder-1)
-	waitFor(t, a, first)
+	waitForBlock(t, a, first)
 	second := fusedRequest(a, nvme.FuseSecond, maxOrder-1)
 	if got, waits := a.pairBlock(second); got || !waits {
 		t.Fatalf("second: got %v, waits %v; want it waiting with its first", got, waits)
 	}
 	a.move(second, stateNeedBuffer)
 	other := need(b, maxOrder-1)
-	waitFor(t, b, other)
+	waitForBlock(t, b, other)
 	b.giveBlock(big.data, maxOrder)
 	a.runGrants()
 	if first.data < 0 || second.data < 0 || first.state != stateReading || second.state != stateReadWait {
@@ -317,7 +317,7 @@ func TestPoolKeepsARegionForSmallTransfers(t *testing.T) {
 		}
 	}
 	large := need(a, maxOrder)
-	waitFor(t, a, large)
+	waitForBlock(t, a, large)
 	now = a.pool.maxBypass // it now goes before everyone it can
 	small := need(a, 0)
 	if !a.takeBlock(small) {

@@ -99,17 +99,31 @@ type QueuePair struct {
 	destroyed bool
 	discDone  bool
 	done      chan struct{}
+
+	hook func(*QueuePair) // tests: pollHook
+
+	// lastWQE: the device reported the queue pair's last receive from
+	// the shared receive queue (device.lastWQEReached); lastWQEBy is
+	// how long teardown waits for it on a device not known to raise it.
+	lastWQE   atomic.Bool
+	lastWQEBy time.Time
+	// srqDelta is the shared receive queue entries this poller posted
+	// less the receive completions it polled, not yet folded into the
+	// ring's count (foldSRQ). Poller-local, so that counting costs the
+	// hot path no atomic per command.
+	srqDelta int64
 }
 
 // queueSizes are the sizes of one queue pair's verbs resources.
 type queueSizes struct {
-	depth   int // receives: commands the host may have outstanding
-	nreq    int // requests: a response may still be in flight when the host's next command lands
-	inline  int // in-capsule data bytes per receive
-	sendWR  int // send queue entries, and the slots of the send budget
-	recvWR  int
-	cqe     int // completion queue entries: every work request that can be outstanding
-	maxRead int // RDMA READs in flight: the initiator depth agreed at accept
+	depth    int // receives: commands the host may have outstanding
+	srqDepth int // entries of the shared receive queue, 0 for the queue pair's own ring
+	nreq     int // requests: a response may still be in flight when the host's next command lands
+	inline   int // in-capsule data bytes per receive
+	sendWR   int // send queue entries, and the slots of the send budget
+	recvWR   int
+	cqe      int // completion queue entries: every work request that can be outstanding
+	maxRead  int // RDMA READs in flight: the initiator depth agreed at accept
 }
 
 // deviceLimits are the device attributes that bound a queue pair.
@@ -121,21 +135,34 @@ type deviceLimits struct {
 // WRITE per keyed descriptor and the SEND.
 const minSendWR = fabrics.MaxKeyedDescriptors + 1
 
-// sizeQueue sizes a queue pair for a host queue of depth commands. The
-// completion queue gets an entry for every receive and every send queue
-// slot: on an error the device completes each posted work request,
-// signaled or not, and a completion queue that overflows breaks the whole
-// queue pair. Where the device cannot have a CQ that large, the send
-// queue shrinks instead (the send budget keeps within it).
-func sizeQueue(depth int, admin bool, inline int, lim deviceLimits, initiator int) (queueSizes, error) {
-	sz := queueSizes{depth: depth, nreq: 2 * depth, inline: inline, recvWR: depth, maxRead: initiator}
+// sizeQueue sizes a queue pair for a host queue of depth commands, on a
+// shared receive queue of srqDepth entries (0: its own ring). The
+// completion queue gets an entry for every receive that can complete into
+// it and every send queue slot: on an error the device completes each
+// posted work request, signaled or not, and a completion queue that
+// overflows breaks the whole queue pair (and, on a shared receive queue,
+// loses the entries whose completions it dropped). On a shared receive
+// queue that is every entry of it, not depth: nothing stops a host from
+// sending past its queue size, and each command it sends takes an entry
+// until the poller sees it. Where the device cannot have a CQ that large,
+// the send queue shrinks instead (the send budget keeps within it).
+func sizeQueue(depth int, admin bool, inline int, lim deviceLimits, initiator, srqDepth int) (queueSizes, error) {
+	sz := queueSizes{depth: depth, srqDepth: srqDepth, nreq: 2 * depth, inline: inline, recvWR: depth, maxRead: initiator}
+	recvCQE := sz.recvWR
+	if srqDepth > 0 {
+		recvCQE = srqDepth
+	}
 	sz.sendWR = max(2*sz.nreq+1, minSendWR)
-	sz.sendWR = min(sz.sendWR, lim.maxQPWR, lim.maxCQE-sz.recvWR)
+	sz.sendWR = min(sz.sendWR, lim.maxQPWR, lim.maxCQE-recvCQE)
+	if srqDepth > 0 && sz.sendWR < minSendWR {
+		return sz, fmt.Errorf("a queue pair on a shared receive queue of %d entries needs a completion queue of at least %d entries; the device allows %d: lower rdma.receive_queue_depth",
+			srqDepth, srqDepth+minSendWR, lim.maxCQE)
+	}
 	if sz.recvWR > lim.maxQPWR || sz.sendWR < minSendWR {
 		return sz, fmt.Errorf("a queue of %d entries needs %d receive and at least %d send work requests and a completion queue for both; the device allows %d work requests and %d completion queue entries: lower max_queue_size",
 			depth, sz.recvWR, minSendWR, lim.maxQPWR, lim.maxCQE)
 	}
-	sz.cqe = sz.sendWR + sz.recvWR
+	sz.cqe = sz.sendWR + recvCQE
 	return sz, nil
 }
 
@@ -149,7 +176,23 @@ func newQueuePair(l *Listener, id *C.struct_rdma_cm_id, dev *device, req nvme.CM
 		inline = nvme.ConnectDataSize
 	}
 	lim := deviceLimits{int(dev.info.max_qp_wr), int(dev.info.max_cqe), int(dev.info.max_qp_init_rd_atom)}
-	sz, err := sizeQueue(req.RecvDepth(), req.QID == 0, inline, lim, initiator)
+	log := l.log.WithFields(logrus.Fields{"qid": req.QID, "peer": peer})
+	ring, err := dev.sharedRing(inline, req.QID == 0)
+	if err != nil {
+		log.WithError(err).Warn("no shared receive queue; this queue pair gets its own receive buffers")
+	}
+	srqDepth := 0
+	if ring != nil {
+		srqDepth = len(ring.cmd)
+	}
+	sz, err := sizeQueue(req.RecvDepth(), req.QID == 0, inline, lim, initiator, srqDepth)
+	if err != nil && ring != nil {
+		// Its completion queue cannot hold the shared receive queue:
+		// its own ring it can.
+		log.WithError(err).Warn("this queue pair gets its own receive buffers")
+		ring = nil
+		sz, err = sizeQueue(req.RecvDepth(), req.QID == 0, inline, lim, initiator, 0)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -160,8 +203,12 @@ func newQueuePair(l *Listener, id *C.struct_rdma_cm_id, dev *device, req nvme.CM
 		done:    make(chan struct{}),
 		eventfd: -1,
 		rspUnit: -1,
+		rq:      ring,
+		log:     log,
 	}
-	qp.log = l.log.WithFields(logrus.Fields{"qid": req.QID, "peer": peer})
+	if h := pollHook.Load(); h != nil {
+		qp.hook = *h
+	}
 	if err := qp.setUp(sz); err != nil {
 		qp.free()
 		return nil, err
@@ -245,7 +292,7 @@ func (qp *QueuePair) poll() {
 	defer func() { pollerBusy.Add(int64(time.Since(qp.awake))) }()
 	var idleSince time.Time
 	empty := 0
-	for !qp.stopping.Load() {
+	for !qp.stopped() {
 		if qp.pollOnce() > 0 {
 			idleSince, empty = time.Time{}, 0
 			continue
@@ -281,7 +328,10 @@ func (qp *QueuePair) pollOnce() int {
 // then posts the batch of work requests they produced.
 func (qp *QueuePair) process(n int) int {
 	for i := 0; i < n; i++ {
-		qp.handle(&qp.wcs[i])
+		qp.handleWC(&qp.wcs[i])
+	}
+	if qp.srqDelta > srqFoldEvery || qp.srqDelta < -srqFoldEvery {
+		qp.foldSRQ()
 	}
 	if len(qp.granted) > 0 {
 		qp.runGrants()
@@ -302,7 +352,11 @@ func (qp *QueuePair) process(n int) int {
 // wake from a backend worker, or a stop. Arming and the poll that must
 // follow it are one C call, as are taking the event and the next poll.
 func (qp *QueuePair) sleep() {
+	if qp.stopped() {
+		return
+	}
 	qp.spill()
+	qp.foldSRQ()
 	qp.sleeping.Store(true)
 	n := int(C.nt_arm_poll(qp.cq, (*C.struct_nt_wc)(qp.wcsPtr), pollBatch))
 	if n < 0 {
@@ -329,6 +383,9 @@ func (qp *QueuePair) sleep() {
 		qp.Disconnect()
 		return
 	}
+	if qp.stopped() {
+		return // teardown polls what came
+	}
 	if fds[1].Revents != 0 {
 		var b [8]byte
 		unix.Read(qp.eventfd, b[:])
@@ -337,6 +394,42 @@ func (qp *QueuePair) sleep() {
 		qp.process(int(C.nt_event_poll(qp.cc, qp.cq, (*C.struct_nt_wc)(qp.wcsPtr), pollBatch)))
 	}
 }
+
+// srqFoldEvery is how far a busy poller's count of shared receive queue
+// entries may drift before it folds it into the ring's: one atomic add
+// per that many receives, not one per command, so the count is off by at
+// most this much per busy queue pair, and exact once pollers sleep.
+const srqFoldEvery = 64
+
+// handleWC handles one completion, counting the receives.
+func (qp *QueuePair) handleWC(wc *C.struct_nt_wc) {
+	if uint64(wc.wr_id)&kindMask == kindRecv {
+		qp.srqDelta--
+	}
+	qp.handle(wc)
+}
+
+// foldSRQ folds the poller's count of shared receive queue entries into
+// the ring's.
+func (qp *QueuePair) foldSRQ() {
+	if qp.rq.shared() {
+		qp.rq.fold(qp.srqDelta)
+	}
+	qp.srqDelta = 0
+}
+
+// stopped reports whether the poller is to stop and tear down. A test's
+// hook runs first: it can hold the poller before it polls, so that
+// completions wait in the completion queue.
+func (qp *QueuePair) stopped() bool {
+	if qp.hook != nil {
+		qp.hook(qp)
+	}
+	return qp.stopping.Load()
+}
+
+// pollHook is set by tests only; each queue pair takes it at set-up.
+var pollHook atomic.Pointer[func(*QueuePair)]
 
 // Wake implements fabrics.QueueTransport.
 func (qp *QueuePair) Wake() {
@@ -376,10 +469,13 @@ func (qp *QueuePair) Disconnect() {
 	qp.kick()
 }
 
-// teardown runs on the poller once it stops: fabrics lets go of the
-// queue, the requests drain (drain.go), then the verbs resources and
-// memory are freed, then the queue pair's hold on its device and its CM
-// id, and last its hold on the listener's event channel, which outlives it.
+// teardown runs on the poller once it stops, in reverse order of set-up:
+// fabrics lets go of the queue; the queue pair goes to the error state,
+// drains and is destroyed before its requests, data buffers and shared
+// receive queue entries go back (drain.go); then the completion queue,
+// channel and memory are freed, then the queue pair's hold on its device
+// and its CM id, and last its hold on the listener's event channel, which
+// outlives it.
 func (qp *QueuePair) teardown() {
 	qp.mu.Lock()
 	if !qp.discDone {
@@ -406,11 +502,7 @@ func (qp *QueuePair) teardown() {
 // free releases everything but the CM id and the device, whatever part of
 // set-up got done.
 func (qp *QueuePair) free() {
-	if qp.qp != nil {
-		qp.dev.unwatch(qp)
-		C.rdma_destroy_qp(qp.id)
-		qp.qp = nil
-	}
+	qp.destroyQP()
 	if qp.cq != nil {
 		C.ibv_destroy_cq(qp.cq)
 		qp.cq = nil
@@ -430,4 +522,14 @@ func (qp *QueuePair) free() {
 		unix.Close(qp.eventfd)
 		qp.eventfd = -1
 	}
+}
+
+// overrun records a host that sent a command with every request of its
+// queue in use: more commands than the queue size it connected with
+// (HSQSIZE) allows. The caller drops the queue; on a shared receive queue
+// such a host would otherwise take the entries every host shares.
+func (qp *QueuePair) overrun() {
+	countOverrun(qp.l.port.ID)
+	qp.log.WithField("requests", len(qp.reqs)).
+		Warn("host sent more commands than its queue size allows; disconnecting the queue (nvmeof_tgt_rdma_queue_overruns_total)")
 }

@@ -34,7 +34,7 @@ func TestSizeQueueCQHoldsEverything(t *testing.T) {
 		{"receive queue too large", 128, false, deviceLimits{64, 1 << 20, 16}, true, 0, 16},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			sz, err := sizeQueue(c.depth, c.admin, 8192, c.lim, c.initiator)
+			sz, err := sizeQueue(c.depth, c.admin, 8192, c.lim, c.initiator, 0)
 			if c.wantErr {
 				if err == nil {
 					t.Fatalf("sized %+v for a device that cannot hold it", sz)
@@ -55,6 +55,52 @@ func TestSizeQueueCQHoldsEverything(t *testing.T) {
 			}
 			if sz.recvWR != c.depth {
 				t.Errorf("%d receives for a depth of %d", sz.recvWR, c.depth)
+			}
+		})
+	}
+}
+
+// On a shared receive queue a host can send past its queue size, and
+// every command it sends takes an entry of the shared queue until the
+// poller sees its completion: the completion queue must hold them all, or
+// it overflows and the entries whose completions it drops are lost to
+// every host. Where the device cannot have a CQ that large, sizing fails
+// and the queue pair gets its own ring instead (newQueuePair).
+func TestSizeQueueCQHoldsTheSharedReceiveQueue(t *testing.T) {
+	big := deviceLimits{maxQPWR: 16384, maxCQE: 1 << 20, maxReadAtom: 128}
+	for _, c := range []struct {
+		name     string
+		depth    int
+		srq      int
+		lim      deviceLimits
+		wantErr  bool
+		wantSend int
+	}{
+		{"io on the default SRQ", 128, 4096, big, false, 2*256 + 1},
+		{"admin on its SRQ", 32, 256, big, false, 2*64 + 1},
+		{"CQ shrinks the send queue", 128, 4096, deviceLimits{16384, 4096 + 300, 16}, false, 300},
+		{"soft-RoCE limits", 128, 16384, deviceLimits{16384, 32767, 16}, false, 2*256 + 1},
+		{"CQ smaller than the SRQ", 128, 4096, deviceLimits{16384, 4096, 16}, true, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sz, err := sizeQueue(c.depth, false, 8192, c.lim, 16, c.srq)
+			if c.wantErr {
+				if err == nil {
+					t.Fatalf("sized %+v for a device whose CQ cannot hold the SRQ", sz)
+				}
+				if !strings.Contains(err.Error(), "rdma.receive_queue_depth") {
+					t.Errorf("error %q does not name rdma.receive_queue_depth", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sz.sendWR != c.wantSend {
+				t.Errorf("send queue %d, want %d", sz.sendWR, c.wantSend)
+			}
+			if sz.cqe < sz.sendWR+c.srq || sz.cqe > c.lim.maxCQE {
+				t.Errorf("CQ of %d entries for %d send work requests and an SRQ of %d (device max %d)", sz.cqe, sz.sendWR, c.srq, c.lim.maxCQE)
 			}
 		})
 	}
@@ -115,6 +161,11 @@ func TestRegionAccess(t *testing.T) {
 	}
 	if got := int(deviceCaps{sendInvalidate: true}.regionAccess()); got != 0 {
 		t.Errorf("RoCE/IB region access %#x, want none beyond local write", got)
+	}
+	// Receive buffers are written by the device's own receives only: no
+	// peer may write the commands other hosts are about to run.
+	if got := int(recvRingAccess); got != 0 {
+		t.Errorf("receive ring access %#x, want none beyond local write, on iWARP too", got)
 	}
 }
 

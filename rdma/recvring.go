@@ -8,8 +8,10 @@ import "C"
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+	"golang.org/x/sys/unix"
 )
 
 // recvRing is a set of receive buffers: a 64-byte command and, when the
@@ -24,6 +26,21 @@ type recvRing struct {
 	cmd    [][]byte
 	inline [][]byte
 	srq    *C.struct_ibv_srq // nil: a queue pair's own
+
+	// A shared ring's accounting, for the metrics and the limit event.
+	admin bool
+	limit int // armed SRQ limit: the device warns when fewer are posted
+	// posted is the entries posted and not yet seen completed: the
+	// initial post plus what queue pairs fold in (srqCount). Exact once
+	// every poller using the ring has folded, as it does before it
+	// sleeps and at teardown.
+	posted atomic.Int64
+	// armed: the limit is set and has not fired since. Re-armed by a
+	// fold that finds enough posted again, so that an exhausted queue
+	// raises one event, not one per command.
+	armed atomic.Bool
+	// warned: the operator was told once to raise the depth.
+	warned atomic.Bool
 }
 
 // newRecvRing registers n receive buffers with inline bytes of in-capsule
@@ -31,7 +48,7 @@ type recvRing struct {
 func newRecvRing(d *device, n, inline int) (*recvRing, error) {
 	stride := align(inline, pageSize)
 	cmdOff := n * stride
-	mem, err := registerRegion(d.pd, align(cmdOff+n*nvme.CommandSize, pageSize), d.caps().regionAccess())
+	mem, err := registerRegion(d.pd, align(cmdOff+n*nvme.CommandSize, pageSize), recvRingAccess)
 	if err != nil {
 		return nil, err
 	}
@@ -43,13 +60,21 @@ func newRecvRing(d *device, n, inline int) (*recvRing, error) {
 	return r, nil
 }
 
+// recvRingAccess is a receive ring's access beyond local write: none.
+// Only the device's own receives write it, on every transport; iWARP's
+// remote write is for RDMA READ sinks (regionAccess), and granting it here
+// would let any peer that guesses the key write the commands other hosts
+// are about to run.
+const recvRingAccess C.int = 0
+
 // newSharedRing creates a shared receive queue of n entries with inline
-// bytes of in-capsule data each, and posts every entry.
-func newSharedRing(d *device, n, inline int) (*recvRing, error) {
+// bytes of in-capsule data each, posts every entry and arms its limit.
+func newSharedRing(d *device, n, inline int, admin bool) (*recvRing, error) {
 	r, err := newRecvRing(d, n, inline)
 	if err != nil {
 		return nil, err
 	}
+	r.admin, r.limit = admin, srqLimit(n)
 	var cerr C.int
 	sge := 1
 	if inline > 0 {
@@ -73,7 +98,54 @@ func newSharedRing(d *device, n, inline int) (*recvRing, error) {
 		r.free()
 		return nil, fmt.Errorf("post %d receives to the shared receive queue: %w", n, errnoErr("ibv_post_srq_recv", -ret))
 	}
+	r.posted.Store(int64(n))
+	if err := r.arm(); err != nil {
+		d.log.WithError(err).Warn("cannot arm the shared receive queue's limit: running short of receive buffers will show only in nvmeof_tgt_rdma_srq_posted_entries")
+	}
 	return r, nil
+}
+
+// srqLimit is the watermark armed on a shared receive queue of n entries:
+// an eighth of it, at least one.
+func srqLimit(n int) int { return max(n/8, 1) }
+
+// arm sets the limit on the device, so that IBV_EVENT_SRQ_LIMIT_REACHED
+// comes once fewer than r.limit entries are posted.
+func (r *recvRing) arm() error {
+	if ret := C.nt_arm_srq_limit(r.srq, C.int(r.limit)); ret != 0 {
+		return fmt.Errorf("ibv_modify_srq(IBV_SRQ_LIMIT %d): %w", r.limit, unix.Errno(ret))
+	}
+	r.armed.Store(true)
+	return nil
+}
+
+// fold adds a queue pair's count of posts less receive completions, and
+// re-arms the limit once the ring has twice the limit posted again.
+func (r *recvRing) fold(delta int64) {
+	if delta == 0 {
+		return
+	}
+	posted := r.posted.Add(delta)
+	if shouldRearm(r.armed.Load(), posted, r.limit) && r.armed.CompareAndSwap(false, true) {
+		if ret := C.nt_arm_srq_limit(r.srq, C.int(r.limit)); ret != 0 {
+			r.armed.Store(false) // the next fold tries again
+		}
+	}
+}
+
+// shouldRearm: the limit fired, and the ring has recovered well above it,
+// so that a queue hovering at the watermark does not raise an event per
+// command.
+func shouldRearm(armed bool, posted int64, limit int) bool {
+	return !armed && posted >= 2*int64(limit)
+}
+
+// queueName is the ring's queue label in the metrics.
+func (r *recvRing) queueName() string {
+	if r.admin {
+		return "admin"
+	}
+	return "io"
 }
 
 // fill makes w the receive of entry i.

@@ -2,6 +2,7 @@ package rdma
 
 import (
 	"maps"
+	"slices"
 	"sync"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
@@ -24,6 +25,11 @@ type DeviceEventKey struct {
 var stats struct {
 	mu     sync.Mutex
 	events map[DeviceEventKey]uint64
+	// Shared receive queue events by device: IBV_EVENT_SRQ_LIMIT_REACHED
+	// and IBV_EVENT_SRQ_ERR.
+	srqLimits, srqErrors map[string]uint64
+	// Hosts that sent more commands than their queue holds, by port.
+	overruns map[uint16]uint64
 }
 
 func countDeviceEvent(dev, event string) {
@@ -33,6 +39,88 @@ func countDeviceEvent(dev, event string) {
 		stats.events = map[DeviceEventKey]uint64{}
 	}
 	stats.events[DeviceEventKey{dev, event}]++
+}
+
+func countSRQEvent(dev string, failed bool) {
+	stats.mu.Lock()
+	defer stats.mu.Unlock()
+	m := &stats.srqLimits
+	if failed {
+		m = &stats.srqErrors
+	}
+	if *m == nil {
+		*m = map[string]uint64{}
+	}
+	(*m)[dev]++
+}
+
+// countOverrun counts a host dropped for sending past its queue size.
+func countOverrun(port uint16) {
+	stats.mu.Lock()
+	defer stats.mu.Unlock()
+	if stats.overruns == nil {
+		stats.overruns = map[uint16]uint64{}
+	}
+	stats.overruns[port]++
+}
+
+// QueueOverruns counts, by port, the queues dropped because the host sent
+// more commands than the queue size it asked for.
+func QueueOverruns() map[uint16]uint64 {
+	stats.mu.Lock()
+	defer stats.mu.Unlock()
+	return maps.Clone(stats.overruns)
+}
+
+// SRQStats is one shared receive queue of a device: its entries and how
+// many are posted, free for hosts' commands.
+type SRQStats struct {
+	Device, Queue   string // queue: io or admin
+	Entries, Posted int64
+}
+
+// SharedReceiveQueues reports the shared receive queues of every device in
+// use, summed by device and queue kind (ports of different in-capsule
+// sizes have an I/O queue each).
+func SharedReceiveQueues() []SRQStats {
+	devicesMu.Lock()
+	devs := slices.Collect(maps.Values(devices))
+	devicesMu.Unlock()
+	var out []SRQStats
+	for _, d := range devs {
+		out = append(out, d.srqStats()...)
+	}
+	return out
+}
+
+func (d *device) srqStats() []SRQStats {
+	d.ringsMu.Lock()
+	defer d.ringsMu.Unlock()
+	var io, admin SRQStats
+	for _, r := range d.rings {
+		s := &io
+		if r.admin {
+			s = &admin
+		}
+		s.Entries += int64(len(r.cmd))
+		s.Posted += r.posted.Load()
+	}
+	var out []SRQStats
+	for _, s := range []SRQStats{{Device: d.name, Queue: "io", Entries: io.Entries, Posted: io.Posted},
+		{Device: d.name, Queue: "admin", Entries: admin.Entries, Posted: admin.Posted}} {
+		if s.Entries > 0 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// SRQEvents counts, by device, IBV_EVENT_SRQ_LIMIT_REACHED (limits) and
+// IBV_EVENT_SRQ_ERR (errors).
+func SRQEvents() (limits, errors map[string]uint64) {
+	stats.mu.Lock()
+	defer stats.mu.Unlock()
+	return maps.Clone(stats.srqLimits), maps.Clone(stats.srqErrors)
 }
 
 // Rejects counts the connections refused so far.

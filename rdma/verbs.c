@@ -299,6 +299,10 @@ int nt_get_async_event(struct ibv_context *ctx, struct ibv_async_event *raw, str
 	case IBV_EVENT_CQ_ERR:
 		out->cq = ev.element.cq;
 		break;
+	case IBV_EVENT_SRQ_ERR:
+	case IBV_EVENT_SRQ_LIMIT_REACHED:
+		out->srq = ev.element.srq;
+		break;
 	case IBV_EVENT_PORT_ACTIVE:
 	case IBV_EVENT_PORT_ERR:
 	case IBV_EVENT_LID_CHANGE:
@@ -362,4 +366,12 @@ struct ibv_srq *nt_create_srq(struct ibv_pd *pd, int max_wr, int max_sge, int *e
 	struct ibv_srq *srq = ibv_create_srq(pd, &attr);
 	*err = srq ? 0 : -errno;
 	return srq;
+}
+
+int nt_arm_srq_limit(struct ibv_srq *srq, int limit)
+{
+	struct ibv_srq_attr attr;
+	memset(&attr, 0, sizeof(attr));
+	attr.srq_limit = limit;
+	return ibv_modify_srq(srq, &attr, IBV_SRQ_LIMIT);
 }

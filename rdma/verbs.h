@@ -55,6 +55,10 @@ struct nt_conn_req {
 // Receives go to srq where it is not NULL, else to qp's own receive queue.
 int nt_post(struct ibv_qp *qp, struct ibv_srq *srq, struct nt_wr *wrs, int n, int *failed_op);
 struct ibv_srq *nt_create_srq(struct ibv_pd *pd, int max_wr, int max_sge, int *err);
+// Arms the shared receive queue's limit: the device raises
+// IBV_EVENT_SRQ_LIMIT_REACHED once, when fewer than limit receives are
+// posted; it must be armed again after that.
+int nt_arm_srq_limit(struct ibv_srq *srq, int limit);
 int nt_poll(struct ibv_cq *cq, struct nt_wc *wcs, int n);
 int nt_arm_poll(struct ibv_cq *cq, struct nt_wc *wcs, int n);
 int nt_event_poll(struct ibv_comp_channel *ch, struct ibv_cq *cq, struct nt_wc *wcs, int n);
@@ -87,6 +91,7 @@ struct nt_async_event {
 	int type;
 	struct ibv_qp *qp;
 	struct ibv_cq *cq;
+	struct ibv_srq *srq;
 	int port;
 };
 

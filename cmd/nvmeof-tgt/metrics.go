@@ -61,6 +61,11 @@ var (
 	dPoolInUse  = prometheus.NewDesc(prefix+"rdma_buffer_pool_in_use_bytes", "Buffer pool memory held by commands in flight and the queue pairs' small caches.", []string{"device"}, nil)
 	dPoolWaits  = prometheus.NewDesc(prefix+"rdma_buffer_pool_waits_total", "Commands that found the buffer pool dry and waited their turn (none fails for it).", []string{"device"}, nil)
 	dQPSetup    = prometheus.NewDesc(prefix+"rdma_queue_pair_setup_seconds", "Time from an RDMA connection request to its accept: setting up the queue pair.", nil, nil)
+	dSRQEntries = prometheus.NewDesc(prefix+"rdma_srq_entries", "Receive buffers of a device's shared receive queues (io: rdma.receive_queue_depth per in-capsule size; admin).", []string{"device", "queue"}, nil)
+	dSRQPosted  = prometheus.NewDesc(prefix+"rdma_srq_posted_entries", "Shared receive queue entries posted, free for hosts' commands; back at rdma_srq_entries once no command is in flight, lower means entries were lost.", []string{"device", "queue"}, nil)
+	dSRQLimits  = prometheus.NewDesc(prefix+"rdma_srq_limit_events_total", "Times a shared receive queue fell below an eighth of its entries posted (hosts then wait on receiver-not-ready retries): raise rdma.receive_queue_depth.", []string{"device"}, nil)
+	dSRQErrors  = prometheus.NewDesc(prefix+"rdma_srq_errors_total", "Shared receive queue errors the device reported; each disconnected the queue pairs on it.", []string{"device"}, nil)
+	dOverruns   = prometheus.NewDesc(prefix+"rdma_queue_overruns_total", "Queues dropped because the host sent more commands than its queue size.", []string{"port"}, nil)
 	dViolations = prometheus.NewDesc(prefix+"rdma_request_state_violations_total", "Request state transitions the RDMA transport refused; each disconnected its queue pair. Nonzero means a bug: report it.", nil, nil)
 )
 
@@ -69,7 +74,8 @@ var statusTypes = []string{"generic", "command_specific", "media", "path", "4", 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dReads, dWrites, dReadBytes, dWriteBytes, dReadTime, dWriteTime, dFlushes,
 		dDiscards, dZeroes, dReadLatency, dWriteLatency, dNamespaceSz, dControllers, dQueuePairs, dRefused, dAuthFailed, dKAExpired, dConnTimeout,
-		dQPReserved, dQPLimit, dCtrlLimit, dANAState, dCmdErrors, dBuildInfo, dIOEngine, dConfigGen, dReloadOK, dReloadTime, dRegistered, dPoller, dCMRejects, dDevEvents, dViolations, dPoolSize, dPoolInUse, dPoolWaits, dQPSetup} {
+		dQPReserved, dQPLimit, dCtrlLimit, dANAState, dCmdErrors, dBuildInfo, dIOEngine, dConfigGen, dReloadOK, dReloadTime, dRegistered, dPoller, dCMRejects, dDevEvents, dViolations, dPoolSize, dPoolInUse, dPoolWaits, dQPSetup,
+		dSRQEntries, dSRQPosted, dSRQLimits, dSRQErrors, dOverruns} {
 		ch <- d
 	}
 	describeGateway(ch)
@@ -268,5 +274,32 @@ func collectRDMA(e emit) {
 	}
 	for k, n := range rdma.DeviceEvents() {
 		e.counter(dDevEvents, float64(n), k.Device, k.Event)
+	}
+	collectSRQ(e)
+	for port, n := range rdma.QueueOverruns() {
+		e.counter(dOverruns, float64(n), strconv.Itoa(int(port)))
+	}
+}
+
+// collectSRQ sends the shared receive queues' figures: every device in use
+// has its event counters, zero until the first event, so that a check for
+// "no limit reached" finds a series.
+func collectSRQ(e emit) {
+	limits, errors := rdma.SRQEvents()
+	devices := map[string]bool{}
+	for _, s := range rdma.SharedReceiveQueues() {
+		e.gauge(dSRQEntries, float64(s.Entries), s.Device, s.Queue)
+		e.gauge(dSRQPosted, float64(s.Posted), s.Device, s.Queue)
+		devices[s.Device] = true
+	}
+	for d := range limits {
+		devices[d] = true
+	}
+	for d := range errors {
+		devices[d] = true
+	}
+	for d := range devices {
+		e.counter(dSRQLimits, float64(limits[d]), d)
+		e.counter(dSRQErrors, float64(errors[d]), d)
 	}
 }
