@@ -1,9 +1,9 @@
 # e2e-timeout: 600
 # Queue pairs coming and going with commands in flight, against the real
 # Linux host and a raw one (test/rdmahost), on a small shared receive queue
-# (64 entries) and buffer pool (4 MiB) so that one lost entry or buffer
-# shows: (a) hosts disconnect with fio at queue depth 32 in flight, three
-# at a time, CYCLES times; (b) controllers whose queues are destroyed without a disconnect
+# (just the Linux hosts' commands in flight) and buffer pool (4 MiB) so
+# that one lost entry or buffer shows: (a) hosts disconnect with fio at
+# queue depth 32 in flight, three at a time, CYCLES times; (b) controllers whose queues are destroyed without a disconnect
 # right after 24 reads (and 4 Identify) are posted, ABANDONS times;
 # (c) meanwhile a queue pair that never sends a Connect, recorded (closed
 # by the target or not). Then a fresh host verifies data at full depth, and
@@ -12,6 +12,17 @@
 # at their starting values (threads within 16: the Go runtime keeps idle
 # threads, where a leak would be one per queue pair; RSS within 32 MiB). A metric missing from /metrics fails the
 # scenario.
+#
+# The shared receive queue has an entry for every command the Linux hosts
+# can have in flight, so they never meet a receiver-not-ready NAK, and one
+# fails the scenario: soft-RoCE's requester, on the retry, runs again the
+# memory registrations it already ran after the retried Send
+# (rxe_reg_fast_mr: "mr->lkey = ... not free", then the host's queue pair
+# fails or hangs; seen on guest kernels 6.1 and 6.12). A NAK with every
+# entry posted back before each response means an entry went missing.
+# The raw host registers its memory once, so its retries in (b) are
+# harmless. CHURN_RECEIVE_QUEUE_DEPTH overrides the size (64 shows the
+# failure within seconds).
 #
 # The soak test (test/soak/churn.sh) runs this same scenario with
 # CHURN_CYCLES, CHURN_ABANDONS and CHURN_DEFAULT_CONFIG=1 (the daemon's
@@ -23,8 +34,13 @@ vnqn=nqn.2026-11.io.example:churn-verify
 cycles=${CHURN_CYCLES:-8}
 hosts=3
 abandons=${CHURN_ABANDONS:-300}
-rdma_config="rdma: {receive_queue_depth: 64, buffer_pool: 4MiB}"
-[ -z "${CHURN_DEFAULT_CONFIG:-}" ] || rdma_config=""
+# The Linux hosts' commands in flight at most: an I/O queue per CPU, 32
+# deep for the churning hosts, 128 (nvme connect's default) for the one
+# that verifies.
+host_entries=$(($(nproc) * (hosts * 32 > 128 ? hosts * 32 : 128)))
+srq_depth=${CHURN_RECEIVE_QUEUE_DEPTH:-$host_entries}
+rdma_config="rdma: {receive_queue_depth: $srq_depth, buffer_pool: 4MiB}"
+[ -z "${CHURN_DEFAULT_CONFIG:-}" ] || { rdma_config="" srq_depth="the default number of"; }
 config /tmp/tgt.yaml <<CFG
 metrics: {address: 127.0.0.1:9750}
 $rdma_config
@@ -73,6 +89,18 @@ figures() {
 	} >"$1"
 }
 fig() { awk -v k="$2" '$1 == k { print $2 }' "$1"; }
+# rnr_naks: receiver-not-ready NAKs the RDMA devices' requesters got (the
+# hosts' and the daemon's share the guest's one soft-RoCE device; the
+# Linux host always has a receive posted for the daemon's responses).
+rnr_naks() { cat /sys/class/infiniband/*/ports/*/hw_counters/rcvd_rnr_err | awk '{ n += $1 } END { print n + 0 }'; }
+# no_rnr_since N PHASE: fails unless the count is still N.
+no_rnr_since() {
+	local now
+	now=$(rnr_naks)
+	[ "$now" = "$1" ] || fail "$2: the Linux host got $((now - $1)) receiver-not-ready NAKs with a receive queue of $srq_depth entries for its $host_entries commands (soft-RoCE fails a host's queue pair on that retry: see the top of this scenario)$(dmesg | grep -m3 'not free' | sed 's/^/; /')"
+}
+ls /sys/class/infiniband/*/ports/*/hw_counters/rcvd_rnr_err >/dev/null 2>&1 ||
+	fail "no rcvd_rnr_err counter under /sys/class/infiniband: the scenario cannot tell a receiver-not-ready NAK"
 # settled: every figure present in both is back at its start (within the
 # tolerances above), and each shared receive queue has all its entries
 # posted.
@@ -112,9 +140,11 @@ cat /tmp/churn-before.txt
 # Three controllers at a time, each of its own subsystem, disconnected
 # together while fio keeps 32 commands in flight on each.
 start=$SECONDS
+rnr0=$(rnr_naks)
 inflight=0
 # fio_busy CTRL N: the path has done more than N I/Os while fio still runs.
 fio_busy() {
+	no_rnr_since "$rnr0" "cycle $i"
 	gone "$fio_pid" && fail "fio ended before the disconnect"
 	path_ios_above "$1" 1 "$2"
 }
@@ -125,6 +155,7 @@ timeouts0=$(host_timeouts)
 # fio_ended: fio is gone; fails at once on a host I/O timeout, which a
 # disconnect under load must never need.
 fio_ended() {
+	no_rnr_since "$rnr0" "cycle $i"
 	[ "$(host_timeouts)" = "$timeouts0" ] ||
 		fail "the host timed out commands the target never answered: $(dmesg | grep -E 'I/O [0-9]+ QID [0-9]+ timeout' | tail -3)"
 	gone "$fio_pid"
@@ -139,7 +170,7 @@ for i in $(seq 1 "$cycles"); do
 		--output=/dev/null "${jobs[@]}" 2>/dev/null &
 	fio_pid=$!
 	for h in $(seq 1 $hosts); do
-		c=$(ctrl_of "$nqn$h") || fail "cycle $i: no live controller of $nqn$h"
+		c=$(ctrl_of "$nqn$h") || { no_rnr_since "$rnr0" "cycle $i"; fail "cycle $i: no live controller of $nqn$h"; }
 		wait_for 60 "cycle $i: 64 I/Os through $c" fio_busy "$c" 64
 		[ "$(path_inflight "$c" 1)" -gt 0 ] && inflight=$((inflight + 1))
 	done
@@ -153,6 +184,7 @@ for i in $(seq 1 "$cycles"); do
 	wait_for 60 "cycle $i: fio ending after the disconnects" fio_ended
 	wait "$fio_pid" || true
 	wait_for 30 "cycle $i: every queue pair gone" reserved_is 0
+	no_rnr_since "$rnr0" "cycle $i"
 done
 n=$((cycles * hosts))
 echo "(a) $n disconnects under load ($cycles cycles of $hosts) in $((SECONDS - start)) s; commands in flight at $inflight of them"
@@ -175,6 +207,7 @@ echo "(c) queue pair without a Connect: $(cat "$RESULTS/$SCENARIO-noconnect.txt"
 # --- a fresh host at full depth, with verify ---
 
 start=$SECONDS
+rnr0=$(rnr_naks)
 dev=$(connect "$vnqn")
 c=$(ctrl_of "$vnqn")
 depth=$(($(cat "/sys/class/nvme/$c/sqsize") + 1))
@@ -182,6 +215,7 @@ fio_ok verify --filename="$dev" --direct=1 --ioengine=libaio --rw=randwrite --bs
 	--size=64m --verify=crc32c --do_verify=1 --verify_fatal=1
 disconnect "$vnqn"
 wait_for 30 "the verifying host's queue pairs gone" reserved_is 0
+no_rnr_since "$rnr0" "the verifying host"
 echo "fresh host: fio verify at depth $depth in $((SECONDS - start)) s; buffer pool waits $(m nvmeof_tgt_rdma_buffer_pool_waits_total)"
 
 # --- the figures again ---
