@@ -52,7 +52,7 @@ func pinGatewayGroups(t *fabrics.Target, g *config.Gateway) error {
 	if g == nil {
 		return nil
 	}
-	for _, grp := range g.Groups {
+	for _, grp := range g.GroupIDs() {
 		if err := t.PinANAGroup(grp, nvme.ANAInaccessible); err != nil {
 			return fmt.Errorf("gateway.groups: %w", err)
 		}
@@ -80,7 +80,7 @@ func startGateway(t *fabrics.Target, g *config.Gateway, log *logrus.Entry) (*gat
 	ctx, cancel := context.WithCancel(context.Background())
 	gs.cancel = cancel
 	log = log.WithField("gateway", gs.name)
-	for _, grp := range g.Groups {
+	for _, grp := range g.GroupIDs() {
 		o := backend.RBDOptions{Pool: g.Pool, Namespace: g.RadosNamespace, Conf: g.Ceph.Conf, User: g.Ceph.User, Keyring: g.Ceph.Keyring}
 		lease, err := backend.OpenRadosLease(o, g.LeaseObject(grp), gs.cookie, timing.Lease)
 		if err != nil {
@@ -124,7 +124,7 @@ func startGateway(t *fabrics.Target, g *config.Gateway, log *logrus.Entry) (*gat
 	for _, r := range gs.runners {
 		r.Start(ctx)
 	}
-	log.WithFields(logrus.Fields{"groups": g.Groups, "pool": g.Pool, "lease_seconds": g.LeaseSeconds, "cookie": gs.cookie}).Info("gateway started: ANA groups inaccessible here until this daemon holds their lease")
+	log.WithFields(logrus.Fields{"groups": g.GroupIDs(), "pool": g.Pool, "lease_seconds": g.LeaseSeconds, "cookie": gs.cookie}).Info("gateway started: ANA groups inaccessible here until this daemon holds their lease")
 	runningGateway.Store(gs)
 	return gs, nil
 }
@@ -328,7 +328,7 @@ func (s *session) releaseANAGroup(p gatewayParams) (gatewayResult, error) {
 	}
 	r := gs.runner(p.Group)
 	if r == nil {
-		return gatewayResult{}, paramError("group", "invalid params: ANA group %d is not a gateway group (gateway.groups: %v)", p.Group, gs.cfg.Groups)
+		return gatewayResult{}, paramError("group", "invalid params: ANA group %d is not a gateway group (gateway.groups: %v)", p.Group, gs.cfg.GroupIDs())
 	}
 	if !r.Release() {
 		return gatewayResult{}, newError(codeNotFound, fmt.Sprintf("this gateway does not own ANA group %d (it is %s here)", p.Group, r.Status().State), &errorData{Field: "group"})
@@ -385,7 +385,7 @@ func gatewayEqual(a, b *config.Gateway) bool {
 		return a == b
 	}
 	return a.Name == b.Name && a.Pool == b.Pool && a.RadosNamespace == b.RadosNamespace && a.LeasePrefix == b.LeasePrefix &&
-		a.LeaseSeconds == b.LeaseSeconds && a.Ceph == b.Ceph && slices.Equal(a.Groups, b.Groups)
+		a.LeaseSeconds == b.LeaseSeconds && a.FailbackDelay == b.FailbackDelay && a.Ceph == b.Ceph && slices.Equal(a.Groups, b.Groups)
 }
 
 // showGatewayText is ctl list's gateway lines.
