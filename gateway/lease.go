@@ -442,8 +442,13 @@ func LookForStandby(op Op, opErr error, s Store, me Holder, preferred string, tt
 	case op == OpAcquire && errors.Is(opErr, ErrBusy) && me.Name == preferred:
 		sb.Announce(me, ttl)
 	case op == OpRenew && opErr == nil && me.Name != preferred:
+		// A look that fails has not seen it standing by: the count
+		// starts again, rather than hand over on an unknown.
 		cookie, err := sb.Announced(preferred)
-		return err == nil, cookie
+		if err != nil {
+			cookie = ""
+		}
+		return true, cookie
 	}
 	return false, ""
 }

@@ -111,11 +111,14 @@ func (r *Runner) loop(ctx context.Context) {
 			return
 		case res := <-r.results:
 			r.mu.Lock()
-			prev := r.Lease.State()
+			prev, failbacks := r.Lease.State(), r.Lease.Failbacks
 			r.Lease.Done(r.Now(), res)
-			st := r.Lease.State()
+			st, failedBack := r.Lease.State(), r.Lease.Failbacks != failbacks
 			r.mu.Unlock()
 			r.logResult(res, prev, st)
+			if failedBack {
+				r.Log.WithFields(logrus.Fields{"ana_group": r.Lease.Group, "gateway": r.Me.Name, "preferred": r.Lease.Preferred}).Info("gateway handed the ANA group back to its preferred gateway, standing by for the failback delay")
+			}
 			if res.Op == OpRelease {
 				select {
 				case r.released <- struct{}{}:
