@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+	"gopkg.in/yaml.v3"
 )
 
 // Gateway makes this daemon one of a gateway pair (or more): daemons that
@@ -28,19 +29,93 @@ type Gateway struct {
 	// takes its groups after at most this long, plus a renewal interval
 	// (a quarter of it). Default DefaultLeaseSeconds.
 	LeaseSeconds int `yaml:"lease_seconds,omitempty"`
-	// Groups are the ANA groups the lease decides.
-	Groups []uint32 `yaml:"groups"`
+	// Groups are the ANA groups the lease decides: a group ID, or
+	// {id, preferred} to name the gateway the group returns to.
+	Groups []GatewayGroup `yaml:"groups"`
+	// FailbackDelay is how long, in seconds, a group's preferred gateway
+	// must have stood by, ready, before the owner hands the group back to
+	// it (default DefaultFailbackDelay; -1 never hands back).
+	FailbackDelay int `yaml:"failback_delay,omitempty"`
 	// Ceph is the cluster connection: the top-level ceph block's unless
 	// set. It must be the one of the rbd namespaces in Groups, so that
 	// fencing this daemon's client fences their writes.
 	Ceph Ceph `yaml:"ceph,omitempty"`
 }
 
+// GatewayGroup is one ANA group the lease decides. Preferred, if set, is
+// the name of the gateway the group returns to (fails back to) once that
+// gateway has stood by for the failback delay.
+type GatewayGroup struct {
+	ID        uint32 `yaml:"id"`
+	Preferred string `yaml:"preferred,omitempty"`
+}
+
+type gatewayGroupFields GatewayGroup
+
+var gatewayGroupKeys = []string{"id", "preferred"}
+
+// UnmarshalYAML takes a plain group ID or the {id, preferred} form.
+func (g *GatewayGroup) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		*g = GatewayGroup{}
+		return n.Decode(&g.ID)
+	}
+	// Decoding inside an unmarshaler does not inherit KnownFields.
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i < len(n.Content); i += 2 {
+			if k := n.Content[i]; !slices.Contains(gatewayGroupKeys, k.Value) {
+				return fmt.Errorf("line %d: unknown gateway group key %q (want %s)", k.Line, k.Value, strings.Join(gatewayGroupKeys, ", "))
+			}
+		}
+	}
+	var f gatewayGroupFields
+	if err := n.Decode(&f); err != nil {
+		return err
+	}
+	*g = GatewayGroup(f)
+	return nil
+}
+
+// MarshalYAML writes a group without a preferred gateway as its ID alone.
+func (g GatewayGroup) MarshalYAML() (any, error) {
+	if g.Preferred == "" {
+		return g.ID, nil
+	}
+	return gatewayGroupFields(g), nil
+}
+
+// GroupIDs lists the IDs of the gateway groups, in order.
+func (g *Gateway) GroupIDs() []uint32 {
+	if g == nil {
+		return nil
+	}
+	ids := make([]uint32, len(g.Groups))
+	for i, grp := range g.Groups {
+		ids[i] = grp.ID
+	}
+	return ids
+}
+
+// Preferred is the preferred gateway of group id, "" if none.
+func (g *Gateway) Preferred(id uint32) string {
+	for _, grp := range g.Groups {
+		if grp.ID == id {
+			return grp.Preferred
+		}
+	}
+	return ""
+}
+
 const (
 	DefaultLeasePrefix  = "nvmeof-tgt.gateway"
 	DefaultLeaseSeconds = 10
-	minLeaseSeconds     = 3
-	maxLeaseSeconds     = 300
+	// DefaultFailbackDelay: a restarted preferred gateway gets its groups
+	// back after 15 s of standing by, several of its lease tries, so that
+	// one that keeps dying at start never pulls them over.
+	DefaultFailbackDelay = 15
+	maxFailbackDelay     = 3600
+	minLeaseSeconds      = 3
+	maxLeaseSeconds      = 300
 )
 
 // LeaseObject is the name of group g's lease object.
@@ -50,7 +125,7 @@ func (g *Gateway) LeaseObject(group uint32) string {
 
 // HasGroup reports whether the gateway's lease decides group g.
 func (g *Gateway) HasGroup(group uint32) bool {
-	return g != nil && slices.Contains(g.Groups, group)
+	return g != nil && slices.Contains(g.GroupIDs(), group)
 }
 
 func (g *Gateway) applyDefaults(top Ceph) {
@@ -59,6 +134,9 @@ func (g *Gateway) applyDefaults(top Ceph) {
 	}
 	if g.LeaseSeconds == 0 {
 		g.LeaseSeconds = DefaultLeaseSeconds
+	}
+	if g.FailbackDelay == 0 {
+		g.FailbackDelay = DefaultFailbackDelay
 	}
 	g.Ceph = g.Ceph.inherit(top).inherit(Ceph{Conf: DefaultCephConf, User: DefaultCephUser})
 }
@@ -89,13 +167,22 @@ func (v *validator) gateway(c *Config) {
 	if len(g.Groups) == 0 {
 		v.add(path+".groups", "required: the ANA groups the lease decides")
 	}
+	if d := g.FailbackDelay; d != -1 && (d < 1 || d > maxFailbackDelay) {
+		v.add(path+".failback_delay", "%d is out of range 1..%d seconds (-1: never hand a group back)", d, maxFailbackDelay)
+	}
+	ids := g.GroupIDs()
 	for i, grp := range g.Groups {
 		gp := fmt.Sprintf("%s.groups[%d]", path, i)
 		switch {
-		case grp < 1 || grp > nvme.MaxANAGroups:
-			v.add(gp, "%d is out of range 1..%d", grp, nvme.MaxANAGroups)
-		case slices.Index(g.Groups, grp) < i:
-			v.add(gp, "group %d is listed twice", grp)
+		case grp.ID < 1 || grp.ID > nvme.MaxANAGroups:
+			v.add(gp+".id", "%d is out of range 1..%d", grp.ID, nvme.MaxANAGroups)
+		case slices.Index(ids, grp.ID) < i:
+			v.add(gp+".id", "group %d is listed twice", grp.ID)
+		}
+		// The name cannot be checked against the peers' configurations;
+		// its form can.
+		if p := grp.Preferred; p != "" && (len(p) > 64 || !printable(p) || strings.ContainsAny(p, " /")) {
+			v.add(gp+".preferred", "%q must be a gateway name: printable ASCII without spaces or /, at most 64 bytes", p)
 		}
 	}
 	v.ceph(path+".ceph", g.Ceph)
@@ -114,7 +201,7 @@ func (v *validator) gateway(c *Config) {
 					// The peer gateways export the same images: outside
 					// a gateway group, every one of them would serve this
 					// image optimized, with nothing to fence the others.
-					v.add(np+".ana_group", "rbd namespace in ANA group %d, which is not a gateway group (gateway.groups: %v): every gateway of the pair serving the image would report it optimized, and none fences the others; put it in a gateway group", ns.Group(), g.Groups)
+					v.add(np+".ana_group", "rbd namespace in ANA group %d, which is not a gateway group (gateway.groups: %v): every gateway of the pair serving the image would report it optimized, and none fences the others; put it in a gateway group", ns.Group(), ids)
 				}
 				continue
 			}

@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 )
 
 const gatewayYAML = `
@@ -32,6 +34,9 @@ func TestGatewayConfig(t *testing.T) {
 	g := c.Gateway
 	if g.LeaseSeconds != DefaultLeaseSeconds || g.LeasePrefix != DefaultLeasePrefix || g.Ceph != c.Subsystems[0].Namespaces[0].Ceph {
 		t.Fatalf("defaults: %+v", g)
+	}
+	if g.FailbackDelay != DefaultFailbackDelay || !reflect.DeepEqual(g.Groups, []GatewayGroup{{ID: 1}}) {
+		t.Fatalf("failback delay %d, groups %+v", g.FailbackDelay, g.Groups)
 	}
 	if o := g.LeaseObject(1); o != "nvmeof-tgt.gateway.group.1" {
 		t.Errorf("lease object %q", o)
@@ -67,7 +72,13 @@ func TestGatewayValidate(t *testing.T) {
 	for _, tc := range []struct{ name, from, to, want string }{
 		{"no pool", "  pool: rbd\n", "", "gateway.pool: required: the pool that holds the lease objects"},
 		{"no groups", "  groups: [1]\n", "", "gateway.groups: required: the ANA groups the lease decides"},
-		{"group range", "groups: [1]", "groups: [1, 0, 1]", "gateway.groups[1]: 0 is out of range 1..128\ngateway.groups[2]: group 1 is listed twice"},
+		{"group range", "groups: [1]", "groups: [1, 0, 1]", "gateway.groups[1].id: 0 is out of range 1..128\ngateway.groups[2].id: group 1 is listed twice"},
+		{"group form", "groups: [1]", "groups: [{id: 1, preferred: gw-a}, {preferred: gw-b}, {id: 1}]",
+			"gateway.groups[1].id: 0 is out of range 1..128\ngateway.groups[2].id: group 1 is listed twice"},
+		{"preferred name", "groups: [1]", "groups: [{id: 1, preferred: gw a}]",
+			`gateway.groups[0].preferred: "gw a" must be a gateway name: printable ASCII without spaces or /, at most 64 bytes`},
+		{"group key", "groups: [1]", "groups: [{id: 1, prefered: gw-a}]", `parse: line 6: unknown gateway group key "prefered" (want id, preferred)`},
+		{"failback delay range", "  pool: rbd\n", "  pool: rbd\n  failback_delay: -2\n", "gateway.failback_delay: -2 is out of range 1..3600 seconds (-1: never hand a group back)"},
 		{"lease", "  pool: rbd\n", "  pool: rbd\n  lease_seconds: 1\n", "gateway.lease_seconds: 1 is out of range 3..300"},
 		{"name", "name: gw-a", "name: gw a", `gateway.name: "gw a" must be printable ASCII without spaces or /, at most 64 bytes`},
 		{"prefix", "  pool: rbd\n", "  pool: rbd\n  lease_prefix: a/b\n", `gateway.lease_prefix: "a/b" must be printable ASCII without spaces, / or @, at most 200 bytes`},
@@ -105,5 +116,27 @@ func TestGatewayExamplesAgree(t *testing.T) {
 	ga.Name = gb.Name
 	if !reflect.DeepEqual(ga, gb) {
 		t.Errorf("gateway blocks differ:\n%+v\n%+v", ga, gb)
+	}
+}
+
+// The group list takes plain IDs and {id, preferred} mixed, and writes a
+// group without a preferred gateway back as its ID.
+func TestGatewayGroupForms(t *testing.T) {
+	y := strings.Replace(gatewayYAML, "groups: [1]", "groups: [{id: 1, preferred: gw-b}, 2]\n  failback_delay: 30", 1)
+	y = strings.Replace(y, "backend: nullblk, size: 1GiB, ana_group: 2", "backend: rbd, pool: rbd, image: vol2, ana_group: 2", 1)
+	c, err := Parse([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := c.Gateway
+	if want := []GatewayGroup{{ID: 1, Preferred: "gw-b"}, {ID: 2}}; !reflect.DeepEqual(g.Groups, want) || g.FailbackDelay != 30 {
+		t.Fatalf("groups %+v, failback delay %d", g.Groups, g.FailbackDelay)
+	}
+	if g.Preferred(1) != "gw-b" || g.Preferred(2) != "" || !g.HasGroup(2) || g.HasGroup(3) {
+		t.Errorf("preferred %q/%q", g.Preferred(1), g.Preferred(2))
+	}
+	out, err := yaml.Marshal(g.Groups)
+	if err != nil || string(out) != "- id: 1\n  preferred: gw-b\n- 2\n" {
+		t.Errorf("marshalled %q, %v", out, err)
 	}
 }

@@ -101,6 +101,22 @@ type Notifier interface {
 	Notify() error
 }
 
+// Standbys is a Store on which a standby announces that it is ready to
+// take the group, so that the owner can hand the group back to its
+// preferred gateway (failback). The announcement is a second lock, on an
+// object of the announcing gateway's own, with a short duration and its
+// cookie recorded: the owner reads who stands by, and which run of it,
+// without the standby ever touching the lease. A gateway that stops,
+// dies or is blocklisted stops renewing it and it lapses; a restarted one
+// announces a new cookie.
+type Standbys interface {
+	// Announce announces me as standing by, ready, for ttl.
+	Announce(me Holder, ttl time.Duration) error
+	// Announced is the cookie of name's unexpired announcement, "" if
+	// none.
+	Announced(name string) (cookie string, err error)
+}
+
 // Timing is a lease's timing; see DefaultTiming.
 type Timing struct {
 	Lease    time.Duration // the lock's duration in RADOS
@@ -137,6 +153,10 @@ type Result struct {
 	StartedWall time.Time     // the same on Lease.Wall (zero: unset)
 	Fenced      string        // OpAcquire: the address blocklisted, if any
 	Err         error
+	// OpRenew with a preferred gateway: Looked says the owner looked for
+	// its announcement, Ready is the cookie it announced ("" none).
+	Looked bool
+	Ready  string
 }
 
 // Lease is one group's lease state machine. Times are durations since
@@ -149,6 +169,16 @@ type Lease struct {
 	// deadline has passed on it, for a paused VM, whose other clocks may
 	// stand still meanwhile while the lock's clock, on the OSD, does not.
 	Wall func() time.Time
+	// Preferred, if set, is the gateway the group fails back to: an owner
+	// that is not it hands the group over by a planned release once it has
+	// seen one run of Preferred stand by, ready, for Failback (0: never).
+	Preferred string
+	Failback  time.Duration
+	Name      string // this gateway's, to tell whether it is Preferred
+
+	readyCookie string        // Owner: the preferred's run standing by, "" none
+	readySince  time.Duration // seen standing by since then
+	failingBack bool          // the release asked is a failback
 
 	state     State
 	deadline  time.Duration // Owner: step down at this time
@@ -162,6 +192,7 @@ type Lease struct {
 
 	Takeovers uint64 // times this daemon became the owner
 	Fencings  uint64 // previous owners this daemon fenced
+	Failbacks uint64 // times this daemon handed the group back to its preferred gateway
 	LastErr   error  // the last op's error, nil after a success
 }
 
@@ -179,6 +210,10 @@ func (l *Lease) Wake(now time.Duration) (op Op, next time.Duration) {
 	l.checkDeadline(now)
 	if l.state == Blocklisted {
 		return OpNone, 0
+	}
+	if at, ok := l.failbackAt(); ok && now >= at {
+		l.Release(now)
+		l.failingBack = true
 	}
 	if l.busy == OpNone {
 		switch due := !l.tried || now >= l.lastTry+l.Timing.Renew; {
@@ -199,7 +234,32 @@ func (l *Lease) Wake(now time.Duration) (op Op, next time.Duration) {
 	if l.state == Owner && (next == 0 || l.deadline < next) {
 		next = l.deadline
 	}
+	if at, ok := l.failbackAt(); ok && at < next {
+		next = at
+	}
 	return op, next
+}
+
+// failbackAt is when the owner hands the group back to its preferred
+// gateway, seen standing by; ok false if it does not.
+func (l *Lease) failbackAt() (at time.Duration, ok bool) {
+	if l.state != Owner || l.releasing || l.Failback <= 0 || l.readyCookie == "" {
+		return 0, false
+	}
+	return l.readySince + l.Failback, true
+}
+
+// seeStandby takes what an owner's renewal saw of the preferred gateway:
+// the count starts at the first sight of a run standing by and starts
+// again whenever none is seen or another run (a restart) is.
+func (l *Lease) seeStandby(r Result) {
+	switch {
+	case !r.Looked || r.Err != nil || l.state != Owner:
+	case r.Ready == "":
+		l.readyCookie = ""
+	case r.Ready != l.readyCookie:
+		l.readyCookie, l.readySince = r.Ready, r.Started
+	}
 }
 
 // checkDeadline steps an owner down once its deadline has passed on
@@ -245,6 +305,7 @@ func (l *Lease) Done(now time.Duration, r Result) {
 			// earliest.
 			if l.state == Owner {
 				l.setDeadline(r)
+				l.seeStandby(r)
 			}
 		case errors.Is(r.Err, ErrLost), errors.Is(r.Err, ErrBusy):
 			l.state = Standby
@@ -266,10 +327,21 @@ func (l *Lease) Done(now time.Duration, r Result) {
 			l.state = Owner
 			l.setDeadline(r)
 			l.Takeovers++
+			l.readyCookie = "" // count afresh for this ownership
 		}
 	case OpRelease:
 		l.releasing = false
 		l.holdUntil = now + l.Timing.Holdoff
+		if l.failingBack {
+			// The preferred gateway, notified, takes the group at once;
+			// should it not (it died since its last announcement), this
+			// daemon takes it again after one interval, not a lease.
+			l.failingBack = false
+			l.holdUntil = now + l.Timing.Renew
+			if r.Err == nil {
+				l.Failbacks++
+			}
+		}
 	}
 }
 
@@ -279,8 +351,16 @@ func (l *Lease) Done(now time.Duration, r Result) {
 func (l *Lease) Fenced() { l.state = Blocklisted }
 
 // Poke makes a try due now: a peer released the lease (it notified the
-// lease object), so a standby need not wait for its next interval.
-func (l *Lease) Poke() { l.tried = false }
+// lease object), so a standby need not wait for its next interval. In a
+// group with a preferred gateway only that one hurries: a release may be
+// a failback to it, which the others must not win to; they try at their
+// interval, as they would without a watch.
+func (l *Lease) Poke() {
+	if l.Preferred != "" && l.Name != l.Preferred {
+		return
+	}
+	l.tried = false
+}
 
 // Release gives the group up: an owner steps down at once (the caller
 // makes the group inaccessible before the lock goes), and the lock is
@@ -293,6 +373,7 @@ func (l *Lease) Release(now time.Duration) bool {
 	l.state = Standby
 	l.releasing = true
 	l.releaseBy = l.deadline
+	l.readyCookie = ""
 	return true
 }
 
@@ -345,6 +426,31 @@ func Run(op Op, s Store, me Holder) (fenced string, err error) {
 		return fenced, s.Record(me)
 	}
 	return "", nil
+}
+
+// LookForStandby runs failback's calls after op on s, for the holder me
+// and the group's preferred gateway: a preferred standby that found the
+// lease held announces itself for ttl; an owner that renewed looks for
+// the preferred's announcement. Announcing is best effort: one missed
+// only delays a failback.
+func LookForStandby(op Op, opErr error, s Store, me Holder, preferred string, ttl time.Duration) (looked bool, ready string) {
+	sb, ok := s.(Standbys)
+	if !ok || preferred == "" {
+		return false, ""
+	}
+	switch {
+	case op == OpAcquire && errors.Is(opErr, ErrBusy) && me.Name == preferred:
+		sb.Announce(me, ttl)
+	case op == OpRenew && opErr == nil && me.Name != preferred:
+		// A look that fails has not seen it standing by: the count
+		// starts again, rather than hand over on an unknown.
+		cookie, err := sb.Announced(preferred)
+		if err != nil {
+			cookie = ""
+		}
+		return true, cookie
+	}
+	return false, ""
 }
 
 // fence blocklists the previous owner prev; an error wraps ErrFenceFailed.

@@ -20,10 +20,18 @@ type fakeCluster struct {
 	blocklist map[string]bool
 	fenceTime time.Duration // how long a Fence takes
 	watchers  []*Lease      // poked by a Notify
+	fences    map[string]int
+	standby   map[string]announcement // by gateway name
+}
+
+// announcement is a standby's: its run's cookie, until it lapses.
+type announcement struct {
+	cookie string
+	until  time.Duration
 }
 
 func newCluster(lease time.Duration) *fakeCluster {
-	return &fakeCluster{lease: lease, blocklist: map[string]bool{}}
+	return &fakeCluster{lease: lease, blocklist: map[string]bool{}, fences: map[string]int{}, standby: map[string]announcement{}}
 }
 
 var errTimeout = errors.New("timed out")
@@ -112,7 +120,26 @@ func (f *fakeClient) Fence(addr string) error {
 	}
 	f.c.now += f.c.fenceTime
 	f.c.blocklist[addr] = true
+	f.c.fences[addr]++
 	return nil
+}
+
+func (f *fakeClient) Announce(me Holder, ttl time.Duration) error {
+	if err := f.check("announce"); err != nil {
+		return err
+	}
+	f.c.standby[me.Name] = announcement{me.Cookie, f.c.now + ttl}
+	return nil
+}
+
+func (f *fakeClient) Announced(name string) (string, error) {
+	if err := f.check("announced " + name); err != nil {
+		return "", err
+	}
+	if a := f.c.standby[name]; f.c.now < a.until {
+		return a.cookie, nil
+	}
+	return "", nil
 }
 
 // gw is one daemon: its lease on group 1, run synchronously at each step.
@@ -142,7 +169,7 @@ func (g *gw) withWall() *gw {
 var timing = DefaultTiming(10 * time.Second) // renew 2.5 s, deadline 7 s
 
 func newGW(c *fakeCluster, name, addr string) *gw {
-	return &gw{name: name, l: &Lease{Group: 1, Timing: timing},
+	return &gw{name: name, l: &Lease{Group: 1, Timing: timing, Name: name},
 		client: &fakeClient{c: c, addr: addr, cookie: name + "-" + addr}}
 }
 
@@ -165,7 +192,8 @@ func (g *gw) step() {
 		s = g.store
 	}
 	fenced, err := Run(op, s, g.me())
-	g.l.Done(c.now-g.bootLag, Result{Op: op, Started: started, StartedWall: wall, Fenced: fenced, Err: err})
+	looked, ready := LookForStandby(op, err, s, g.me(), g.l.Preferred, 2*g.l.Timing.Renew)
+	g.l.Done(c.now-g.bootLag, Result{Op: op, Started: started, StartedWall: wall, Fenced: fenced, Err: err, Looked: looked, Ready: ready})
 }
 
 // sim advances the fake clock in 100 ms steps for d, stepping every
@@ -187,6 +215,11 @@ func sim(t *testing.T, c *fakeCluster, d time.Duration, gws ...*gw) {
 			if !g.client.mine() || c.blocklist[g.client.addr] {
 				t.Fatalf("at %v: %s is the owner without holding the lock (holder %q until %v, blocklisted %v)",
 					c.now, g.name, c.holder, c.expires, c.blocklist[g.client.addr])
+			}
+			// The record names the owner: whoever takes the lock after it
+			// fences this run, not another.
+			if c.rec.Cookie != g.client.cookie {
+				t.Fatalf("at %v: %s is the owner but the record names %+v", c.now, g.name, c.rec)
 			}
 		}
 		if owners > 1 {

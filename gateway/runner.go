@@ -44,6 +44,7 @@ type Status struct {
 	State     State
 	Takeovers uint64
 	Fencings  uint64
+	Failbacks uint64
 	LastError string
 }
 
@@ -51,7 +52,7 @@ type Status struct {
 func (r *Runner) Status() Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := Status{Group: r.Lease.Group, State: r.Lease.State(), Takeovers: r.Lease.Takeovers, Fencings: r.Lease.Fencings}
+	s := Status{Group: r.Lease.Group, State: r.Lease.State(), Takeovers: r.Lease.Takeovers, Fencings: r.Lease.Fencings, Failbacks: r.Lease.Failbacks}
 	if r.Lease.LastErr != nil {
 		s.LastError = r.Lease.LastErr.Error()
 	}
@@ -110,11 +111,14 @@ func (r *Runner) loop(ctx context.Context) {
 			return
 		case res := <-r.results:
 			r.mu.Lock()
-			prev := r.Lease.State()
+			prev, failbacks := r.Lease.State(), r.Lease.Failbacks
 			r.Lease.Done(r.Now(), res)
-			st := r.Lease.State()
+			st, failedBack := r.Lease.State(), r.Lease.Failbacks != failbacks
 			r.mu.Unlock()
 			r.logResult(res, prev, st)
+			if failedBack {
+				r.Log.WithFields(logrus.Fields{"ana_group": r.Lease.Group, "gateway": r.Me.Name, "preferred": r.Lease.Preferred}).Info("gateway handed the ANA group back to its preferred gateway, standing by for the failback delay")
+			}
 			if res.Op == OpRelease {
 				select {
 				case r.released <- struct{}{}:
@@ -144,7 +148,8 @@ func (r *Runner) run(op Op, releaseBy time.Duration) {
 	if err == nil {
 		fenced, err = Run(op, r.Store, r.Me)
 	}
-	r.results <- Result{Op: op, Started: started, StartedWall: startedWall, Fenced: fenced, Err: err}
+	looked, ready := LookForStandby(op, err, r.Store, r.Me, r.Lease.Preferred, 2*r.Lease.Timing.Renew)
+	r.results <- Result{Op: op, Started: started, StartedWall: startedWall, Fenced: fenced, Err: err, Looked: looked, Ready: ready}
 }
 
 func (r *Runner) logResult(res Result, prev, st State) {

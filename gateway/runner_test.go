@@ -199,3 +199,73 @@ func TestRunnerFencedStepsDownAtOnce(t *testing.T) {
 		t.Fatal("a lock call before the step down")
 	}
 }
+
+// standingByStore is a recordingStore on which the preferred gateway
+// "p" stands by; each look for it is reported on looked.
+type standingByStore struct {
+	recordingStore
+	looked chan struct{}
+}
+
+func (s *standingByStore) Lock(bool) error                      { return nil }
+func (s *standingByStore) Announce(Holder, time.Duration) error { return nil }
+func (s *standingByStore) Announced(name string) (string, error) {
+	s.looked <- struct{}{}
+	if name != "p" {
+		return "", nil
+	}
+	return "p-1", nil
+}
+
+// The runner's failback: the owner looks for the preferred gateway at a
+// renewal, and once it has seen it standing by for the delay releases the
+// group as a planned handover: inaccessible, quiesced, then the record
+// cleared and the lock released.
+func TestRunnerFailsBackThroughQuiesce(t *testing.T) {
+	var now atomic.Int64
+	pub := make(chan State, 10)
+	s := &standingByStore{recordingStore: recordingStore{calls: make(chan string, 10)}, looked: make(chan struct{}, 10)}
+	r := quietRunner(s, pub, &now)
+	r.Lease.Name, r.Lease.Preferred, r.Lease.Failback = "a", "p", time.Second
+	quiesced := make(chan struct{}, 1)
+	r.Quiesce = func(uint32, time.Duration) error {
+		if len(s.calls) != 0 {
+			t.Error("the lease was given away before the quiesce")
+		}
+		quiesced <- struct{}{}
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); r.Wait() }()
+	r.Start(ctx)
+	for _, want := range []State{Standby, Owner} {
+		if st := <-pub; st != want {
+			t.Fatalf("published %v, want %v", st, want)
+		}
+	}
+	now.Store(int64(timing.Renew))
+	r.Poke()
+	select {
+	case <-s.looked: // seen standing by from this renewal on
+	case <-time.After(10 * time.Second):
+		t.Fatal("the owner's renewal did not look for the preferred gateway")
+	}
+	now.Store(int64(timing.Renew + time.Second))
+	r.Poke()
+	select {
+	case st := <-pub:
+		if st != Standby {
+			t.Fatalf("published %v at the failback", st)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no failback 10 s after the delay")
+	}
+	<-quiesced
+	<-r.released
+	if c := []string{<-s.calls, <-s.calls}; fmt.Sprint(c) != "[clear record unlock]" {
+		t.Fatalf("calls %v", c)
+	}
+	if st := r.Status(); st.Failbacks != 1 || st.State != Standby {
+		t.Fatalf("status %+v", st)
+	}
+}

@@ -84,7 +84,7 @@ func (c *change) checkRegroup() error {
 		}
 		from, to := c.cur.Subsystems[i].Namespaces[j].Group(), r.Group()
 		if gw.HasGroup(from) || gw.HasGroup(to) {
-			return fmt.Errorf("%s.ana_group: the namespace cannot move from ANA group %d to %d while it is served: a gateway group's namespaces (gateway.groups: %v) change groups only by removing the namespace and adding it again", nsPath(c.next, r.NQN, r.NSID), from, to, gw.Groups)
+			return fmt.Errorf("%s.ana_group: the namespace cannot move from ANA group %d to %d while it is served: a gateway group's namespaces (gateway.groups: %v) change groups only by removing the namespace and adding it again", nsPath(c.next, r.NQN, r.NSID), from, to, gw.GroupIDs())
 		}
 	}
 	return nil

@@ -39,6 +39,7 @@ type gatewaySet struct {
 	cookie  string
 	runners []*gateway.Runner
 	leases  []*backend.RadosLease
+	stores  []*radosStore
 	cancel  context.CancelFunc
 }
 
@@ -52,7 +53,7 @@ func pinGatewayGroups(t *fabrics.Target, g *config.Gateway) error {
 	if g == nil {
 		return nil
 	}
-	for _, grp := range g.Groups {
+	for _, grp := range g.GroupIDs() {
 		if err := t.PinANAGroup(grp, nvme.ANAInaccessible); err != nil {
 			return fmt.Errorf("gateway.groups: %w", err)
 		}
@@ -80,7 +81,7 @@ func startGateway(t *fabrics.Target, g *config.Gateway, log *logrus.Entry) (*gat
 	ctx, cancel := context.WithCancel(context.Background())
 	gs.cancel = cancel
 	log = log.WithField("gateway", gs.name)
-	for _, grp := range g.Groups {
+	for _, grp := range g.GroupIDs() {
 		o := backend.RBDOptions{Pool: g.Pool, Namespace: g.RadosNamespace, Conf: g.Ceph.Conf, User: g.Ceph.User, Keyring: g.Ceph.Keyring}
 		lease, err := backend.OpenRadosLease(o, g.LeaseObject(grp), gs.cookie, timing.Lease)
 		if err != nil {
@@ -88,9 +89,18 @@ func startGateway(t *fabrics.Target, g *config.Gateway, log *logrus.Entry) (*gat
 			return nil, fmt.Errorf("gateway: ANA group %d: %w", grp, err)
 		}
 		gs.leases = append(gs.leases, lease)
-		store := &radosStore{l: lease}
+		store := &radosStore{l: lease, standbyObject: func(name string) (standbyObject, error) {
+			// A standby announcement lasts two tries: one missed is not
+			// a gateway gone.
+			return backend.OpenRadosLease(o, g.LeaseObject(grp)+".standby."+name, gs.cookie, 2*timing.Renew)
+		}}
+		gs.stores = append(gs.stores, store)
+		gl := &gateway.Lease{Group: grp, Timing: timing, Wall: time.Now, Name: gs.name, Preferred: g.Preferred(grp)}
+		if g.FailbackDelay > 0 { // -1: never
+			gl.Failback = time.Duration(g.FailbackDelay) * time.Second
+		}
 		r := &gateway.Runner{
-			Lease: &gateway.Lease{Group: grp, Timing: timing, Wall: time.Now},
+			Lease: gl,
 			Store: store,
 			Me:    gateway.Holder{Name: gs.name, Cookie: gs.cookie},
 			Log:   log,
@@ -124,7 +134,7 @@ func startGateway(t *fabrics.Target, g *config.Gateway, log *logrus.Entry) (*gat
 	for _, r := range gs.runners {
 		r.Start(ctx)
 	}
-	log.WithFields(logrus.Fields{"groups": g.Groups, "pool": g.Pool, "lease_seconds": g.LeaseSeconds, "cookie": gs.cookie}).Info("gateway started: ANA groups inaccessible here until this daemon holds their lease")
+	log.WithFields(logrus.Fields{"groups": g.GroupIDs(), "pool": g.Pool, "lease_seconds": g.LeaseSeconds, "cookie": gs.cookie}).Info("gateway started: ANA groups inaccessible here until this daemon holds their lease")
 	runningGateway.Store(gs)
 	return gs, nil
 }
@@ -150,6 +160,10 @@ func (gs *gatewaySet) stop(timeout time.Duration) {
 
 func (gs *gatewaySet) close() {
 	gs.cancel()
+	for _, s := range gs.stores {
+		s.closeStandbys()
+	}
+	gs.stores = nil
 	for _, l := range gs.leases {
 		l.Close()
 	}
@@ -189,15 +203,86 @@ type leaseObject interface {
 	Notify() error
 }
 
+// standbyObject is a gateway's standby announcement for one group: a
+// lock of two tries' duration, with the announcing run's cookie recorded.
+type standbyObject interface {
+	Lock(renew bool) error
+	Unlock() error
+	Holder() (string, error)
+	SetHolder(v string) error
+	Close()
+}
+
 // radosStore is a gateway.Store on a RADOS lease: it maps librados'
 // errors to the lease's, and watches the lease object once it exists so
-// that a peer's release wakes the lease at once (poke).
+// that a peer's release wakes the lease at once (poke). It is also the
+// lease's gateway.Standbys, on objects of their own next to the lease's.
 type radosStore struct {
 	l    leaseObject
 	poke func()
-	// Only touched by the lease's ops, one at a time:
+	// standbyObject opens name's standby announcement for the group.
+	standbyObject func(name string) (standbyObject, error)
+	// Only touched by the lease's ops, one at a time, and by close once
+	// they have ended:
 	watching bool
-	self     string // this client's address, once known: it does not change
+	self     string                   // this client's address, once known: it does not change
+	standbys map[string]standbyObject // opened announcements by gateway name
+}
+
+// standby opens name's announcement once.
+func (s *radosStore) standby(name string) (standbyObject, error) {
+	if o := s.standbys[name]; o != nil {
+		return o, nil
+	}
+	o, err := s.standbyObject(name)
+	if err != nil {
+		return nil, err
+	}
+	if s.standbys == nil {
+		s.standbys = map[string]standbyObject{}
+	}
+	s.standbys[name] = o
+	return o, nil
+}
+
+// Announce takes or extends me's announcement lock and records the run.
+func (s *radosStore) Announce(me gateway.Holder, _ time.Duration) error {
+	o, err := s.standby(me.Name)
+	if err != nil {
+		return err
+	}
+	if err := o.Lock(false); err != nil {
+		return leaseError(err)
+	}
+	return leaseError(o.SetHolder(me.Cookie))
+}
+
+// Announced reads the run name recorded and whether its lock is still
+// held: a lock call of ours that succeeds finds it lapsed (and gives it
+// back at once); EBUSY is the announcing gateway holding it.
+func (s *radosStore) Announced(name string) (string, error) {
+	o, err := s.standby(name)
+	if err != nil {
+		return "", err
+	}
+	cookie, err := o.Holder()
+	if err != nil || cookie == "" {
+		return "", leaseError(err)
+	}
+	switch err := o.Lock(false); {
+	case errors.Is(err, syscall.EBUSY):
+		return cookie, nil
+	case err != nil:
+		return "", leaseError(err)
+	}
+	return "", leaseError(o.Unlock())
+}
+
+func (s *radosStore) closeStandbys() {
+	for _, o := range s.standbys {
+		o.Close()
+	}
+	s.standbys = nil
 }
 
 // leaseError maps a librados errno: ESHUTDOWN is librados' EBLOCKLISTED.
@@ -288,6 +373,7 @@ type GatewayGroupState struct {
 	State     string `json:"state"` // standby, owner or blocklisted
 	Takeovers uint64 `json:"takeovers"`
 	Fencings  uint64 `json:"fencings"`
+	Failbacks uint64 `json:"failbacks"`
 	LastError string `json:"last_error,omitempty"`
 }
 
@@ -299,7 +385,7 @@ func (gs *gatewaySet) state() *GatewayState {
 	for _, r := range gs.runners {
 		st := r.Status()
 		out.Groups = append(out.Groups, GatewayGroupState{Group: st.Group, State: st.State.String(),
-			Takeovers: st.Takeovers, Fencings: st.Fencings, LastError: st.LastError})
+			Takeovers: st.Takeovers, Fencings: st.Fencings, Failbacks: st.Failbacks, LastError: st.LastError})
 	}
 	return out
 }
@@ -328,7 +414,7 @@ func (s *session) releaseANAGroup(p gatewayParams) (gatewayResult, error) {
 	}
 	r := gs.runner(p.Group)
 	if r == nil {
-		return gatewayResult{}, paramError("group", "invalid params: ANA group %d is not a gateway group (gateway.groups: %v)", p.Group, gs.cfg.Groups)
+		return gatewayResult{}, paramError("group", "invalid params: ANA group %d is not a gateway group (gateway.groups: %v)", p.Group, gs.cfg.GroupIDs())
 	}
 	if !r.Release() {
 		return gatewayResult{}, newError(codeNotFound, fmt.Sprintf("this gateway does not own ANA group %d (it is %s here)", p.Group, r.Status().State), &errorData{Field: "group"})
@@ -385,7 +471,7 @@ func gatewayEqual(a, b *config.Gateway) bool {
 		return a == b
 	}
 	return a.Name == b.Name && a.Pool == b.Pool && a.RadosNamespace == b.RadosNamespace && a.LeasePrefix == b.LeasePrefix &&
-		a.LeaseSeconds == b.LeaseSeconds && a.Ceph == b.Ceph && slices.Equal(a.Groups, b.Groups)
+		a.LeaseSeconds == b.LeaseSeconds && a.FailbackDelay == b.FailbackDelay && a.Ceph == b.Ceph && slices.Equal(a.Groups, b.Groups)
 }
 
 // showGatewayText is ctl list's gateway lines.

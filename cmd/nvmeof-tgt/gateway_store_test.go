@@ -4,8 +4,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/gateway"
 )
 
 // fakeLeaseObject grants every lock; its watch breaks when told.
@@ -94,6 +96,89 @@ func TestGatewayGroupNamespaceDoesNotMoveLive(t *testing.T) {
 			t.Errorf("%s: %v", tc.to, err)
 		case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
 			t.Errorf("%s: %v, want %q", tc.to, err, tc.want)
+		}
+	}
+}
+
+// fakeStandbyObject is one gateway's announcement object as one client
+// sees it: the lock is held by the cookie in holder until it lapses.
+type fakeStandbyObject struct {
+	obj    *fakeAnnouncement
+	cookie string
+	closed bool
+}
+
+type fakeAnnouncement struct {
+	holder, rec string
+	unlocks     int
+}
+
+func (f *fakeStandbyObject) Lock(bool) error {
+	if f.obj.holder != "" && f.obj.holder != f.cookie {
+		return syscall.EBUSY
+	}
+	f.obj.holder = f.cookie
+	return nil
+}
+
+func (f *fakeStandbyObject) Unlock() error {
+	if f.obj.holder == f.cookie {
+		f.obj.holder = ""
+		f.obj.unlocks++
+	}
+	return nil
+}
+
+func (f *fakeStandbyObject) Holder() (string, error) { return f.obj.rec, nil }
+
+func (f *fakeStandbyObject) SetHolder(v string) error {
+	if f.obj.holder != f.cookie {
+		return syscall.EBUSY
+	}
+	f.obj.rec = v
+	return nil
+}
+
+func (f *fakeStandbyObject) Close() { f.closed = true }
+
+// The preferred gateway's announcement, read by the owner: its run while
+// it holds the lock, none once the lock lapsed (the owner's probe gives
+// the lock back) or before it ever announced.
+func TestRadosStoreStandbyAnnouncements(t *testing.T) {
+	objs := map[string]*fakeAnnouncement{}
+	var opened []*fakeStandbyObject
+	store := func(cookie string) *radosStore {
+		return &radosStore{l: &fakeLeaseObject{}, poke: func() {}, standbyObject: func(name string) (standbyObject, error) {
+			if objs[name] == nil {
+				objs[name] = &fakeAnnouncement{}
+			}
+			o := &fakeStandbyObject{obj: objs[name], cookie: cookie}
+			opened = append(opened, o)
+			return o, nil
+		}}
+	}
+	pref, owner := store("a.1"), store("b.2")
+	if c, err := owner.Announced("a"); c != "" || err != nil {
+		t.Fatalf("before any announcement: %q, %v", c, err)
+	}
+	if err := pref.Announce(gateway.Holder{Name: "a", Cookie: "a.1"}, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := owner.Announced("a"); c != "a.1" || err != nil {
+		t.Fatalf("announced: %q, %v", c, err)
+	}
+	objs["a"].holder = "" // the lock lapsed: a stopped announcing
+	if c, err := owner.Announced("a"); c != "" || err != nil || objs["a"].holder != "" || objs["a"].unlocks != 1 {
+		t.Fatalf("lapsed: %q, %v, lock held by %q after %d unlocks", c, err, objs["a"].holder, objs["a"].unlocks)
+	}
+	if len(opened) != 2 {
+		t.Errorf("%d announcement objects opened, want one per store and name", len(opened))
+	}
+	owner.closeStandbys()
+	pref.closeStandbys()
+	for _, o := range opened {
+		if !o.closed {
+			t.Error("an announcement object was not closed")
 		}
 	}
 }
