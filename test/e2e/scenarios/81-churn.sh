@@ -203,6 +203,9 @@ wait_for 60 "every abandoned queue pair gone" reserved_is 0
 echo "(b) $abandons controllers abandoned with commands in flight in $((SECONDS - start)) s"
 scrape
 echo "(c) queue pair without a Connect: $(cat "$RESULTS/$SCENARIO-noconnect.txt"); nvmeof_tgt_connect_timeouts_total: $(m nvmeof_tgt_connect_timeouts_total | grep . || echo 'not exported')"
+# The target, not the client's 15 s hold, ended it, and counted it.
+grep -q "closed_by_target=true" "$RESULTS/$SCENARIO-noconnect.txt" || fail "the queue pair without a Connect was not closed by the target: $(cat "$RESULTS/$SCENARIO-noconnect.txt")"
+[ "$(m nvmeof_tgt_connect_timeouts_total | awk '{s += $NF} END {printf "%d", s}')" -ge 1 ] || fail "nvmeof_tgt_connect_timeouts_total did not count the queue pair without a Connect"
 
 # --- a fresh host at full depth, with verify ---
 
