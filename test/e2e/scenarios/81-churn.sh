@@ -5,13 +5,14 @@
 # that one lost entry or buffer shows: (a) hosts disconnect with fio at
 # queue depth 32 in flight, three at a time, CYCLES times; (b) controllers whose queues are destroyed without a disconnect
 # right after 24 reads (and 4 Identify) are posted, ABANDONS times;
-# (c) meanwhile a queue pair that never sends a Connect, recorded (closed
-# by the target or not). Then a fresh host verifies data at full depth, and
-# once every queue pair is gone the daemon's threads, fds, RSS, registered
-# memory, shared receive queue entries and buffer pool in use must be back
-# at their starting values (threads within 16: the Go runtime keeps idle
-# threads, where a leak would be one per queue pair; RSS within 32 MiB). A metric missing from /metrics fails the
-# scenario.
+# (c) meanwhile a queue pair that never sends a Connect, which the target
+# must close at its connect deadline. Then a fresh host verifies data at
+# full depth, and once every queue pair is gone the daemon's threads, fds,
+# RSS, registered memory, shared receive queue entries and buffer pool in
+# use must be back at their starting values (threads within 64: the Go
+# runtime keeps the threads its busiest moment needed, 14 more after the
+# churn on 2026-11-26, where a leak of one per queue pair would be hundreds;
+# RSS within 32 MiB). A metric missing from /metrics fails the scenario.
 #
 # The shared receive queue has an entry for every command the Linux hosts
 # can have in flight, so they never meet a receiver-not-ready NAK, and one
@@ -111,7 +112,7 @@ settled() {
 		a=$(fig /tmp/churn-after.txt "$k")
 		[ "$b" != missing ] && [ "$a" != missing ] || continue
 		case $k in
-		threads) [ "$a" -le $((b + 16)) ] || return 1 ;;
+		threads) [ "$a" -le $((b + 64)) ] || return 1 ;;
 		rss_kib) [ "$a" -le $((b + 32768)) ] || return 1 ;;
 		srq_*_entries) [ "$a" = "$b" ] || return 1 ;;
 		*) [ "$a" = "$b" ] || return 1 ;;
@@ -226,7 +227,8 @@ echo "fresh host: fio verify at depth $depth in $((SECONDS - start)) s; buffer p
 poll 30 settled || true
 echo "--- at the end (start -> end)"
 awk 'NR == FNR { end[$1] = $2; next } { printf "%-26s %s -> %s\n", $1, $2, end[$1] }' /tmp/churn-after.txt /tmp/churn-before.txt
-missing=$(grep -h ' missing$' /tmp/churn-before.txt /tmp/churn-after.txt | awk '{print $1}' | sort -u | tr '\n' ' ')
+# grep finds nothing when every figure is there: not an error.
+missing=$({ grep -h ' missing$' /tmp/churn-before.txt /tmp/churn-after.txt || true; } | awk '{print $1}' | sort -u | tr '\n' ' ')
 [ -z "$missing" ] || fail "figures missing from /metrics: $missing(nvmeof_tgt_rdma_srq_entries and nvmeof_tgt_rdma_srq_posted_entries{device,queue} are expected)"
 settled || fail "the daemon did not return to its starting figures after the churn (see the table above)"
 assert_eq "request state violations" "$(fig /tmp/churn-after.txt request_state_violations)" 0
