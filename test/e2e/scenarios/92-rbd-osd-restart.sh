@@ -16,9 +16,12 @@ writes() { local v; v=$(metric nvmeof_tgt_writes_completed_total); echo "${v:-0}
 errs0=$(generic_errors)
 # Depth 16, all of it in flight at librbd (asynchronous calls): each
 # command fails after one timeout, none waits behind another's.
+# 120 s: the OSD's stop and start take up to 45 s, and writes must
+# resume after it while fio still runs, however long Ceph took to get
+# fio's first 2000 writes done.
 out=$RESULTS/$SCENARIO-fio.json
 fio --name=osd --filename="$dev" --ioengine=libaio --direct=1 --rw=randwrite --bs=4k --iodepth=16 \
-	--size=32m --time_based --runtime=75 --verify=crc32c --verify_backlog=512 --verify_state_save=0 \
+	--size=32m --time_based --runtime=120 --verify=crc32c --verify_backlog=512 --verify_state_save=0 \
 	--output-format=json --output="$out" &
 fio_pid=$!
 writes_over() { gone "$fio_pid" && fail "fio ended early: $(tail -5 "$out")"; [ "$(writes)" -gt "$1" ]; }
