@@ -67,7 +67,7 @@ func execIdentify(q *Queue, r *Request) bool {
 			return true
 		}
 		// An inactive namespace ID reads as all zeros.
-		if ns := s.Namespace(nsid); ns != nil {
+		if ns := c.visibleNamespace(nsid); ns != nil {
 			identifyNamespace(ns, b)
 		}
 	case nvme.CNSActiveNSList:
@@ -78,7 +78,7 @@ func execIdentify(q *Queue, r *Request) bool {
 		}
 		var ids [nvme.IdentifySize / 4]uint32
 		n := 0
-		for _, id := range s.NamespaceIDs() {
+		for _, id := range c.visibleNamespaceIDs() {
 			if id > after && n < len(ids) {
 				ids[n] = id
 				n++
@@ -86,7 +86,7 @@ func execIdentify(q *Queue, r *Request) bool {
 		}
 		nvme.PutNSIDList(b, ids[:n])
 	case nvme.CNSNSDescList:
-		ns := s.Namespace(cmd.NSID())
+		ns := c.visibleNamespace(cmd.NSID())
 		if ns == nil {
 			r.status = nvme.StatusInvalidNamespace | nvme.DNR
 			return true
@@ -108,7 +108,7 @@ func execIdentify(q *Queue, r *Request) bool {
 			return true
 		}
 		var ids []uint32
-		for _, id := range s.NamespaceIDs() {
+		for _, id := range c.visibleNamespaceIDs() {
 			if id > cmd.NSID() {
 				ids = append(ids, id)
 			}
@@ -220,6 +220,12 @@ func execGetLogPage(q *Queue, r *Request) bool {
 		}
 		c.mu.Unlock()
 	case lid == nvme.LogSMART:
+		if nsid := cmd.NSID(); nsid != 0 && nsid != nvme.NSIDBroadcast && c.visibleNamespace(nsid) == nil {
+			// As the Linux target: a namespace the host cannot see
+			// has no health page.
+			r.status = nvme.StatusInvalidNamespace | nvme.DNR
+			return true
+		}
 		page = grow(page, nvme.SMARTLogSize)
 		smart := c.smart()
 		smart.Encode(page)
@@ -373,7 +379,7 @@ func setWriteCache(q *Queue, r *Request, enable bool) bool {
 	}
 	q.hold()
 	q.target.background(func() {
-		r.status = ioStatus(c.Subsystem.FlushNamespaces(), true)
+		r.status = ioStatus(c.flushNamespaces(), true)
 		q.completeAsync(r)
 	})
 	return false

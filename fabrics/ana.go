@@ -192,7 +192,7 @@ func (q *Queue) anaLog(page []byte, rgo bool) []byte {
 	chg := q.target.anaChanges.Load()
 	l := nvme.ANALog{ChangeCount: chg}
 	byGroup := map[uint32][]uint32{}
-	for _, id := range s.NamespaceIDs() { // ascending
+	for _, id := range q.ctrl.visibleNamespaceIDs() { // ascending
 		if ns := s.Namespace(id); ns != nil {
 			g := ns.ANAGroup()
 			byGroup[g] = append(byGroup[g], id)

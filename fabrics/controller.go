@@ -44,6 +44,8 @@ type Controller struct {
 	// (Set Features Volatile Write Cache), so the host will not flush.
 	vwc          bool
 	writeThrough atomic.Bool
+	// hidden is the namespaces the host may not see (visibility.go).
+	hidden atomic.Pointer[hiddenSet]
 
 	// cc and csts change only under mu, so that a register write, the
 	// keep alive timer and a shutdown finishing never undo each other;
@@ -259,7 +261,7 @@ func (c *Controller) resetLocked() []*Request {
 // keeps one flush running, not one per toggle.
 func (c *Controller) shutdown() {
 	for {
-		err := c.Subsystem.FlushNamespaces()
+		err := c.flushNamespaces()
 		if err != nil {
 			c.log.WithError(err).Error("flush at shutdown notification failed; completed writes may not be durable")
 		}

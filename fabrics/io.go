@@ -31,7 +31,7 @@ func (q *Queue) prepareIO(r *Request) nvme.Status {
 		return c.use(q, r)
 	}
 	ns := q.ctrl.Subsystem.Namespace(nsid)
-	if ns == nil {
+	if ns == nil || !q.ctrl.sees(nsid) {
 		return nvme.StatusInvalidNamespace | nvme.DNR
 	}
 	// Counted in flight before the ANA check, as claim does for removal:
@@ -143,10 +143,10 @@ func execFlush(q *Queue, r *Request) bool {
 	return true
 }
 
-// execFlushAll flushes every namespace (Flush with the broadcast NSID),
-// each held so that a removal cannot close it meanwhile.
+// execFlushAll flushes every namespace the controller sees (Flush with
+// the broadcast NSID), each held so that a removal cannot close it meanwhile.
 func execFlushAll(q *Queue, r *Request) bool {
-	r.status = ioStatus(q.ctrl.Subsystem.FlushNamespaces(), true)
+	r.status = ioStatus(q.ctrl.flushNamespaces(), true)
 	return true
 }
 

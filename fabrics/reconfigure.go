@@ -87,6 +87,7 @@ func (s *Subsystem) RemoveNamespace(nsid uint32) error {
 	s.namespaces.Store(next)
 	s.mu.Unlock()
 	s.namespacesChanged(nsid)
+	s.forgetNamespaceHosts(nsid)
 	log := s.log().WithFields(logrus.Fields{"subsystem": s.NQN, "nsid": nsid})
 	closeBackend := func() {
 		s.retireNamespace(ns)

@@ -266,6 +266,8 @@ type Subsystem struct {
 	maxIOQueues    uint16
 
 	namespaces atomic.Pointer[namespaceSet]
+	// visibility limits namespaces to some hosts (visibility.go).
+	visibility map[uint32]map[string]bool
 
 	Stats SubsystemStats
 }
@@ -466,7 +468,9 @@ func (s *Subsystem) namespacesChanged(nsid uint32) {
 	}
 	s.mu.Unlock()
 	for _, c := range ctrls {
-		c.namespaceChanged(nsid)
+		if c.sees(nsid) {
+			c.namespaceChanged(nsid)
+		}
 	}
 }
 
@@ -573,6 +577,7 @@ func (s *Subsystem) allocController(c *Controller) error {
 		}
 		if s.controllers[id] == nil {
 			c.ID = id
+			c.hidden.Store(s.hiddenFromLocked(c.HostNQN))
 			s.controllers[id] = c
 			s.nextCNTLID = id + 1 // hi+1 at most: FFF0h, no overflow
 			return nil
