@@ -192,6 +192,10 @@ type Namespace struct {
 	Buffered  bool   `yaml:"buffered"`            // file: page cache instead of O_DIRECT
 	UUID      string `yaml:"uuid"`                // "" derives one from nqn+nsid
 	ANAGroup  uint32 `yaml:"ana_group,omitempty"` // ANA group ID (0: DefaultANAGroup; see Group)
+	// Hosts limits the namespace to these of the subsystem's hosts; left
+	// out, every host the subsystem allows sees it, and an empty list
+	// hides it from all (visibility.go).
+	Hosts *[]string `yaml:"hosts,omitempty"`
 
 	// rbd: the image, and the cluster it lives in (each key of Ceph left
 	// out takes the top-level ceph block's).
@@ -289,6 +293,9 @@ func (c *Config) Clone() *Config {
 		s.DHCHAPDHGroups = slices.Clone(s.DHCHAPDHGroups)
 		s.Ports = append([]uint16(nil), s.Ports...)
 		s.Namespaces = append([]Namespace(nil), s.Namespaces...)
+		for j := range s.Namespaces {
+			s.Namespaces[j].Hosts = cloneHosts(s.Namespaces[j].Hosts)
+		}
 		out.Subsystems[i] = s
 	}
 	return &out

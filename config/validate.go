@@ -225,6 +225,7 @@ func (v *validator) subsystem(path string, s Subsystem) {
 	nsids := map[uint32]bool{}
 	for j, ns := range s.Namespaces {
 		v.namespace(fmt.Sprintf("%s.namespaces[%d]", path, j), ns, nsids)
+		v.namespaceHosts(fmt.Sprintf("%s.namespaces[%d].hosts", path, j), ns, s)
 	}
 }
 
