@@ -79,10 +79,11 @@ type namespaceParams struct {
 	UUID      string   `json:"uuid,omitempty"`
 	ANAGroup  uint32   `json:"ana_group,omitempty"` // default 1
 	// rbd: the image; the cluster is the top-level ceph block's.
-	Pool           string `json:"pool,omitempty"`
-	RadosNamespace string `json:"rados_namespace,omitempty"`
-	Image          string `json:"image,omitempty"`
-	Create         bool   `json:"create,omitempty"`
+	Pool           string    `json:"pool,omitempty"`
+	RadosNamespace string    `json:"rados_namespace,omitempty"`
+	Image          string    `json:"image,omitempty"`
+	Create         bool      `json:"create,omitempty"`
+	Hosts          *[]string `json:"hosts,omitempty"` // left out: every allowed host; []: none
 }
 
 type namespaceSet struct {
@@ -90,6 +91,7 @@ type namespaceSet struct {
 	NSID     uint32    `json:"nsid"`
 	Size     *byteSize `json:"size,omitempty"`
 	ANAGroup *uint32   `json:"ana_group,omitempty"`
+	Hosts    *[]string `json:"hosts,omitempty"`
 }
 
 type namespaceRef struct {

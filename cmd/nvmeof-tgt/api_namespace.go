@@ -45,6 +45,9 @@ func (s *session) addNamespace(p namespaceParams) (changeResult, error) {
 			ReadOnly: p.ReadOnly, Buffered: p.Buffered, UUID: p.UUID, ANAGroup: p.ANAGroup,
 			Pool: p.Pool, RadosNamespace: p.RadosNamespace, Image: p.Image, Create: p.Create,
 		})
+		if p.Hosts != nil {
+			sc.Namespaces[len(sc.Namespaces)-1].SetVisibleTo(*p.Hosts)
+		}
 		return fmt.Sprintf("subsystems[%d].namespaces[%d]", i, len(sc.Namespaces)-1), nil
 	})
 	res.NSID = nsid
@@ -54,8 +57,8 @@ func (s *session) addNamespace(p namespaceParams) (changeResult, error) {
 // setNamespace resizes a namespace, or moves it to another ANA group, in
 // place: hosts keep it and see the new size or group.
 func (s *session) setNamespace(p namespaceSet) (changeResult, error) {
-	if p.Size == nil && p.ANAGroup == nil {
-		return changeResult{}, paramError("size", "invalid params: nothing to set (size, ana_group)")
+	if p.Size == nil && p.ANAGroup == nil && p.Hosts == nil {
+		return changeResult{}, paramError("size", "invalid params: nothing to set (size, ana_group, hosts)")
 	}
 	return s.api.change(func(c *config.Config) (string, error) {
 		i, j, err := findNamespace(c, p.NQN, p.NSID)
@@ -67,6 +70,9 @@ func (s *session) setNamespace(p namespaceSet) (changeResult, error) {
 			nc.Size = config.Size(*p.Size)
 		}
 		nc.ANAGroup = orDefault(p.ANAGroup, nc.ANAGroup)
+		if p.Hosts != nil {
+			nc.SetVisibleTo(*p.Hosts)
+		}
 		return fmt.Sprintf("subsystems[%d].namespaces[%d]", i, j), nil
 	})
 }

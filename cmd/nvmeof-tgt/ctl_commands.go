@@ -52,6 +52,10 @@ var ctlVerbs = []ctlVerb{
 				return ctlEdit("remove_namespace", namespaceRef{NQN: pos[0], NSID: nsid})
 			}
 		}},
+	{name: "add namespace-host", args: []string{"NQN", "NSID", "HOSTNQN"}, about: "Show namespace NSID, limited to some hosts, to HOSTNQN too; its block device appears there.",
+		flags: namespaceHostFlags("add_namespace_host")},
+	{name: "remove namespace-host", args: []string{"NQN", "NSID", "HOSTNQN"}, about: "Hide namespace NSID from HOSTNQN; without its last host, no host sees it.",
+		flags: namespaceHostFlags("remove_namespace_host")},
 	{name: "remove host", args: []string{"NQN", "HOSTNQN"}, about: "Take HOSTNQN off subsystem NQN's allow-list; its controllers go.",
 		flags: hostFlags("remove_host")},
 	{name: "save", args: []string{"FILE|-"}, about: "Write the running configuration as YAML to FILE (replaced atomically) or to stdout (-).",
@@ -123,6 +127,7 @@ func addNamespaceFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 	fs.BoolVar(&p.Create, "create", false, "rbd: create the image with -size if it does not exist")
 	fs.StringVar(&p.UUID, "uuid", "", "namespace `UUID` hosts see (default: derived from the NQN and NSID)")
 	uintVar(fs, &p.ANAGroup, "ana-group", 0, "ANA `GROUP` of the namespace, 1 to 128 (default 1)")
+	hostsFlag(fs, &p.Hosts)
 	return func(pos []string) (*ctlCommand, error) {
 		p.NQN = pos[0]
 		if size != nil {
@@ -205,6 +210,7 @@ func setNamespaceFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 		p.ANAGroup = &g
 		return nil
 	})
+	hostsFlag(fs, &p.Hosts)
 	return func(pos []string) (*ctlCommand, error) {
 		nsid, err := parseNSID(pos[1])
 		if err != nil {
