@@ -64,11 +64,11 @@ func (s *Subsystem) SetNamespaceHosts(nsid uint32, hosts []string) error {
 	if !published {
 		return nil
 	}
+	// Only nsid's limit changed: a controller whose view changed gained
+	// or lost nsid.
 	for _, v := range changed {
-		if seen, now := !v.prev.has(nsid), !v.next.has(nsid); seen != now {
-			v.c.namespaceChanged(nsid)
-			v.c.log.WithFields(logrus.Fields{"nsid": nsid, "visible": now}).Info("namespace visibility changed")
-		}
+		v.c.namespaceChanged(nsid)
+		v.c.log.WithFields(logrus.Fields{"nsid": nsid, "visible": !v.next.has(nsid)}).Info("namespace visibility changed")
 	}
 	return nil
 }

@@ -199,6 +199,10 @@ func TestLiveVisibilityChangeEventsExactlyTheChangedControllers(t *testing.T) {
 				}
 				continue
 			}
+			if aersHeld != 0 {
+				// The event takes the AER before the change returns.
+				t.Fatalf("%s: host %s, whose view changed, was not told", step, name)
+			}
 			rsp := <-aers[name]
 			if rsp == nil || rsp.Result() != nvme.AsyncTypeNotice|uint64(nvme.LogChangedNS)<<16 {
 				t.Fatalf("%s: host %s: AER completion %v, want namespace attribute changed", step, name, rsp)
