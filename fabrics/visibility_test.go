@@ -168,7 +168,7 @@ func TestBroadcastFlushOnlyVisibleNamespaces(t *testing.T) {
 		t.Fatalf("broadcast flush: %v", st)
 	}
 	for nsid, want := range map[int]int{1: 1, 2: 1, 3: 0} {
-		if got := mems[nsid].flushes; got != want {
+		if got := mems[nsid].flushCount(); got != want {
 			t.Errorf("namespace %d flushed %d times by host A's broadcast flush, want %d", nsid, got, want)
 		}
 	}
@@ -297,6 +297,24 @@ func TestSetNamespaceHostsRefusesBadNSID(t *testing.T) {
 	for _, nsid := range []uint32{0, nvme.MaxNamespaces + 1, nvme.NSIDBroadcast} {
 		if err := s.SetNamespaceHosts(nsid, []string{hostA}); err == nil {
 			t.Errorf("nsid %#x accepted", nsid)
+		}
+	}
+}
+
+// A shutdown notification flushes the namespaces the controller sees,
+// not those of other hosts: theirs are not its to make durable.
+func TestShutdownFlushesOnlyVisibleNamespaces(t *testing.T) {
+	tg, p, mems := twoTenants(t)
+	bg := trackBackground(tg)
+	a := connectAs(t, tg, p, hostA)
+	a.setProperty(nvme.RegCC, ccEnableNVM|1<<nvme.CCShnShift)
+	bg.Wait()
+	if csts := a.getProperty(nvme.RegCSTS, false); csts&nvme.CSTSShstMask != nvme.CSTSShstComplete {
+		t.Fatalf("CSTS %#x once the flush returned, want SHST complete", csts)
+	}
+	for nsid, want := range map[int]int{1: 1, 2: 1, 3: 0} {
+		if got := mems[nsid].flushCount(); got != want {
+			t.Errorf("namespace %d flushed %d times by host A's shutdown, want %d", nsid, got, want)
 		}
 	}
 }
