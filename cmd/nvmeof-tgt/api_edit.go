@@ -79,11 +79,13 @@ type namespaceParams struct {
 	UUID      string   `json:"uuid,omitempty"`
 	ANAGroup  uint32   `json:"ana_group,omitempty"` // default 1
 	// rbd: the image; the cluster is the top-level ceph block's.
-	Pool           string    `json:"pool,omitempty"`
-	RadosNamespace string    `json:"rados_namespace,omitempty"`
-	Image          string    `json:"image,omitempty"`
-	Create         bool      `json:"create,omitempty"`
-	Hosts          *[]string `json:"hosts,omitempty"` // left out: every allowed host; []: none
+	Pool           string `json:"pool,omitempty"`
+	RadosNamespace string `json:"rados_namespace,omitempty"`
+	Image          string `json:"image,omitempty"`
+	Create         bool   `json:"create,omitempty"`
+	// Hosts limits the namespace: left out, every allowed host sees it;
+	// [], none.
+	Hosts *[]string `json:"hosts,omitempty"`
 }
 
 type namespaceSet struct {

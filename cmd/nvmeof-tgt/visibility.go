@@ -63,6 +63,12 @@ func visibilityNote(hosts *[]string) string {
 	return strings.Join(*hosts, ", ")
 }
 
+// The API methods (README: The management API).
+func init() {
+	methods["add_namespace_host"] = typed((*session).addNamespaceHost, true)
+	methods["remove_namespace_host"] = typed((*session).removeNamespaceHost, true)
+}
+
 type namespaceHostParams struct {
 	NQN  string `json:"nqn"`
 	NSID uint32 `json:"nsid"`
