@@ -5,6 +5,7 @@
 //	rdmahost noconnect -addr A [-port P] [-hold 15s]
 //	rdmahost flood     -addr A [-port P] -nqn NQN [-n 64]
 //	rdmahost connect   -addr A [-port P] -nqn NQN
+//	rdmahost read      -addr A [-port P] -nqn NQN -nsid N[,N...] [-host HOSTNQN]
 //
 // abandon connects a controller (admin queue, enable, one I/O queue), posts
 // -cmds reads on the I/O queue and Identify commands on the admin queue
@@ -12,7 +13,11 @@
 // times. noconnect connects an admin queue pair and sends nothing, then
 // says whether the target closed it within -hold. flood connects an admin
 // queue and posts -n Keep Alives, more than its queue holds. connect is a
-// Connect and an Identify and a clean disconnect.
+// Connect and an Identify and a clean disconnect. read connects a
+// controller and an I/O queue and reads block 0 of each namespace of
+// -nsid, whatever the namespace list says, and prints each read's status: a
+// command the Linux host does not send to an NSID it has no namespace
+// for (its passthrough refuses an NSID other than the device's).
 //
 // Each prints one line of key=value results; it exits 1 on an error.
 package main
@@ -21,13 +26,15 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/nvmeof-tgt/nvmeof-tgt/test/rdmahost"
 )
 
-// hostNQN names this host to the target.
+// hostNQN names this host to the target unless -host names another.
 const hostNQN = "nqn.2014-08.org.nvmexpress:uuid:rdmahost"
 
 type options struct {
@@ -39,6 +46,8 @@ type options struct {
 	qsize  int
 	hold   time.Duration
 	closed bool
+	host   string
+	nsids  string
 }
 
 func main() {
@@ -55,6 +64,8 @@ func main() {
 	fs.IntVar(&o.qsize, "qsize", 32, "entries of each queue")
 	fs.DurationVar(&o.hold, "hold", 15*time.Second, "noconnect: how long to wait for the target to close the queue pair")
 	fs.BoolVar(&o.closed, "want-closed", false, "noconnect: exit 1 unless the target closed the queue pair within -hold")
+	fs.StringVar(&o.host, "host", hostNQN, "the host NQN to connect as")
+	fs.StringVar(&o.nsids, "nsid", "1", "read: the namespace IDs to read from, comma-separated")
 	fs.Parse(os.Args[2:])
 	if o.addr == "" || o.qsize < 2 || o.qsize > 1024 {
 		fmt.Fprintln(os.Stderr, "rdmahost: -addr is required and -qsize must be 2 to 1024")
@@ -70,6 +81,8 @@ func main() {
 		err = flood(o)
 	case "connect":
 		err = connect(o)
+	case "read":
+		err = read(o)
 	default:
 		usage()
 	}
@@ -80,7 +93,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: rdmahost abandon|noconnect|flood|connect -addr ADDR [-port PORT] [-nqn NQN] [flags]")
+	fmt.Fprintln(os.Stderr, "usage: rdmahost abandon|noconnect|flood|connect|read -addr ADDR [-port PORT] [-nqn NQN] [flags]")
 	os.Exit(2)
 }
 
@@ -93,7 +106,7 @@ func controller(o options) (*rdmahost.Conn, uint16, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	st, cntlid, err := admin.Connect(hostNQN, o.nqn, nvme.ControllerIDDynamic, 0)
+	st, cntlid, err := admin.Connect(o.host, o.nqn, nvme.ControllerIDDynamic, 0)
 	if err == nil && st != 0 {
 		err = fmt.Errorf("admin Connect: status %#x", st)
 	}
@@ -165,7 +178,7 @@ func abandonIO(o options, admin *rdmahost.Conn, cntlid uint16, bs int) error {
 		return err
 	}
 	defer io.Abandon()
-	st, _, err := io.Connect(hostNQN, o.nqn, cntlid, 0)
+	st, _, err := io.Connect(o.host, o.nqn, cntlid, 0)
 	if err == nil && st != 0 {
 		err = fmt.Errorf("I/O Connect: status %#x", st)
 	}
@@ -242,6 +255,53 @@ func connect(o options) error {
 		return fmt.Errorf("Identify Controller: status %#x", st)
 	}
 	fmt.Printf("subnqn=%s\n", cstring(id[768:1024]))
+	return admin.Close()
+}
+
+// read prints the status of a 512-byte read of block 0 of each of o.nsids
+// on I/O queue 1 of a new controller of o.host.
+func read(o options) error {
+	var nsids []uint32
+	for _, f := range strings.Split(o.nsids, ",") {
+		n, err := strconv.ParseUint(f, 0, 32)
+		if err != nil {
+			return fmt.Errorf("-nsid %q: %w", o.nsids, err)
+		}
+		nsids = append(nsids, uint32(n))
+	}
+	admin, cntlid, err := controller(o)
+	if err != nil {
+		return err
+	}
+	io, err := rdmahost.Dial(o.addr, o.port, 1, uint16(o.qsize-1))
+	if err != nil {
+		admin.Abandon()
+		return err
+	}
+	st, _, err := io.Connect(o.host, o.nqn, cntlid, 0)
+	if err == nil && st != 0 {
+		err = fmt.Errorf("I/O Connect: status %#x", st)
+	}
+	for _, nsid := range nsids {
+		if err != nil {
+			break
+		}
+		var r rdmahost.Response
+		cid := io.NextCID()
+		addr, rkey, _ := io.Data(cid)
+		if r, err = io.Command(rdmahost.ReadCommand(cid, nsid, 0, 1, addr, 512, rkey), nil); err == nil {
+			fmt.Printf("nsid=%d status=%#x\n", nsid, rdmahost.Status(r))
+		}
+	}
+	if err != nil {
+		io.Abandon()
+		admin.Abandon()
+		return err
+	}
+	if err := io.Close(); err != nil {
+		admin.Abandon()
+		return err
+	}
 	return admin.Close()
 }
 
