@@ -99,7 +99,8 @@ func (h host) setArgs(subsys, nqn string) []string {
 // cfs is the file system's state. mu orders every operation, so a write
 // reaches the daemon whole before the next starts.
 type cfs struct {
-	tgt string // the nvmeof-tgt command
+	tgt string     // the nvmeof-tgt command, for the hosts' changes
+	api *apiClient // the rest
 
 	mu         sync.Mutex
 	hosts      map[string]*host

@@ -163,7 +163,7 @@ func (c *cfs) setANA(id uint16, g uint32, state string) syscall.Errno {
 	if !ok {
 		return syscall.EINVAL
 	}
-	if _, err := c.ctl("set", "ana", strconv.Itoa(int(id)), strconv.Itoa(int(g)), d); err != nil {
+	if err := c.api.call("set_ana_state", map[string]any{"port": id, "group": g, "state": d}, nil); err != nil {
 		return refused(fmt.Sprintf("ports/%d/ana_groups/%d/ana_state", id, g), err)
 	}
 	log.Printf("ports/%d/ana_groups/%d: %s", id, g, state)

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"fmt"
 	"slices"
 	"strconv"
 )
@@ -21,30 +19,28 @@ type daemonPort struct {
 }
 
 type daemonSubsystem struct {
-	NQN        string   `json:"nqn"`
-	Hosts      []string `json:"hosts"`
-	Ports      []uint16 `json:"ports"` // none: every port
-	Namespaces []struct {
-		NSID      uint32 `json:"nsid"`
-		Backend   string `json:"backend"`
-		Path      string `json:"path"`
-		SizeBytes uint64 `json:"size_bytes"`
-		BlockSize uint32 `json:"block_size"`
-		ReadOnly  bool   `json:"read_only"`
-		UUID      string `json:"uuid"`
-		ANAGroup  uint32 `json:"ana_group"`
-	} `json:"namespaces"`
+	NQN        string            `json:"nqn"`
+	Hosts      []string          `json:"hosts"`
+	Ports      []uint16          `json:"ports"` // none: every port
+	Namespaces []daemonNamespace `json:"namespaces"`
+}
+
+type daemonNamespace struct {
+	NSID      uint32 `json:"nsid"`
+	Backend   string `json:"backend"`
+	Path      string `json:"path"`
+	SizeBytes uint64 `json:"size_bytes"`
+	BlockSize uint32 `json:"block_size"`
+	ReadOnly  bool   `json:"read_only"`
+	UUID      string `json:"uuid"`
+	ANAGroup  uint32 `json:"ana_group"`
 }
 
 // state asks the daemon for its running state.
 func (c *cfs) state() (*daemonState, error) {
-	out, err := c.ctl("list", "-json")
-	if err != nil {
-		return nil, err
-	}
 	var st daemonState
-	if err := json.Unmarshal(out, &st); err != nil {
-		return nil, fmt.Errorf("ctl list -json: %v", err)
+	if err := c.api.call("get_state", nil, &st); err != nil {
+		return nil, err
 	}
 	return &st, nil
 }

@@ -90,46 +90,46 @@ func parseBool(v string) (bool, bool) {
 	return false, false
 }
 
-// addArgs is the `ctl add namespace` that enables ns as nsid of subsys.
-func (ns *namespace) addArgs(subsys string, nsid uint32) ([]string, error) {
-	backend := ns.backend
-	if backend == "" {
+// addParams is the add_namespace call that enables ns as nsid of subsys.
+type addParams struct {
+	NQN          string `json:"nqn"`
+	NSID         uint32 `json:"nsid"`
+	Backend      string `json:"backend"`
+	Path         string `json:"path,omitempty"`
+	Size         uint64 `json:"size,omitempty"`
+	BlockSize    uint32 `json:"block_size,omitempty"`
+	ReadOnly     bool   `json:"read_only,omitempty"`
+	UUID         string `json:"uuid,omitempty"`
+	ANAGroup     uint32 `json:"ana_group,omitempty"`
+	Reservations bool   `json:"reservations,omitempty"`
+}
+
+func (ns *namespace) addParams(subsys string, nsid uint32) (addParams, error) {
+	p := addParams{NQN: subsys, NSID: nsid, Backend: ns.backend, Path: ns.path,
+		BlockSize: ns.blockSize, ReadOnly: ns.readOnly, UUID: ns.uuid, Reservations: ns.resv}
+	if p.Backend == "" {
 		if ns.path == "" {
-			return nil, fmt.Errorf("no device_path")
+			return p, fmt.Errorf("no device_path")
 		}
 		fi, err := os.Stat(ns.path)
 		switch {
 		case err != nil:
-			return nil, err
+			return p, err
 		case fi.Mode()&os.ModeDevice != 0 && fi.Mode()&os.ModeCharDevice == 0:
-			backend = "block"
+			p.Backend = "block"
 		case fi.Mode().IsRegular():
-			backend = "file"
+			p.Backend = "file"
 		default:
-			return nil, fmt.Errorf("%s is neither a block device nor a file", ns.path)
+			return p, fmt.Errorf("%s is neither a block device nor a file", ns.path)
 		}
 	}
-	args := []string{"add", "namespace", subsys, "-nsid", strconv.FormatUint(uint64(nsid), 10), "-backend", backend}
-	if ns.path != "" {
-		args = append(args, "-path", ns.path)
+	if p.Backend == "nullblk" {
+		p.Size = ns.size
 	}
-	if backend == "nullblk" {
-		args = append(args, "-size", strconv.FormatUint(ns.size, 10))
-	}
-	if ns.blockSize != 0 {
-		args = append(args, "-block-size", strconv.FormatUint(uint64(ns.blockSize), 10))
-	}
-	if ns.readOnly {
-		args = append(args, "-read-only")
-	}
-	args = append(args, "-uuid", ns.uuid)
 	if ns.grpid != 1 {
-		args = append(args, "-ana-group", strconv.FormatUint(uint64(ns.grpid), 10))
+		p.ANAGroup = ns.grpid
 	}
-	if ns.resv {
-		args = append(args, "-reservations")
-	}
-	return args, nil
+	return p, nil
 }
 
 // sync brings the shim's namespaces of subsystem nqn in line with the
@@ -248,7 +248,7 @@ func (c *cfs) disable(nqn string, nsid uint32, ns *namespace) syscall.Errno {
 	if !ns.on {
 		return 0
 	}
-	if _, err := c.ctl("remove", "namespace", nqn, strconv.FormatUint(uint64(nsid), 10)); err != nil {
+	if err := c.api.call("remove_namespace", map[string]any{"nqn": nqn, "nsid": nsid}, nil); err != nil {
 		return refused(fmt.Sprintf("subsystems/%s/namespaces/%d/enable", nqn, nsid), err)
 	}
 	ns.on = false
@@ -261,15 +261,16 @@ func (c *cfs) enable(nqn string, nsid uint32, ns *namespace) syscall.Errno {
 		return 0
 	}
 	what := fmt.Sprintf("subsystems/%s/namespaces/%d/enable", nqn, nsid)
-	args, err := ns.addArgs(nqn, nsid)
+	p, err := ns.addParams(nqn, nsid)
 	if err == nil {
-		_, err = c.ctl(args...)
+		err = c.api.call("add_namespace", p, nil)
 	}
 	if err != nil {
 		return refused(what, err)
 	}
 	ns.on = true
-	log.Printf("subsystems/%s/namespaces/%d enabled: %s", nqn, nsid, strings.Join(args[3:], " "))
+	log.Printf("subsystems/%s/namespaces/%d enabled: %s backend %s uuid %s group %d reservations %v",
+		nqn, nsid, p.Path, p.Backend, p.UUID, ns.grpid, p.Reservations)
 	return 0
 }
 
@@ -344,7 +345,7 @@ func (c *cfs) namespaceDir(nqn string, nsid uint32) *dir {
 				return syscall.EINVAL
 			}
 			if ns.on {
-				if _, err := c.ctl("set", "namespace", nqn, strconv.FormatUint(uint64(nsid), 10), "-ana-group", v); err != nil {
+				if err := c.api.call("set_namespace", map[string]any{"nqn": nqn, "nsid": nsid, "ana_group": g}, nil); err != nil {
 					return refused(fmt.Sprintf("subsystems/%s/namespaces/%d/ana_grpid", nqn, nsid), err)
 				}
 			}

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -43,45 +45,40 @@ func TestNamespaceValues(t *testing.T) {
 	if err := os.WriteFile(img, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ns := &namespace{path: img, uuid: "u", grpid: 3, resv: true}
-	args, err := ns.addArgs("S", 2)
-	if want := "add namespace S -nsid 2 -backend file -path " + img + " -uuid u -ana-group 3 -reservations"; err != nil || strings.Join(args, " ") != want {
-		t.Errorf("addArgs = %q, %v; want %q", strings.Join(args, " "), err, want)
+	params := func(ns *namespace) string {
+		t.Helper()
+		p, err := ns.addParams("S", 2)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		b, _ := json.Marshal(p)
+		return string(b)
 	}
-	ns = &namespace{backend: "nullblk", size: 1 << 20, blockSize: 4096, readOnly: true, uuid: "u", grpid: 1}
-	args, err = ns.addArgs("S", 1)
-	if want := "add namespace S -nsid 1 -backend nullblk -size 1048576 -block-size 4096 -read-only -uuid u"; err != nil || strings.Join(args, " ") != want {
-		t.Errorf("addArgs of an adopted namespace = %q, %v; want %q", strings.Join(args, " "), err, want)
+	if got, want := params(&namespace{path: img, uuid: "u", grpid: 3, resv: true}),
+		`{"nqn":"S","nsid":2,"backend":"file","path":"`+img+`","uuid":"u","ana_group":3,"reservations":true}`; got != want {
+		t.Errorf("addParams = %s, want %s", got, want)
+	}
+	if got, want := params(&namespace{backend: "nullblk", size: 1 << 20, blockSize: 4096, readOnly: true, uuid: "u", grpid: 1}),
+		`{"nqn":"S","nsid":2,"backend":"nullblk","size":1048576,"block_size":4096,"read_only":true,"uuid":"u"}`; got != want {
+		t.Errorf("addParams of an adopted namespace = %s, want %s", got, want)
 	}
 	for _, p := range []string{"", filepath.Join(t.TempDir(), "missing"), "/dev/null", t.TempDir()} {
-		if _, err := (&namespace{path: p, uuid: "u"}).addArgs("S", 1); err == nil {
-			t.Errorf("addArgs with device_path %q: no error", p)
+		if _, err := (&namespace{path: p, uuid: "u"}).addParams("S", 1); err == nil {
+			t.Errorf("addParams with device_path %q: no error", p)
 		}
 	}
 }
 
-// shimAt mounts the shim on a daemon stub that keeps its state in
-// testdata/stateful-ctl's state.json, starting from state.
-func shimAt(t *testing.T, state string) (dir string, calls func() []string, ctlDir string) {
+// shimAt mounts the shim on a fake daemon that starts from state.
+func shimAt(t *testing.T, state string) (dir string, f *fakeDaemon) {
 	t.Helper()
 	needFUSE(t)
-	tmp := t.TempDir()
-	stub, err := os.ReadFile("testdata/stateful-ctl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tgt := filepath.Join(tmp, "nvmeof-tgt")
-	if err := os.WriteFile(tgt, stub, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(tmp, "state.json"), []byte(state), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	dir = filepath.Join(tmp, "nvmet")
+	f, sock := startFake(t, state)
+	dir = filepath.Join(t.TempDir(), "nvmet")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := mount(dir, &cfs{tgt: tgt})
+	srv, err := mount(dir, &cfs{api: &apiClient{sock: sock}})
 	if err != nil {
 		t.Fatalf("mount: %v", err)
 	}
@@ -90,20 +87,7 @@ func shimAt(t *testing.T, state string) (dir string, calls func() []string, ctlD
 			t.Errorf("unmount: %v", err)
 		}
 	})
-	logf := filepath.Join(tmp, "log")
-	// calls: the stub's calls that change something, since the last look.
-	calls = func() []string {
-		b, _ := os.ReadFile(logf)
-		os.Remove(logf)
-		var out []string
-		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-			if l != "" && l != "ctl list -json" {
-				out = append(out, l)
-			}
-		}
-		return out
-	}
-	return dir, calls, tmp
+	return dir, f
 }
 
 const twoPorts = `{"generation":1,
@@ -117,7 +101,8 @@ func TestMountNamespaces(t *testing.T) {
 	if err := os.WriteFile(img, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	dir, calls, ctlDir := shimAt(t, strings.ReplaceAll(twoPorts, "IMG", img))
+	dir, f := shimAt(t, strings.ReplaceAll(twoPorts, "IMG", img))
+	calls := f.takeCalls
 	p := func(s string) string { return filepath.Join(dir, s) }
 	read := func(s string) string {
 		t.Helper()
@@ -147,8 +132,15 @@ func TestMountNamespaces(t *testing.T) {
 		}
 	}
 	calls()
-	readd := "ctl add namespace s1 -nsid 1 -backend file -path " + img + " -block-size 512 -uuid 91fdba0d-f87b-4c25-b80f-db7be1418b9e"
-	expect("disable", write(ns1+"enable", "0\n"), nil, "ctl remove namespace s1 1")
+	add := func(nqn string, nsid int, rest string) string {
+		return fmt.Sprintf(`add_namespace {"nqn":%q,"nsid":%d,"backend":"file","path":%q,%s}`, nqn, nsid, img, rest)
+	}
+	remove := func(nqn string, nsid int) string {
+		return fmt.Sprintf(`remove_namespace {"nqn":%q,"nsid":%d}`, nqn, nsid)
+	}
+	readd := add("s1", 1, `"block_size":512,"uuid":"91fdba0d-f87b-4c25-b80f-db7be1418b9e"`)
+	readd2 := strings.TrimSuffix(readd, "}") + `,"ana_group":2}`
+	expect("disable", write(ns1+"enable", "0\n"), nil, remove("s1", 1))
 	expect("disable again", write(ns1+"enable", "0\n"), nil)
 	if got := read(ns1 + "enable"); got != "0" {
 		t.Errorf("a disabled namespace's enable reads %q", got)
@@ -162,7 +154,7 @@ func TestMountNamespaces(t *testing.T) {
 	expect("device_path while enabled", write(ns1+"device_path", img), syscall.EBUSY)
 	expect("device_uuid while enabled", write(ns1+"device_uuid", "11111111-2222-3333-4444-555555555555"), syscall.EBUSY)
 	expect("resv_enable while enabled", write(ns1+"resv_enable", "1"), syscall.EBUSY)
-	expect("ana_grpid while enabled moves it", write(ns1+"ana_grpid", "2\n"), nil, "ctl set namespace s1 1 -ana-group 2")
+	expect("ana_grpid while enabled moves it", write(ns1+"ana_grpid", "2\n"), nil, `set_namespace {"ana_group":2,"nqn":"s1","nsid":1}`)
 	expect("ana_grpid out of range", write(ns1+"ana_grpid", "129\n"), syscall.EINVAL)
 	if got := read(ns1 + "ana_grpid"); got != "2" {
 		t.Errorf("ana_grpid reads %q after a move to 2", got)
@@ -190,13 +182,13 @@ func TestMountNamespaces(t *testing.T) {
 		}
 	}
 	got := calls()
-	if len(got) == 0 || got[len(got)-1] != readd+" -ana-group 2" {
+	if len(got) == 0 || got[len(got)-1] != readd2 {
 		t.Errorf("concurrent enable/disable ended with %q", got)
 	}
 	for i, c := range got {
-		want := "ctl remove namespace s1 1"
+		want := remove("s1", 1)
 		if i%2 == 1 {
-			want = readd + " -ana-group 2"
+			want = readd2
 		}
 		if c != want {
 			t.Fatalf("concurrent enable/disable: call %d is %q, want %q (they must alternate)", i, c, want)
@@ -223,32 +215,34 @@ func TestMountNamespaces(t *testing.T) {
 	expect("device_nguid the daemon cannot set", write(ns3+"device_nguid", "11111111-2222-3333-4444-555555555555"), syscall.EINVAL)
 	expect("ana_grpid while disabled", write(ns3+"ana_grpid", "3"), nil)
 	expect("enable", write(ns3+"enable", "1"), nil,
-		"ctl add namespace s2 -nsid 3 -backend file -path "+img+" -uuid 11111111-2222-3333-4444-555555555555 -ana-group 3")
-	expect("disable", write(ns3+"enable", "0"), nil, "ctl remove namespace s2 3")
+		add("s2", 3, `"uuid":"11111111-2222-3333-4444-555555555555","ana_group":3`))
+	expect("disable", write(ns3+"enable", "0"), nil, remove("s2", 3))
 	expect("new UUID", write(ns3+"device_uuid", "21111111-2222-3333-4444-555555555555"), nil)
 	expect("remap", write(ns3+"enable", "1"), nil,
-		"ctl add namespace s2 -nsid 3 -backend file -path "+img+" -block-size 512 -uuid 21111111-2222-3333-4444-555555555555 -ana-group 3")
+		add("s2", 3, `"block_size":512,"uuid":"21111111-2222-3333-4444-555555555555","ana_group":3`))
 
 	// resv_enable (nvme/054) goes with the next enable; a daemon without
 	// reservations refuses it, and the namespace stays disabled.
-	expect("disable", write(ns3+"enable", "0"), nil, "ctl remove namespace s2 3")
+	expect("disable", write(ns3+"enable", "0"), nil, remove("s2", 3))
 	expect("resv_enable", write(ns3+"resv_enable", "1"), nil)
 	expect("a bad resv_enable", write(ns3+"resv_enable", "x"), syscall.EINVAL)
-	withResv := "ctl add namespace s2 -nsid 3 -backend file -path " + img + " -block-size 512 -uuid 21111111-2222-3333-4444-555555555555 -ana-group 3 -reservations"
-	if err := os.WriteFile(filepath.Join(ctlDir, "noresv"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	withResv := add("s2", 3, `"block_size":512,"uuid":"21111111-2222-3333-4444-555555555555","ana_group":3,"reservations":true`)
+	f.mu.Lock()
+	f.noResv = true
+	f.mu.Unlock()
 	expect("enable with reservations, refused", write(ns3+"enable", "1"), syscall.EINVAL, withResv)
 	if got := read(ns3 + "enable"); got != "0" {
 		t.Errorf("a refused enable reads %q", got)
 	}
-	os.Remove(filepath.Join(ctlDir, "noresv"))
+	f.mu.Lock()
+	f.noResv = false
+	f.mu.Unlock()
 	expect("enable with reservations", write(ns3+"enable", "1"), nil, withResv)
 	if got := read(ns3 + "resv_enable"); got != "1" {
 		t.Errorf("resv_enable reads %q", got)
 	}
 
-	expect("rmdir an enabled namespace disables it", os.Remove(p(ns3)), nil, "ctl remove namespace s2 3")
+	expect("rmdir an enabled namespace disables it", os.Remove(p(ns3)), nil, remove("s2", 3))
 	if ents, _ := os.ReadDir(p("subsystems/s2/namespaces")); len(ents) != 0 {
 		t.Errorf("after rmdir, namespaces/ has %v", ents)
 	}
@@ -259,7 +253,8 @@ func TestMountNamespaces(t *testing.T) {
 }
 
 func TestMountPorts(t *testing.T) {
-	dir, calls, _ := shimAt(t, strings.ReplaceAll(twoPorts, "IMG", "/x"))
+	dir, f := shimAt(t, strings.ReplaceAll(twoPorts, "IMG", "/x"))
+	calls := f.takeCalls
 	p := func(s string) string { return filepath.Join(dir, s) }
 	read := func(s string) string {
 		t.Helper()
@@ -320,17 +315,17 @@ func TestMountPorts(t *testing.T) {
 	if got := read("ports/2/ana_groups/1/ana_state"); got != "non-optimized" {
 		t.Errorf("port 2 group 1 reads %q, want nvmet's spelling", got)
 	}
-	expect("ana_state", write("ports/1/ana_groups/1/ana_state", "inaccessible\n"), nil, "ctl set ana 1 1 inaccessible")
-	expect("ana_state non-optimized", write("ports/1/ana_groups/1/ana_state", "non-optimized\n"), nil, "ctl set ana 1 1 non_optimized")
+	expect("ana_state", write("ports/1/ana_groups/1/ana_state", "inaccessible\n"), nil, `set_ana_state {"group":1,"port":1,"state":"inaccessible"}`)
+	expect("ana_state non-optimized", write("ports/1/ana_groups/1/ana_state", "non-optimized\n"), nil, `set_ana_state {"group":1,"port":1,"state":"non_optimized"}`)
 	if got := read("ports/1/ana_groups/1/ana_state"); got != "non-optimized" {
 		t.Errorf("group 1 reads %q after non-optimized", got)
 	}
 	expect("ana_state in the daemon's spelling", write("ports/1/ana_groups/1/ana_state", "non_optimized\n"), syscall.EINVAL)
-	expect("mkdir group 2", os.Mkdir(p("ports/1/ana_groups/2"), 0o755), nil, "ctl set ana 1 2 inaccessible")
+	expect("mkdir group 2", os.Mkdir(p("ports/1/ana_groups/2"), 0o755), nil, `set_ana_state {"group":2,"port":1,"state":"inaccessible"}`)
 	if got := read("ports/1/ana_groups/2/ana_state"); got != "inaccessible" {
 		t.Errorf("a new group reads %q, want inaccessible as in nvmet", got)
 	}
-	expect("group 2 optimized", write("ports/1/ana_groups/2/ana_state", "optimized"), nil, "ctl set ana 1 2 optimized")
+	expect("group 2 optimized", write("ports/1/ana_groups/2/ana_state", "optimized"), nil, `set_ana_state {"group":2,"port":1,"state":"optimized"}`)
 	if got := names("ports/1/ana_groups"); !slices.Equal(got, []string{"1", "2"}) {
 		t.Errorf("port 1's groups %v", got)
 	}
@@ -339,7 +334,7 @@ func TestMountPorts(t *testing.T) {
 	}
 	expect("mkdir group 129", os.Mkdir(p("ports/1/ana_groups/129"), 0o755), syscall.EINVAL)
 	expect("rmdir group 1", os.Remove(p("ports/1/ana_groups/1")), syscall.EPERM)
-	expect("rmdir group 2", os.Remove(p("ports/1/ana_groups/2")), nil, "ctl set ana 1 2 inaccessible")
+	expect("rmdir group 2", os.Remove(p("ports/1/ana_groups/2")), nil, `set_ana_state {"group":2,"port":1,"state":"inaccessible"}`)
 	if got := names("ports/1/ana_groups"); !slices.Equal(got, []string{"1"}) {
 		t.Errorf("port 1's groups after rmdir %v", got)
 	}
