@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/test/blktests/nvmet-cfs/fakedaemon"
 )
 
 func TestNamespaceValues(t *testing.T) {
@@ -70,10 +72,10 @@ func TestNamespaceValues(t *testing.T) {
 }
 
 // shimAt mounts the shim on a fake daemon that starts from state.
-func shimAt(t *testing.T, state string) (dir string, f *fakeDaemon) {
+func shimAt(t *testing.T, state string) (dir string, f *fakedaemon.Daemon, calls func() []string) {
 	t.Helper()
 	needFUSE(t)
-	f, sock := startFake(t, state)
+	f, sock, calls := startFake(t, state)
 	dir = filepath.Join(t.TempDir(), "nvmet")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -87,7 +89,7 @@ func shimAt(t *testing.T, state string) (dir string, f *fakeDaemon) {
 			t.Errorf("unmount: %v", err)
 		}
 	})
-	return dir, f
+	return dir, f, calls
 }
 
 const twoPorts = `{"generation":1,
@@ -101,8 +103,7 @@ func TestMountNamespaces(t *testing.T) {
 	if err := os.WriteFile(img, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	dir, f := shimAt(t, strings.ReplaceAll(twoPorts, "IMG", img))
-	calls := f.takeCalls
+	dir, f, calls := shimAt(t, strings.ReplaceAll(twoPorts, "IMG", img))
 	p := func(s string) string { return filepath.Join(dir, s) }
 	read := func(s string) string {
 		t.Helper()
@@ -227,16 +228,12 @@ func TestMountNamespaces(t *testing.T) {
 	expect("resv_enable", write(ns3+"resv_enable", "1"), nil)
 	expect("a bad resv_enable", write(ns3+"resv_enable", "x"), syscall.EINVAL)
 	withResv := add("s2", 3, `"block_size":512,"uuid":"21111111-2222-3333-4444-555555555555","ana_group":3,"reservations":true`)
-	f.mu.Lock()
-	f.noResv = true
-	f.mu.Unlock()
+	f.RefuseReservations(true)
 	expect("enable with reservations, refused", write(ns3+"enable", "1"), syscall.EINVAL, withResv)
 	if got := read(ns3 + "enable"); got != "0" {
 		t.Errorf("a refused enable reads %q", got)
 	}
-	f.mu.Lock()
-	f.noResv = false
-	f.mu.Unlock()
+	f.RefuseReservations(false)
 	expect("enable with reservations", write(ns3+"enable", "1"), nil, withResv)
 	if got := read(ns3 + "resv_enable"); got != "1" {
 		t.Errorf("resv_enable reads %q", got)
@@ -253,8 +250,7 @@ func TestMountNamespaces(t *testing.T) {
 }
 
 func TestMountPorts(t *testing.T) {
-	dir, f := shimAt(t, strings.ReplaceAll(twoPorts, "IMG", "/x"))
-	calls := f.takeCalls
+	dir, _, calls := shimAt(t, strings.ReplaceAll(twoPorts, "IMG", "/x"))
 	p := func(s string) string { return filepath.Join(dir, s) }
 	read := func(s string) string {
 		t.Helper()
