@@ -272,6 +272,9 @@ func (a *attr) Write(ctx context.Context, f fs.FileHandle, data []byte, off int6
 
 // mount serves c at dir until dir is unmounted.
 func mount(dir string, c *cfs) (*fuse.Server, error) {
+	if c.api == nil {
+		c.api = &apiClient{sock: socketPath()}
+	}
 	c.hosts = map[string]*host{}
 	c.subsystems = map[string]map[uint32]*namespace{}
 	c.anaGroups = map[uint16]map[uint32]bool{}

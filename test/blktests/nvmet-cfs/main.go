@@ -61,7 +61,7 @@ func main() {
 	if tgt == "" {
 		tgt = "nvmeof-tgt"
 	}
-	srv, err := mount(dir, &cfs{tgt: tgt, api: &apiClient{sock: socketPath()}})
+	srv, err := mount(dir, &cfs{tgt: tgt})
 	if err != nil {
 		log.Fatalf("mount %s: %v", dir, err)
 	}
