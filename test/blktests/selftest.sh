@@ -237,6 +237,12 @@ ctl add namespace s3 -nsid 1 -backend block -path /dev/nullb0 -uuid $uuid"
 run NVMET_SETUP_NAMESPACE=no -- setup --subsysnqn s3 --subsys-uuid "$uuid" --hostnqn "$host"
 expect_eq "setup, NVMET_SETUP_NAMESPACE=no: no namespace" "$rc:$log" "0:ctl remove subsystem s3
 ctl add subsystem s3 -host $host"
+run NVMET_SETUP_RESERVATIONS=yes -- setup --subsysnqn s3 --subsys-uuid "$uuid" --hostnqn "$host"
+expect_eq "setup, NVMET_SETUP_RESERVATIONS=yes: namespace 1 with reservations" "$rc:$log" "0:ctl remove subsystem s3
+ctl add subsystem s3 -host $host
+ctl add namespace s3 -nsid 1 -backend file -path $img/s3.img -size 1GiB -reservations -uuid $uuid"
+run NVMET_SETUP_RESERVATIONS=1 -- setup --subsysnqn s3 --subsys-uuid "$uuid" --hostnqn "$host"
+expect_match "setup, a bad NVMET_SETUP_RESERVATIONS fails and says why" "$rc:$err" "1:*NVMET_SETUP_RESERVATIONS=1*"
 run NVMET_SETUP_NAMESPACE=maybe -- setup --subsysnqn s3 --subsys-uuid "$uuid" --hostnqn "$host"
 expect_eq "setup, a bad NVMET_SETUP_NAMESPACE: exit 1" "$rc" 1
 expect_match "setup, a bad NVMET_SETUP_NAMESPACE says why" "$err" "*NVMET_SETUP_NAMESPACE=maybe*"
