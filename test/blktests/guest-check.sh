@@ -6,13 +6,14 @@
 #   E2E_KERNEL=6.12 test/vm/run-guest.sh --script test/blktests/guest-check.sh \
 #       --results DIR --env NVMEOF_TGT=/path/to/nvmeof-tgt --env SRC=$PWD \
 #       --env BLKTESTS=/path/to/blktests [--env TESTS='nvme/041 nvme/042'] [--disk IMG] \
-#       [--env NVMET_CFS_BIN=/path/to/nvmet-cfs]
+#       [--env NVMET_CFS_BIN=/path/to/nvmet-cfs] [--env PORTS=N] [--env NVMET_SETUP_NAMESPACE=no]
 #
 # SRC is this repository (run-guest.sh runs a copy of this script).
 # BLKTESTS is a blktests checkout built with make; the guest writes only
 # to its own overlay, so the checkout stays as it is. NVMET_CFS_BIN is the
 # nvmet-cfs shim, which nvme-target-control mounts over nvmet's configfs
 # (else it is built here with go, which takes long under emulation).
+# CHECK_TIMEOUT (default 1200 s) bounds blktests' run.
 # DIR/blktests holds blktests' results, DIR/target.log the daemon's log,
 # DIR/nvmet-cfs.log the shim's, DIR/dmesg.log the guest kernel's.
 set -euo pipefail
@@ -34,15 +35,24 @@ else
 fi
 export PATH=/tmp/bin:$PATH
 modprobe fuse
+# losetup loads loop through /dev/loop-control, a node the guest (no
+# systemd, no static device nodes) has only once loop is loaded; nvme/051
+# asks for a loop device without requiring the module as others do.
+modprobe loop
 mkdir -p /data
 if [ -b /dev/vda ]; then
 	mkfs.ext4 -q -F /dev/vda
 	mount /dev/vda /data
 fi
-cat >/tmp/tgt.yaml <<CFG
-ports: [{id: 1, address: 10.99.0.1, port: 4420}]
-subsystems: []
-CFG
+# PORTS: how many ports the daemon has (1, 2, ...: service IDs 4420, 4421,
+# ...), every one serving each test's subsystem.
+{
+	echo "ports:"
+	for i in $(seq "${PORTS:-1}"); do
+		echo "  - {id: $i, address: 10.99.0.1, port: $((4419 + i))}"
+	done
+	echo "subsystems: []"
+} >/tmp/tgt.yaml
 "$NVMEOF_TGT" -config /tmp/tgt.yaml >/results/target.log 2>&1 &
 tgt=$!
 for _ in $(seq 100); do
@@ -54,7 +64,7 @@ rc=0
 # USE_RXE: blktests' rdma set-up finds the guest's soft-RoCE link.
 NVME_TARGET_CONTROL=$SRC/test/blktests/nvme-target-control NVMET_TRTYPES=rdma NVMET_BLKDEV_TYPES=file USE_RXE=1 \
 	NVME_IMG_SIZE=64M NVMET_IMG_SIZE=64MiB NVMET_IMG_DIR=/data/bt NVMET_CFS_LOG=/results/nvmet-cfs.log \
-	timeout 1200 ./check $tests || rc=$?
+	timeout "${CHECK_TIMEOUT:-1200}" ./check $tests || rc=$?
 cp -r results /results/blktests
 dmesg >/results/dmesg.log
 kill "$tgt"

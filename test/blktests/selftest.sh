@@ -83,10 +83,17 @@ case "$*" in
 	;;
 "add subsystem "*)
 	if [[ -n ${STUB_STATE:-} ]]; then
-		edit --arg n "$3" --arg h "$5" '.subsystems += [{nqn: $n, hosts: [$h]}]'
+		edit --arg n "$3" --arg h "$5" '.subsystems += [{nqn: $n, hosts: [$h], ports: [], namespaces: []}]'
 	fi
 	;;
-"add namespace "* | "set host "*) ;;
+"add namespace "*)
+	# setup's: add namespace NQN -nsid 1 -backend B -path P ... -uuid U
+	if [[ -n ${STUB_STATE:-} ]]; then
+		edit --arg n "$3" --arg b "$7" --arg p "$9" --arg u "${*: -1}" \
+			'(.subsystems[] | select(.nqn == $n) | .namespaces) += [{nsid: 1, backend: $b, path: $p, size_bytes: 1048576, block_size: 512, uuid: $u, ana_group: 1}]'
+	fi
+	;;
+"set host "*) ;;
 *)
 	echo "stub: unexpected call: $*" >&2
 	exit 2
@@ -227,6 +234,19 @@ expect_eq "setup, device" "$rc:$log" "0:ctl remove subsystem s3
 ctl add subsystem s3 -host $host
 ctl add namespace s3 -nsid 1 -backend block -path /dev/nullb0 -uuid $uuid"
 
+run NVMET_SETUP_NAMESPACE=no -- setup --subsysnqn s3 --subsys-uuid "$uuid" --hostnqn "$host"
+expect_eq "setup, NVMET_SETUP_NAMESPACE=no: no namespace" "$rc:$log" "0:ctl remove subsystem s3
+ctl add subsystem s3 -host $host"
+run NVMET_SETUP_RESERVATIONS=yes -- setup --subsysnqn s3 --subsys-uuid "$uuid" --hostnqn "$host"
+expect_eq "setup, NVMET_SETUP_RESERVATIONS=yes: namespace 1 with reservations" "$rc:$log" "0:ctl remove subsystem s3
+ctl add subsystem s3 -host $host
+ctl add namespace s3 -nsid 1 -backend file -path $img/s3.img -size 1GiB -reservations -uuid $uuid"
+run NVMET_SETUP_RESERVATIONS=1 -- setup --subsysnqn s3 --subsys-uuid "$uuid" --hostnqn "$host"
+expect_match "setup, a bad NVMET_SETUP_RESERVATIONS fails and says why" "$rc:$err" "1:*NVMET_SETUP_RESERVATIONS=1*"
+run NVMET_SETUP_NAMESPACE=maybe -- setup --subsysnqn s3 --subsys-uuid "$uuid" --hostnqn "$host"
+expect_eq "setup, a bad NVMET_SETUP_NAMESPACE: exit 1" "$rc" 1
+expect_match "setup, a bad NVMET_SETUP_NAMESPACE says why" "$err" "*NVMET_SETUP_NAMESPACE=maybe*"
+
 run NVMET_BLKDEV_TYPE=device -- setup --subsysnqn s4 --subsys-uuid "$uuid" --hostnqn "$host"
 expect_eq "setup, device without NVMET_BLKDEV: exit 1, no ctl call" "$rc:$log" "1:"
 expect_match "setup, device without NVMET_BLKDEV says why" "$err" "*NVMET_BLKDEV*"
@@ -317,6 +337,13 @@ elif [[ -z $shim ]]; then
 	shim=$tmp/nvmet-cfs
 	(cd "$here/../.." && go build -o "$shim" ./test/blktests/nvmet-cfs) || why="cannot build the shim"
 fi
+# The shim's namespace, ANA and state calls go to the admin socket: a fake
+# daemon answers there from the stub's state file (nvmet-cfs/fakedaemon).
+fake=${NVMET_CFS_FAKE_BIN:-}
+if [[ -z $why && -z $fake ]]; then
+	fake=$tmp/fakedaemon
+	(cd "$here/../.." && go build -o "$fake" ./test/blktests/nvmet-cfs/fakedaemon/cmd) || why="cannot build the fake daemon"
+fi
 # mounted: how many shims serve $tmp/nvmet.
 mounted() {
 	awk -v d="$(realpath "$tmp/nvmet")" '$2 == d && $3 == "fuse.nvmet-cfs"' /proc/self/mounts | wc -l
@@ -329,10 +356,16 @@ if [[ -n $why ]]; then
 	fi
 else
 	mkdir "$tmp/nvmet"
-	echo '{"generation":1,"ports":[],"subsystems":[]}' >"$tmp/state.json"
+	echo '{"generation":1,"ports":[{"id":1,"address":"10.0.0.1","port":4420}],"subsystems":[]}' >"$tmp/state.json"
+	mkfifo "$tmp/fake.ready"
+	"$fake" "$tmp/ctl.sock" "$tmp/state.json" "$tmp/log" >"$tmp/fake.ready" &
+	fakepid=$!
+	trap 'kill $fakepid 2>/dev/null; umount "$tmp/nvmet" 2>/dev/null || true; rm -rf "$tmp"' EXIT
+	read -r -t 30 line <"$tmp/fake.ready" || true
+	[[ ${line:-} == ready ]] || fail "the fake daemon did not start"
 	key2=DHHC-1:00:Jc/My1o0qtLCWRp+sHhAVafdfaS7YQOMYhk9zSmlatobqB8C:
 	hostdir=$tmp/nvmet/hosts/$host
-	shimrun() { run NVMET_CFS_SHIM="$shim" STUB_STATE="$tmp/state.json" "$@"; }
+	shimrun() { run NVMET_CFS_SHIM="$shim" STUB_STATE="$tmp/state.json" NVMEOF_TGT_SOCKET="$tmp/ctl.sock" "$@"; }
 	shimrun -- setup --subsysnqn c1 --subsys-uuid "$uuid" --hostnqn "$host" --hostkey "$key" --ctrlkey "$key2"
 	expect_eq "setup mounts the shim and writes the keys through it" "$rc:$log" "0:ctl remove subsystem c1
 ctl add subsystem c1 -host $host
@@ -363,6 +396,49 @@ ctl set host c1 $host -dhchap-key $key -dhchap-ctrl-key $key2 -dhchap-dhgroups f
 	rm "$tmp/log.refuse"
 	expect_eq "a key the daemon refuses fails the write" "$wrc" 1
 	expect_eq "a refused key is not kept" "$(cat "$hostdir/dhchap_key")" "$key"
+
+	# The namespace setup made, as nvme/051, 054 and 058 write it.
+	ns=$tmp/nvmet/subsystems/c1/namespaces
+	expect_eq "setup's namespace reads as the daemon has it" \
+		"$(cat "$ns/1/enable" "$ns/1/device_path" "$ns/1/device_uuid" "$ns/1/ana_grpid" "$ns/1/resv_enable" 2>&1)" \
+		"1"$'\n'"$img/c1.img"$'\n'"$uuid"$'\n'"1"$'\n'"0"
+	# wcall WHAT FILE VALUE WANT_RC WANT_CALLS: writes VALUE to FILE
+	# through the shim and checks what reached the daemon.
+	wcall() {
+		: >"$tmp/log"
+		local wrc=0
+		echo "$3" 2>/dev/null >"$2" || wrc=$?
+		expect_eq "$1" "$wrc:$(grep -v '^ctl list -json$' "$tmp/log")" "$4:$5"
+	}
+	wcall "disable: remove_namespace" "$ns/1/enable" 0 0 'remove_namespace {"nqn":"c1","nsid":1}'
+	wcall "enable: add_namespace as it was" "$ns/1/enable" 1 0 \
+		"add_namespace {\"nqn\":\"c1\",\"nsid\":1,\"backend\":\"file\",\"path\":\"$img/c1.img\",\"block_size\":512,\"uuid\":\"$uuid\"}"
+	wcall "a device_path write on an enabled namespace fails" "$ns/1/device_path" "$img/x" 1 ""
+	mkdir "$ns/2" || fail "mkdir namespaces/2"
+	: >"$img/c1-2.img"
+	wcall "device_path" "$ns/2/device_path" "$img/c1-2.img" 0 ""
+	wcall "device_uuid" "$ns/2/device_uuid" 11111111-2222-3333-4444-555555555555 0 ""
+	wcall "a bad device_uuid fails" "$ns/2/device_uuid" 1111 1 ""
+	wcall "ana_grpid" "$ns/2/ana_grpid" 2 0 ""
+	wcall "resv_enable" "$ns/2/resv_enable" 1 0 ""
+	wcall "enable: add_namespace with what was written" "$ns/2/enable" 1 0 \
+		"add_namespace {\"nqn\":\"c1\",\"nsid\":2,\"backend\":\"file\",\"path\":\"$img/c1-2.img\",\"uuid\":\"11111111-2222-3333-4444-555555555555\",\"ana_group\":2,\"reservations\":true}"
+	wcall "ana_grpid of an enabled namespace: set_namespace" "$ns/2/ana_grpid" 3 0 'set_namespace {"ana_group":3,"nqn":"c1","nsid":2}'
+	: >"$tmp/log"
+	rmdir "$ns/2" || fail "rmdir namespaces/2"
+	expect_eq "rmdir disables" "$(cat "$tmp/log")" 'remove_namespace {"nqn":"c1","nsid":2}'
+	# The port, as nvme/057 and 058 read and write it.
+	port=$tmp/nvmet/ports/1
+	expect_eq "the daemon's port, as configfs shows it" \
+		"$(cat "$port/addr_trtype" "$port/addr_traddr" "$port/addr_trsvcid" 2>&1):$(ls "$port/subsystems" 2>&1)" \
+		"rdma"$'\n'"10.0.0.1"$'\n'"4420:c1"
+	wcall "ana_state: set_ana_state" "$port/ana_groups/1/ana_state" non-optimized 0 'set_ana_state {"group":1,"port":1,"state":"non_optimized"}'
+	expect_eq "ana_state reads back in nvmet's spelling" "$(cat "$port/ana_groups/1/ana_state")" non-optimized
+	wcall "an ana_state nvmet does not know fails" "$port/ana_groups/1/ana_state" non_optimized 1 ""
+	: >"$tmp/log"
+	mkdir "$port/ana_groups/2" || fail "mkdir ana_groups/2"
+	expect_eq "a new ANA group is inaccessible, as in nvmet" "$(cat "$tmp/log")" 'set_ana_state {"group":2,"port":1,"state":"inaccessible"}'
+	wcall "the new group's ana_state" "$port/ana_groups/2/ana_state" optimized 0 'set_ana_state {"group":2,"port":1,"state":"optimized"}'
 
 	shimrun -- setup --subsysnqn c2 --subsys-uuid "$uuid" --hostnqn "$host"
 	expect_eq "a second setup takes the live shim and the host as they are" "$rc:$log" "0:ctl remove subsystem c2

@@ -99,10 +99,13 @@ func (h host) setArgs(subsys, nqn string) []string {
 // cfs is the file system's state. mu orders every operation, so a write
 // reaches the daemon whole before the next starts.
 type cfs struct {
-	tgt string // the nvmeof-tgt command
+	tgt string     // the nvmeof-tgt command, for the hosts' changes
+	api *apiClient // the rest
 
-	mu    sync.Mutex
-	hosts map[string]*host
+	mu         sync.Mutex
+	hosts      map[string]*host
+	subsystems map[string]map[uint32]*namespace // by NQN, NSID
+	anaGroups  map[uint16]map[uint32]bool       // made under ports/P/ana_groups
 }
 
 // ctl runs `nvmeof-tgt ctl ARGS`; the error carries ctl's message.
@@ -167,7 +170,8 @@ func (c *cfs) apply(nqn string, old, new host) error {
 
 var dirAttr = fs.StableAttr{Mode: syscall.S_IFDIR}
 
-// root is the mount's top: hosts/, ports/, subsystems/.
+// root is the mount's top: hosts/, ports/ (ports.go), subsystems/
+// (subsystems.go).
 type root struct {
 	fs.Inode
 	c *cfs
@@ -175,9 +179,8 @@ type root struct {
 
 func (r *root) OnAdd(ctx context.Context) {
 	r.AddChild("hosts", r.NewPersistentInode(ctx, &hostsDir{c: r.c}, dirAttr), false)
-	for _, name := range []string{"ports", "subsystems"} {
-		r.AddChild(name, r.NewPersistentInode(ctx, &fs.Inode{}, dirAttr), false)
-	}
+	r.AddChild("ports", r.NewPersistentInode(ctx, r.c.portsDir(), dirAttr), false)
+	r.AddChild("subsystems", r.NewPersistentInode(ctx, r.c.subsystemsDir(), dirAttr), false)
 }
 
 type hostsDir struct {
@@ -269,7 +272,12 @@ func (a *attr) Write(ctx context.Context, f fs.FileHandle, data []byte, off int6
 
 // mount serves c at dir until dir is unmounted.
 func mount(dir string, c *cfs) (*fuse.Server, error) {
+	if c.api == nil {
+		c.api = &apiClient{sock: socketPath()}
+	}
 	c.hosts = map[string]*host{}
+	c.subsystems = map[string]map[uint32]*namespace{}
+	c.anaGroups = map[uint16]map[uint32]bool{}
 	zero := time.Duration(0)
 	return fs.Mount(dir, &root{c: c}, &fs.Options{
 		EntryTimeout: &zero, AttrTimeout: &zero, NegativeTimeout: &zero,

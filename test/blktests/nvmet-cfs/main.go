@@ -1,6 +1,6 @@
 // Command nvmet-cfs mounts a FUSE file system shaped like the Linux NVMe
-// target's configfs (/sys/kernel/config/nvmet) whose host attributes drive
-// a running nvmeof-tgt.
+// target's configfs (/sys/kernel/config/nvmet) whose writes drive a
+// running nvmeof-tgt.
 //
 // blktests' authentication tests (nvme/042 to 045) change the target's
 // DH-HMAC-CHAP key, controller key, hash and DH group in the middle of a
@@ -16,10 +16,26 @@
 // with EINVAL when the daemon refuses. `set host` replaces all of a host's
 // settings, so the shim keeps each host's full state, as configfs does.
 //
-// Layout: hosts/, ports/, subsystems/ (the last two stay empty); mkdir
-// hosts/H makes host H with dhchap_key, dhchap_ctrl_key, dhchap_hash and
-// dhchap_dhgroup; rmdir hosts/H forgets it. It is test tooling: run it as
-// root (it mounts with mount(2), no fusermount).
+// Layout: mkdir hosts/H makes host H with dhchap_key, dhchap_ctrl_key,
+// dhchap_hash and dhchap_dhgroup; rmdir hosts/H forgets it.
+//
+// subsystems/ and ports/ mirror the daemon's (nvme/051, 057, 058): under
+// subsystems/X/namespaces/, mkdir N makes a disabled namespace whose
+// device_path, device_uuid, device_nguid, ana_grpid and resv_enable the
+// shim keeps; writing 1 to enable adds it to the daemon (add_namespace,
+// with reservations for resv_enable), 0 removes it, and ana_grpid moves
+// an enabled one (set_namespace). The daemon's own namespaces (setup's)
+// show there enabled. ports/P has addr_trtype, addr_adrfam, addr_traddr,
+// addr_trsvcid, subsystems/ (links to the subsystems served on P) and
+// ana_groups/G/ana_state (set_ana_state); mkdir ana_groups/G makes group
+// G inaccessible, as nvmet does. These calls go to the admin socket
+// ($NVMEOF_TGT_SOCKET, default /run/nvmeof-tgt/ctl.sock), not through
+// ctl: nvme/051 alone makes 800 writes. A value nvmet refuses, or one the
+// daemon refuses, fails the write with EINVAL; a device change on an
+// enabled namespace fails with EBUSY, as in nvmet.
+//
+// It is test tooling: run it as root (it mounts with mount(2), no
+// fusermount).
 //
 //	nvmet-cfs [DIR]    (default /sys/kernel/config/nvmet)
 //
