@@ -41,6 +41,7 @@ const (
 	StatusSGLInvalidOffset     Status = 0x16
 	StatusSGLInvalidSubtype    Status = 0x17
 	StatusHostIDInconsistent   Status = 0x18
+	StatusPreemptAborted       Status = 0x1b // Command Aborted due to Preempt and Abort
 	StatusKeepAliveExpired     Status = 0x19
 	StatusKeepAliveInvalid     Status = 0x1a
 	StatusNamespaceWriteProt   Status = 0x20
