@@ -17,6 +17,7 @@ type Plan struct {
 	AddNamespaces      []NamespaceRef
 	ResizeNamespaces   []NamespaceRef // in subsystems kept: only the size differs
 	Regroup            []NamespaceRef // kept, in another ANA group: moved in place
+	Reservations       []NamespaceRef // kept, with reservations turned on or off in place
 	Remeasure          []NamespaceRef // block and rbd namespaces kept: the device or image may have grown
 	Access             []Subsystem    // kept, with other hosts or allow_any_host
 	Links              []Subsystem    // kept, with other ports
@@ -138,6 +139,8 @@ func (p *Plan) keepNamespace(nqn string, oldNS map[uint32]Namespace, n Namespace
 	}
 	regroup := o.Group() != n.Group()
 	o.ANAGroup = n.ANAGroup // compared above, where 0 is the default group
+	reserve := o.Reservations.On() != n.Reservations.On()
+	o.Reservations = n.Reservations // changes in place
 	keep := false
 	switch resized := o; {
 	case o == n:
@@ -155,6 +158,9 @@ func (p *Plan) keepNamespace(nqn string, oldNS map[uint32]Namespace, n Namespace
 	}
 	if keep && regroup {
 		p.Regroup = append(p.Regroup, NamespaceRef{nqn, n})
+	}
+	if keep && reserve {
+		p.Reservations = append(p.Reservations, NamespaceRef{nqn, n})
 	}
 	return keep
 }

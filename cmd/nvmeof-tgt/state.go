@@ -61,6 +61,10 @@ type NSState struct {
 	ReadOnly  bool   `json:"read_only"`
 	UUID      string `json:"uuid"`
 	ANAGroup  uint32 `json:"ana_group"`
+	// Reservations: the commands are on; Reservation is the state, when
+	// any host registered.
+	Reservations bool       `json:"reservations"`
+	Reservation  *ResvState `json:"reservation,omitempty"`
 }
 
 type CtrlState struct {
@@ -128,7 +132,8 @@ func subsystemState(d *daemon, sc config.Subsystem) (SubState, bool) {
 		}
 		ss.Namespaces = append(ss.Namespaces, NSState{NSID: ns.ID, Backend: nc.Backend, Path: nc.Source(),
 			SizeBytes: ns.Blocks() << ns.BlockShift, BlockSize: 1 << ns.BlockShift, ReadOnly: ns.ReadOnly,
-			UUID: config.FormatUUID(ns.UUID), ANAGroup: ns.ANAGroup()})
+			UUID: config.FormatUUID(ns.UUID), ANAGroup: ns.ANAGroup(),
+			Reservations: ns.ReservationsEnabled(), Reservation: resvState(ns)})
 	}
 	slices.SortFunc(ss.Namespaces, func(a, b NSState) int { return cmp.Compare(a.NSID, b.NSID) })
 	for _, c := range s.Controllers() {
