@@ -568,18 +568,20 @@ func (s *Subsystem) resvApply(ns *Namespace, change func(resvSnapshot) (resvChan
 	}
 	next := ch.next
 	rs.snap.Store(&next)
-	if len(ch.abort) > 0 {
-		s.resvFence(ns, ch.abort)
-	}
 	s.resvNotify(ns.ID, ch.notices)
+	if len(ch.abort) > 0 && !s.resvFence(ns, ch.abort) {
+		// The new state holds; the host may retry to learn the fence is done.
+		return nvme.StatusCommandInterrupted
+	}
 	return 0
 }
 
 // resvFence waits until the commands of the preempted hosts' controllers
 // that were in flight on ns are out of the backend, so that none of their
 // writes lands after the Preempt and Abort completes. New commands of
-// those hosts already meet the new state.
-func (s *Subsystem) resvFence(ns *Namespace, hosts [][nvme.HostIDSize]byte) {
+// those hosts already meet the new state. It reports false when one is
+// still in a backend after drainTimeout.
+func (s *Subsystem) resvFence(ns *Namespace, hosts [][nvme.HostIDSize]byte) bool {
 	var stats []*IOStats
 	for _, c := range s.Controllers() {
 		if !slices.Contains(hosts, c.HostID) {
@@ -604,12 +606,13 @@ func (s *Subsystem) resvFence(ns *Namespace, hosts [][nvme.HostIDSize]byte) {
 	for _, st := range stats {
 		for st.Inflight.Load() != 0 {
 			if time.Now().After(deadline) {
-				s.log().WithField("nsid", ns.ID).Warn("preempt and abort: a fenced host's command has not left the backend after 10 s; completing the preempt anyway")
-				return
+				s.log().WithField("nsid", ns.ID).Warn("preempt and abort: a fenced host's command has not left the backend after 10 s; the preempt completes with Command Interrupted")
+				return false
 			}
 			time.Sleep(time.Millisecond)
 		}
 	}
+	return true
 }
 
 // resvNotify queues each notice on every controller of its host that

@@ -45,6 +45,7 @@ const (
 	StatusKeepAliveExpired     Status = 0x19
 	StatusKeepAliveInvalid     Status = 0x1a
 	StatusNamespaceWriteProt   Status = 0x20
+	StatusCommandInterrupted   Status = 0x21
 	StatusLBARange             Status = 0x80
 	StatusCapacityExceeded     Status = 0x81
 	StatusNamespaceNotReady    Status = 0x82
