@@ -580,7 +580,7 @@ func (s *Subsystem) resvApply(ns *Namespace, change func(resvSnapshot) (resvChan
 // that were in flight on ns are out of the backend, so that none of their
 // writes lands after the Preempt and Abort completes. New commands of
 // those hosts already meet the new state. It reports false when one is
-// still in a backend after drainTimeout.
+// still in a backend after resvFenceTimeout.
 func (s *Subsystem) resvFence(ns *Namespace, hosts [][nvme.HostIDSize]byte) bool {
 	var stats []*IOStats
 	for _, c := range s.Controllers() {
@@ -602,7 +602,7 @@ func (s *Subsystem) resvFence(ns *Namespace, hosts [][nvme.HostIDSize]byte) bool
 		}
 		c.mu.Unlock()
 	}
-	deadline := time.Now().Add(drainTimeout)
+	deadline := time.Now().Add(resvFenceTimeout)
 	for _, st := range stats {
 		for st.Inflight.Load() != 0 {
 			if time.Now().After(deadline) {
@@ -614,6 +614,9 @@ func (s *Subsystem) resvFence(ns *Namespace, hosts [][nvme.HostIDSize]byte) bool
 	}
 	return true
 }
+
+// resvFenceTimeout bounds resvFence's wait; tests shorten it.
+var resvFenceTimeout = drainTimeout
 
 // resvNotify queues each notice on every controller of its host that
 // has not masked it for the namespace.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
@@ -678,5 +679,30 @@ func TestResvPreemptAndAbortFences(t *testing.T) {
 	must(t, "register b again", b.resvRegister(nvme.ResvRegister, false, 0, 0, 3))
 	if s := ns.resv.snap.Load(); slices.Contains(s.aborted, [16]byte{2}) {
 		t.Fatalf("b still fenced after registering again: %v", s.aborted)
+	}
+}
+
+// A fenced command that does not leave its backend in time: the Preempt
+// and Abort completes with Command Interrupted, its new state in force.
+func TestResvPreemptAndAbortTimeout(t *testing.T) {
+	g := &gatedWrites{memBackend: newMem(1<<20, 512), entered: make(chan struct{}, 1), release: make(chan struct{})}
+	tg, p := targetWith(t, g)
+	a, b := resvHost(t, tg, p, 1), resvHost(t, tg, p, 2)
+	t.Cleanup(func() { close(g.release) })
+	old := resvFenceTimeout
+	resvFenceTimeout = 20 * time.Millisecond
+	t.Cleanup(func() { resvFenceTimeout = old })
+	must(t, "register a", a.resvRegister(nvme.ResvRegister, false, 0, 0, 1))
+	must(t, "register b", b.resvRegister(nvme.ResvRegister, false, 0, 0, 2))
+	must(t, "acquire b", b.resvAcquire(nvme.ResvAcquire, nvme.ResvWriteExclusive, 2, 0))
+	w := keyed(newCmd(nvme.IOWrite), 512)
+	w.SetNSID(1)
+	w.SetCID(100)
+	b.io.SubmitAsync(w, make([]byte, 512))
+	<-g.entered
+	wantStatus(t, "preempt and abort with the write stuck", a.resvAcquire(nvme.ResvPreemptAndAbort, nvme.ResvWriteExclusive, 1, 2),
+		nvme.StatusCommandInterrupted)
+	if s := tg.Subsystem(testNQN).Namespace(1).Reservation(); s.Holder != [16]byte{1} || len(s.Registrants) != 1 {
+		t.Fatalf("state after the interrupted preempt %+v", s)
 	}
 }
