@@ -62,8 +62,11 @@ type resvSnapshot struct {
 type reservations struct {
 	snap     atomic.Pointer[resvSnapshot] // nil: never registered
 	disabled atomic.Bool                  // reservation commands answer Invalid Opcode
-	mu       sync.Mutex                   // serializes reservation commands and features
+	mu       sync.Mutex                   // serializes reservation commands and features (held through a fence)
 	store    ReservationStore
+	// persistent: store is set, read without mu by Identify and the
+	// command checks, which must not wait behind a fence.
+	persistent atomic.Bool
 }
 
 func (s *resvSnapshot) registrant(host *[nvme.HostIDSize]byte) int {
@@ -157,11 +160,7 @@ func (ns *Namespace) ReservationsEnabled() bool { return !ns.resv.disabled.Load(
 
 // ReservationPersistent reports whether the namespace has a store, so
 // that PTPL can be set.
-func (ns *Namespace) ReservationPersistent() bool {
-	ns.resv.mu.Lock()
-	defer ns.resv.mu.Unlock()
-	return ns.resv.store != nil
-}
+func (ns *Namespace) ReservationPersistent() bool { return ns.resv.persistent.Load() }
 
 // SetReservationStore gives the namespace a store and restores what it
 // holds, if the state persists through power loss; a state without PTPL
@@ -170,6 +169,7 @@ func (ns *Namespace) SetReservationStore(st ReservationStore) error {
 	ns.resv.mu.Lock()
 	defer ns.resv.mu.Unlock()
 	ns.resv.store = st
+	ns.resv.persistent.Store(st != nil)
 	if st == nil {
 		return nil
 	}
@@ -441,7 +441,7 @@ func execResvRegister(q *Queue, r *Request) bool {
 	case st != 0:
 	case cptpl == 1:
 		st = nvme.StatusInvalidField | nvme.DNR
-	case cptpl == nvme.CPTPLSet && r.ns.resv.store == nil:
+	case cptpl == nvme.CPTPLSet && !r.ns.ReservationPersistent():
 		// RESCAP reports no persistence without a store.
 		st = nvme.StatusInvalidField | nvme.DNR
 	}
@@ -728,7 +728,7 @@ func (c *Controller) resvResetLocked() { c.resv = resvLog{} }
 // setResvPersist sets PTPL (Set Features Reservation Persistence), off
 // the poller as it stores.
 func setResvPersist(q *Queue, r *Request, ns *Namespace, on bool) bool {
-	if ns.resv.store == nil && on {
+	if on && !ns.ReservationPersistent() {
 		r.status = nvme.StatusInvalidField | nvme.DNR
 		return true
 	}
