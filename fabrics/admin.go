@@ -174,6 +174,9 @@ func (q *Queue) identifyController(b []byte) {
 			id.VWC = nvme.VWCPresent | nvme.VWCFlushBroadcast
 		}
 		id.FUSES = 1 // Compare and Write
+		// Fabrics host IDs are 128 bits: the Linux host then reads
+		// reservations with the extended data structure.
+		id.CTRATT = nvme.CTRATTHostID128
 		id.WCTEMP, id.CCTEMP = warningTempK, criticalTempK
 	}
 	id.Encode(b)

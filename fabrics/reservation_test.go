@@ -523,8 +523,8 @@ func TestResvDisabled(t *testing.T) {
 	ns.SetReservations(true)
 	id, _ = h.identify(nvme.CNSNamespace, 1)
 	ctrl, _ := h.identify(nvme.CNSController, 0)
-	if id[31] != nvme.RESCAPTypes|nvme.RESCAPIEKEY || le16(ctrl, 520)&nvme.ONCSReservations == 0 {
-		t.Fatalf("RESCAP %#x ONCS %#x", id[31], le16(ctrl, 520))
+	if id[31] != nvme.RESCAPTypes|nvme.RESCAPIEKEY || le16(ctrl, 520)&nvme.ONCSReservations == 0 || le32(ctrl, 96)&nvme.CTRATTHostID128 == 0 {
+		t.Fatalf("RESCAP %#x ONCS %#x CTRATT %#x", id[31], le16(ctrl, 520), le32(ctrl, 96))
 	}
 }
 

@@ -313,5 +313,10 @@ func ParseResvNotice(b []byte) (ResvNotice, error) {
 	}, nil
 }
 
+// CTRATTHostID128 (Identify Controller CTRATT bit 0): the controller
+// takes 128-bit host identifiers, which hosts read as "use the extended
+// Reservation Status".
+const CTRATTHostID128 = 1 << 0
+
 // ResvPTPL is bit 0 of the Reservation Persistence feature.
 const ResvPTPL = 1 << 0
