@@ -790,10 +790,14 @@ func setResvFeature(q *Queue, r *Request) bool {
 	return setResvPersist(q, r, ns, v&nvme.ResvPTPL != 0)
 }
 
+// getResvFeature reads them; without a namespace (NSID 0, as nvme-cli's
+// walk over every feature sends) it fails with a plain Invalid Field,
+// which that walk passes over, as Get Features does for every feature
+// it does not have.
 func getResvFeature(q *Queue, r *Request) {
 	ns, st := resvFeatureNS(q, r)
 	if st != 0 {
-		r.status = st
+		r.status = nvme.StatusInvalidField
 		return
 	}
 	if r.Cmd.FeatureID() == nvme.FeatResvMask {

@@ -447,6 +447,13 @@ func TestResvNotificationMask(t *testing.T) {
 		t.Fatalf("page read twice: %+v", n)
 	}
 	wantStatus(t, "mask of a missing namespace", a.setFeature(nvme.FeatResvMask, 9, 2), nvme.StatusInvalidNamespace|nvme.DNR)
+	// nvme-cli's get-feature walk (NSID 0) goes on past a plain Invalid Field only.
+	if _, st := a.getFeature(nvme.FeatResvMask, 0); st != nvme.StatusInvalidField {
+		t.Fatalf("get mask without a namespace: %v, want Invalid Field without DNR", st)
+	}
+	if _, st := a.getFeature(nvme.FeatResvPersist, 0); st != nvme.StatusInvalidField {
+		t.Fatalf("get persistence without a namespace: %v, want Invalid Field without DNR", st)
+	}
 	must(t, "mask every namespace", a.setFeature(nvme.FeatResvMask, nvme.NSIDBroadcast, nvme.ResvMaskAll))
 	if v, _ := a.getFeature(nvme.FeatResvMask, 1); v != nvme.ResvMaskAll {
 		t.Fatalf("broadcast mask reads %#x on namespace 1", v)
