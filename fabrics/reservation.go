@@ -208,7 +208,7 @@ type resvNotice struct {
 	typ  uint8
 }
 
-// current is the state a command starts from: a private copy.
+// resvCurrent is the state a command starts from: a private copy.
 func (ns *Namespace) resvCurrent() resvSnapshot {
 	s := ns.resv.snap.Load()
 	if s == nil {
@@ -721,7 +721,7 @@ func (c *Controller) resvMask(nsid uint32) uint8 {
 	return c.resv.masks[nsid]
 }
 
-// resvReset returns the notification state to a new controller's, at a
+// resvResetLocked returns the notification state to a new controller's, at a
 // controller reset. Called with c.mu held.
 func (c *Controller) resvResetLocked() { c.resv = resvLog{} }
 
