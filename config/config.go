@@ -1,10 +1,12 @@
 package config
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+	"gopkg.in/yaml.v3"
 )
 
 // Config is the whole configuration file.
@@ -196,6 +198,9 @@ type Namespace struct {
 	// out, every host the subsystem allows sees it, and an empty list
 	// hides it from all (visibility.go).
 	Hosts *[]string `yaml:"hosts,omitempty"`
+	// Reservations: the NVMe reservation commands (default on; off, they
+	// answer Invalid Opcode).
+	Reservations Switch `yaml:"reservations,omitempty"`
 
 	// rbd: the image, and the cluster it lives in (each key of Ceph left
 	// out takes the top-level ceph block's).
@@ -300,3 +305,37 @@ func (c *Config) Clone() *Config {
 	}
 	return &out
 }
+
+// Switch is a yes/no key that is on when left out.
+type Switch uint8
+
+// Switch values; the zero value is "left out".
+const (
+	SwitchDefault Switch = iota
+	SwitchOn
+	SwitchOff
+)
+
+// SwitchOf is the Switch set to on.
+func SwitchOf(on bool) Switch {
+	if on {
+		return SwitchOn
+	}
+	return SwitchOff
+}
+
+// On reports whether the switch is on (left out counts as on).
+func (s Switch) On() bool { return s != SwitchOff }
+
+// UnmarshalYAML takes a YAML boolean.
+func (s *Switch) UnmarshalYAML(n *yaml.Node) error {
+	var on bool
+	if err := n.Decode(&on); err != nil {
+		return fmt.Errorf("line %d: %q is not true or false", n.Line, n.Value)
+	}
+	*s = SwitchOf(on)
+	return nil
+}
+
+// MarshalYAML writes a boolean (the key is left out while default).
+func (s Switch) MarshalYAML() (any, error) { return s.On(), nil }

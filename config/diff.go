@@ -18,6 +18,7 @@ type Plan struct {
 	ResizeNamespaces   []NamespaceRef // in subsystems kept: only the size differs
 	Regroup            []NamespaceRef // kept, in another ANA group: moved in place
 	Visibility         []NamespaceRef // kept, with other hosts: shown or hidden in place
+	Reservations       []NamespaceRef // kept, with reservations turned on or off in place
 	Remeasure          []NamespaceRef // block and rbd namespaces kept: the device or image may have grown
 	Access             []Subsystem    // kept, with other hosts or allow_any_host
 	Links              []Subsystem    // kept, with other ports
@@ -141,6 +142,8 @@ func (p *Plan) keepNamespace(nqn string, oldNS map[uint32]Namespace, n Namespace
 	o.ANAGroup = n.ANAGroup // compared above, where 0 is the default group
 	relimit := !SameHosts(o.Hosts, n.Hosts)
 	o.Hosts = n.Hosts // compared above, by value
+	reserve := o.Reservations.On() != n.Reservations.On()
+	o.Reservations = n.Reservations // changes in place
 	keep := false
 	switch resized := o; {
 	case o == n:
@@ -161,6 +164,9 @@ func (p *Plan) keepNamespace(nqn string, oldNS map[uint32]Namespace, n Namespace
 	}
 	if keep && relimit {
 		p.Visibility = append(p.Visibility, NamespaceRef{nqn, n})
+	}
+	if keep && reserve {
+		p.Reservations = append(p.Reservations, NamespaceRef{nqn, n})
 	}
 	return keep
 }

@@ -168,12 +168,15 @@ func (q *Queue) identifyController(b []byte) {
 		id.FRMW = 1<<1 | 1 // one slot, slot 1 read-only
 		id.NN = nvme.MaxNamespaces
 		id.MNAN = nvme.MaxNamespaces
-		id.ONCS = nvme.ONCSDSM | nvme.ONCSWriteZeroes | nvme.ONCSCompare
+		id.ONCS = nvme.ONCSDSM | nvme.ONCSWriteZeroes | nvme.ONCSCompare | nvme.ONCSReservations
 		if c.vwc {
 			// Present, and Flush takes the broadcast NSID.
 			id.VWC = nvme.VWCPresent | nvme.VWCFlushBroadcast
 		}
 		id.FUSES = 1 // Compare and Write
+		// Fabrics host IDs are 128 bits: the Linux host then reads
+		// reservations with the extended data structure.
+		id.CTRATT = nvme.CTRATTHostID128
 		id.WCTEMP, id.CCTEMP = warningTempK, criticalTempK
 	}
 	id.Encode(b)
@@ -192,6 +195,7 @@ func identifyNamespace(ns *Namespace, b []byte) {
 	if ns.traits.DiscardZeroes {
 		id.DLFEAT |= nvme.DLFEATReadsZeroes
 	}
+	id.RESCAP = ns.reservationCaps()
 	copy(id.NGUID[:], ns.UUID[:])
 	id.EUI64 = ns.EUI64()
 	id.Encode(b)
@@ -238,6 +242,9 @@ func execGetLogPage(q *Queue, r *Request) bool {
 		c.changedNSLog(page, cmd.LogRAE())
 	case lid == nvme.LogCmdEffects:
 		page = append(page, effectsLog[:]...)
+	case lid == nvme.LogReservation:
+		page = grow(page, nvme.ResvLogSize)
+		c.resvLogPage(page)
 	case lid == nvme.LogANA:
 		page = q.anaLog(page, cmd.LogSpecific()&nvme.ANALogRGO != 0)
 		c.mu.Lock()
@@ -311,6 +318,8 @@ func execSetFeatures(q *Queue, r *Request) bool {
 	case fid == nvme.FeatHostID:
 		// The host identifier comes with Connect on fabrics.
 		r.status = nvme.StatusCommandSequence | nvme.DNR
+	case fid == nvme.FeatResvMask, fid == nvme.FeatResvPersist:
+		return setResvFeature(q, r)
 	default:
 		r.status = nvme.StatusInvalidField | nvme.DNR
 	}
@@ -347,6 +356,8 @@ func execGetFeatures(q *Queue, r *Request) bool {
 	case fid == nvme.FeatArbitration, fid == nvme.FeatPowerMgmt,
 		fid == nvme.FeatErrorRecovery, fid == nvme.FeatWriteAtomic:
 		r.result = 0
+	case fid == nvme.FeatResvMask, fid == nvme.FeatResvPersist:
+		getResvFeature(q, r)
 	case fid == nvme.FeatHostID:
 		if cmd.FeatureValue()&nvme.FeatHostIDExtended == 0 {
 			// Only the 128-bit identifier exists on fabrics.

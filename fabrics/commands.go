@@ -28,7 +28,18 @@ type command struct {
 	// effects are the Commands Supported and Effects bits (CSUPP is added
 	// for every supported opcode).
 	effects uint32
+	// access is the command's class in a reservation's access rules
+	// (accessRead, accessWrite); resv marks the reservation commands,
+	// which run on the poller and are refused where reservations are off.
+	access uint8
+	resv   bool
 }
+
+// Reservation access classes.
+const (
+	accessRead  = 1
+	accessWrite = 2
+)
 
 // supported reports whether the entry is a command the target runs.
 func (c *command) supported() bool { return c.handler != nil }
@@ -46,15 +57,19 @@ var adminCommands = [nvme.Opcodes]command{
 }
 
 var ioCommands = [nvme.Opcodes]command{
-	nvme.IOFlush: {handler: execFlush, needsNS: true, broadcast: execFlushAll},
+	nvme.IOFlush: {handler: execFlush, needsNS: true, broadcast: execFlushAll, access: accessWrite},
 	nvme.IOWrite: {handler: execWrite, dir: DirHostToCtrl, size: sizeBlocks, needsNS: true, writes: true, lba: true,
-		effects: nvme.EffectsLBC},
-	nvme.IORead:    {handler: execRead, dir: DirCtrlToHost, size: sizeBlocks, needsNS: true, lba: true},
-	nvme.IOCompare: {handler: execCompare, dir: DirHostToCtrl, size: sizeBlocks, needsNS: true, lba: true},
+		effects: nvme.EffectsLBC, access: accessWrite},
+	nvme.IORead:    {handler: execRead, dir: DirCtrlToHost, size: sizeBlocks, needsNS: true, lba: true, access: accessRead},
+	nvme.IOCompare: {handler: execCompare, dir: DirHostToCtrl, size: sizeBlocks, needsNS: true, lba: true, access: accessRead},
 	nvme.IOWriteZeroes: {handler: execWriteZeroes, size: sizeBlocks, needsNS: true, writes: true, lba: true,
-		effects: nvme.EffectsLBC},
+		effects: nvme.EffectsLBC, access: accessWrite},
 	nvme.IODatasetMgmt: {handler: execDSM, dir: DirHostToCtrl, size: sizeDSM, needsNS: true, writes: true,
-		effects: nvme.EffectsLBC},
+		effects: nvme.EffectsLBC, access: accessWrite},
+	nvme.IOResvRegister: {handler: execResvRegister, dir: DirHostToCtrl, fixedLen: nvme.ResvRegisterSize, needsNS: true, resv: true},
+	nvme.IOResvReport:   {handler: execResvReport, dir: DirCtrlToHost, size: sizeResvReport, needsNS: true, resv: true},
+	nvme.IOResvAcquire:  {handler: execResvAcquire, dir: DirHostToCtrl, fixedLen: nvme.ResvAcquireSize, needsNS: true, resv: true},
+	nvme.IOResvRelease:  {handler: execResvRelease, dir: DirHostToCtrl, fixedLen: nvme.ResvReleaseSize, needsNS: true, resv: true},
 }
 
 // effectsLog is the Commands Supported and Effects log page, built once

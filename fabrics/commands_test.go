@@ -124,7 +124,7 @@ func TestIdentifyAdvertisesTheTable(t *testing.T) {
 	for _, c := range []struct {
 		bit uint16
 		op  uint8
-	}{{nvme.ONCSCompare, nvme.IOCompare}, {nvme.ONCSDSM, nvme.IODatasetMgmt}, {nvme.ONCSWriteZeroes, nvme.IOWriteZeroes}} {
+	}{{nvme.ONCSCompare, nvme.IOCompare}, {nvme.ONCSDSM, nvme.IODatasetMgmt}, {nvme.ONCSWriteZeroes, nvme.IOWriteZeroes}, {nvme.ONCSReservations, nvme.IOResvRegister}} {
 		if got, want := oncs&c.bit != 0, ioCommands[c.op].supported(); got != want {
 			t.Errorf("ONCS bit %#x is %v, the table supports opcode %#02x: %v", c.bit, got, c.op, want)
 		}

@@ -66,7 +66,8 @@ type Controller struct {
 	aenConfig   uint32
 	aenMasked   uint32 // OAES bits of events reported whose log page was not read yet
 	changedNS   []uint32
-	nsOverflow  bool // more changes than the Changed Namespace List holds
+	nsOverflow  bool    // more changes than the Changed Namespace List holds
+	resv        resvLog // reservation notifications (reservation.go)
 	errLog      [errorLogLen]nvme.ErrorLogEntry
 	errCount    uint64
 	kaTimer     Timer
@@ -251,6 +252,7 @@ func (c *Controller) resetLocked() []*Request {
 	c.aenMasked = 0
 	c.changedNS = c.changedNS[:0]
 	c.nsOverflow = false
+	c.resvResetLocked()
 	c.ioQueues = c.maxIOQueues
 	return ended
 }

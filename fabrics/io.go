@@ -53,7 +53,10 @@ func (q *Queue) prepareIO(r *Request) nvme.Status {
 	if c.writes && ns.ReadOnly {
 		return nvme.StatusNamespaceWriteProt | nvme.DNR
 	}
-	return 0
+	if c.resv {
+		return prepareResv(r, ns)
+	}
+	return q.resvCheck(r, ns, c.access == accessWrite)
 }
 
 // ioStatus maps a backend error to the status the host should see, as

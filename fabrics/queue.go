@@ -229,6 +229,11 @@ func (q *Queue) Reap() {
 
 // complete writes the completion entry and gives r back to the transport.
 func (q *Queue) complete(r *Request) {
+	if ns := r.ns; ns != nil {
+		if s := ns.resv.snap.Load(); s != nil && s.abortGen != r.resvGen {
+			q.resvAborted(r, s)
+		}
+	}
 	r.Rsp.Set(r.result, q.sqhd, q.QID, r.Cmd.CID(), r.status)
 	now := nanotime()
 	if r.nsStats != nil && r.status == 0 {

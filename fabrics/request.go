@@ -45,6 +45,7 @@ type Request struct {
 	length    int64  // byte length of I/O commands without data (write zeroes)
 	started   int64  // monotonic nanoseconds at Prepare, for latency
 	asyncSlot uint32 // 1 + its slot while with an asynchronous backend, else 0
+	resvGen   uint32 // the namespace's Preempt and Abort count at its reservation check
 
 	// Fused Compare and Write: the first command waits for its second;
 	// the second carries the first and completes it too. A second ready

@@ -367,6 +367,7 @@ type Namespace struct {
 	removed  atomic.Bool        // set once RemoveNamespace unpublished it
 	anaGroup atomic.Uint32      // ANA group (ana.go)
 	holds    atomic.Int64       // holders outside any queue (hold), counted by drain
+	resv     reservations       // reservation.go
 
 	statsMu sync.Mutex
 	retired IOSnapshot // counters of queues that closed

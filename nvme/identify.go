@@ -86,10 +86,11 @@ const (
 
 // ONCS bits.
 const (
-	ONCSCompare     = 1 << 0
-	ONCSWriteUncor  = 1 << 1
-	ONCSDSM         = 1 << 2
-	ONCSWriteZeroes = 1 << 3
+	ONCSCompare      = 1 << 0
+	ONCSWriteUncor   = 1 << 1
+	ONCSDSM          = 1 << 2
+	ONCSWriteZeroes  = 1 << 3
+	ONCSReservations = 1 << 5
 )
 
 // SGLS bits.
@@ -195,6 +196,7 @@ const (
 	nsNLBAF  = 25
 	nsFLBAS  = 26
 	nsNMIC   = 30
+	nsRESCAP = 31
 	nsDLFEAT = 33
 	nsANAGRP = 92
 	nsNPWG   = 64
@@ -238,6 +240,7 @@ type IdentifyNamespace struct {
 	BlockShift    uint8  // LBADS: log2 of the block size
 	NSFEAT        uint8
 	NMIC          uint8 // NMICShared: may be attached to several controllers
+	RESCAP        uint8 // reservation capabilities (RESCAP* bits)
 	ANAGroupID    uint32
 	DLFEAT        uint8 // bits 0-2 = 1: deallocated blocks read as zeros
 	WriteProtect  bool
@@ -258,6 +261,7 @@ func (ns *IdentifyNamespace) Encode(b []byte) {
 	b[nsNLBAF] = 0 // one LBA format (0-based count)
 	b[nsFLBAS] = 0
 	b[nsNMIC] = ns.NMIC
+	b[nsRESCAP] = ns.RESCAP
 	b[nsDLFEAT] = ns.DLFEAT
 	le.PutUint32(b[nsANAGRP:], ns.ANAGroupID)
 	if ns.NSFEAT&NSFEATOptimalIO != 0 {

@@ -35,6 +35,9 @@ const (
 	IOWriteZeroes  = 0x08
 	IODatasetMgmt  = 0x09
 	IOResvRegister = 0x0d
+	IOResvReport   = 0x0e
+	IOResvAcquire  = 0x11
+	IOResvRelease  = 0x15
 )
 
 // OpFabrics is the opcode shared by all Fabrics commands; the command type
@@ -65,6 +68,8 @@ const (
 	FeatAsyncEvent    = 0x0b
 	FeatKeepAlive     = 0x0f
 	FeatHostID        = 0x81
+	FeatResvMask      = 0x82 // Reservation Notification Mask
+	FeatResvPersist   = 0x83 // Reservation Persistence (PTPL)
 )
 
 // Log page identifiers.
@@ -76,6 +81,7 @@ const (
 	LogCmdEffects     = 0x05
 	LogANA            = 0x0c
 	LogDiscovery      = 0x70
+	LogReservation    = 0x80 // Reservation Notification
 	LogSupportedPages = 0x00
 )
 
@@ -99,6 +105,8 @@ const CSINVM = 0x00
 // Asynchronous event types and information used by the target.
 const (
 	AsyncTypeNotice         = 0x2
+	AsyncTypeIOCommandSet   = 0x6 // I/O command set specific status
+	AsyncIOResvLogAvailable = 0x00
 	AsyncNoticeNSChanged    = 0x00
 	AsyncNoticeANAChange    = 0x03
 	AsyncNoticeDiscoveryLog = 0xf0

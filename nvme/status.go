@@ -41,9 +41,11 @@ const (
 	StatusSGLInvalidOffset     Status = 0x16
 	StatusSGLInvalidSubtype    Status = 0x17
 	StatusHostIDInconsistent   Status = 0x18
+	StatusPreemptAborted       Status = 0x1b // Command Aborted due to Preempt and Abort
 	StatusKeepAliveExpired     Status = 0x19
 	StatusKeepAliveInvalid     Status = 0x1a
 	StatusNamespaceWriteProt   Status = 0x20
+	StatusCommandInterrupted   Status = 0x21
 	StatusLBARange             Status = 0x80
 	StatusCapacityExceeded     Status = 0x81
 	StatusNamespaceNotReady    Status = 0x82

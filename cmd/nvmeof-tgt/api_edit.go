@@ -78,6 +78,8 @@ type namespaceParams struct {
 	Buffered  bool     `json:"buffered,omitempty"`
 	UUID      string   `json:"uuid,omitempty"`
 	ANAGroup  uint32   `json:"ana_group,omitempty"` // default 1
+	// Reservations: the NVMe reservation commands (left out: on).
+	Reservations *bool `json:"reservations,omitempty"`
 	// rbd: the image; the cluster is the top-level ceph block's.
 	Pool           string `json:"pool,omitempty"`
 	RadosNamespace string `json:"rados_namespace,omitempty"`
@@ -94,6 +96,8 @@ type namespaceSet struct {
 	Size     *byteSize `json:"size,omitempty"`
 	ANAGroup *uint32   `json:"ana_group,omitempty"`
 	Hosts    *[]string `json:"hosts,omitempty"`
+	// Reservations turns the reservation commands on or off in place.
+	Reservations *bool `json:"reservations,omitempty"`
 }
 
 type namespaceRef struct {

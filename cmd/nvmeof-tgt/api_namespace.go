@@ -44,6 +44,7 @@ func (s *session) addNamespace(p namespaceParams) (changeResult, error) {
 			NSID: nsid, Backend: p.Backend, Path: p.Path, Size: config.Size(p.Size), BlockSize: p.BlockSize,
 			ReadOnly: p.ReadOnly, Buffered: p.Buffered, UUID: p.UUID, ANAGroup: p.ANAGroup,
 			Pool: p.Pool, RadosNamespace: p.RadosNamespace, Image: p.Image, Create: p.Create,
+			Reservations: switchOf(p.Reservations),
 		})
 		if p.Hosts != nil {
 			sc.Namespaces[len(sc.Namespaces)-1].SetVisibleTo(*p.Hosts)
@@ -57,8 +58,8 @@ func (s *session) addNamespace(p namespaceParams) (changeResult, error) {
 // setNamespace resizes a namespace, or moves it to another ANA group, in
 // place: hosts keep it and see the new size or group.
 func (s *session) setNamespace(p namespaceSet) (changeResult, error) {
-	if p.Size == nil && p.ANAGroup == nil && p.Hosts == nil {
-		return changeResult{}, paramError("size", "invalid params: nothing to set (size, ana_group, hosts)")
+	if p.Size == nil && p.ANAGroup == nil && p.Hosts == nil && p.Reservations == nil {
+		return changeResult{}, paramError("size", "invalid params: nothing to set (size, ana_group, hosts, reservations)")
 	}
 	return s.api.change(func(c *config.Config) (string, error) {
 		i, j, err := findNamespace(c, p.NQN, p.NSID)
@@ -72,6 +73,9 @@ func (s *session) setNamespace(p namespaceSet) (changeResult, error) {
 		nc.ANAGroup = orDefault(p.ANAGroup, nc.ANAGroup)
 		if p.Hosts != nil {
 			nc.SetVisibleTo(*p.Hosts)
+		}
+		if p.Reservations != nil {
+			nc.Reservations = config.SwitchOf(*p.Reservations)
 		}
 		return fmt.Sprintf("subsystems[%d].namespaces[%d]", i, j), nil
 	})

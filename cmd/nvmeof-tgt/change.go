@@ -114,7 +114,7 @@ func (c *change) openBackends() error {
 			c.later = append(c.later, r)
 			continue
 		}
-		ns, err := openNamespace(r.NQN, r.Namespace, c.next.Gateway)
+		ns, err := openNamespace(r.NQN, r.Namespace, c.next.Gateway, c.d.resvDir)
 		if err != nil {
 			return fmt.Errorf("%s: %w", nsPath(c.next, r.NQN, r.NSID), err)
 		}

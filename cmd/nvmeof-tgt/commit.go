@@ -218,6 +218,13 @@ func (c *change) setANA() {
 			})
 		}
 	}
+	for _, r := range c.plan.Reservations {
+		if s, err := c.subsystem(r.NQN); err == nil {
+			if ns := s.Namespace(r.NSID); ns != nil {
+				ns.SetReservations(r.Reservations.On())
+			}
+		}
+	}
 	for _, r := range c.plan.Regroup {
 		s, err := c.subsystem(r.NQN)
 		if err == nil {
@@ -238,7 +245,7 @@ func (c *change) setANA() {
 // close and adds every new namespace to its subsystem.
 func (c *change) addNamespaces() {
 	for _, r := range c.later {
-		ns, err := openNamespace(r.NQN, r.Namespace, c.next.Gateway)
+		ns, err := openNamespace(r.NQN, r.Namespace, c.next.Gateway, c.d.resvDir)
 		if err != nil {
 			c.problem(fmt.Errorf("%s: %w", nsPath(c.next, r.NQN, r.NSID), err), func(a *config.Config) {
 				i, j := findNS(a, r.NQN, r.NSID)

@@ -128,6 +128,7 @@ func addNamespaceFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 	fs.StringVar(&p.UUID, "uuid", "", "namespace `UUID` hosts see (default: derived from the NQN and NSID)")
 	uintVar(fs, &p.ANAGroup, "ana-group", 0, "ANA `GROUP` of the namespace, 1 to 128 (default 1)")
 	hostsFlag(fs, &p.Hosts)
+	optBoolVar(fs, &p.Reservations, "reservations", "NVMe reservations (default true; -reservations=false answers them Invalid Opcode)")
 	return func(pos []string) (*ctlCommand, error) {
 		p.NQN = pos[0]
 		if size != nil {
@@ -211,6 +212,7 @@ func setNamespaceFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 		return nil
 	})
 	hostsFlag(fs, &p.Hosts)
+	optBoolVar(fs, &p.Reservations, "reservations", "turn NVMe reservations on or off (-reservations=false) in place")
 	return func(pos []string) (*ctlCommand, error) {
 		nsid, err := parseNSID(pos[1])
 		if err != nil {

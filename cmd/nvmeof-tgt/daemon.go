@@ -25,6 +25,9 @@ type daemon struct {
 	logger *logrus.Logger
 	log    *logrus.Entry
 	target *fabrics.Target
+	// resvDir holds the reservation state of file and block namespaces,
+	// beside the state file (reservations.go).
+	resvDir string
 
 	// edits makes every read-edit-apply of the admin API and every
 	// reload one step, so that neither undoes the other by applying an
@@ -79,6 +82,7 @@ func start(cfg *config.Config, logger *logrus.Logger) (*daemon, error) {
 		cfg:       &config.Config{Log: cfg.Log, Control: cfg.Control, StateFile: cfg.StateFile, RDMA: cfg.RDMA, IOEngine: cfg.IOEngine, Gateway: cfg.Gateway},
 		listeners: map[uint16]portListener{},
 		sd:        &notifier{clock: monotonic}, clock: monotonic,
+		resvDir: reservationDir(cfg.StateFile),
 	}
 	engine, err := chooseEngine(cfg.IOEngine, log)
 	if err != nil {
@@ -131,8 +135,9 @@ func anaStates(pc config.Port) map[uint32]nvme.ANAState {
 
 // openNamespace opens nc's backend; gw is the configuration's gateway, if
 // any: an rbd image in one of its groups must have the exclusive-lock
-// feature.
-func openNamespace(nqn string, nc config.Namespace, gw *config.Gateway) (*fabrics.Namespace, error) {
+// feature. resvDir keeps the reservation state of file and block
+// namespaces ("": none).
+func openNamespace(nqn string, nc config.Namespace, gw *config.Gateway, resvDir string) (*fabrics.Namespace, error) {
 	uuid, err := config.NamespaceUUID(nqn, nc.NSID, nc.UUID)
 	if err != nil {
 		return nil, fmt.Errorf("uuid: %w", err)
@@ -152,6 +157,9 @@ func openNamespace(nqn string, nc config.Namespace, gw *config.Gateway) (*fabric
 	ns, err := fabrics.NewNamespace(nc.NSID, b, nc.ReadOnly, uuid)
 	if err == nil {
 		err = ns.SetANAGroup(nc.Group())
+	}
+	if err == nil {
+		err = setupReservations(ns, nqn, nc, resvDir)
 	}
 	if err != nil {
 		b.Close()

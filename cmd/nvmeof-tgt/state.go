@@ -63,6 +63,10 @@ type NSState struct {
 	ANAGroup  uint32 `json:"ana_group"`
 	// Hosts is who sees the namespace: left out, every allowed host.
 	Hosts *[]string `json:"hosts,omitempty"`
+	// Reservations: the commands are on; Reservation is the state, when
+	// any host registered.
+	Reservations bool       `json:"reservations"`
+	Reservation  *ResvState `json:"reservation,omitempty"`
 }
 
 type CtrlState struct {
@@ -130,7 +134,8 @@ func subsystemState(d *daemon, sc config.Subsystem) (SubState, bool) {
 		}
 		ss.Namespaces = append(ss.Namespaces, NSState{NSID: ns.ID, Backend: nc.Backend, Path: nc.Source(),
 			SizeBytes: ns.Blocks() << ns.BlockShift, BlockSize: 1 << ns.BlockShift, ReadOnly: ns.ReadOnly,
-			UUID: config.FormatUUID(ns.UUID), ANAGroup: ns.ANAGroup(), Hosts: namespaceHosts(s, ns.ID)})
+			UUID: config.FormatUUID(ns.UUID), ANAGroup: ns.ANAGroup(), Hosts: namespaceHosts(s, ns.ID),
+			Reservations: ns.ReservationsEnabled(), Reservation: resvState(ns)})
 	}
 	slices.SortFunc(ss.Namespaces, func(a, b NSState) int { return cmp.Compare(a.NSID, b.NSID) })
 	for _, c := range s.Controllers() {

@@ -13,7 +13,7 @@ assert_eq "CMIC multi-port, multi-controller, ANA" "$(echo "$idctrl" | jq '.cmic
 # The host's multipath read the ANA log at connect; nvme-cli reads it too.
 nvme ana-log "$ctrl" >/dev/null || fail "nvme ana-log"
 echo "ok: ANA log"
-assert_eq "ONCS compare, DSM, write zeroes" "$(echo "$idctrl" | jq '.oncs')" 13
+assert_eq "ONCS compare, DSM, write zeroes, reservations" "$(echo "$idctrl" | jq '.oncs')" 45
 assert_eq "FUSES compare and write" "$(echo "$idctrl" | jq '.fuses')" 1
 # A file namespace: a volatile write cache. Ours also says Flush takes
 # the broadcast NSID (bits 2:1 = 11b); the kernel target leaves them 00b.

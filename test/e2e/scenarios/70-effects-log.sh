@@ -19,7 +19,9 @@ effects() { od -An -tu4 -j $(($1 * 1024 + 4 * $2)) -N4 /tmp/effects.bin | tr -d 
 for op in 0x02 0x06 0x08 0x09 0x0a 0x0c 0x18; do
 	assert_eq "admin opcode $op effects" "$(effects 0 $op)" 1
 done
-for op in 0x00 0x02 0x05; do
+# Flush, Read, Compare and the reservation commands (Register, Report,
+# Acquire, Release).
+for op in 0x00 0x02 0x05 0x0d 0x0e 0x11 0x15; do
 	assert_eq "I/O opcode $op effects" "$(effects 1 $op)" 1
 done
 for op in 0x01 0x08 0x09; do
@@ -31,7 +33,7 @@ for op in $(seq 0 255); do
 	[ "$(effects 1 "$op")" = 0 ] || supported_io=$((supported_io + 1))
 done
 assert_eq "admin opcodes listed" "$supported_admin" 7
-assert_eq "I/O opcodes listed" "$supported_io" 6
+assert_eq "I/O opcodes listed" "$supported_io" 10
 
 # Opcodes the log leaves out are refused as such: Write Uncorrectable
 # (I/O 04h) and Format NVM (admin 80h).

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+)
+
+// reservationDir is where the reservation state of file and block
+// namespaces lives: beside the state file, which the daemon already
+// keeps across restarts.
+func reservationDir(stateFile string) string {
+	if stateFile == "" {
+		return ""
+	}
+	return filepath.Join(filepath.Dir(stateFile), "reservations")
+}
+
+// setupReservations turns the namespace's reservations on or off as
+// configured and gives file and block namespaces a store: their state
+// then persists through a restart when a host set PTPL. An rbd namespace
+// may be served by two gateways, which a local file cannot keep in step:
+// it has no store, so PTPL is refused there.
+func setupReservations(ns *fabrics.Namespace, nqn string, nc config.Namespace, dir string) error {
+	ns.SetReservations(nc.Reservations.On())
+	if dir == "" || (nc.Backend != "file" && nc.Backend != "block") {
+		return nil
+	}
+	st := &fileResvStore{path: filepath.Join(dir, url.PathEscape(nqn)+"-"+fmt.Sprint(nc.NSID)+".json")}
+	if err := ns.SetReservationStore(st); err != nil {
+		return fmt.Errorf("reservation state %s: %w (remove the file to start without reservations)", st.path, err)
+	}
+	return nil
+}
+
+// fileResvStore keeps one namespace's reservation state in one file,
+// replaced atomically (writeFileAtomic) before the command completes.
+type fileResvStore struct{ path string }
+
+// resvFile is the file's layout.
+type resvFile struct {
+	Generation  uint32         `json:"generation"`
+	Type        uint8          `json:"type"`
+	Holder      string         `json:"holder,omitempty"` // host ID, hex
+	PTPL        bool           `json:"ptpl"`
+	Registrants []resvFileHost `json:"registrants"`
+}
+
+type resvFileHost struct {
+	HostID string `json:"host_id"`
+	Key    uint64 `json:"key"`
+}
+
+func (f *fileResvStore) Load() (fabrics.ReservationState, error) {
+	var st fabrics.ReservationState
+	b, err := os.ReadFile(f.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return st, nil
+	}
+	if err != nil {
+		return st, err
+	}
+	var rf resvFile
+	if err := json.Unmarshal(b, &rf); err != nil {
+		return st, err
+	}
+	st.Generation, st.Type, st.PTPL = rf.Generation, rf.Type, rf.PTPL
+	if rf.Holder != "" {
+		if st.Holder, err = parseHostID(rf.Holder); err != nil {
+			return st, err
+		}
+	}
+	for _, r := range rf.Registrants {
+		id, err := parseHostID(r.HostID)
+		if err != nil {
+			return st, err
+		}
+		st.Registrants = append(st.Registrants, fabrics.Registrant{HostID: id, Key: r.Key})
+	}
+	return st, nil
+}
+
+func (f *fileResvStore) Store(st fabrics.ReservationState) error {
+	rf := resvFile{Generation: st.Generation, Type: st.Type, PTPL: st.PTPL, Registrants: []resvFileHost{}}
+	if st.Type != 0 {
+		rf.Holder = hex.EncodeToString(st.Holder[:])
+	}
+	for _, r := range st.Registrants {
+		rf.Registrants = append(rf.Registrants, resvFileHost{hex.EncodeToString(r.HostID[:]), r.Key})
+	}
+	b, err := json.MarshalIndent(rf, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(f.path), 0o700); err != nil {
+		return err
+	}
+	return writeFileAtomic(f.path, append(b, '\n'))
+}
+
+func parseHostID(s string) ([16]byte, error) {
+	var id [16]byte
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != len(id) {
+		return id, fmt.Errorf("host id %q is not 32 hex digits", s)
+	}
+	copy(id[:], b)
+	return id, nil
+}
+
+// switchOf is an optional API boolean as a configuration Switch.
+func switchOf(b *bool) config.Switch {
+	if b == nil {
+		return config.SwitchDefault
+	}
+	return config.SwitchOf(*b)
+}
+
+// ResvState is a namespace's reservation in get_state.
+type ResvState struct {
+	Type        uint8  `json:"type"`             // 0: none held
+	Holder      string `json:"holder,omitempty"` // host ID; every registrant holds types 5 and 6
+	Registrants int    `json:"registrants"`
+	Generation  uint32 `json:"generation"`
+	PTPL        bool   `json:"ptpl"`
+}
+
+func resvState(ns *fabrics.Namespace) *ResvState {
+	st := ns.Reservation()
+	if st.Generation == 0 && len(st.Registrants) == 0 && !st.PTPL {
+		return nil
+	}
+	out := &ResvState{Type: st.Type, Registrants: len(st.Registrants), Generation: st.Generation, PTPL: st.PTPL}
+	if st.Type != 0 && st.Type < 5 {
+		out.Holder = config.FormatUUID(st.Holder)
+	}
+	return out
+}
+
+// resvSummary is what ctl list shows of a namespace's reservation.
+func resvSummary(n NSState) string {
+	r := n.Reservation
+	switch {
+	case !n.Reservations:
+		return ", reservations off"
+	case r == nil:
+		return ""
+	}
+	s := fmt.Sprintf(", %d registrants (generation %d", r.Registrants, r.Generation)
+	if r.PTPL {
+		s += ", persistent"
+	}
+	s += ")"
+	switch {
+	case r.Type == 0:
+	case r.Holder != "":
+		s += fmt.Sprintf(", reservation type %d held by host %s", r.Type, r.Holder)
+	default:
+		s += fmt.Sprintf(", reservation type %d held by every registrant", r.Type)
+	}
+	return s
+}
+
+// optBool is a boolean flag that records whether it was given.
+type optBool struct{ p **bool }
+
+func (o optBool) String() string {
+	if o.p == nil || *o.p == nil {
+		return ""
+	}
+	return fmt.Sprint(**o.p)
+}
+
+func (o optBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return fmt.Errorf("want true or false")
+	}
+	*o.p = &v
+	return nil
+}
+
+func (o optBool) IsBoolFlag() bool { return true }
+
+func optBoolVar(fs *flag.FlagSet, p **bool, name, usage string) { fs.Var(optBool{p}, name, usage) }

@@ -1,0 +1,810 @@
+package fabrics
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+	"github.com/sirupsen/logrus"
+)
+
+// Reservations (NVMe Base 2.0 section 8.19): per namespace, hosts register
+// a key, and one of them (every registrant, for the all-registrants types)
+// holds a reservation that limits what the others' I/O may do. A host is
+// its 128-bit Host Identifier from Connect: every controller of one host
+// shares its registration.
+//
+// The I/O path reads an immutable snapshot through one atomic pointer:
+// nil, or a snapshot without a reservation, lets every command through
+// after one load and a compare. Reservation commands build the next
+// snapshot under the namespace's own mutex, which no I/O takes, persist it
+// (off the poller) and publish it.
+
+// ReservationState is what a namespace's reservation is: what Report
+// shows and what a ReservationStore keeps.
+type ReservationState struct {
+	Generation  uint32
+	Type        uint8    // 0: no reservation
+	Holder      [16]byte // the holding host, for types 1-4
+	PTPL        bool     // persist through power loss
+	Registrants []Registrant
+}
+
+// Registrant is one registered host.
+type Registrant struct {
+	HostID [nvme.HostIDSize]byte
+	Key    uint64
+}
+
+// ReservationStore keeps a namespace's reservation state across restarts.
+// Store is called before the command that changed the state completes,
+// off the poller; a failed Store fails the command and leaves the state
+// as it was. Load returns the zero state when nothing was stored.
+type ReservationStore interface {
+	Load() (ReservationState, error)
+	Store(ReservationState) error
+}
+
+// resvSnapshot is one published state, never changed once published.
+type resvSnapshot struct {
+	ReservationState
+	// abortGen changes with every Preempt and Abort; aborted are the
+	// hosts it preempted (and earlier ones, until they register again):
+	// their commands that were in flight complete with Command Aborted
+	// due to Preempt and Abort.
+	abortGen uint32
+	aborted  [][nvme.HostIDSize]byte
+}
+
+// reservations is a namespace's reservation engine.
+type reservations struct {
+	snap     atomic.Pointer[resvSnapshot] // nil: never registered
+	disabled atomic.Bool                  // reservation commands answer Invalid Opcode
+	mu       sync.Mutex                   // serializes reservation commands and features (held through a fence)
+	store    ReservationStore
+	// persistent: store is set, read without mu by Identify and the
+	// command checks, which must not wait behind a fence.
+	persistent atomic.Bool
+}
+
+func (s *resvSnapshot) registrant(host *[nvme.HostIDSize]byte) int {
+	for i := range s.Registrants {
+		if s.Registrants[i].HostID == *host {
+			return i
+		}
+	}
+	return -1
+}
+
+// holds reports whether host holds the reservation.
+func (s *resvSnapshot) holds(host *[nvme.HostIDSize]byte) bool {
+	if s.Type == nvme.ResvNone {
+		return false
+	}
+	if nvme.ResvAllRegistrants(s.Type) {
+		return s.registrant(host) >= 0
+	}
+	return s.Holder == *host
+}
+
+// conflicts applies the access table of the reservation types to a
+// command of host: write is the write class (Write, Write Zeroes, Dataset
+// Management, Flush), otherwise the read class (Read, Compare).
+func (s *resvSnapshot) conflicts(host *[nvme.HostIDSize]byte, write bool) bool {
+	switch s.Type {
+	case nvme.ResvWriteExclusive:
+		return write && s.Holder != *host
+	case nvme.ResvExclusiveAccess:
+		return s.Holder != *host
+	case nvme.ResvWriteExclusiveRegOnly, nvme.ResvWriteExclusiveAllRegs:
+		return write && s.registrant(host) < 0
+	case nvme.ResvExclusiveAccessRegOnly, nvme.ResvExclusiveAccessAllRegs:
+		return s.registrant(host) < 0
+	}
+	return false
+}
+
+// resvCheck is the per-I/O check: Reservation Conflict, or 0. It records
+// which Preempt and Abort the command started after.
+func (q *Queue) resvCheck(r *Request, ns *Namespace, write bool) nvme.Status {
+	s := ns.resv.snap.Load()
+	if s == nil {
+		r.resvGen = 0
+		return 0
+	}
+	r.resvGen = s.abortGen
+	if s.Type == nvme.ResvNone || !s.conflicts(&q.ctrl.HostID, write) {
+		return 0
+	}
+	return nvme.StatusReservationConflict | nvme.DNR
+}
+
+// resvAborted turns the completion of a command that was in flight when
+// its host was preempted with abort (s is newer than the command's check)
+// into Command Aborted due to Preempt and Abort. The command did run, and
+// left the backend before the Preempt and Abort completed (resvFence):
+// the host learns that it was fenced, and must not retry.
+func (q *Queue) resvAborted(r *Request, s *resvSnapshot) {
+	if slices.Contains(s.aborted, q.ctrl.HostID) {
+		r.status = nvme.StatusPreemptAborted | nvme.DNR
+	}
+}
+
+// prepareResv admits a reservation command: they run on the poller (the
+// changes then move off it), unless the namespace has reservations off.
+func prepareResv(r *Request, ns *Namespace) nvme.Status {
+	if ns.resv.disabled.Load() {
+		return nvme.StatusInvalidOpcode | nvme.DNR
+	}
+	r.blocking = false
+	return 0
+}
+
+// SetReservations turns the reservation commands on or off. Off, they
+// answer Invalid Opcode and the live state is dropped, so that no
+// reservation restricts I/O; a stored state returns with the next start
+// that has them on.
+func (ns *Namespace) SetReservations(on bool) {
+	ns.resv.mu.Lock()
+	defer ns.resv.mu.Unlock()
+	ns.resv.disabled.Store(!on)
+	if !on {
+		ns.resv.snap.Store(nil)
+	}
+}
+
+// ReservationsEnabled reports what SetReservations set.
+func (ns *Namespace) ReservationsEnabled() bool { return !ns.resv.disabled.Load() }
+
+// ReservationPersistent reports whether the namespace has a store, so
+// that PTPL can be set.
+func (ns *Namespace) ReservationPersistent() bool { return ns.resv.persistent.Load() }
+
+// SetReservationStore gives the namespace a store and restores what it
+// holds, if the state persists through power loss; a state without PTPL
+// is not restored (a restart clears it). Call before publishing ns.
+func (ns *Namespace) SetReservationStore(st ReservationStore) error {
+	ns.resv.mu.Lock()
+	defer ns.resv.mu.Unlock()
+	ns.resv.store = st
+	ns.resv.persistent.Store(st != nil)
+	if st == nil {
+		return nil
+	}
+	state, err := st.Load()
+	if err != nil {
+		return err
+	}
+	if state.PTPL {
+		ns.resv.snap.Store(&resvSnapshot{ReservationState: state})
+	}
+	return nil
+}
+
+// Reservation returns a copy of the namespace's reservation state.
+func (ns *Namespace) Reservation() ReservationState {
+	s := ns.resv.snap.Load()
+	if s == nil {
+		return ReservationState{}
+	}
+	st := s.ReservationState
+	st.Registrants = slices.Clone(st.Registrants)
+	return st
+}
+
+// resvChange is what a reservation command did, for the engine to publish.
+type resvChange struct {
+	next      resvSnapshot
+	notices   []resvNotice
+	abort     [][nvme.HostIDSize]byte // hosts preempted with abort
+	unchanged bool                    // nothing to store or publish
+}
+
+// resvNotice is a notification for every controller of host.
+type resvNotice struct {
+	host [nvme.HostIDSize]byte
+	typ  uint8
+}
+
+// resvCurrent is the state a command starts from: a private copy.
+func (ns *Namespace) resvCurrent() resvSnapshot {
+	s := ns.resv.snap.Load()
+	if s == nil {
+		return resvSnapshot{}
+	}
+	next := *s
+	next.Registrants = slices.Clone(s.Registrants)
+	next.aborted = slices.Clone(s.aborted)
+	return next
+}
+
+// notifyOthers queues a notice for every registrant but self.
+func (ch *resvChange) notifyOthers(from []Registrant, self *[nvme.HostIDSize]byte, typ uint8) {
+	for _, reg := range from {
+		if reg.HostID != *self {
+			ch.notices = append(ch.notices, resvNotice{reg.HostID, typ})
+		}
+	}
+}
+
+// unregister removes registrant i; a holder leaving releases the
+// reservation (of an all-registrants type, only the last one does).
+func (ch *resvChange) unregister(i int) {
+	s := &ch.next
+	reg := s.Registrants[i]
+	s.Registrants = slices.Delete(s.Registrants, i, i+1)
+	switch {
+	case s.Type == nvme.ResvNone:
+	case nvme.ResvAllRegistrants(s.Type):
+		if len(s.Registrants) == 0 {
+			s.Type = nvme.ResvNone
+		}
+	case s.Holder == reg.HostID:
+		if s.Type == nvme.ResvWriteExclusiveRegOnly || s.Type == nvme.ResvExclusiveAccessRegOnly {
+			ch.notifyOthers(s.Registrants, &reg.HostID, nvme.ResvNoticeReleased)
+		}
+		s.Type, s.Holder = nvme.ResvNone, [16]byte{}
+	}
+}
+
+// preemptKey unregisters every registrant with key but self, each told
+// its registration was preempted; with abort, their commands in flight
+// are fenced. It reports whether any registrant had the key.
+func (ch *resvChange) preemptKey(key uint64, self *[nvme.HostIDSize]byte, abort bool, all bool) bool {
+	found := false
+	for i := 0; i < len(ch.next.Registrants); {
+		reg := ch.next.Registrants[i]
+		if (!all && reg.Key != key) || reg.HostID == *self {
+			if reg.Key == key {
+				found = true
+			}
+			i++
+			continue
+		}
+		found = true
+		ch.unregister(i)
+		ch.notices = append(ch.notices, resvNotice{reg.HostID, nvme.ResvNoticeRegPreempted})
+		if abort {
+			ch.abort = append(ch.abort, reg.HostID)
+		}
+	}
+	return found
+}
+
+// holderKey is the key of the holder of a type 1-4 reservation.
+func (s *resvSnapshot) holderKey() uint64 {
+	if i := s.registrant(&s.Holder); i >= 0 {
+		return s.Registrants[i].Key
+	}
+	return 0
+}
+
+// resvRegister runs Reservation Register for host.
+func resvRegister(cur resvSnapshot, host *[nvme.HostIDSize]byte, action uint8, iekey bool, k nvme.ResvKeys) (resvChange, nvme.Status) {
+	ch := resvChange{next: cur}
+	s := &ch.next
+	i := s.registrant(host)
+	switch action {
+	case nvme.ResvRegister:
+		if i >= 0 {
+			if s.Registrants[i].Key != k.Other {
+				return ch, nvme.StatusReservationConflict | nvme.DNR
+			}
+			break
+		}
+		s.Registrants = append(s.Registrants, Registrant{HostID: *host, Key: k.Other})
+		s.aborted = slices.DeleteFunc(s.aborted, func(h [16]byte) bool { return h == *host })
+	case nvme.ResvUnregister:
+		if i < 0 || (!iekey && s.Registrants[i].Key != k.Current) {
+			return ch, nvme.StatusReservationConflict | nvme.DNR
+		}
+		ch.unregister(i)
+	case nvme.ResvReplace:
+		switch {
+		case i >= 0 && !iekey && s.Registrants[i].Key != k.Current:
+			return ch, nvme.StatusReservationConflict | nvme.DNR
+		case i >= 0:
+			s.Registrants[i].Key = k.Other
+		case iekey:
+			// Replace ignoring the key registers a host that was not.
+			s.Registrants = append(s.Registrants, Registrant{HostID: *host, Key: k.Other})
+		default:
+			return ch, nvme.StatusReservationConflict | nvme.DNR
+		}
+	default:
+		return ch, nvme.StatusInvalidField | nvme.DNR
+	}
+	s.Generation++
+	return ch, 0
+}
+
+// resvAcquire runs Reservation Acquire for host, registered with key k.Current.
+func resvAcquire(cur resvSnapshot, host *[nvme.HostIDSize]byte, action, rtype uint8, k nvme.ResvKeys) (resvChange, nvme.Status) {
+	ch := resvChange{next: cur}
+	s := &ch.next
+	if i := s.registrant(host); i < 0 || s.Registrants[i].Key != k.Current {
+		return ch, nvme.StatusReservationConflict | nvme.DNR
+	}
+	switch action {
+	case nvme.ResvAcquire:
+		switch {
+		case s.Type == nvme.ResvNone:
+			s.Type, s.Holder = rtype, *host
+		case s.holds(host) && s.Type == rtype:
+			ch.unchanged = true
+		default:
+			return ch, nvme.StatusReservationConflict | nvme.DNR
+		}
+		return ch, 0
+	case nvme.ResvPreempt, nvme.ResvPreemptAndAbort:
+		if st := ch.preempt(host, rtype, k.Other, action == nvme.ResvPreemptAndAbort); st != 0 {
+			return ch, st
+		}
+		s.Generation++
+		return ch, 0
+	}
+	return ch, nvme.StatusInvalidField | nvme.DNR
+}
+
+// preempt applies the preempt cases of the specification's table.
+func (ch *resvChange) preempt(host *[nvme.HostIDSize]byte, rtype uint8, prkey uint64, abort bool) nvme.Status {
+	s := &ch.next
+	switch {
+	case s.Type == nvme.ResvNone:
+		// No reservation: the registrants with PRKEY go.
+		if !ch.preemptKey(prkey, host, abort, false) {
+			return nvme.StatusReservationConflict | nvme.DNR
+		}
+	case nvme.ResvAllRegistrants(s.Type) && prkey == 0:
+		// Every registrant but the preemptor goes; it holds the new type.
+		ch.preemptKey(0, host, abort, true)
+		s.Type, s.Holder = rtype, *host
+	case nvme.ResvAllRegistrants(s.Type):
+		if !ch.preemptKey(prkey, host, abort, false) {
+			return nvme.StatusReservationConflict | nvme.DNR
+		}
+	case s.Holder == *host:
+		// The holder preempting itself changes the type.
+		if s.Type != rtype {
+			ch.notifyOthers(s.Registrants, host, nvme.ResvNoticeReleased)
+		}
+		s.Type = rtype
+	case prkey == s.holderKey():
+		// The holder's key: the preemptor takes the reservation and the
+		// registrants with that key go.
+		old := s.Type
+		s.Holder = *host
+		ch.preemptKey(prkey, host, abort, false)
+		s.Type, s.Holder = rtype, *host
+		if old != rtype {
+			ch.notifyOthers(s.Registrants, host, nvme.ResvNoticeReleased)
+		}
+	case prkey != 0:
+		// Another key: those registrants go, the reservation stays.
+		if !ch.preemptKey(prkey, host, abort, false) {
+			return nvme.StatusReservationConflict | nvme.DNR
+		}
+	default:
+		return nvme.StatusInvalidField | nvme.DNR
+	}
+	return 0
+}
+
+// resvRelease runs Reservation Release (or Clear) for host.
+func resvRelease(cur resvSnapshot, host *[nvme.HostIDSize]byte, action, rtype uint8, k nvme.ResvKeys) (resvChange, nvme.Status) {
+	ch := resvChange{next: cur}
+	s := &ch.next
+	if i := s.registrant(host); i < 0 || s.Registrants[i].Key != k.Current {
+		return ch, nvme.StatusReservationConflict | nvme.DNR
+	}
+	switch action {
+	case nvme.ResvRelease:
+		if !s.holds(host) {
+			ch.unchanged = true // nothing held: success, as specified
+			return ch, 0
+		}
+		if s.Type != rtype {
+			return ch, nvme.StatusInvalidField | nvme.DNR
+		}
+		if s.Type != nvme.ResvWriteExclusive && s.Type != nvme.ResvExclusiveAccess {
+			ch.notifyOthers(s.Registrants, host, nvme.ResvNoticeReleased)
+		}
+		s.Type, s.Holder = nvme.ResvNone, [16]byte{}
+	case nvme.ResvClear:
+		ch.notifyOthers(s.Registrants, host, nvme.ResvNoticeResvPreempted)
+		s.Type, s.Holder, s.Registrants = nvme.ResvNone, [16]byte{}, nil
+		s.Generation++
+	default:
+		return ch, nvme.StatusInvalidField | nvme.DNR
+	}
+	return ch, 0
+}
+
+// resvKeys reads the command's keys from its data.
+func resvKeys(r *Request) (nvme.ResvKeys, nvme.Status) {
+	k, err := nvme.ParseResvKeys(r.Data)
+	if err != nil {
+		return k, nvme.StatusInvalidField | nvme.DNR
+	}
+	return k, 0
+}
+
+// execResvRegister, execResvAcquire and execResvRelease decode on the
+// poller and run the change off it: a store may fsync.
+func execResvRegister(q *Queue, r *Request) bool {
+	k, st := resvKeys(r)
+	cmd := r.Cmd
+	cptpl := cmd.ResvCPTPL()
+	switch {
+	case st != 0:
+	case cptpl == 1:
+		st = nvme.StatusInvalidField | nvme.DNR
+	case cptpl == nvme.CPTPLSet && !r.ns.ReservationPersistent():
+		// RESCAP reports no persistence without a store.
+		st = nvme.StatusInvalidField | nvme.DNR
+	}
+	if st != 0 {
+		r.status = st
+		return true
+	}
+	host := q.ctrl.HostID
+	action, iekey := cmd.ResvAction(), cmd.ResvIEKEY()
+	return q.resvRun(r, func(cur resvSnapshot) (resvChange, nvme.Status) {
+		ch, st := resvRegister(cur, &host, action, iekey, k)
+		switch cptpl {
+		case nvme.CPTPLSet:
+			ch.next.PTPL = true
+		case nvme.CPTPLClear:
+			ch.next.PTPL = false
+		}
+		return ch, st
+	})
+}
+
+func execResvAcquire(q *Queue, r *Request) bool {
+	k, st := resvKeys(r)
+	cmd := r.Cmd
+	rtype := cmd.ResvType()
+	if st == 0 && (cmd.ResvIEKEY() || !nvme.ValidResvType(rtype)) {
+		st = nvme.StatusInvalidField | nvme.DNR
+	}
+	if st != 0 {
+		r.status = st
+		return true
+	}
+	host, action := q.ctrl.HostID, cmd.ResvAction()
+	return q.resvRun(r, func(cur resvSnapshot) (resvChange, nvme.Status) {
+		return resvAcquire(cur, &host, action, rtype, k)
+	})
+}
+
+func execResvRelease(q *Queue, r *Request) bool {
+	k, st := resvKeys(r)
+	cmd := r.Cmd
+	if st == 0 && cmd.ResvIEKEY() {
+		st = nvme.StatusInvalidField | nvme.DNR
+	}
+	if st != 0 {
+		r.status = st
+		return true
+	}
+	host, action, rtype := q.ctrl.HostID, cmd.ResvAction(), cmd.ResvType()
+	return q.resvRun(r, func(cur resvSnapshot) (resvChange, nvme.Status) {
+		return resvRelease(cur, &host, action, rtype, k)
+	})
+}
+
+// execResvReport returns the Reservation Status, extended: a fabrics host
+// ID is 128 bits, which the short form cannot carry, so without EDS the
+// command fails with Host Identifier Inconsistent Format.
+func execResvReport(q *Queue, r *Request) bool {
+	if !r.Cmd.ResvReportEDS() {
+		r.status = nvme.StatusHostIDInconsistent | nvme.DNR
+		return true
+	}
+	s := r.ns.resv.snap.Load()
+	if s == nil {
+		s = &resvSnapshot{}
+	}
+	st := nvme.ResvStatus{Gen: s.Generation, Type: s.Type, PTPL: s.PTPL}
+	for _, reg := range s.Registrants {
+		st.Registrants = append(st.Registrants, nvme.ResvRegistrant{
+			CNTLID: nvme.ResvDynamicCNTLID, Holds: s.holds(&reg.HostID), HostID: reg.HostID, Key: reg.Key})
+	}
+	st.Encode(r.Data, true)
+	return true
+}
+
+func sizeResvReport(q *Queue, r *Request) nvme.Status {
+	n := r.Cmd.ResvReportLength()
+	if n > MaxDataTransfer {
+		return nvme.StatusInvalidField | nvme.DNR
+	}
+	r.Len = uint32(n)
+	return 0
+}
+
+// resvRun runs a reservation change off the poller and completes r.
+func (q *Queue) resvRun(r *Request, change func(resvSnapshot) (resvChange, nvme.Status)) bool {
+	ns := r.ns
+	q.hold()
+	q.target.background(func() {
+		r.status = q.ctrl.Subsystem.resvApply(ns, change)
+		q.completeAsync(r)
+	})
+	return false
+}
+
+// resvApply computes a change under the namespace's reservation mutex,
+// stores it (PTPL set, or just cleared), publishes it, waits for the
+// commands a Preempt and Abort fenced, and sends the notifications.
+func (s *Subsystem) resvApply(ns *Namespace, change func(resvSnapshot) (resvChange, nvme.Status)) nvme.Status {
+	rs := &ns.resv
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.disabled.Load() {
+		return nvme.StatusInvalidOpcode | nvme.DNR // turned off meanwhile
+	}
+	cur := ns.resvCurrent()
+	ch, st := change(cur)
+	if st != 0 || ch.unchanged {
+		return st
+	}
+	if len(ch.abort) > 0 {
+		ch.next.abortGen++
+		for _, h := range ch.abort {
+			if !slices.Contains(ch.next.aborted, h) {
+				ch.next.aborted = append(ch.next.aborted, h)
+			}
+		}
+	}
+	if rs.store != nil && (cur.PTPL || ch.next.PTPL) {
+		if err := rs.store.Store(ch.next.ReservationState); err != nil {
+			s.log().WithError(err).WithField("nsid", ns.ID).Error("storing the reservation state failed; the command fails and the state is unchanged")
+			return nvme.StatusInternal
+		}
+	}
+	next := ch.next
+	rs.snap.Store(&next)
+	s.resvNotify(ns.ID, ch.notices)
+	if len(ch.abort) > 0 && !s.resvFence(ns, ch.abort) {
+		// The new state holds; the host may retry to learn the fence is done.
+		return nvme.StatusCommandInterrupted
+	}
+	return 0
+}
+
+// resvFence waits until the commands of the preempted hosts' controllers
+// that were in flight on ns are out of the backend, so that none of their
+// writes lands after the Preempt and Abort completes. New commands of
+// those hosts already meet the new state. It reports false when one is
+// still in a backend after resvFenceTimeout.
+func (s *Subsystem) resvFence(ns *Namespace, hosts [][nvme.HostIDSize]byte) bool {
+	var stats []*IOStats
+	for _, c := range s.Controllers() {
+		if !slices.Contains(hosts, c.HostID) {
+			continue
+		}
+		c.mu.Lock()
+		for _, q := range c.queues[1:] {
+			if q == nil {
+				continue
+			}
+			if list := q.nsStats.Load(); list != nil {
+				for _, st := range *list {
+					if st.ns == ns {
+						stats = append(stats, st.stats)
+					}
+				}
+			}
+		}
+		c.mu.Unlock()
+	}
+	deadline := time.Now().Add(resvFenceTimeout)
+	for _, st := range stats {
+		for st.Inflight.Load() != 0 {
+			if time.Now().After(deadline) {
+				s.log().WithField("nsid", ns.ID).Warn("preempt and abort: a fenced host's command has not left the backend after 10 s; the preempt completes with Command Interrupted")
+				return false
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return true
+}
+
+// resvFenceTimeout bounds resvFence's wait; tests shorten it.
+var resvFenceTimeout = drainTimeout
+
+// resvNotify queues each notice on every controller of its host that
+// has not masked it for the namespace.
+func (s *Subsystem) resvNotify(nsid uint32, notices []resvNotice) {
+	if len(notices) == 0 {
+		return
+	}
+	for _, c := range s.Controllers() {
+		for _, n := range notices {
+			if n.host == c.HostID {
+				c.resvNotice(nsid, n.typ)
+			}
+		}
+	}
+}
+
+// Reservation notifications per controller: at most resvLogMax pages
+// wait; one more while full is lost, counted in the count of the last
+// page the host reads, so that it sees the gap.
+const resvLogMax = 64
+
+type resvLog struct {
+	pages []nvme.ResvNotice
+	count uint64 // of the last page created (lost ones included)
+	lost  uint64 // lost since the last page queued
+	masks map[uint32]uint8
+}
+
+// resvNotice creates a page unless the host masked its type for nsid
+// (Set Features Reservation Notification Mask), and raises the event
+// when the log was empty.
+func (c *Controller) resvNotice(nsid uint32, typ uint8) {
+	c.mu.Lock()
+	l := &c.resv
+	if l.masks[nsid]&(1<<typ) != 0 {
+		c.mu.Unlock()
+		return
+	}
+	l.count++
+	if l.count == 0 {
+		l.count = 1 // 0 is the empty page
+	}
+	if len(l.pages) == resvLogMax {
+		l.lost++
+		c.mu.Unlock()
+		c.log.WithFields(logrus.Fields{"nsid": nsid, "type": typ}).Warn("reservation notification lost: the host has not read the log page")
+		return
+	}
+	l.pages = append(l.pages, nvme.ResvNotice{Count: l.count, Type: typ, NSID: nsid})
+	first := len(l.pages) == 1
+	c.mu.Unlock()
+	if first {
+		c.raiseEvent(nvme.AsyncTypeIOCommandSet, nvme.AsyncIOResvLogAvailable, nvme.LogReservation)
+	}
+}
+
+// resvLogPage takes the oldest page into page (ResvLogSize bytes); an
+// empty log reads as zeros. The last page carries the count of the
+// notifications lost after it.
+func (c *Controller) resvLogPage(page []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := &c.resv
+	if len(l.pages) == 0 {
+		clear(page)
+		return
+	}
+	n := l.pages[0]
+	l.pages = l.pages[1:]
+	if len(l.pages) == 0 {
+		n.Count += l.lost
+		if n.Count < l.lost {
+			n.Count++ // wrapped past 0
+		}
+		l.lost = 0
+		l.pages = nil
+	}
+	n.Available = uint8(min(len(l.pages), nvme.ResvNoticeMaxOutstanding))
+	n.Encode(page)
+}
+
+// setResvMask sets the notification mask of nsid (every namespace for
+// the broadcast NSID).
+func (c *Controller) setResvMask(nsid uint32, mask uint8) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.resv.masks == nil {
+		c.resv.masks = map[uint32]uint8{}
+	}
+	if nsid != nvme.NSIDBroadcast {
+		c.resv.masks[nsid] = mask
+		return
+	}
+	for _, id := range c.Subsystem.NamespaceIDs() {
+		c.resv.masks[id] = mask
+	}
+}
+
+func (c *Controller) resvMask(nsid uint32) uint8 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.resv.masks[nsid]
+}
+
+// resvResetLocked returns the notification state to a new controller's, at a
+// controller reset. Called with c.mu held.
+func (c *Controller) resvResetLocked() { c.resv = resvLog{} }
+
+// setResvPersist sets PTPL (Set Features Reservation Persistence), off
+// the poller as it stores.
+func setResvPersist(q *Queue, r *Request, ns *Namespace, on bool) bool {
+	if on && !ns.ReservationPersistent() {
+		r.status = nvme.StatusInvalidField | nvme.DNR
+		return true
+	}
+	q.hold()
+	q.target.background(func() {
+		r.status = q.ctrl.Subsystem.resvApply(ns, func(cur resvSnapshot) (resvChange, nvme.Status) {
+			ch := resvChange{next: cur, unchanged: cur.PTPL == on}
+			ch.next.PTPL = on
+			return ch, 0
+		})
+		q.completeAsync(r)
+	})
+	return false
+}
+
+// reservationCaps is Identify Namespace RESCAP: every type and IEKEY,
+// and persistence where the namespace has a store; none with
+// reservations off.
+func (ns *Namespace) reservationCaps() uint8 {
+	if !ns.ReservationsEnabled() {
+		return 0
+	}
+	caps := uint8(nvme.RESCAPTypes | nvme.RESCAPIEKEY)
+	if ns.ReservationPersistent() {
+		caps |= nvme.RESCAPPersist
+	}
+	return caps
+}
+
+// resvFeatureNS is the namespace a reservation feature names, or a status.
+func resvFeatureNS(q *Queue, r *Request) (*Namespace, nvme.Status) {
+	ns := q.ctrl.Subsystem.Namespace(r.Cmd.NSID())
+	if ns == nil {
+		return nil, nvme.StatusInvalidNamespace | nvme.DNR
+	}
+	if !ns.ReservationsEnabled() {
+		return nil, nvme.StatusInvalidField | nvme.DNR
+	}
+	return ns, 0
+}
+
+// setResvFeature sets Reservation Notification Mask (of one namespace, or
+// every one for the broadcast NSID) or Reservation Persistence.
+func setResvFeature(q *Queue, r *Request) bool {
+	v := r.Cmd.FeatureValue()
+	if r.Cmd.FeatureID() == nvme.FeatResvMask && r.Cmd.NSID() == nvme.NSIDBroadcast {
+		q.ctrl.setResvMask(nvme.NSIDBroadcast, uint8(v)&nvme.ResvMaskAll)
+		return true
+	}
+	ns, st := resvFeatureNS(q, r)
+	if st != 0 {
+		r.status = st
+		return true
+	}
+	if r.Cmd.FeatureID() == nvme.FeatResvMask {
+		q.ctrl.setResvMask(ns.ID, uint8(v)&nvme.ResvMaskAll)
+		return true
+	}
+	return setResvPersist(q, r, ns, v&nvme.ResvPTPL != 0)
+}
+
+// getResvFeature reads them; without a namespace (NSID 0, as nvme-cli's
+// walk over every feature sends) it fails with a plain Invalid Field,
+// which that walk passes over, as Get Features does for every feature
+// it does not have.
+func getResvFeature(q *Queue, r *Request) {
+	ns, st := resvFeatureNS(q, r)
+	if st != 0 {
+		r.status = nvme.StatusInvalidField
+		return
+	}
+	if r.Cmd.FeatureID() == nvme.FeatResvMask {
+		r.result = uint64(q.ctrl.resvMask(ns.ID))
+		return
+	}
+	if ns.resv.snap.Load() != nil && ns.resv.snap.Load().PTPL {
+		r.result = nvme.ResvPTPL
+	}
+}

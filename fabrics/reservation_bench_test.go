@@ -1,0 +1,31 @@
+package fabrics
+
+import (
+	"testing"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+)
+
+// BenchmarkWritePathReserved is BenchmarkWritePath with a reservation
+// held on the namespace: Write Exclusive, Registrants Only, the writing
+// host the last of four registrants, so every write scans them all. It
+// must not allocate either.
+func BenchmarkWritePathReserved(b *testing.B) {
+	tg, p, s, cntlid := benchController(b)
+	ns := s.Namespace(1)
+	ns.resv.snap.Store(&resvSnapshot{ReservationState: ReservationState{
+		Type: nvme.ResvWriteExclusiveRegOnly, Holder: [16]byte{1},
+		Registrants: []Registrant{{[16]byte{1}, 1}, {[16]byte{2}, 2}, {[16]byte{3}, 3}, {[16]byte{9}, 9}},
+	}})
+	q, tr := benchQueue(b, tg, p, s, cntlid, 1)
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	ioLoop(b, q, nvme.IOWrite, b.N)
+	cpu := cpuTime() - cpu0
+	b.StopTimer()
+	if tr.completed != b.N {
+		b.Fatalf("%d completions for %d commands", tr.completed, b.N)
+	}
+	reportPerCore(b, b.N, cpu)
+}
