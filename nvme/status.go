@@ -43,6 +43,7 @@ const (
 	StatusHostIDInconsistent   Status = 0x18
 	StatusKeepAliveExpired     Status = 0x19
 	StatusKeepAliveInvalid     Status = 0x1a
+	StatusTransientTransport   Status = 0x22 // the transport lost or damaged data: the host retries
 	StatusNamespaceWriteProt   Status = 0x20
 	StatusLBARange             Status = 0x80
 	StatusCapacityExceeded     Status = 0x81
