@@ -273,7 +273,7 @@ func (c *Conn) teardown() {
 	if c.timer != nil {
 		c.timer.Stop()
 	}
-	unix.Shutdown(c.fd, unix.SHUT_RDWR)
+	c.closeSend()
 	if c.fq != nil {
 		c.fq.Close()
 	}
@@ -292,6 +292,18 @@ func (c *Conn) teardown() {
 	}
 	c.log.Debug("connection closed")
 	close(c.done)
+}
+
+// closeSend ends the stream to the host with a FIN and discards what the
+// host sent that was not read: closing a socket with unread data resets
+// the connection, and the host could lose the C2HTermReq before it.
+func (c *Conn) closeSend() {
+	unix.Shutdown(c.fd, unix.SHUT_WR)
+	for range 64 {
+		if n, err := unix.Read(c.fd, c.rx.stage); n <= 0 || err != nil {
+			return
+		}
+	}
 }
 
 // openQueue creates the fabrics queue on the first command capsule: on

@@ -1,7 +1,6 @@
 package tcp
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -19,8 +18,8 @@ import (
 )
 
 const (
-	testNQN  = "nqn.2014-08.org.nvmexpress:tcp-test"
-	hostNQN  = "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-000000000001"
+	testNQN = "nqn.2014-08.org.nvmexpress:tcp-test"
+	hostNQN = "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-000000000001"
 )
 
 // testTarget has one TCP port (port 1) with a subsystem whose namespace 1
@@ -107,20 +106,20 @@ func dial(t testing.TB, l *Listener) *testHost {
 // testHost is a minimal NVMe/TCP host. Its I/O path allocates nothing, so
 // that benchmarks count the target's allocations only.
 type testHost struct {
-	t          testing.TB
-	c          net.Conn
-	hd, dd     bool
-	maxH2C     uint32
-	cid        uint16
-	cntl       uint16
-	hdr        [256]byte
-	out        [CapsuleCmdHLen + DigestSize]byte
-	dig        [DigestSize]byte
-	h2c        [DataHdrSize + DigestSize]byte
-	cmd        [nvme.CommandSize]byte
-	pad        [256]byte
-	lastStatus nvme.Status
-	rsp        [nvme.CompletionSize]byte
+	t      testing.TB
+	c      net.Conn
+	hd, dd bool
+	maxH2C uint32
+	cid    uint16
+	cntl   uint16
+	hdr    [256]byte
+	out    [CapsuleCmdHLen + DigestSize]byte
+	dig    [DigestSize]byte
+	h2c    [DataHdrSize + DigestSize]byte
+	cmd    [nvme.CommandSize]byte
+	pad    [256]byte
+	err    error // of the first failed write
+	rsp    [nvme.CompletionSize]byte
 }
 
 func newTestHost(t testing.TB, c net.Conn) *testHost { return &testHost{t: t, c: c} }
@@ -138,6 +137,9 @@ func (h *testHost) icreq(hd, dd bool) {
 	var b [ICReqSize]byte
 	PutICReq(b[:], PFV, 0, digests, 0)
 	h.send(b[:])
+	if h.err != nil {
+		h.t.Fatalf("ICReq: %v", h.err)
+	}
 	var r [ICRespSize]byte
 	if _, err := io.ReadFull(h.c, r[:]); err != nil {
 		h.t.Fatalf("ICResp: %v", err)
@@ -149,9 +151,11 @@ func (h *testHost) icreq(hd, dd bool) {
 	h.hd, h.dd, h.maxH2C = hd, dd, rh.MaxR2T()
 }
 
+// send writes b; the first error is kept for exec: a target that found
+// a fatal error closes the connection before the rest of a PDU is sent.
 func (h *testHost) send(b []byte) {
-	if _, err := h.c.Write(b); err != nil {
-		h.t.Fatalf("write: %v", err)
+	if _, err := h.c.Write(b); err != nil && h.err == nil {
+		h.err = err
 	}
 }
 
@@ -244,8 +248,10 @@ func (h *testHost) readPDU(into []byte) (Header, error) {
 	if h.hd && hh.Flags()&FlagHDGST == 0 {
 		return nil, errors.New("header digest flag missing")
 	}
-	if err := CheckHeaderDigest(h.hdr[:], hlen); h.hd && err != nil {
-		return nil, err
+	if h.hd {
+		if err := CheckHeaderDigest(h.hdr[:], hlen); err != nil {
+			return nil, err
+		}
 	}
 	if hh.Type() != TypeC2HData {
 		return hh, nil
@@ -291,6 +297,9 @@ func (h *testHost) tryExec(cmd nvme.Command, inline, write, read []byte) (nvme.C
 	h.cid++
 	cmd.SetCID(h.cid)
 	h.sendCapsule(cmd, inline)
+	if h.err != nil {
+		return nil, h.err
+	}
 	for {
 		hh, err := h.readPDU(read)
 		if err != nil {
@@ -424,5 +433,3 @@ func (h *testHost) read(slba uint64, data []byte) nvme.Status {
 	rwCmd(h.cmd[:], nvme.IORead, slba, len(data), false)
 	return h.exec(h.cmd[:], nil, nil, data).Status()
 }
-
-var _ = bytes.Equal
