@@ -48,12 +48,12 @@ assert_eq "the controller's transport" "$(cat "/sys/class/nvme/$ct/transport")" 
 thp=/sys/kernel/mm/transparent_hugepage/enabled
 thp_was=$(sed 's/.*\[\(.*\)\].*/\1/' "$thp")
 echo never >"$thp"
-common=(--filename="$dev" --ioengine=libaio --direct=1 --iodepth=16 --bsrange=4k-1m --size=32m
+common=(--filename="$dev" --ioengine=libaio --direct=1 --iodepth=16 --bsrange=4k-1m --size=8m
 	--verify=crc32c --verify_state_save=0 --randrepeat=1 --randseed=24)
 fio_ok write --rw=randwrite --do_verify=0 "${common[@]}"
-[ "$FIO_WRITTEN" -ge $((32 << 20)) ] || fail "fio wrote only $FIO_WRITTEN bytes"
+[ "$FIO_WRITTEN" -ge $((8 << 20)) ] || fail "fio wrote only $FIO_WRITTEN bytes"
 fio_ok verify --rw=randwrite --verify_only=1 "${common[@]}"
-[ "$FIO_READ" -ge $((32 << 20)) ] || fail "verify pass read only $FIO_READ bytes"
+[ "$FIO_READ" -ge $((8 << 20)) ] || fail "verify pass read only $FIO_READ bytes"
 assert_eq "TCP connections of port 2 (admin and I/O queues)" "$(metric nvmeof_tgt_tcp_connections 'port="2"')" "$(($(nproc) + 1))"
 assert_eq "data digest errors" "$(metric nvmeof_tgt_tcp_data_digest_errors_total 'port="2"')" 0
 assert_eq "C2HTermReqs" "$(metric nvmeof_tgt_tcp_term_requests_total 'port="2"')" 0
@@ -76,7 +76,7 @@ for s in /sys/class/nvme-subsystem/nvme-subsys*; do
 done
 echo round-robin >"$subsys/iopolicy" || fail "setting the round-robin I/O policy"
 t0=$(path_ios "$ct" 1) r0=$(path_ios "$cr" 1)
-fio_ok both --rw=randread --ioengine=libaio --direct=1 --iodepth=8 --bs=4k --size=16m --filename="$dev"
+fio_ok both --rw=randread --ioengine=libaio --direct=1 --iodepth=8 --bs=4k --size=4m --filename="$dev"
 path_ios_above "$ct" 1 $((t0 + 100)) || fail "no I/O through the TCP path: $(($(path_ios "$ct" 1) - t0))"
 path_ios_above "$cr" 1 $((r0 + 100)) || fail "no I/O through the RDMA path: $(($(path_ios "$cr" 1) - r0))"
 echo "ok: $(($(path_ios "$ct" 1) - t0)) I/Os over TCP, $(($(path_ios "$cr" 1) - r0)) over RDMA"
