@@ -63,6 +63,11 @@ func seedStream(digests uint8) []byte {
 
 // Random PDU sequences never crash the connection's poller, and however
 // the connection ends, it is torn down and every buffer goes back.
+//
+//	go test -run x -fuzz FuzzConnection -fuzzminimizetime 0 ./tcp/
+//
+// (with minimizing on, the fuzzer stalls for minutes on each new input:
+// 2400 inputs a second, 71528 in 25 s, without it).
 func FuzzConnection(f *testing.F) {
 	f.Add(seedStream(0))
 	f.Add(seedStream(DigestHeader | DigestData))
