@@ -85,7 +85,7 @@ type Metrics struct {
 // Port is one listening transport address.
 type Port struct {
 	ID        uint16 `yaml:"id"`
-	Transport string `yaml:"transport"` // rdma
+	Transport string `yaml:"transport"` // rdma (default) or tcp
 	Address   string `yaml:"address"`   // IPv4 or IPv6 literal
 	Port      uint16 `yaml:"port"`      // trsvcid (default 4420)
 	// InlineDataSize is the in-capsule data each I/O command may carry
@@ -108,9 +108,18 @@ type Port struct {
 	noInline bool
 }
 
+// Transports a port listens on.
+const (
+	TransportRDMA = "rdma"
+	TransportTCP  = "tcp"
+)
+
+// Transports lists the transports a port or referral may name.
+var Transports = []string{TransportRDMA, TransportTCP}
+
 // Referral is a discovery referral: another port serving discovery.
 type Referral struct {
-	Transport string `yaml:"transport"` // rdma (default)
+	Transport string `yaml:"transport"` // rdma (default) or tcp
 	Address   string `yaml:"address"`   // IPv4 or IPv6 literal
 	Port      uint16 `yaml:"port"`      // trsvcid (default 4420)
 }

@@ -55,6 +55,7 @@ type validator struct {
 	portIDs map[uint16]bool
 	nqns    map[string]bool
 	uuids   map[[16]byte]string // configured UUID → path of its first use
+	listens map[string]string   // "transport address:port" → the port's path
 }
 
 func (v *validator) add(path, format string, args ...any) {
@@ -129,9 +130,10 @@ func (v *validator) port(path string, p Port) {
 		v.add(path+".id", "port %d is defined twice", p.ID)
 	}
 	v.portIDs[p.ID] = true
-	if p.Transport != "rdma" {
-		v.add(path+".transport", "unknown transport %q (want rdma)", p.Transport)
+	if !slices.Contains(Transports, p.Transport) {
+		v.add(path+".transport", "unknown transport %q (want rdma or tcp)", p.Transport)
 	}
+	v.listensOnce(path, p)
 	if _, err := netip.ParseAddr(p.Address); err != nil {
 		v.add(path+".address", "%q is not an IPv4 or IPv6 address", p.Address)
 	}
@@ -155,15 +157,30 @@ func (v *validator) port(path string, p Port) {
 	}
 	for j, r := range p.Referrals {
 		rp := fmt.Sprintf("%s.referrals[%d]", path, j)
-		if r.Transport != "rdma" {
-			v.add(rp+".transport", "unknown transport %q (want rdma)", r.Transport)
+		if !slices.Contains(Transports, r.Transport) {
+			v.add(rp+".transport", "unknown transport %q (want rdma or tcp)", r.Transport)
 		}
 		if a, err := netip.ParseAddr(r.Address); err != nil {
 			v.add(rp+".address", "%q is not an IPv4 or IPv6 address", r.Address)
-		} else if a.String() == p.Address && r.Port == p.Port {
+		} else if a.String() == p.Address && r.Port == p.Port && r.Transport == p.Transport {
 			v.add(rp, "refers to this port itself")
 		}
 	}
+}
+
+// listensOnce refuses a second port on the same transport, address and
+// service ID: the second listener could not bind. An RDMA and a TCP port
+// may share address and number, as the Linux target's may.
+func (v *validator) listensOnce(path string, p Port) {
+	key := p.Transport + " " + net.JoinHostPort(p.Address, strconv.Itoa(int(p.Port)))
+	if first, ok := v.listens[key]; ok {
+		v.add(path, "listens on %s as %s does", key, first)
+		return
+	}
+	if v.listens == nil {
+		v.listens = map[string]string{}
+	}
+	v.listens[key] = path
 }
 
 func (v *validator) subsystem(path string, s Subsystem) {

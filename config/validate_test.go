@@ -45,8 +45,20 @@ var validateCases = []validateCase{
 	{"metrics any address", func(c *Config) { c.Metrics.Address = ":9750" }, ""},
 	{"no ports", func(c *Config) { c.Ports = nil }, "ports: at least one port is required"},
 	{"port id 0", func(c *Config) { c.Ports[0].ID = 0 }, "ports[0].id: must be 1 or more"},
-	{"port id twice", func(c *Config) { c.Ports = append(c.Ports, c.Ports[0]) }, "ports[1].id: port 1 is defined twice"},
-	{"transport", func(c *Config) { c.Ports[0].Transport = "tcp" }, `ports[0].transport: unknown transport "tcp" (want rdma)`},
+	{"port id twice", func(c *Config) { c.Ports = append(c.Ports, c.Ports[0]) }, "ports[1].id: port 1 is defined twice\nports[1]: listens on rdma 10.0.0.1:4420 as ports[0] does"},
+	{"transport", func(c *Config) { c.Ports[0].Transport = "iwarp" }, `ports[0].transport: unknown transport "iwarp" (want rdma or tcp)`},
+	{"transport tcp", func(c *Config) { c.Ports[0].Transport = "tcp" }, ""},
+	{"rdma and tcp on one address and port", func(c *Config) {
+		p := c.Ports[0]
+		p.ID, p.Transport = 2, "tcp"
+		c.Ports = append(c.Ports, p)
+	}, ""},
+	{"tcp address and port twice", func(c *Config) {
+		c.Ports[0].Transport = "tcp"
+		p := c.Ports[0]
+		p.ID = 2
+		c.Ports = append(c.Ports, p)
+	}, "ports[1]: listens on tcp 10.0.0.1:4420 as ports[0] does"},
 	{"address host name", func(c *Config) { c.Ports[0].Address = "host.example" }, `ports[0].address: "host.example" is not an IPv4 or IPv6 address`},
 	{"address empty", func(c *Config) { c.Ports[0].Address = "" }, `ports[0].address: "" is not an IPv4 or IPv6 address`},
 	{"address IPv6", func(c *Config) { c.Ports[0].Address = "fd00::1" }, ""},
@@ -77,7 +89,9 @@ var validateCases = []validateCase{
 	{"ANA states", func(c *Config) { c.Ports[0].ANA = map[uint32]string{1: "inaccessible", 128: "change"} }, ""},
 	{"namespace ANA group", func(c *Config) { c.Subsystems[0].Namespaces[0].ANAGroup = 129 }, "subsystems[0].namespaces[0].ana_group: 129 is out of range 1..128"},
 	{"referral address", func(c *Config) { c.Ports[0].Referrals = []Referral{{"rdma", "host-b", 4420}} }, `ports[0].referrals[0].address: "host-b" is not an IPv4 or IPv6 address`},
-	{"referral transport", func(c *Config) { c.Ports[0].Referrals = []Referral{{"tcp", "10.0.0.9", 4420}} }, `ports[0].referrals[0].transport: unknown transport "tcp" (want rdma)`},
+	{"referral transport", func(c *Config) { c.Ports[0].Referrals = []Referral{{"udp", "10.0.0.9", 4420}} }, `ports[0].referrals[0].transport: unknown transport "udp" (want rdma or tcp)`},
+	{"referral over tcp", func(c *Config) { c.Ports[0].Referrals = []Referral{{"tcp", "10.0.0.9", 8009}} }, ""},
+	{"referral to the tcp port of the same address", func(c *Config) { c.Ports[0].Referrals = []Referral{{"tcp", c.Ports[0].Address, c.Ports[0].Port}} }, ""},
 	{"referral to itself", func(c *Config) { c.Ports[0].Referrals = []Referral{{"rdma", c.Ports[0].Address, c.Ports[0].Port}} }, "ports[0].referrals[0]: refers to this port itself"},
 	{"cntlid range reversed", func(c *Config) { c.Subsystems[0].CntlidMin, c.Subsystems[0].CntlidMax = 200, 100 }, "subsystems[0].cntlid_min: controller ID range 200..100 is not within 1..65519"},
 	{"cntlid range reserved", func(c *Config) { c.Subsystems[0].CntlidMax = 0xfff0 }, "subsystems[0].cntlid_min: controller ID range 1..65520 is not within 1..65519"},

@@ -14,9 +14,10 @@ import (
 const adminQueueSize = 32
 
 // Referral is another discovery service that a port's discovery log points
-// hosts to, over RDMA: typically the port of a second daemon serving the
-// same subsystems, so that one `nvme connect-all` finds every path.
+// hosts to: typically the port of a second daemon serving the same
+// subsystems, so that one `nvme connect-all` finds every path.
 type Referral struct {
+	Transport uint8 // TRTYPE (nvme.TransportRDMA when 0)
 	Address   netip.Addr
 	ServiceID uint16 // trsvcid
 }
@@ -77,7 +78,8 @@ func (q *Queue) discoveryLog(page []byte) []byte {
 	page = grow(page, nvme.DiscoveryHdrSize+n*nvme.DiscoveryEntSize)
 	nvme.PutDiscoveryHeader(page, genctr, uint64(n))
 	e := nvme.DiscoveryEntry{
-		TransportType: nvme.TransportRDMA,
+		TransportType: transportType(q.port.Transport),
+		TREQ:          nvme.DefaultTREQ(transportType(q.port.Transport)),
 		AddrFamily:    addrFamily(q.port.Address),
 		PortID:        q.port.ID,
 		CNTLID:        nvme.ControllerIDDynamic,
@@ -98,7 +100,8 @@ func (q *Queue) discoveryLog(page []byte) []byte {
 		// The referred port's ID is the other daemon's to know: 0, as a
 		// Linux target referral whose portid was never set.
 		ref := nvme.DiscoveryEntry{
-			TransportType: nvme.TransportRDMA,
+			TransportType: transportType(r.Transport),
+			TREQ:          nvme.DefaultTREQ(transportType(r.Transport)),
 			AddrFamily:    addrFamily(r.Address),
 			Subtype:       nvme.SubtypeDiscoveryReferral,
 			CNTLID:        nvme.ControllerIDDynamic,
@@ -110,6 +113,14 @@ func (q *Queue) discoveryLog(page []byte) []byte {
 		ref.Encode(page[off:])
 	}
 	return page
+}
+
+// transportType is a port's TRTYPE: RDMA unless the port says otherwise.
+func transportType(t uint8) uint8 {
+	if t == 0 {
+		return nvme.TransportRDMA
+	}
+	return t
 }
 
 // addrFamily is the discovery log's ADRFAM of a.

@@ -144,6 +144,7 @@ func (t *Target) freeQueuePairs() int {
 // Port is a transport address hosts connect through.
 type Port struct {
 	ID             uint16
+	Transport      uint8 // TRTYPE of the discovery log (nvme.TransportRDMA when 0)
 	Address        netip.Addr
 	ServiceID      uint16 // trsvcid
 	InlineDataSize uint32

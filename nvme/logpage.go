@@ -193,6 +193,26 @@ const (
 	TransportTCP  = 3
 )
 
+// Transport requirements (TREQ): whether a secure channel is required.
+const (
+	TREQNotSpecified = 0
+	TREQRequired     = 1
+	TREQNotRequired  = 2
+)
+
+// DefaultTREQ is the TREQ of a port without a secure channel: TCP says a
+// secure channel (TLS) is not required, so that hosts connect without one;
+// RDMA has none to speak of, as the Linux target's default.
+func DefaultTREQ(trtype uint8) uint8 {
+	if trtype == TransportTCP {
+		return TREQNotRequired
+	}
+	return TREQNotSpecified
+}
+
+// TCP transport specific address subtype: the security type.
+const TCPSecTypeNone = 0
+
 // Address families (ADRFAM).
 const (
 	AddrFamilyIPv4 = 1
@@ -239,6 +259,8 @@ const (
 	discRDMAQPType = discTSAS + 0
 	discRDMAPrType = discTSAS + 1
 	discRDMACMS    = discTSAS + 2
+	// TCP TSAS: security type.
+	discTCPSecType = discTSAS + 0
 )
 
 // PutDiscoveryHeader writes the discovery log page header into b (at least
@@ -284,6 +306,9 @@ func (e *DiscoveryEntry) Encode(b []byte) {
 		b[discRDMAQPType] = RDMAQPTypeConnected
 		b[discRDMAPrType] = RDMAPrTypeNotSpec
 		b[discRDMACMS] = RDMACMSRDMACM
+	}
+	if e.TransportType == TransportTCP {
+		b[discTCPSecType] = TCPSecTypeNone
 	}
 }
 

@@ -44,6 +44,7 @@ const (
 	StatusPreemptAborted       Status = 0x1b // Command Aborted due to Preempt and Abort
 	StatusKeepAliveExpired     Status = 0x19
 	StatusKeepAliveInvalid     Status = 0x1a
+	StatusTransientTransport   Status = 0x22 // the transport lost or damaged data: the host retries
 	StatusNamespaceWriteProt   Status = 0x20
 	StatusCommandInterrupted   Status = 0x21
 	StatusLBARange             Status = 0x80

@@ -29,7 +29,7 @@ trap - EXIT
 echo "== end-to-end suite, guest kernel 6.1 (every scenario but 97-dhchap)"
 E2E_KERNEL=6.1 E2E_ONLY='^([^9]|9[^7])' go test -count=1 -tags e2e -v -timeout 40m ./test/e2e/
 # The host side changed much between 6.1 and 6.12 (multipath, ANA, naming):
-# connect, fio verify and the multipath scenarios run on 6.12 too, and
-# in-band authentication, which only 6.12's host has.
-echo "== end-to-end suite, guest kernel 6.12 (connect, fio verify, multipath and ANA, authentication)"
-E2E_KERNEL=6.12 E2E_ONLY='^(02-connect|03-fio-verify-file|8[4-8]-.*|97-dhchap)$' go test -count=1 -tags e2e -v -timeout 15m ./test/e2e/
+# connect, fio verify, NVMe/TCP and the multipath scenarios run on 6.12
+# too, and in-band authentication, which only 6.12's host has.
+echo "== end-to-end suite, guest kernel 6.12 (connect, fio verify, TCP, multipath and ANA, authentication)"
+E2E_KERNEL=6.12 E2E_ONLY='^(02-connect|03-fio-verify-file|24-tcp|8[4-8]-.*|97-dhchap)$' go test -count=1 -tags e2e -v -timeout 15m ./test/e2e/

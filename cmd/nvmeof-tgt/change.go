@@ -139,7 +139,7 @@ func (c *change) listenNewPorts() error {
 		if inUse[addrKey(pc)] {
 			continue
 		}
-		l, err := listen(c.d.target, fp, c.log)
+		l, err := openListener(c.d.target, fp, c.log)
 		if err != nil {
 			return fmt.Errorf("%s: %w", portPath(c.next, pc.ID), err)
 		}
@@ -173,4 +173,6 @@ func (c *change) problem(err error, drop func(*config.Config)) {
 }
 
 // addrKey names the address a port listens on.
-func addrKey(pc config.Port) string { return fmt.Sprintf("%s:%d", pc.Address, pc.Port) }
+func addrKey(pc config.Port) string {
+	return fmt.Sprintf("%s %s:%d", pc.Transport, pc.Address, pc.Port)
+}

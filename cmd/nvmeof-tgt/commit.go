@@ -73,7 +73,7 @@ func (c *change) addPorts() {
 		l := c.listeners[pc.ID]
 		if l == nil {
 			var err error
-			if l, err = listen(c.d.target, fp, c.log); err != nil {
+			if l, err = openListener(c.d.target, fp, c.log); err != nil {
 				c.problem(fmt.Errorf("%s: %w", portPath(c.next, pc.ID), err), nil)
 				continue
 			}
@@ -103,7 +103,7 @@ func (c *change) setReferrals(pc config.Port) {
 	refs := make([]fabrics.Referral, 0, len(pc.Referrals))
 	for _, r := range pc.Referrals {
 		// Validate parsed the address.
-		refs = append(refs, fabrics.Referral{Address: netip.MustParseAddr(r.Address), ServiceID: r.Port})
+		refs = append(refs, fabrics.Referral{Transport: transportType(r.Transport), Address: netip.MustParseAddr(r.Address), ServiceID: r.Port})
 	}
 	if err := c.d.target.SetReferrals(pc.ID, refs); err != nil {
 		c.problem(fmt.Errorf("%s.referrals: %w", portPath(c.next, pc.ID), err), nil)

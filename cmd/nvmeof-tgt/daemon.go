@@ -15,6 +15,7 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/nvmeof-tgt/nvmeof-tgt/rdma"
+	"github.com/nvmeof-tgt/nvmeof-tgt/tcp"
 	"github.com/sirupsen/logrus"
 )
 
@@ -60,7 +61,15 @@ type reloadResult struct {
 // portListener accepts a port's connections until closed.
 type portListener interface{ Close(timeout time.Duration) }
 
-// listen opens a port's listener; a variable so tests run without RDMA.
+// openListener opens a port's listener on its transport.
+func openListener(t *fabrics.Target, p *fabrics.Port, log *logrus.Entry) (portListener, error) {
+	if p.Transport == nvme.TransportTCP {
+		return tcp.Listen(t, p, log)
+	}
+	return listen(t, p, log)
+}
+
+// listen opens an RDMA port's listener; a variable so tests run without RDMA.
 var listen = func(t *fabrics.Target, p *fabrics.Port, log *logrus.Entry) (portListener, error) {
 	l, err := rdma.Listen(t, p, log)
 	if err != nil {
@@ -111,12 +120,21 @@ func newPort(pc config.Port) (*fabrics.Port, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &fabrics.Port{ID: pc.ID, Address: addr, ServiceID: pc.Port,
+	p := &fabrics.Port{ID: pc.ID, Transport: transportType(pc.Transport), Address: addr, ServiceID: pc.Port,
 		InlineDataSize: pc.InlineDataSize, MaxQueueSize: pc.MaxQueueSize}
 	if err := p.SetANAStates(anaStates(pc)); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// transportType is the TRTYPE of a configured transport; validation
+// made sure it is one of config.Transports.
+func transportType(name string) uint8 {
+	if name == config.TransportTCP {
+		return nvme.TransportTCP
+	}
+	return nvme.TransportRDMA
 }
 
 // anaStates is the port's ANA states as the target takes them; validation

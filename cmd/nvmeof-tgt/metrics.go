@@ -79,6 +79,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- d
 	}
 	describeGateway(ch)
+	describeTCP(ch)
 }
 
 // histogram builds a cumulative Prometheus histogram from bucket counts.
@@ -119,7 +120,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for k, n := range c.target.Refused.Counts() {
 		e.counter(dRefused, float64(n), "", strconv.Itoa(int(k.Port)), k.Reason)
 	}
-	for port, n := range c.target.ConnectTimeouts() {
+	for port, n := range connectTimeouts(c.target) {
 		e.counter(dConnTimeout, float64(n), strconv.Itoa(int(port)))
 	}
 	collectANA(e, c.target, ports)
@@ -131,6 +132,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	e.gauge(dIOEngine, 1, c.target.IOEngine().String())
 	c.collectConfig(e)
 	collectRDMA(e)
+	collectTCP(e)
 }
 
 // collectNamespaces sends the I/O counters and size of each namespace.

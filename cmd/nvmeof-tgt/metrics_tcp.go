@@ -1,0 +1,62 @@
+package main
+
+import (
+	"maps"
+	"strconv"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/nvmeof-tgt/nvmeof-tgt/tcp"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics of the NVMe/TCP transport, by port.
+var (
+	dTCPConns     = prometheus.NewDesc(prefix+"tcp_connections", "Open NVMe/TCP connections (queue pairs) of a port.", []string{"port"}, nil)
+	dTCPTermReqs  = prometheus.NewDesc(prefix+"tcp_term_requests_total", "Connections closed with a C2HTermReq: the host sent a PDU the protocol does not allow (the log names the error).", []string{"port"}, nil)
+	dTCPDigests   = prometheus.NewDesc(prefix+"tcp_data_digest_errors_total", "Commands failed with Transient Transport Error on a data digest mismatch (the host retries them): a damaged network path.", []string{"port"}, nil)
+	dTCPOverruns  = prometheus.NewDesc(prefix+"tcp_queue_overruns_total", "Connections closed because the host sent more commands than its queue size.", []string{"port"}, nil)
+	dTCPRefused   = prometheus.NewDesc(prefix+"tcp_refused_total", "Connections closed at once: limits.max_queue_pairs was reached.", []string{"port"}, nil)
+	dTCPPoolSize  = prometheus.NewDesc(prefix+"tcp_buffer_pool_bytes", "Data buffer memory the TCP ports may lend to commands in flight.", nil, nil)
+	dTCPPoolInUse = prometheus.NewDesc(prefix+"tcp_buffer_pool_in_use_bytes", "TCP data buffer memory lent to commands in flight.", nil, nil)
+)
+
+func describeTCP(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{dTCPConns, dTCPTermReqs, dTCPDigests, dTCPOverruns, dTCPRefused, dTCPPoolSize, dTCPPoolInUse} {
+		ch <- d
+	}
+}
+
+// collectTCP sends the TCP ports' counters and the shared pool's use.
+func collectTCP(e emit) {
+	stats := tcp.Stats()
+	if len(stats) == 0 {
+		return
+	}
+	for id, s := range stats {
+		port := strconv.Itoa(int(id))
+		e.gauge(dTCPConns, float64(s.Connections.Load()), port)
+		e.counter(dTCPTermReqs, float64(s.TermReqs.Load()), port)
+		e.counter(dTCPDigests, float64(s.DataDigestErrors.Load()), port)
+		e.counter(dTCPOverruns, float64(s.Overruns.Load()), port)
+		e.counter(dTCPRefused, float64(s.Refused.Load()), port)
+	}
+	p := tcp.SharedPool()
+	e.gauge(dTCPPoolSize, float64(p.Limit()))
+	e.gauge(dTCPPoolInUse, float64(p.Lent()))
+}
+
+// connectTimeouts counts, by port, the queue pairs closed for want of a
+// Connect in time: fabrics' count, and TCP connections that did not even
+// send their first command capsule.
+func connectTimeouts(t *fabrics.Target) map[uint16]uint64 {
+	out := maps.Clone(t.ConnectTimeouts())
+	if out == nil {
+		out = map[uint16]uint64{}
+	}
+	for id, s := range tcp.Stats() {
+		if n := s.ConnectTimeouts.Load(); n > 0 {
+			out[id] += n
+		}
+	}
+	return out
+}

@@ -1,0 +1,65 @@
+package tcp
+
+import (
+	"testing"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+)
+
+// Reads and writes over a socket pair through the whole transport and a
+// file namespace: the target side must allocate nothing per command.
+//
+//	go test -run x -bench . -benchmem ./tcp/
+func BenchmarkIO(b *testing.B) {
+	for _, bc := range []struct {
+		name   string
+		size   int
+		write  bool
+		digest bool
+	}{
+		{"read-4k", 4 << 10, false, false},
+		{"write-4k", 4 << 10, true, false},
+		{"read-128k", 128 << 10, false, false},
+		{"write-128k", 128 << 10, true, false},
+		{"read-128k-digests", 128 << 10, false, true},
+		{"write-128k-digests", 128 << 10, true, true},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			tg, p, _ := testTarget(b)
+			l := testListener(b, tg, p)
+			admin := pair(b, l)
+			admin.icreq(bc.digest, bc.digest)
+			admin.connectAdmin(testNQN)
+			h := pair(b, l)
+			h.icreq(bc.digest, bc.digest)
+			if st := h.connectIO(testNQN, admin.cntl, true); st != 0 {
+				b.Fatalf("I/O connect: %v", st)
+			}
+			buf := make([]byte, bc.size)
+			// Warm up the pool and the queue's workers.
+			for range 16 {
+				if st := h.write(0, buf, false); st != 0 {
+					b.Fatal(st)
+				}
+				if st := h.read(0, buf); st != 0 {
+					b.Fatal(st)
+				}
+			}
+			b.SetBytes(int64(bc.size))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				slba := uint64(i%16) * uint64(bc.size/512)
+				var st nvme.Status
+				if bc.write {
+					st = h.write(slba, buf, false)
+				} else {
+					st = h.read(slba, buf)
+				}
+				if st != 0 {
+					b.Fatal(st)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,294 @@
+package tcp
+
+import (
+	"errors"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+)
+
+// The receive side: a PDU arrives in phases (common header, rest of the
+// header and its digest, padding, data, data digest), each read into its
+// own destination. Small PDUs come through the stage buffer, many per
+// read; large data is read straight into its command's buffer.
+
+type phase uint8
+
+const (
+	phaseCommon phase = iota
+	phaseHeader
+	phasePad
+	phaseData
+	phaseDDigest
+)
+
+var (
+	errEOF      = errors.New("the host closed the connection")
+	errTLS      = errors.New("the host asked for TLS")
+	errPeerTerm = errors.New("the host sent H2CTermReq")
+)
+
+type receiver struct {
+	stage      []byte
+	start, end int // unread bytes of stage
+
+	phase  phase
+	got    int // bytes of the current phase received
+	hdr    [ICReqSize + DigestSize]byte
+	layout Layout
+	dst    []byte // phaseData's destination
+	crc    uint32
+	ddgst  [DigestSize]byte
+	pad    [255]byte
+	req    *request // the command the PDU's data is for
+}
+
+func (rx *receiver) reset() {
+	rx.phase, rx.got, rx.dst, rx.req = phaseCommon, 0, nil, nil
+}
+
+// hdrLen is how much of the current PDU's header has arrived.
+func (rx *receiver) hdrLen() int {
+	switch rx.phase {
+	case phaseCommon:
+		return rx.got
+	case phaseHeader:
+		return CommonHeaderSize + rx.got
+	}
+	return rx.layout.Header
+}
+
+// want is where the next received bytes go.
+func (rx *receiver) want() []byte {
+	switch rx.phase {
+	case phaseCommon:
+		return rx.hdr[rx.got:CommonHeaderSize]
+	case phaseHeader:
+		return rx.hdr[CommonHeaderSize+rx.got : rx.layout.Header]
+	case phasePad:
+		return rx.pad[rx.got:rx.layout.Pad]
+	case phaseData:
+		return rx.dst[rx.got:]
+	default:
+		return rx.ddgst[rx.got:rx.layout.DDigest]
+	}
+}
+
+// receive reads what the socket has and handles every PDU completed. It
+// returns the bytes read.
+func (c *Conn) receive() (int, error) {
+	rx := &c.rx
+	total := 0
+	for range readsPerPass {
+		if rx.start == rx.end {
+			w := rx.want()
+			direct := rx.phase == phaseData && len(w) >= directRead
+			buf := rx.stage
+			if direct {
+				buf = w
+			}
+			n, err := unix.Read(c.fd, buf)
+			if err != nil {
+				if err == unix.EAGAIN || err == unix.EINTR {
+					return total, nil
+				}
+				return total, err
+			}
+			if n == 0 {
+				return total, errEOF
+			}
+			total += n
+			if direct {
+				if err := c.landed(n); err != nil {
+					return total, err
+				}
+				continue
+			}
+			rx.start, rx.end = 0, n
+		}
+		for rx.start < rx.end {
+			n := copy(rx.want(), rx.stage[rx.start:rx.end])
+			rx.start += n
+			if err := c.landed(n); err != nil {
+				return total, err
+			}
+			if c.closing || c.stopping.Load() {
+				return total, nil
+			}
+		}
+	}
+	return total, nil
+}
+
+// landed accounts n bytes received into the current phase and moves on
+// when it is complete.
+func (c *Conn) landed(n int) error {
+	rx := &c.rx
+	if rx.phase == phaseData && c.lim.DataDigest {
+		rx.crc = UpdateDigest(rx.crc, rx.dst[rx.got:rx.got+n])
+	}
+	rx.got += n
+	if len(rx.want()) > 0 {
+		return nil
+	}
+	return c.nextPhase()
+}
+
+// nextPhase ends the current phase and skips the empty ones after it.
+func (c *Conn) nextPhase() error {
+	rx := &c.rx
+	for {
+		var err error
+		switch rx.phase {
+		case phaseCommon:
+			err = c.onCommon()
+			rx.phase = phaseHeader
+		case phaseHeader:
+			err = c.onHeader()
+			rx.phase = phasePad
+		case phasePad:
+			rx.phase = phaseData
+		case phaseData:
+			rx.phase = phaseDDigest
+		case phaseDDigest:
+			err = c.onPDU()
+			rx.reset()
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		rx.got = 0
+		if len(rx.want()) > 0 {
+			return nil
+		}
+	}
+}
+
+// onCommon validates the common header.
+func (c *Conn) onCommon() error {
+	rx := &c.rx
+	if !c.initialized && rx.hdr[0] == 0x16 && rx.hdr[1] == 0x03 {
+		return errTLS // a TLS handshake record, not an ICReq
+	}
+	l, err := CheckCommon(Header(rx.hdr[:]), c.initialized, c.lim)
+	if err != nil {
+		return err
+	}
+	rx.layout = l
+	return nil
+}
+
+// onHeader checks the header digest and finds where the data goes.
+func (c *Conn) onHeader() error {
+	rx := &c.rx
+	h := Header(rx.hdr[:])
+	hlen := int(h.HLen())
+	if rx.layout.Header > hlen {
+		if err := CheckHeaderDigest(rx.hdr[:], hlen); err != nil {
+			return err
+		}
+	}
+	rx.crc = 0
+	switch h.Type() {
+	case TypeICReq:
+		return CheckICReq(h)
+	case TypeH2CTermReq:
+		rx.dst = rx.pad[:rx.layout.Data]
+	case TypeCapsuleCmd:
+		return c.onCapsuleHeader(h)
+	case TypeH2CData:
+		return c.onDataHeader(h)
+	}
+	return nil
+}
+
+func (c *Conn) onCapsuleHeader(h Header) error {
+	rx := &c.rx
+	if c.fq == nil {
+		c.openQueue(nvme.Command(h.Capsule()))
+	}
+	r := c.takeRequest()
+	if r == nil {
+		c.srv.stats.Overruns.Add(1)
+		return pduErr(FESSequence, 0, "more commands than the queue size (%d) the host connected with", len(c.reqs))
+	}
+	copy(r.cmd[:], h.Capsule())
+	if n := rx.layout.Data; n > 0 {
+		if cap(r.inline) < n {
+			r.inline = make([]byte, max(n, int(c.maxInl)))
+		}
+		rx.dst = r.inline[:n]
+	}
+	rx.req = r
+	c.lim.MaxInline = c.maxInl
+	return nil
+}
+
+// onDataHeader checks an H2CData PDU against its command's R2T.
+func (c *Conn) onDataHeader(h Header) error {
+	rx := &c.rx
+	tag := int(h.TTag())
+	if tag >= len(c.reqs) {
+		return pduErr(FESInvalidHeader, FieldTTag, "H2CData for transfer tag %d, the queue has %d", tag, len(c.reqs))
+	}
+	r := &c.reqs[tag]
+	if r.state != reqR2T || h.CID() != r.Cmd.CID() {
+		return pduErr(FESSequence, 0, "H2CData for command %d (transfer tag %d), which has no R2T outstanding", h.CID(), tag)
+	}
+	off, n := h.Offset(), h.Length()
+	if n != uint32(rx.layout.Data) {
+		return pduErr(FESInvalidHeader, dataLength, "H2CData length %d, the PDU carries %d", n, rx.layout.Data)
+	}
+	if off != r.recvd || uint64(off)+uint64(n) > uint64(r.Len) {
+		return pduErr(FESDataOutOfRange, 0, "H2CData offset %d length %d, the transfer is %d bytes and %d arrived", off, n, r.Len, r.recvd)
+	}
+	rx.dst = r.Data[off : off+n]
+	rx.req = r
+	return nil
+}
+
+// onPDU handles a PDU once all of it has arrived.
+func (c *Conn) onPDU() error {
+	rx := &c.rx
+	h := Header(rx.hdr[:])
+	badData := c.lim.DataDigest && rx.layout.DDigest > 0 && GetDigest(rx.ddgst[:]) != rx.crc
+	switch h.Type() {
+	case TypeICReq:
+		c.answerICReq(h)
+	case TypeH2CTermReq:
+		c.log.WithFields(logrus.Fields{"fes": h.FES(), "fei": h.FEI()}).Warn("the host ended the connection with H2CTermReq")
+		return errPeerTerm
+	case TypeCapsuleCmd:
+		r := rx.req
+		if badData {
+			c.srv.stats.DataDigestErrors.Add(1)
+			r.badData = true
+		}
+		c.startCommand(r, rx.dst)
+	case TypeH2CData:
+		r := rx.req
+		if badData {
+			c.srv.stats.DataDigestErrors.Add(1)
+			r.badData = true
+		}
+		r.recvd += uint32(rx.layout.Data)
+		if r.recvd == r.Len {
+			c.dataArrived(r)
+		}
+	}
+	return nil
+}
+
+// answerICReq sends the ICResp: the digests the host asked for, no data
+// alignment of ours, and MaxH2CData.
+func (c *Conn) answerICReq(h Header) {
+	d := h.DigestBits()
+	c.lim.HeaderDigest = d&DigestHeader != 0
+	c.lim.DataDigest = d&DigestData != 0
+	c.hpdaAlign = (int(h.HPDA()) + 1) * 4
+	c.initialized = true
+	PutICResp(c.icresp[:], d&(DigestHeader|DigestData), MaxH2CData)
+	c.tx.queue(c.icresp[:], nil)
+}

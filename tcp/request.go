@@ -1,0 +1,176 @@
+package tcp
+
+import (
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+)
+
+// reqState is where a command is on its connection.
+type reqState uint8
+
+const (
+	reqFree       reqState = iota
+	reqReceiving           // its capsule's in-capsule data is arriving
+	reqNeedBuffer          // waiting for a pool buffer
+	reqR2T                 // R2T sent: its data arrives in H2CData PDUs
+	reqFabrics             // with fabrics: executing, or completed and being sent
+)
+
+// request is a command on a connection, reused; its index is the R2T's
+// transfer tag (TTAG).
+type request struct {
+	fabrics.Request
+	state   reqState
+	cmd     [nvme.CommandSize]byte
+	inline  []byte  // in-capsule data, kept for the request's next commands
+	buf     *[]byte // pool buffer of Data, nil for in-capsule data
+	recvd   uint32  // data bytes received so far (the next H2CData's offset)
+	badData bool    // a data digest error: the command fails once its data is in
+
+	// PDUs this request sends, written in place so that sending
+	// allocates nothing: C2HData header (+ digest), data digest, R2T,
+	// CapsuleResp (+ digest; Rsp points into it).
+	dataHdr [DataHdrSize + DigestSize]byte
+	ddgst   [DigestSize]byte
+	r2t     [R2TSize + DigestSize]byte
+	rsp     [CapsuleRspHLen + DigestSize]byte
+}
+
+// dropBuffer gives the request's pool buffer back.
+func (r *request) dropBuffer(p *Pool) {
+	if r.buf != nil {
+		p.put(r.buf)
+		r.buf = nil
+	}
+	r.Data = nil
+}
+
+// takeRequest finds a free request for a new command capsule.
+func (c *Conn) takeRequest() *request {
+	if len(c.free) == 0 {
+		return nil
+	}
+	r := &c.reqs[c.free[len(c.free)-1]]
+	c.free = c.free[:len(c.free)-1]
+	r.state, r.recvd, r.badData = reqReceiving, 0, false
+	return r
+}
+
+// release returns a request whose response is sent.
+func (c *Conn) release(r *request) {
+	r.dropBuffer(c.srv.pool)
+	r.state = reqFree
+	c.free = append(c.free, int32(r.Tag))
+}
+
+// startCommand runs a command whose capsule, in-capsule data included,
+// has arrived.
+func (c *Conn) startCommand(r *request, inline []byte) {
+	r.state = reqFabrics
+	if !c.fq.Prepare(&r.Request) {
+		return // completed with an error
+	}
+	if r.badData {
+		c.fq.Fail(&r.Request, nvme.StatusTransientTransport)
+		return
+	}
+	sgl := r.Cmd.SGL()
+	switch sgl.ID() {
+	case nvme.SGLDataBlockOffset:
+		if r.Len > 0 {
+			if st := r.MapInline(inline); st != 0 {
+				c.fq.Fail(&r.Request, st)
+				return
+			}
+		}
+		c.fq.Execute(&r.Request)
+	case SGLTransportData:
+		switch {
+		case len(inline) > 0:
+			// Data in the capsule that the descriptor does not describe.
+			c.fq.Fail(&r.Request, nvme.StatusSGLInvalidOffset|nvme.DNR)
+		case r.Len == 0:
+			c.fq.Execute(&r.Request)
+		case sgl.Length() < r.Len:
+			c.fq.Fail(&r.Request, nvme.StatusSGLInvalidData|nvme.DNR)
+		default:
+			c.needBuffer(r)
+		}
+	default:
+		c.fq.Fail(&r.Request, nvme.StatusSGLInvalidType|nvme.DNR)
+	}
+}
+
+// needBuffer gives r a pool buffer and starts its transfer, or queues it
+// until a buffer comes back. Commands take buffers in arrival order.
+func (c *Conn) needBuffer(r *request) {
+	if len(c.bufWait) == 0 && c.tryBuffer(r) {
+		c.startTransfer(r)
+		return
+	}
+	r.state = reqNeedBuffer
+	c.bufWait = append(c.bufWait, int32(r.Tag))
+}
+
+// tryBuffer takes a buffer for r, or registers the connection with the
+// pool and tries once more: a buffer that came back between the first try
+// and the registration woke nobody.
+func (c *Conn) tryBuffer(r *request) bool {
+	if c.takeBuffer(r) {
+		return true
+	}
+	c.srv.pool.wait(c)
+	return c.takeBuffer(r)
+}
+
+func (c *Conn) takeBuffer(r *request) bool {
+	b := c.srv.pool.get(r.Len)
+	if b == nil {
+		return false
+	}
+	r.buf = b
+	r.Data = (*b)[:r.Len]
+	return true
+}
+
+// retryBuffers starts the waiting commands that now get a buffer.
+func (c *Conn) retryBuffers() {
+	n := 0
+	for n < len(c.bufWait) {
+		r := &c.reqs[c.bufWait[n]]
+		if !c.tryBuffer(r) {
+			break
+		}
+		n++
+		c.startTransfer(r)
+	}
+	c.bufWait = c.bufWait[:copy(c.bufWait, c.bufWait[n:])]
+}
+
+// startTransfer asks for a write's data with one R2T for all of it, or
+// executes a read, whose data goes out with its completion.
+func (c *Conn) startTransfer(r *request) {
+	if r.Dir == fabrics.DirHostToCtrl {
+		r.state = reqR2T
+		c.sendR2T(r)
+		return
+	}
+	r.state = reqFabrics
+	if c.fq.QID == 0 || r.Cmd.Opcode() != nvme.IORead {
+		// Pool buffers carry their last command's data, another host's
+		// included; commands that build their data (Identify, log
+		// pages) write only the fields they set.
+		clear(r.Data)
+	}
+	c.fq.Execute(&r.Request)
+}
+
+// dataArrived runs a write whose data is all in.
+func (c *Conn) dataArrived(r *request) {
+	r.state = reqFabrics
+	if r.badData {
+		c.fq.Fail(&r.Request, nvme.StatusTransientTransport)
+		return
+	}
+	c.fq.Execute(&r.Request)
+}
