@@ -46,6 +46,8 @@ type Request struct {
 	started   int64  // monotonic nanoseconds at Prepare, for latency
 	asyncSlot uint32 // 1 + its slot while with an asynchronous backend, else 0
 
+	qos qosWait // waiting on its namespace's QoS limit (qos.go)
+
 	// Fused Compare and Write: the first command waits for its second;
 	// the second carries the first and completes it too. A second ready
 	// before its first's data arrived is parked on the first.
