@@ -193,6 +193,8 @@ type Namespace struct {
 	UUID      string `yaml:"uuid"`                // "" derives one from nqn+nsid
 	ANAGroup  uint32 `yaml:"ana_group,omitempty"` // ANA group ID (0: DefaultANAGroup; see Group)
 
+	QoS QoS `yaml:"qos,omitempty"` // rate limits (qos.go)
+
 	// rbd: the image, and the cluster it lives in (each key of Ceph left
 	// out takes the top-level ceph block's).
 	Pool           string `yaml:"pool,omitempty"`

@@ -21,6 +21,7 @@ type Plan struct {
 	Access             []Subsystem    // kept, with other hosts or allow_any_host
 	Links              []Subsystem    // kept, with other ports
 	Limits             []Subsystem    // kept, with other max_controllers, max_io_queues or cntlid range
+	QoS                []NamespaceRef // kept, with other qos limits: changed in place
 }
 
 // NamespaceRef is a namespace and the NQN of its subsystem.
@@ -138,6 +139,8 @@ func (p *Plan) keepNamespace(nqn string, oldNS map[uint32]Namespace, n Namespace
 	}
 	regroup := o.Group() != n.Group()
 	o.ANAGroup = n.ANAGroup // compared above, where 0 is the default group
+	requos := o.QoS != n.QoS
+	o.QoS = n.QoS
 	keep := false
 	switch resized := o; {
 	case o == n:
@@ -155,6 +158,9 @@ func (p *Plan) keepNamespace(nqn string, oldNS map[uint32]Namespace, n Namespace
 	}
 	if keep && regroup {
 		p.Regroup = append(p.Regroup, NamespaceRef{nqn, n})
+	}
+	if keep && requos {
+		p.QoS = append(p.QoS, NamespaceRef{nqn, n})
 	}
 	return keep
 }

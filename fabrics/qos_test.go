@@ -340,8 +340,8 @@ func TestQoSGateLimitChange(t *testing.T) {
 }
 
 // A queue closed with commands waiting on the limit closes at once: its
-// waiters leave the gate and give their namespace claim back, and the
-// other queues' waiters keep their turn.
+// waiters leave the gate, and the other queues' waiters keep their turn
+// and their claim on the namespace.
 func TestQoSTeardownWithWaiters(t *testing.T) {
 	g := newQoSRig(t, QoSLimits{IOPS: 100})
 	qs := g.host(testHost, 2)
@@ -372,7 +372,7 @@ func TestQoSTeardownWithWaiters(t *testing.T) {
 		t.Fatalf("%d wait after the close, want the other queue's 5", n)
 	}
 	if n := g.ns.inflight(); n != 5 {
-		t.Fatalf("%d claims on the namespace, want 5: the closed queue's waiters kept theirs", n)
+		t.Fatalf("%d claims on the namespace, want the kept queue's 5", n)
 	}
 	g.clk.Advance(50 * time.Millisecond)
 	for range 5 {

@@ -90,6 +90,8 @@ type namespaceSet struct {
 	NSID     uint32    `json:"nsid"`
 	Size     *byteSize `json:"size,omitempty"`
 	ANAGroup *uint32   `json:"ana_group,omitempty"`
+
+	QoS *qosParams `json:"qos,omitempty"` // the limits to change (qos.go)
 }
 
 type namespaceRef struct {

@@ -158,6 +158,7 @@ func (c *change) commit() {
 	c.resize()
 	c.retune()
 	c.setANA()
+	c.setQoS()
 	c.addNamespaces()
 	c.applyDaemonSettings()
 }

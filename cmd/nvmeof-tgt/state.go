@@ -61,6 +61,8 @@ type NSState struct {
 	ReadOnly  bool   `json:"read_only"`
 	UUID      string `json:"uuid"`
 	ANAGroup  uint32 `json:"ana_group"`
+	// QoS is the namespace's limits, if it has any (qos.go).
+	QoS *QoSState `json:"qos,omitempty"`
 }
 
 type CtrlState struct {
@@ -128,7 +130,7 @@ func subsystemState(d *daemon, sc config.Subsystem) (SubState, bool) {
 		}
 		ss.Namespaces = append(ss.Namespaces, NSState{NSID: ns.ID, Backend: nc.Backend, Path: nc.Source(),
 			SizeBytes: ns.Blocks() << ns.BlockShift, BlockSize: 1 << ns.BlockShift, ReadOnly: ns.ReadOnly,
-			UUID: config.FormatUUID(ns.UUID), ANAGroup: ns.ANAGroup()})
+			UUID: config.FormatUUID(ns.UUID), ANAGroup: ns.ANAGroup(), QoS: qosState(ns)})
 	}
 	slices.SortFunc(ss.Namespaces, func(a, b NSState) int { return cmp.Compare(a.NSID, b.NSID) })
 	for _, c := range s.Controllers() {
