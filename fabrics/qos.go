@@ -42,6 +42,12 @@ func (l QoSLimits) Limited() bool { return l != QoSLimits{} }
 // 10 s this adds 1 % at most.
 const qosBurst = 100 * time.Millisecond
 
+// qosCatchUp is how much of its rate a bucket holds while commands wait:
+// a timer that fires late (a CPU stall) releases what accrued meanwhile
+// instead of losing all but the burst, so the rate holds. Once nothing
+// waits, the bucket is cut back to its burst.
+const qosCatchUp = time.Second
+
 // qosMinTick is the shortest wait the gate's timer is armed for: at high
 // limits one timer run releases a batch instead of one command each.
 const qosMinTick = 500 * time.Microsecond
@@ -80,7 +86,7 @@ type qosBuckets struct {
 // set applies new limits, keeping what the buckets hold (up to the new
 // bursts): a change takes effect for the next command.
 func (q *qosBuckets) set(l QoSLimits, now time.Duration) {
-	q.refill(now)
+	q.refill(now, false)
 	rates := [numBuckets]uint64{l.IOPS, l.ReadIOPS, l.WriteIOPS, l.Bandwidth, l.ReadBandwidth, l.WriteBandwidth}
 	for i, r := range rates {
 		b := &q.b[i]
@@ -94,17 +100,21 @@ func (q *qosBuckets) set(l QoSLimits, now time.Duration) {
 	}
 }
 
-// refill brings the levels up to now.
-func (q *qosBuckets) refill(now time.Duration) {
-	if now <= q.last {
-		return
-	}
-	dt := (now - q.last).Seconds()
-	q.last = now
+// refill brings the levels up to now. While commands wait (backlogged),
+// a bucket may hold up to qosCatchUp of its rate, else its burst.
+func (q *qosBuckets) refill(now time.Duration, backlogged bool) {
+	dt := max(0, (now - q.last).Seconds())
+	q.last = max(q.last, now)
 	for i := range q.b {
-		if b := &q.b[i]; b.rate != 0 {
-			b.level = min(b.burst, b.level+b.rate*dt)
+		b := &q.b[i]
+		if b.rate == 0 {
+			continue
 		}
+		limit := b.burst
+		if backlogged {
+			limit = max(b.burst, b.rate*qosCatchUp.Seconds())
+		}
+		b.level = min(limit, b.level+b.rate*dt)
 	}
 }
 
@@ -287,7 +297,7 @@ func (g *qosGate) admit(q *Queue, r *Request) bool {
 		return false
 	}
 	now := g.now()
-	g.buckets.refill(now)
+	g.buckets.refill(now, g.waiting > 0)
 	if g.waiting == 0 && g.buckets.fits(&c) || !resumable || r.Cmd.Fuse() != 0 || r.pair != nil {
 		// A fused pair, or a transport that cannot resume, is charged
 		// but never held: its commands depend on each other.
@@ -318,7 +328,7 @@ func (g *qosGate) release() {
 	defer g.mu.Unlock()
 	g.armed = false
 	now := g.now()
-	g.buckets.refill(now)
+	g.buckets.refill(now, g.waiting > 0)
 	for g.waiting > 0 {
 		h := g.turn[g.next]
 		r := h.head

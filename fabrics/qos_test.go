@@ -17,7 +17,7 @@ func runBuckets(q *qosBuckets, c qosCost, d time.Duration) int {
 	now := q.last
 	n := 0
 	for {
-		q.refill(now)
+		q.refill(now, false)
 		if q.fits(&c) {
 			q.take(&c)
 			n++
@@ -95,7 +95,7 @@ func TestQoSBucketDirections(t *testing.T) {
 func TestQoSBucketBurst(t *testing.T) {
 	var q qosBuckets
 	q.set(QoSLimits{IOPS: 400}, 0)
-	q.refill(time.Hour)
+	q.refill(time.Hour, false)
 	c := costOf(DirCtrlToHost, 4096)
 	n := 0
 	for q.fits(&c) {
@@ -107,6 +107,36 @@ func TestQoSBucketBurst(t *testing.T) {
 	}
 	if w := q.wait(&c); w != 2500*time.Microsecond {
 		t.Fatalf("next command in %v, want 2.5 ms", w)
+	}
+}
+
+// While commands wait, a late refill (the timer delayed by a CPU stall)
+// keeps what accrued, up to a second of the rate, so the rate holds; an
+// idle bucket keeps its burst only.
+func TestQoSBucketCatchUp(t *testing.T) {
+	c := costOf(DirCtrlToHost, 4096)
+	drain := func(q *qosBuckets) int {
+		n := 0
+		for q.fits(&c) {
+			q.take(&c)
+			n++
+		}
+		return n
+	}
+	var q qosBuckets
+	q.set(QoSLimits{IOPS: 100}, 0)
+	drain(&q)
+	q.refill(500*time.Millisecond, true)
+	if n := drain(&q); n != 50 {
+		t.Fatalf("%d commands after a timer 500 ms late with commands waiting, want 50", n)
+	}
+	q.refill(5*time.Second, true)
+	if n := drain(&q); n != 100 {
+		t.Fatalf("%d commands after a 4.5 s stall with commands waiting, want 100 (1 s of the rate)", n)
+	}
+	q.refill(5500*time.Millisecond, false)
+	if n := drain(&q); n != 10 {
+		t.Fatalf("%d commands after 500 ms idle, want the burst of 10", n)
 	}
 }
 
