@@ -520,9 +520,12 @@ func BenchmarkQoSReadPath(b *testing.B) {
 	q, tr, _ := qosBenchQueue(b, QoSLimits{IOPS: 1 << 40, Bandwidth: 1 << 50})
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := cpuTime()
 	ioLoop(b, q, nvme.IORead, b.N)
+	cpu := cpuTime() - cpu0
 	b.StopTimer()
 	if tr.completed != b.N {
 		b.Fatalf("%d completions for %d commands", tr.completed, b.N)
 	}
+	reportPerCore(b, b.N, cpu)
 }
