@@ -529,3 +529,42 @@ func BenchmarkQoSReadPath(b *testing.B) {
 	}
 	reportPerCore(b, b.N, cpu)
 }
+
+// A queue that closes while the gate's timer has let its waiters go, but
+// its poller has not taken them up, drops them with their namespace
+// claims: a removal's drain does not count them.
+func TestQoSCloseWithReleasedWaiters(t *testing.T) {
+	g := newQoSRig(t, QoSLimits{IOPS: 100})
+	lq := g.host(testHost, 1)[0]
+	for range 10 {
+		g.read(lq, "burst")
+	}
+	g.completions(10)
+	for range 5 {
+		g.read(lq, "released")
+	}
+	var stats *IOStats
+	for _, e := range *lq.Queue.nsStats.Load() {
+		if e.ns == g.ns {
+			stats = e.stats
+		}
+	}
+	lq.mu.Lock() // the poller waits: what the timer lets go stays in the handoff
+	g.clk.Advance(50 * time.Millisecond)
+	if n := g.waiting(); n != 0 || len(lq.Queue.done) != 5 {
+		t.Fatalf("%d waiting, %d in the handoff; want 0 and 5", n, len(lq.Queue.done))
+	}
+	lq.closeOnce.Do(func() {
+		lq.Disconnect()
+		lq.Queue.Close()
+	})
+	lq.mu.Unlock()
+	if n := stats.Inflight.Load(); n != 0 {
+		t.Fatalf("%d claims left by the dropped commands", n)
+	}
+	for range 5 {
+		if tag := g.next(); tag != "released" {
+			t.Fatalf("completion %q", tag)
+		}
+	}
+}
