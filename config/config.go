@@ -211,6 +211,8 @@ type Namespace struct {
 	// answer Invalid Opcode).
 	Reservations Switch `yaml:"reservations,omitempty"`
 
+	QoS QoS `yaml:"qos,omitempty"` // rate limits (qos.go)
+
 	// rbd: the image, and the cluster it lives in (each key of Ceph left
 	// out takes the top-level ceph block's).
 	Pool           string `yaml:"pool,omitempty"`

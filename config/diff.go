@@ -23,6 +23,7 @@ type Plan struct {
 	Access             []Subsystem    // kept, with other hosts or allow_any_host
 	Links              []Subsystem    // kept, with other ports
 	Limits             []Subsystem    // kept, with other max_controllers, max_io_queues or cntlid range
+	QoS                []NamespaceRef // kept, with other qos limits: changed in place
 }
 
 // NamespaceRef is a namespace and the NQN of its subsystem.
@@ -144,6 +145,8 @@ func (p *Plan) keepNamespace(nqn string, oldNS map[uint32]Namespace, n Namespace
 	o.Hosts = n.Hosts // compared above, by value
 	reserve := o.Reservations.On() != n.Reservations.On()
 	o.Reservations = n.Reservations // changes in place
+	requos := o.QoS != n.QoS
+	o.QoS = n.QoS
 	keep := false
 	switch resized := o; {
 	case o == n:
@@ -167,6 +170,9 @@ func (p *Plan) keepNamespace(nqn string, oldNS map[uint32]Namespace, n Namespace
 	}
 	if keep && reserve {
 		p.Reservations = append(p.Reservations, NamespaceRef{nqn, n})
+	}
+	if keep && requos {
+		p.QoS = append(p.QoS, NamespaceRef{nqn, n})
 	}
 	return keep
 }

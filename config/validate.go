@@ -254,6 +254,7 @@ func (v *validator) namespace(path string, ns Namespace, nsids map[uint32]bool) 
 		v.add(path+".nsid", "nsid %d is defined twice", ns.NSID)
 	}
 	nsids[ns.NSID] = true
+	ns.QoS.validate(v, path)
 	if ns.Backend != "rbd" {
 		for _, f := range []struct {
 			key string

@@ -26,6 +26,8 @@ type LoopQueue struct {
 
 	reserved  bool // holds a Target.ReserveQueue reservation
 	closeOnce sync.Once
+
+	resumes map[*Request]func() // commands waiting on a QoS limit: their data mapping
 }
 
 // NewLoopQueue accepts a queue pair on port with the host's queue ID and
@@ -34,6 +36,7 @@ func NewLoopQueue(t *Target, p *Port, qid uint16, depth int) *LoopQueue {
 	lq := &LoopQueue{
 		waiters: map[*Request]chan struct{}{},
 		reading: map[*Request]bool{},
+		resumes: map[*Request]func(){},
 		wake:    make(chan struct{}, 1),
 		gone:    make(chan struct{}),
 	}
@@ -85,6 +88,20 @@ func (lq *LoopQueue) Complete(r *Request) {
 		delete(lq.waiters, r)
 		ch <- struct{}{}
 	}
+}
+
+// Resume implements Resumer. It runs with lq.mu held.
+func (lq *LoopQueue) Resume(r *Request) {
+	f := lq.resumes[r]
+	delete(lq.resumes, r)
+	f()
+}
+
+// Waiting is how many of the queue's commands wait on a QoS limit.
+func (lq *LoopQueue) Waiting() int {
+	lq.mu.Lock()
+	defer lq.mu.Unlock()
+	return len(lq.resumes)
 }
 
 // Wake implements QueueTransport.
@@ -204,6 +221,9 @@ func (lq *LoopQueue) startWith(cmd nvme.Command, inline, host []byte, held *func
 	lq.waiters[r] = done
 	if lq.Queue.Prepare(r) {
 		n = lq.mapData(r, inline, host, &descs, held)
+	} else if lq.waiters[r] != nil {
+		// Not completed: it waits on its namespace's QoS limit.
+		lq.resumes[r] = func() { n = lq.mapData(r, inline, host, &descs, held) }
 	}
 	lq.mu.Unlock()
 	return func() (nvme.Completion, error) {

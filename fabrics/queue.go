@@ -82,8 +82,10 @@ func handoffSize(depth int, tr QueueTransport) int {
 func (q *Queue) Controller() *Controller { return q.ctrl }
 
 // Prepare decodes r.Cmd and validates everything but the data pointer. It
-// returns false if r already completed (with an error status); otherwise
-// r.Dir and r.Len tell the transport what data to map before Execute.
+// returns false if r already completed (with an error status), or waits on
+// its namespace's QoS limit (the transport's Resumer takes it up again);
+// otherwise r.Dir and r.Len tell the transport what data to map before
+// Execute.
 func (q *Queue) Prepare(r *Request) bool {
 	r.q, r.status, r.result = q, 0, 0
 	r.Data, r.Dir, r.Len, r.ns, r.nsStats, r.handler, r.blocking = nil, DirNone, 0, nil, nil, nil, false
@@ -123,7 +125,8 @@ func (q *Queue) Prepare(r *Request) bool {
 		q.Fail(r, nvme.StatusInvalidField|nvme.DNR)
 		return false
 	}
-	return true
+	// Before the transport takes a data buffer for it.
+	return r.ns == nil || !q.throttle(r)
 }
 
 // Fail completes r with status st, as when the transport cannot map its
@@ -217,6 +220,10 @@ func (q *Queue) Reap() {
 	for {
 		select {
 		case r := <-q.done:
+			if r.qos.granted {
+				q.resume(r)
+				continue
+			}
 			if r.asyncSlot != 0 {
 				q.async.release(r)
 			}
@@ -273,6 +280,7 @@ func (q *Queue) Close() {
 		q.ctrl.detach(q)
 		q.log.Info("queue disconnected")
 	}
+	q.cancelThrottled(stats)
 	if q.auth != nil {
 		q.auth.end()
 	}
@@ -308,6 +316,8 @@ func (q *Queue) waitHolds() {
 
 // dropDone lets go of a request handed back at close without completing it.
 func (q *Queue) dropDone(r *Request) {
+	r.qos.granted = false
+	r.release() // a command the QoS gate let go still has its claim
 	if r.asyncSlot != 0 {
 		q.async.release(r)
 	}

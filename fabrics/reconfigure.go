@@ -86,6 +86,7 @@ func (s *Subsystem) RemoveNamespace(nsid uint32) error {
 	ns.removed.Store(true)
 	s.namespaces.Store(next)
 	s.mu.Unlock()
+	ns.openQoS()
 	s.namespacesChanged(nsid)
 	s.forgetNamespaceHosts(nsid)
 	log := s.log().WithFields(logrus.Fields{"subsystem": s.NQN, "nsid": nsid})

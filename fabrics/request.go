@@ -47,6 +47,8 @@ type Request struct {
 	asyncSlot uint32 // 1 + its slot while with an asynchronous backend, else 0
 	resvGen   uint32 // the namespace's Preempt and Abort count at its reservation check
 
+	qos qosWait // waiting on its namespace's QoS limit (qos.go)
+
 	// Fused Compare and Write: the first command waits for its second;
 	// the second carries the first and completes it too. A second ready
 	// before its first's data arrived is parked on the first.

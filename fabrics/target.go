@@ -369,6 +369,7 @@ type Namespace struct {
 	anaGroup atomic.Uint32      // ANA group (ana.go)
 	holds    atomic.Int64       // holders outside any queue (hold), counted by drain
 	resv     reservations       // reservation.go
+	qos      namespaceQoS       // rate limits (qos.go)
 
 	statsMu sync.Mutex
 	retired IOSnapshot // counters of queues that closed
@@ -484,6 +485,7 @@ func (s *Subsystem) closeNamespaces() {
 	for _, ns := range s.namespaces.Load().byID {
 		log := s.log().WithFields(logrus.Fields{"subsystem": s.NQN, "nsid": ns.ID})
 		ns.removed.Store(true) // new holds and commands back off
+		ns.openQoS()
 		if !ns.drain(drainTimeout) {
 			log.Warn("a backend call has not returned after 10 s; closing its backend anyway")
 		}

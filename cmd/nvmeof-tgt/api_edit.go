@@ -98,6 +98,8 @@ type namespaceSet struct {
 	Hosts    *[]string `json:"hosts,omitempty"`
 	// Reservations turns the reservation commands on or off in place.
 	Reservations *bool `json:"reservations,omitempty"`
+
+	QoS *qosParams `json:"qos,omitempty"` // the limits to change (qos.go)
 }
 
 type namespaceRef struct {

@@ -58,8 +58,8 @@ func (s *session) addNamespace(p namespaceParams) (changeResult, error) {
 // setNamespace resizes a namespace, or moves it to another ANA group, in
 // place: hosts keep it and see the new size or group.
 func (s *session) setNamespace(p namespaceSet) (changeResult, error) {
-	if p.Size == nil && p.ANAGroup == nil && p.Hosts == nil && p.Reservations == nil {
-		return changeResult{}, paramError("size", "invalid params: nothing to set (size, ana_group, hosts, reservations)")
+	if p.Size == nil && p.ANAGroup == nil && p.Hosts == nil && p.Reservations == nil && p.QoS == nil {
+		return changeResult{}, paramError("size", "invalid params: nothing to set (size, ana_group, hosts, reservations, qos)")
 	}
 	return s.api.change(func(c *config.Config) (string, error) {
 		i, j, err := findNamespace(c, p.NQN, p.NSID)
@@ -76,6 +76,9 @@ func (s *session) setNamespace(p namespaceSet) (changeResult, error) {
 		}
 		if p.Reservations != nil {
 			nc.Reservations = config.SwitchOf(*p.Reservations)
+		}
+		if p.QoS != nil {
+			p.QoS.apply(&nc.QoS)
 		}
 		return fmt.Sprintf("subsystems[%d].namespaces[%d]", i, j), nil
 	})

@@ -159,6 +159,7 @@ func (c *change) commit() {
 	c.retune()
 	c.setANA()
 	c.setVisibility()
+	c.setQoS()
 	c.addNamespaces()
 	c.applyDaemonSettings()
 }

@@ -32,6 +32,8 @@ const ctlUsage = `usage: nvmeof-tgt ctl [-socket PATH] COMMAND
                                        replace HOSTNQN's keys (none: no authentication)
   set subsystem NQN -allow-any-host=true|false
   set namespace NQN NSID [-size S] [-ana-group G]   resize or regroup a namespace in place
+                    [-iops N] [-read-iops N] [-write-iops N] [-bandwidth R] [-read-bandwidth R]
+                    [-write-bandwidth R]   or change its QoS limits (0: none), every host together
   set ana PORT GROUP STATE             ANA state of GROUP on port PORT: optimized, non_optimized,
                                        inaccessible, persistent_loss or change
   gateway release GROUP                planned handover: give up gateway group GROUP to a peer

@@ -26,7 +26,7 @@ var ctlVerbs = []ctlVerb{
 	{name: "set host", args: []string{"NQN", "HOSTNQN"}, about: "Replace the DH-HMAC-CHAP keys and hash and group lists of host HOSTNQN (none given: no authentication); connected hosts stay.",
 		flags: hostKeyFlags("set_host")},
 	{name: "set subsystem", args: []string{"NQN"}, about: "Change who may connect to subsystem NQN, or its controller ID range.", flags: setSubsystemFlags},
-	{name: "set namespace", args: []string{"NQN", "NSID"}, about: "Resize a namespace, or move it to another ANA group, in place: hosts keep it.",
+	{name: "set namespace", args: []string{"NQN", "NSID"}, about: "Resize a namespace, move it to another ANA group, or change its QoS limits, in place: hosts keep it.",
 		flags: setNamespaceFlags},
 	{name: "set ana", args: []string{"PORT", "GROUP", "STATE"},
 		about: "Set the ANA state of group GROUP on port PORT: optimized, non_optimized, inaccessible, persistent_loss or change.\n" +
@@ -203,6 +203,7 @@ func setSubsystemFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 func setNamespaceFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 	var p namespaceSet
 	sizeVar(fs, &p.Size, "size", "the new `SIZE`")
+	qosFlags(fs, &p.QoS)
 	fs.Func("ana-group", "move the namespace to ANA `GROUP` (1 to 128)", func(s string) error {
 		g, err := parseUint32(s)
 		if err != nil {

@@ -63,7 +63,7 @@ func showStateText(raw json.RawMessage, out io.Writer) error {
 		fmt.Fprintf(w, "subsystem %s  %s, %s\n", termSafe(s.NQN), access, ports)
 		for _, n := range s.Namespaces {
 			fmt.Fprintf(w, "  namespace %d\t%s %s\t%s, %d-byte blocks%s\tuuid %s, ANA group %d%s\n", n.NSID, n.Backend, termSafe(n.Path),
-				config.Size(n.SizeBytes), n.BlockSize, map[bool]string{true: ", read-only"}[n.ReadOnly], n.UUID, n.ANAGroup, listHosts(n.Hosts)+resvSummary(n))
+				config.Size(n.SizeBytes), n.BlockSize, map[bool]string{true: ", read-only"}[n.ReadOnly], n.UUID, n.ANAGroup, listHosts(n.Hosts)+resvSummary(n)+qosText(n.QoS))
 		}
 		for _, h := range s.Hosts {
 			auth := ""

@@ -175,6 +175,7 @@ func openNamespace(nqn string, nc config.Namespace, gw *config.Gateway, resvDir 
 	ns, err := fabrics.NewNamespace(nc.NSID, b, nc.ReadOnly, uuid)
 	if err == nil {
 		err = ns.SetANAGroup(nc.Group())
+		ns.SetQoS(qosLimits(nc.QoS))
 	}
 	if err == nil {
 		err = setupReservations(ns, nqn, nc, resvDir)

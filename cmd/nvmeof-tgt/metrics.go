@@ -80,6 +80,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	describeGateway(ch)
 	describeTCP(ch)
+	describeQoS(ch)
 }
 
 // histogram builds a cumulative Prometheus histogram from bucket counts.
@@ -112,6 +113,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ports := c.target.PortIDs()
 	for _, s := range c.target.Subsystems() {
 		collectNamespaces(e, s)
+		collectQoS(e, s)
 		collectConnections(e, s, ports)
 		collectSubsystem(e, s)
 	}

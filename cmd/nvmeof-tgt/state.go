@@ -67,6 +67,8 @@ type NSState struct {
 	// any host registered.
 	Reservations bool       `json:"reservations"`
 	Reservation  *ResvState `json:"reservation,omitempty"`
+	// QoS is the namespace's limits, if it has any (qos.go).
+	QoS *QoSState `json:"qos,omitempty"`
 }
 
 type CtrlState struct {
@@ -135,7 +137,7 @@ func subsystemState(d *daemon, sc config.Subsystem) (SubState, bool) {
 		ss.Namespaces = append(ss.Namespaces, NSState{NSID: ns.ID, Backend: nc.Backend, Path: nc.Source(),
 			SizeBytes: ns.Blocks() << ns.BlockShift, BlockSize: 1 << ns.BlockShift, ReadOnly: ns.ReadOnly,
 			UUID: config.FormatUUID(ns.UUID), ANAGroup: ns.ANAGroup(), Hosts: namespaceHosts(s, ns.ID),
-			Reservations: ns.ReservationsEnabled(), Reservation: resvState(ns)})
+			Reservations: ns.ReservationsEnabled(), Reservation: resvState(ns), QoS: qosState(ns)})
 	}
 	slices.SortFunc(ss.Namespaces, func(a, b NSState) int { return cmp.Compare(a.NSID, b.NSID) })
 	for _, c := range s.Controllers() {
