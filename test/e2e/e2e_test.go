@@ -142,6 +142,12 @@ func buildForGuest(root, results, tgt string) ([]string, error) {
 		return nil, err
 	}
 	env = append(env, "DURABILITY="+dur)
+	// The gateway scenarios' versioned-block writer (test/e2e/vblock).
+	vb, err := goBuild(root, results, "./test/e2e/vblock/cmd/vblock")
+	if err != nil {
+		return nil, err
+	}
+	env = append(env, "VBLOCK="+vb)
 	// The backend package's tests, which need root and loop devices: the
 	// guest runs them so that they never go unrun.
 	backendTest, err := goTestBuild(root, results, "./backend")
