@@ -104,9 +104,10 @@ func boot() guest {
 	}
 	env := []string{"TARGET=" + tgt, "E2E_DIR=" + filepath.Join(root, "test/e2e"),
 		"E2E_ONLY=" + os.Getenv("E2E_ONLY"), "E2E_SCENARIO_TIMEOUT=" + os.Getenv("E2E_SCENARIO_TIMEOUT")}
-	// The churn scenario's knobs, which the soak test (test/soak) turns.
+	// The churn scenario's knobs, which the soak test (test/soak) turns,
+	// and the soak's own scenario (E2E_EXTRA) and its knobs.
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "CHURN_") {
+		if strings.HasPrefix(kv, "CHURN_") || strings.HasPrefix(kv, "NEMESIS_") || strings.HasPrefix(kv, "E2E_EXTRA=") {
 			env = append(env, kv)
 		}
 	}
@@ -249,6 +250,11 @@ func TestScenarios(t *testing.T) {
 	scripts, err := filepath.Glob("scenarios/*.sh")
 	if err != nil || len(scripts) == 0 {
 		t.Fatalf("no scenario scripts found (%v)", err)
+	}
+	// E2E_EXTRA: a scenario outside the suite, which the guest runs after
+	// it (a soak test's, test/soak).
+	if extra := os.Getenv("E2E_EXTRA"); extra != "" {
+		scripts = append(scripts, extra)
 	}
 	ran := 0
 	for _, s := range scripts {
