@@ -104,9 +104,10 @@ func boot() guest {
 	}
 	env := []string{"TARGET=" + tgt, "E2E_DIR=" + filepath.Join(root, "test/e2e"),
 		"E2E_ONLY=" + os.Getenv("E2E_ONLY"), "E2E_SCENARIO_TIMEOUT=" + os.Getenv("E2E_SCENARIO_TIMEOUT")}
-	// The churn scenario's knobs, which the soak test (test/soak) turns.
+	// The churn scenario's knobs, which the soak test (test/soak) turns,
+	// and the soak's own scenario (E2E_EXTRA) and its knobs.
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "CHURN_") {
+		if strings.HasPrefix(kv, "CHURN_") || strings.HasPrefix(kv, "NEMESIS_") || strings.HasPrefix(kv, "E2E_EXTRA=") {
 			env = append(env, kv)
 		}
 	}
@@ -142,6 +143,12 @@ func buildForGuest(root, results, tgt string) ([]string, error) {
 		return nil, err
 	}
 	env = append(env, "DURABILITY="+dur)
+	// The gateway scenarios' versioned-block writer (test/e2e/vblock).
+	vb, err := goBuild(root, results, "./test/e2e/vblock/cmd/vblock")
+	if err != nil {
+		return nil, err
+	}
+	env = append(env, "VBLOCK="+vb)
 	// The backend package's tests, which need root and loop devices: the
 	// guest runs them so that they never go unrun.
 	backendTest, err := goTestBuild(root, results, "./backend")
@@ -243,6 +250,11 @@ func TestScenarios(t *testing.T) {
 	scripts, err := filepath.Glob("scenarios/*.sh")
 	if err != nil || len(scripts) == 0 {
 		t.Fatalf("no scenario scripts found (%v)", err)
+	}
+	// E2E_EXTRA: a scenario outside the suite, which the guest runs after
+	// it (a soak test's, test/soak).
+	if extra := os.Getenv("E2E_EXTRA"); extra != "" {
+		scripts = append(scripts, extra)
 	}
 	ran := 0
 	for _, s := range scripts {

@@ -3,7 +3,8 @@
 # own shell: RESULTS/<name>.log holds its output, RESULTS/<name>.rc its exit
 # status, RESULTS/<name>.secs its duration, and RESULTS/<name>.skip the
 # reason when it does not apply to TARGET. E2E_DIR, TARGET, E2E_ONLY,
-# E2E_SCENARIO_TIMEOUT and (for our daemon) NVMEOF_TGT come from the host.
+# E2E_EXTRA, E2E_SCENARIO_TIMEOUT and (for our daemon) NVMEOF_TGT come
+# from the host.
 set -euo pipefail
 export RESULTS=/results TARGET=${TARGET:-nvmeof-tgt}
 mkdir -p /data
@@ -15,7 +16,8 @@ fi
 if [ "$TARGET" = kernel ]; then
 	source "$E2E_DIR/../vm/kernel-target.sh"
 fi
-for s in "$E2E_DIR"/scenarios/*.sh; do
+# E2E_EXTRA: one more scenario, outside the suite (a soak test's).
+for s in "$E2E_DIR"/scenarios/*.sh ${E2E_EXTRA:+"$E2E_EXTRA"}; do
 	name=$(basename "$s" .sh)
 	if [ -n "${E2E_ONLY:-}" ] && ! [[ $name =~ $E2E_ONLY ]]; then
 		continue
@@ -46,8 +48,10 @@ for s in "$E2E_DIR"/scenarios/*.sh; do
 		kt_clear >/dev/null 2>&1 || true
 	fi
 	umount /mnt/e2e 2>/dev/null || true
-	# Device-mapper tables and the second address (lib.sh's shared_disk
-	# and addr2_up), should the scenario's own clean-up not have run.
+	# Device-mapper tables and the second and third addresses (lib.sh's
+	# shared_disk and addr2_up, 95-gw-handover's), should the scenario's own
+	# clean-up not have run.
 	DM_DISABLE_UDEV=1 dmsetup remove_all >/dev/null 2>&1 || true
 	ip addr del 10.99.0.2/24 dev eth0 2>/dev/null || true
+	ip addr del 10.99.0.3/24 dev eth0 2>/dev/null || true
 done

@@ -641,11 +641,12 @@ subsystems:
 YAML
 }
 
-# gw_state a|b: the daemon's lease state of group 1 (standby, owner,
-# blocklisted), from ctl list -json.
+# gw_state a|b|c: the daemon's lease state of group 1 (standby, owner,
+# blocklisted), from ctl list -json. B and later daemons have their admin
+# socket at /run/nvmeof-tgt/<letter>.sock (B_SOCKET).
 gw_state() {
 	local sock=()
-	[ "$1" = b ] && sock=(-socket "$B_SOCKET")
+	[ "$1" = a ] || sock=(-socket "/run/nvmeof-tgt/$1.sock")
 	"$NVMEOF_TGT" ctl "${sock[@]}" list -json 2>/dev/null | jq -r '.gateway.groups[0].state'
 }
 gw_state_is() { [ "$(gw_state "$1")" = "$2" ]; }
@@ -665,3 +666,49 @@ blocklisted() {
 
 # now_ms: monotonic-enough wall time in milliseconds, for measuring.
 now_ms() { date +%s%3N; }
+
+# --- the versioned-block writer (test/e2e/vblock) on dev ---
+
+# Its ledger: the newest acknowledged version of every block, which a
+# later run continues and verify checks against.
+VB_LEDGER=/tmp/$SCENARIO-vblock.ledger
+VB_LOG=$RESULTS/$SCENARIO-vblock.log
+
+# vblock_bg CTRL EVENT: the writer in the background on dev, rewriting
+# 1024 blocks of 4 KiB with 8 writes in flight, continuing the ledger.
+# Sets vb_pid. Returns once 256 I/Os went through CTRL's path; fails if the
+# writer ended first, as EVENT would then not happen under I/O.
+vblock_bg() {
+	local n0
+	n0=$(path_ios "$1" 1)
+	"$VBLOCK" write -dev "$dev" -ledger "$VB_LEDGER" -blocks 1024 -writers 8 >>"$VB_LOG" 2>&1 &
+	vb_pid=$!
+	wait_for 60 "256 writes through $1" vblock_busy_on "$1" $((n0 + 256)) "$2"
+}
+
+# vblock_busy_on CTRL N EVENT: CTRL's path has done more than N I/Os while
+# the writer runs; fails once the writer has ended.
+vblock_busy_on() {
+	gone "$vb_pid" && fail "the writer ended before $3: $(tail -5 "$VB_LOG")"
+	path_ios_above "$1" 1 "$2"
+}
+
+# vblock_stop: stop the writer (SIGINT: its writes in flight complete,
+# then it saves the ledger) and print its figures; any I/O error the
+# writer saw fails the scenario. Sets vb_longest_ms, its slowest write.
+vblock_stop() {
+	local rc=0
+	kill -INT "$vb_pid"
+	wait "$vb_pid" || rc=$?
+	[ "$rc" = 0 ] || fail "the writer exited with $rc: $(grep -m5 'vblock: ' "$VB_LOG")"
+	tail -1 "$VB_LOG"
+	vb_longest_ms=$(tail -1 "$VB_LOG" | sed -n 's/.*longest write \([0-9]*\) ms$/\1/p')
+	[ -n "$vb_longest_ms" ] || fail "no figures from the writer: $(tail -3 "$VB_LOG")"
+}
+
+# vblock_verify WHAT: every block holds its newest acknowledged version.
+vblock_verify() {
+	"$VBLOCK" verify -dev "$dev" -ledger "$VB_LEDGER" >>"$VB_LOG" 2>&1 ||
+		fail "$1: blocks without their newest version: $(grep -A10 'vblock: verified' "$VB_LOG" | tail -11)"
+	echo "$1: $(grep 'vblock: verified' "$VB_LOG" | tail -1)"
+}
