@@ -12,7 +12,7 @@ import (
 // qosHost connects an I/O queue to a target whose namespace 1 is limited
 // to 10 IOPS on a manual clock: the bucket holds one command, and one
 // more fits every 100 ms of the clock.
-func qosHost(t *testing.T) (*Listener, *fabrics.Namespace, *fabrics.ManualClock, *testHost) {
+func qosHost(t *testing.T, dataDigest bool) (*Listener, *fabrics.Namespace, *fabrics.ManualClock, *testHost) {
 	t.Helper()
 	tg, p, _ := testTarget(t)
 	clk := &fabrics.ManualClock{}
@@ -26,7 +26,7 @@ func qosHost(t *testing.T) (*Listener, *fabrics.Namespace, *fabrics.ManualClock,
 	admin.icreq(false, false)
 	admin.connectAdmin(testNQN)
 	h := pair(t, l)
-	h.icreq(false, false)
+	h.icreq(false, dataDigest)
 	if st := h.connectIO(testNQN, admin.cntl, true); st != 0 {
 		t.Fatalf("I/O connect: %v", st)
 	}
@@ -62,8 +62,8 @@ func (h *testHost) sendWrite(cid uint16, slba uint64, data []byte, inline bool) 
 }
 
 // expectResponse reads the PDUs of command cid up to its response,
-// sending data on its R2T, and checks that it succeeded.
-func (h *testHost) expectResponse(cid uint16, data []byte) {
+// sending data on its R2T, and checks its status.
+func (h *testHost) expectResponse(cid uint16, data []byte, want nvme.Status) {
 	h.t.Helper()
 	for {
 		hh, err := h.readPDU(nil)
@@ -78,8 +78,8 @@ func (h *testHost) expectResponse(cid uint16, data []byte) {
 			h.sendH2C(cid, hh.TTag(), hh.Offset(), data[hh.Offset():hh.Offset()+hh.Length()], true)
 		case TypeCapsuleRsp:
 			rsp := nvme.Completion(hh.Response())
-			if rsp.CID() != cid || rsp.Status() != 0 {
-				h.t.Fatalf("response for command %d status %v, want command %d's, success", rsp.CID(), rsp.Status(), cid)
+			if rsp.CID() != cid || rsp.Status() != want {
+				h.t.Fatalf("response for command %d status %v, want command %d's, %v", rsp.CID(), rsp.Status(), cid, want)
 			}
 			return
 		default:
@@ -93,7 +93,7 @@ func (h *testHost) expectResponse(cid uint16, data []byte) {
 // in-capsule data keeps its data while the connection receives more
 // PDUs, and a write whose data comes on R2T gets its R2T only then.
 func TestQoSHoldsCommands(t *testing.T) {
-	l, ns, clk, h := qosHost(t)
+	l, ns, clk, h := qosHost(t, false)
 	first := bytes.Repeat([]byte{1}, 512)
 	if st := h.write(0, first, false); st != 0 { // takes the bucket's one command
 		t.Fatalf("first write: %v", st)
@@ -107,12 +107,12 @@ func TestQoSHoldsCommands(t *testing.T) {
 	}
 
 	clk.Advance(100 * time.Millisecond)
-	h.expectResponse(100, nil)
+	h.expectResponse(100, nil, 0)
 	if n := ns.QoSStats().Waiting; n != 1 {
 		t.Fatalf("%d commands wait after one was let go, want 1", n)
 	}
 	clk.Advance(100 * time.Millisecond)
-	h.expectResponse(101, r2t)
+	h.expectResponse(101, r2t, 0)
 	if s := ns.QoSStats(); s.Waiting != 0 || s.Throttled != 2 {
 		t.Fatalf("QoS stats %+v, want 2 throttled and none waiting", s)
 	}
@@ -139,7 +139,7 @@ func tgSubsystem(l *Listener) *fabrics.Subsystem { return l.srv.target.Subsystem
 // A connection closed with commands waiting on the limit tears down: the
 // waiters leave the gate, and the pool is back to empty.
 func TestQoSTeardownWithWaiters(t *testing.T) {
-	l, ns, _, h := qosHost(t)
+	l, ns, _, h := qosHost(t, false)
 	if st := h.write(0, make([]byte, 512), false); st != 0 {
 		t.Fatalf("first write: %v", st)
 	}
@@ -158,4 +158,29 @@ func TestQoSTeardownWithWaiters(t *testing.T) {
 		t.Fatalf("%d commands still wait after their connection closed", s.Waiting)
 	}
 	waitLent(t, l.srv.pool, 0)
+}
+
+// A write whose in-capsule data failed its digest waits like any other
+// and then fails with Transient Transport Error; the write behind it runs.
+func TestQoSDataDigestErrorWhileWaiting(t *testing.T) {
+	_, ns, clk, h := qosHost(t, true)
+	if st := h.write(0, make([]byte, 512), false); st != 0 {
+		t.Fatalf("first write: %v", st)
+	}
+	bad := bytes.Repeat([]byte{0x33}, 4096)
+	rwCmd(h.cmd[:], nvme.IOWrite, 8, len(bad), true)
+	nvme.Command(h.cmd[:]).SetCID(100)
+	PutCommon(h.out[:], TypeCapsuleCmd, FlagDDGST, CapsuleCmdHLen, CapsuleCmdHLen, uint32(CapsuleCmdHLen+len(bad)+DigestSize))
+	copy(h.out[CommonHeaderSize:], h.cmd[:])
+	h.send(h.out[:CapsuleCmdHLen])
+	h.send(bad)
+	PutDigest(h.dig[:], Digest(bad)+1)
+	h.send(h.dig[:])
+	h.sendWrite(101, 16, make([]byte, 4096), true)
+	waitWaiting(t, ns, 2)
+
+	clk.Advance(100 * time.Millisecond)
+	h.expectResponse(100, nil, nvme.StatusTransientTransport)
+	clk.Advance(100 * time.Millisecond)
+	h.expectResponse(101, nil, 0)
 }
