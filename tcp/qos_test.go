@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"bytes"
+	"io"
 	"testing"
 	"time"
 
@@ -72,8 +73,8 @@ func (h *testHost) expectResponse(cid uint16, data []byte, want nvme.Status) {
 		}
 		switch hh.Type() {
 		case TypeR2T:
-			if hh.CID() != cid {
-				h.t.Fatalf("R2T for command %d, want command %d", hh.CID(), cid)
+			if hh.CID() != cid || uint64(hh.Offset())+uint64(hh.Length()) > uint64(len(data)) {
+				h.t.Fatalf("R2T for command %d, %d bytes at %d: want a response for command %d", hh.CID(), hh.Length(), hh.Offset(), cid)
 			}
 			h.sendH2C(cid, hh.TTag(), hh.Offset(), data[hh.Offset():hh.Offset()+hh.Length()], true)
 		case TypeCapsuleRsp:
@@ -183,4 +184,46 @@ func TestQoSDataDigestErrorWhileWaiting(t *testing.T) {
 	h.expectResponse(100, nil, nvme.StatusTransientTransport)
 	clk.Advance(100 * time.Millisecond)
 	h.expectResponse(101, nil, 0)
+}
+
+// A command let go while its connection is going away completes aborted
+// and starts no transfer: here the connection closes on a fatal error
+// but still has a read's data to send (the host is not reading), and
+// the waiting write is let go meanwhile.
+func TestQoSResumeOnClosingConnection(t *testing.T) {
+	l, ns, clk, h := qosHost(t, false)
+	// A read larger than the socket buffers takes the bucket's one
+	// command and keeps the connection's send queue full.
+	rwCmd(h.cmd[:], nvme.IORead, 0, fabrics.MaxDataTransfer, false)
+	nvme.Command(h.cmd[:]).SetCID(99)
+	h.sendCapsule(h.cmd[:], nil)
+	var c2h [CommonHeaderSize]byte
+	if _, err := io.ReadFull(h.c, c2h[:]); err != nil || Header(c2h[:]).Type() != TypeC2HData {
+		t.Fatalf("read's C2HData: %x, %v", c2h, err)
+	}
+	h.sendWrite(100, 64, make([]byte, 8192), false)
+	waitWaiting(t, ns, 1)
+	before := l.srv.stats.TermReqs.Load()
+	h.sendH2C(999, 0, 0, make([]byte, 512), true) // no R2T asked for it: fatal
+	deadline := time.Now().Add(10 * time.Second)
+	for l.srv.stats.TermReqs.Load() == before {
+		if time.Now().After(deadline) {
+			t.Fatal("no C2HTermReq for H2CData without an R2T")
+		}
+		time.Sleep(time.Millisecond)
+	}
+
+	clk.Advance(100 * time.Millisecond)
+	if _, err := io.CopyN(io.Discard, h.c, int64(Header(c2h[:]).PLen())-CommonHeaderSize); err != nil {
+		t.Fatalf("read's data: %v", err)
+	}
+	if rsp, err := h.readPDU(nil); err != nil || rsp.Type() != TypeCapsuleRsp || nvme.Completion(rsp.Response()).CID() != 99 {
+		t.Fatalf("read's response: %v", err)
+	}
+	if term, err := h.readPDU(nil); err != nil || term.Type() != TypeC2HTermReq {
+		t.Fatalf("C2HTermReq: %v", err)
+	}
+	h.expectResponse(100, nil, nvme.StatusAbortSQDeleted)
+	expectClosed(t, h)
+	waitLent(t, l.srv.pool, 0)
 }
