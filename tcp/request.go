@@ -23,6 +23,7 @@ type request struct {
 	state   reqState
 	cmd     [nvme.CommandSize]byte
 	inline  []byte  // in-capsule data, kept for the request's next commands
+	capData []byte  // this command's in-capsule data (in inline): kept while it waits on QoS
 	buf     *[]byte // pool buffer of Data, nil for in-capsule data
 	recvd   uint32  // data bytes received so far (the next H2CData's offset)
 	badData bool    // a data digest error: the command fails once its data is in
@@ -67,9 +68,19 @@ func (c *Conn) release(r *request) {
 // has arrived.
 func (c *Conn) startCommand(r *request, inline []byte) {
 	r.state = reqFabrics
+	r.capData = inline
 	if !c.fq.Prepare(&r.Request) {
-		return // completed with an error
+		// Completed with an error, or waiting on its namespace's QoS
+		// limit: fabrics hands it back through Resume (qos.go).
+		return
 	}
+	c.mapData(r)
+}
+
+// mapData continues a prepared command: its data digest, its in-capsule
+// data, or a pool buffer and R2T for its data, then Execute.
+func (c *Conn) mapData(r *request) {
+	inline := r.capData
 	if r.badData {
 		c.fq.Fail(&r.Request, nvme.StatusTransientTransport)
 		return
