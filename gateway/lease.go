@@ -63,12 +63,20 @@ var (
 	// ErrFenceFailed: the previous owner could not be fenced; the lock
 	// was given back for another gateway to try.
 	ErrFenceFailed = errors.New("fencing the previous owner failed")
+	// ErrHandover: the lease object records a failback to another
+	// gateway, which this one leaves the lease to (see Holder.Handover).
+	ErrHandover = errors.New("the lease is being handed back to its preferred gateway")
 )
 
 // Holder is the owner a lease object records: the gateway's name, the lock
-// cookie of its run and its RADOS client address.
+// cookie of its run and its RADOS client address. A failback's release
+// records no owner but Handover, the preferred gateway it hands the group
+// to: the other gateways leave the lease to that one for a bound
+// (Lease.HonourHandover), so that a third standby cannot win it in the
+// moment between the release and the preferred gateway's acquire.
 type Holder struct {
 	Name, Cookie, Addr string
+	Handover           string
 }
 
 // Store is one group's lease object. Each call may block for as long as
@@ -136,15 +144,19 @@ func DefaultTiming(lease time.Duration) Timing {
 type Op int
 
 const (
-	OpNone    Op = iota
-	OpAcquire    // take the lease, fence the recorded holder, record ourselves
-	OpRenew      // extend our lock
-	OpRelease    // clear the record and unlock
+	OpNone     Op = iota
+	OpAcquire     // take the lease, fence the recorded holder, record ourselves
+	OpRenew       // extend our lock
+	OpRelease     // clear the record and unlock
+	OpFailback    // a release that records the handover to the preferred gateway
 )
 
 func (o Op) String() string {
-	return [...]string{"none", "acquire", "renew", "release"}[o]
+	return [...]string{"none", "acquire", "renew", "release", "failback"}[o]
 }
+
+// Releases reports whether o gives the lease up.
+func (o Op) Releases() bool { return o == OpRelease || o == OpFailback }
 
 // Result is the outcome of an Op, reported to Done.
 type Result struct {
@@ -179,6 +191,8 @@ type Lease struct {
 	readyCookie string        // Owner: the preferred's run standing by, "" none
 	readySince  time.Duration // seen standing by since then
 	failingBack bool          // the release asked is a failback
+	deferSince  time.Duration // Standby: first saw a handover to another, at this time
+	deferring   bool          // the last acquire left the lease to a handover
 
 	state     State
 	deadline  time.Duration // Owner: step down at this time
@@ -217,6 +231,8 @@ func (l *Lease) Wake(now time.Duration) (op Op, next time.Duration) {
 	}
 	if l.busy == OpNone {
 		switch due := !l.tried || now >= l.lastTry+l.Timing.Renew; {
+		case l.releasing && l.failingBack:
+			op = OpFailback
 		case l.releasing:
 			op = OpRelease
 		case l.state == Owner && due:
@@ -288,7 +304,7 @@ func (l *Lease) Done(now time.Duration, r Result) {
 	l.busy = OpNone
 	l.lastTry = r.Started
 	l.LastErr = r.Err
-	if errors.Is(r.Err, ErrBusy) {
+	if errors.Is(r.Err, ErrBusy) || errors.Is(r.Err, ErrHandover) {
 		l.LastErr = nil // a standby's normal answer, not a problem
 	}
 	l.checkDeadline(now)
@@ -313,6 +329,7 @@ func (l *Lease) Done(now time.Duration, r Result) {
 		// Other errors: the cluster did not answer; the owner keeps
 		// serving until its deadline and tries again.
 	case OpAcquire:
+		l.seeHandover(r)
 		if r.Fenced != "" {
 			l.Fencings++
 		}
@@ -329,13 +346,14 @@ func (l *Lease) Done(now time.Duration, r Result) {
 			l.Takeovers++
 			l.readyCookie = "" // count afresh for this ownership
 		}
-	case OpRelease:
+	case OpRelease, OpFailback:
 		l.releasing = false
 		l.holdUntil = now + l.Timing.Holdoff
 		if l.failingBack {
 			// The preferred gateway, notified, takes the group at once;
 			// should it not (it died since its last announcement), this
-			// daemon takes it again after one interval, not a lease.
+			// daemon, like the others, takes it again once the handover's
+			// bound has passed (HonourHandover), not after a lease.
 			l.failingBack = false
 			l.holdUntil = now + l.Timing.Renew
 			if r.Err == nil {
@@ -343,6 +361,30 @@ func (l *Lease) Done(now time.Duration, r Result) {
 			}
 		}
 	}
+}
+
+// handoverWait bounds how long a gateway leaves the lease to a failback
+// handed to another: the preferred gateway, notified, takes it within
+// milliseconds; one that died since it announced itself must not keep
+// the group unowned for longer than two tries.
+func (l *Lease) handoverWait() time.Duration { return 2 * l.Timing.Renew }
+
+// seeHandover counts from the first acquire that left the lease to a
+// handover; any other outcome ends the count.
+func (l *Lease) seeHandover(r Result) {
+	switch {
+	case !errors.Is(r.Err, ErrHandover):
+		l.deferring = false
+	case !l.deferring:
+		l.deferring, l.deferSince = true, r.Started
+	}
+}
+
+// HonourHandover reports whether an acquire at now leaves the lease to a
+// failback handed to another gateway: until handoverWait has passed
+// since this gateway first found the handover.
+func (l *Lease) HonourHandover(now time.Duration) bool {
+	return !l.deferring || now < l.deferSince+l.handoverWait()
 }
 
 // Fenced takes the word of the I/O path that the cluster refuses this
@@ -384,13 +426,20 @@ func (l *Lease) Release(now time.Duration) bool {
 func (l *Lease) ReleaseBy() time.Duration { return l.releaseBy }
 
 // Run carries out op against s for the holder me (whose Addr Run fills
-// in). It returns the address it fenced, if any.
-func Run(op Op, s Store, me Holder) (fenced string, err error) {
+// in). It returns the address it fenced, if any. An acquire that finds a
+// failback handed to another gateway gives the lock back (ErrHandover)
+// while honourHandover (Lease.HonourHandover); a failback release
+// records the handover to preferred.
+func Run(op Op, s Store, me Holder, preferred string, honourHandover bool) (fenced string, err error) {
 	switch op {
 	case OpRenew:
 		return "", s.Lock(true)
-	case OpRelease:
-		if err := s.Record(Holder{}); err != nil {
+	case OpRelease, OpFailback:
+		var rec Holder
+		if op == OpFailback {
+			rec.Handover = preferred
+		}
+		if err := s.Record(rec); err != nil {
 			return "", err
 		}
 		if err := s.Unlock(); err != nil {
@@ -407,6 +456,10 @@ func Run(op Op, s Store, me Holder) (fenced string, err error) {
 		prev, err := s.Recorded()
 		if err != nil {
 			return "", err
+		}
+		if prev.Handover != "" && prev.Handover != me.Name && honourHandover {
+			s.Unlock()
+			return "", fmt.Errorf("%w (%s)", ErrHandover, prev.Handover)
 		}
 		if prev.Cookie != "" && prev.Cookie != me.Cookie {
 			// The previous owner did not release the lease: it died, or

@@ -87,13 +87,14 @@ func (r *Runner) loop(ctx context.Context) {
 	defer timer.Stop()
 	for {
 		r.mu.Lock()
-		op, next := r.Lease.Wake(r.Now())
-		by, owner := r.Lease.ReleaseBy(), r.Lease.State() == Owner
+		now := r.Now()
+		op, next := r.Lease.Wake(now)
+		by, owner, honour := r.Lease.ReleaseBy(), r.Lease.State() == Owner, r.Lease.HonourHandover(now)
 		r.mu.Unlock()
 		r.publish()
 		if op != OpNone {
 			r.ops.Add(1)
-			go r.run(op, by)
+			go r.run(op, by, honour)
 		}
 		timer.Stop()
 		if next != 0 {
@@ -119,7 +120,7 @@ func (r *Runner) loop(ctx context.Context) {
 			if failedBack {
 				r.Log.WithFields(logrus.Fields{"ana_group": r.Lease.Group, "gateway": r.Me.Name, "preferred": r.Lease.Preferred}).Info("gateway handed the ANA group back to its preferred gateway, standing by for the failback delay")
 			}
-			if res.Op == OpRelease {
+			if res.Op.Releases() {
 				select {
 				case r.released <- struct{}{}:
 				default:
@@ -133,7 +134,7 @@ func (r *Runner) loop(ctx context.Context) {
 
 // run carries out op; a release first quiesces the group, by the owner's
 // deadline releaseBy.
-func (r *Runner) run(op Op, releaseBy time.Duration) {
+func (r *Runner) run(op Op, releaseBy time.Duration, honourHandover bool) {
 	defer r.ops.Done()
 	started := r.Now()
 	var startedWall time.Time
@@ -142,11 +143,11 @@ func (r *Runner) run(op Op, releaseBy time.Duration) {
 	}
 	var fenced string
 	var err error
-	if op == OpRelease && r.Quiesce != nil {
+	if op.Releases() && r.Quiesce != nil {
 		err = r.Quiesce(r.Lease.Group, releaseBy-started)
 	}
 	if err == nil {
-		fenced, err = Run(op, r.Store, r.Me)
+		fenced, err = Run(op, r.Store, r.Me, r.Lease.Preferred, honourHandover)
 	}
 	looked, ready := LookForStandby(op, err, r.Store, r.Me, r.Lease.Preferred, 2*r.Lease.Timing.Renew)
 	r.results <- Result{Op: op, Started: started, StartedWall: startedWall, Fenced: fenced, Err: err, Looked: looked, Ready: ready}
@@ -162,11 +163,11 @@ func (r *Runner) logResult(res Result, prev, st State) {
 		log.WithError(res.Err).Error("gateway's RADOS client is blocklisted: the ANA group stays inaccessible here until the daemon restarts")
 	case res.Err != nil && res.Op == OpRenew:
 		log.WithError(res.Err).Warn("gateway lease renewal failed")
-	case res.Err != nil && res.Op == OpRelease:
+	case res.Err != nil && res.Op.Releases():
 		log.WithError(res.Err).Warn("gateway lease release failed; the lease expires on its own")
-	case res.Err != nil && res.Op == OpAcquire && !isBusy(res.Err):
+	case res.Err != nil && res.Op == OpAcquire && !isBusy(res.Err) && !errors.Is(res.Err, ErrHandover):
 		log.WithError(res.Err).Warn("gateway lease acquire failed")
-	case res.Op == OpRelease:
+	case res.Op.Releases():
 		log.Info("gateway lease released")
 	}
 }

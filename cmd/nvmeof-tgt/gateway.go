@@ -318,17 +318,19 @@ func (s *radosStore) Lock(renew bool) error {
 
 func (s *radosStore) Unlock() error { return leaseError(s.l.Unlock()) }
 
-// The record is three lines: name, cookie, client address.
+// The record is four lines: name, cookie, client address and the
+// gateway a failback hands the group to (a record of three lines, from an
+// older run, has none).
 func (s *radosStore) Recorded() (gateway.Holder, error) {
 	v, err := s.l.Holder()
 	if err != nil || v == "" {
 		return gateway.Holder{}, leaseError(err)
 	}
-	f := strings.SplitN(v, "\n", 3)
-	for len(f) < 3 {
+	f := strings.SplitN(v, "\n", 4)
+	for len(f) < 4 {
 		f = append(f, "")
 	}
-	return gateway.Holder{Name: f[0], Cookie: f[1], Addr: f[2]}, nil
+	return gateway.Holder{Name: f[0], Cookie: f[1], Addr: f[2], Handover: f[3]}, nil
 }
 
 // Record's write op asserts our lock: EBUSY or ENOENT is a lock no
@@ -336,7 +338,7 @@ func (s *radosStore) Recorded() (gateway.Holder, error) {
 func (s *radosStore) Record(h gateway.Holder) error {
 	v := ""
 	if h != (gateway.Holder{}) {
-		v = h.Name + "\n" + h.Cookie + "\n" + h.Addr
+		v = h.Name + "\n" + h.Cookie + "\n" + h.Addr + "\n" + h.Handover
 	}
 	err := s.l.SetHolder(v)
 	if errors.Is(err, syscall.EBUSY) || errors.Is(err, syscall.ENOENT) {
@@ -438,12 +440,14 @@ var (
 	dGatewayState     = prometheus.NewDesc(prefix+"gateway_lease_state", "Each gateway group's lease here: 1 for the current state (owner: optimized here; standby: another gateway owns it or nobody yet; blocklisted: this daemon's RADOS client was fenced, restart it), 0 for the others.", []string{"group", "state"}, nil)
 	dGatewayTakeovers = prometheus.NewDesc(prefix+"gateway_takeovers_total", "Times this daemon took a gateway group's lease.", []string{"group"}, nil)
 	dGatewayFencings  = prometheus.NewDesc(prefix+"gateway_fencings_total", "Previous owners of a gateway group this daemon fenced (blocklisted) before serving it.", []string{"group"}, nil)
+	dGatewayFailbacks = prometheus.NewDesc(prefix+"gateway_failbacks_total", "Times this daemon handed a gateway group back to its preferred gateway (a failback's planned release).", []string{"group"}, nil)
 )
 
 func describeGateway(ch chan<- *prometheus.Desc) {
 	ch <- dGatewayState
 	ch <- dGatewayTakeovers
 	ch <- dGatewayFencings
+	ch <- dGatewayFailbacks
 }
 
 func collectGateway(e emit) {
@@ -463,6 +467,7 @@ func collectGateway(e emit) {
 		}
 		e.counter(dGatewayTakeovers, float64(st.Takeovers), g)
 		e.counter(dGatewayFencings, float64(st.Fencings), g)
+		e.counter(dGatewayFailbacks, float64(st.Failbacks), g)
 	}
 }
 
