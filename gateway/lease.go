@@ -37,8 +37,9 @@ const (
 	// owner; the group is optimized here.
 	Owner
 	// Blocklisted: the cluster refuses this daemon's RADOS client (a peer
-	// fenced it). The group stays inaccessible until the daemon connects
-	// again with a new client, which a restart does.
+	// fenced it). The group stays inaccessible until the group's client
+	// is rebuilt (OpRebuild: a new client instance, which the blocklist
+	// entry does not name), then stands by again.
 	Blocklisted
 )
 
@@ -149,10 +150,11 @@ const (
 	OpRenew       // extend our lock
 	OpRelease     // clear the record and unlock
 	OpFailback    // a release that records the handover to the preferred gateway
+	OpRebuild     // Blocklisted: replace the group's RADOS client and reopen its images
 )
 
 func (o Op) String() string {
-	return [...]string{"none", "acquire", "renew", "release", "failback"}[o]
+	return [...]string{"none", "acquire", "renew", "release", "failback", "rebuild"}[o]
 }
 
 // Releases reports whether o gives the lease up.
@@ -187,6 +189,13 @@ type Lease struct {
 	Preferred string
 	Failback  time.Duration
 	Name      string // this gateway's, to tell whether it is Preferred
+	// Rebuild: a blocklisted lease asks for OpRebuild, first at once,
+	// then after each failed one a back-off doubling from Timing.Renew up
+	// to maxRebuildBackoff. Without it, blocklisted stays.
+	Rebuild bool
+
+	rebuildAt      time.Duration // Blocklisted: the next rebuild is due then
+	rebuildBackoff time.Duration // the wait after the next failed rebuild
 
 	readyCookie string        // Owner: the preferred's run standing by, "" none
 	readySince  time.Duration // seen standing by since then
@@ -207,7 +216,11 @@ type Lease struct {
 	Takeovers uint64 // times this daemon became the owner
 	Fencings  uint64 // previous owners this daemon fenced
 	Failbacks uint64 // times this daemon handed the group back to its preferred gateway
-	LastErr   error  // the last op's error, nil after a success
+	Rebuilds  uint64 // times the group's client was rebuilt after a blocklist
+	// RebuildFailures counts rebuilds that failed (tried again after a
+	// back-off).
+	RebuildFailures uint64
+	LastErr         error // the last op's error, nil after a success
 }
 
 // State is the lease's state.
@@ -223,7 +236,7 @@ func (l *Lease) Busy() Op { return l.busy }
 func (l *Lease) Wake(now time.Duration) (op Op, next time.Duration) {
 	l.checkDeadline(now)
 	if l.state == Blocklisted {
-		return OpNone, 0
+		return l.wakeBlocklisted(now)
 	}
 	if at, ok := l.failbackAt(); ok && now >= at {
 		l.Release(now)
@@ -254,6 +267,57 @@ func (l *Lease) Wake(now time.Duration) (op Op, next time.Duration) {
 		next = at
 	}
 	return op, next
+}
+
+// maxRebuildBackoff bounds the wait between failed rebuilds: a cluster
+// that refuses the new client for a while gets a try every minute.
+const maxRebuildBackoff = time.Minute
+
+// wakeBlocklisted asks for a rebuild once no op is in flight (the old
+// client's last call returned) and the back-off has passed.
+func (l *Lease) wakeBlocklisted(now time.Duration) (op Op, next time.Duration) {
+	if !l.Rebuild || l.busy != OpNone {
+		return OpNone, 0
+	}
+	if now < l.rebuildAt {
+		return OpNone, l.rebuildAt
+	}
+	l.busy = OpRebuild
+	return OpRebuild, 0
+}
+
+// blocklisted enters the Blocklisted state; the first rebuild is due at
+// once.
+func (l *Lease) blocklisted() {
+	if l.state == Blocklisted {
+		return
+	}
+	l.state = Blocklisted
+	l.rebuildAt, l.rebuildBackoff = 0, l.Timing.Renew
+	l.releasing, l.failingBack, l.readyCookie, l.deferring = false, false, "", false
+}
+
+// rebuilt takes a rebuild's result: the new client stands by, trying at
+// once; or, failed, the next is due after the back-off, which doubles.
+func (l *Lease) rebuilt(now time.Duration, err error) {
+	if err != nil {
+		l.RebuildFailures++
+		l.rebuildAt = now + l.rebuildBackoff
+		l.rebuildBackoff = min(2*l.rebuildBackoff, maxRebuildBackoff)
+		return
+	}
+	l.Rebuilds++
+	l.state = Standby
+	l.tried = false
+}
+
+// RebuildBackoff is how long after now the next rebuild is due; 0 if
+// none is pending.
+func (l *Lease) RebuildBackoff(now time.Duration) time.Duration {
+	if l.state != Blocklisted || l.rebuildAt <= now {
+		return 0
+	}
+	return l.rebuildAt - now
 }
 
 // failbackAt is when the owner hands the group back to its preferred
@@ -308,8 +372,12 @@ func (l *Lease) Done(now time.Duration, r Result) {
 		l.LastErr = nil // a standby's normal answer, not a problem
 	}
 	l.checkDeadline(now)
+	if r.Op == OpRebuild {
+		l.rebuilt(now, r.Err)
+		return
+	}
 	if errors.Is(r.Err, ErrBlocklisted) {
-		l.state = Blocklisted
+		l.blocklisted()
 		return
 	}
 	switch r.Op {
@@ -390,7 +458,7 @@ func (l *Lease) HonourHandover(now time.Duration) bool {
 // Fenced takes the word of the I/O path that the cluster refuses this
 // daemon's client (a namespace's write failed with ESHUTDOWN): an owner
 // steps down at once, without waiting for its next lock call to say so.
-func (l *Lease) Fenced() { l.state = Blocklisted }
+func (l *Lease) Fenced() { l.blocklisted() }
 
 // Poke makes a try due now: a peer released the lease (it notified the
 // lease object), so a standby need not wait for its next interval. In a

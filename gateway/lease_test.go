@@ -154,6 +154,9 @@ type gw struct {
 	// bootLag is how far this machine's CLOCK_BOOTTIME is behind the
 	// cluster's time: a VM's clocks stand still while it is paused.
 	bootLag time.Duration
+	// rebuild, if set, is the daemon's rebuild of the group's client
+	// (OpRebuild), and turns Lease.Rebuild on.
+	rebuild func() error
 }
 
 // epoch is the fake wall clock's origin.
@@ -182,11 +185,16 @@ func (g *gw) step() {
 		return
 	}
 	c := g.client.c
+	g.l.Rebuild = g.rebuild != nil
 	op, _ := g.l.Wake(c.now - g.bootLag)
 	if op == OpNone {
 		return
 	}
 	started, wall := c.now-g.bootLag, epoch.Add(c.now)
+	if op == OpRebuild {
+		g.l.Done(c.now-g.bootLag, Result{Op: op, Started: started, StartedWall: wall, Err: g.rebuild()})
+		return
+	}
 	var s Store = g.client
 	if g.store != nil {
 		s = g.store
