@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"syscall"
 	"testing"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/gateway"
@@ -61,5 +63,55 @@ func TestGatewayFailbacksMetric(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("no nvmeof_tgt_gateway_failbacks_total")
+	}
+}
+
+func (f *fakeLeaseObject) Close() {}
+
+// blocklistedWatch is a lease object whose watch broke because the
+// client was blocklisted.
+type blocklistedWatch struct{ fakeLeaseObject }
+
+func (f *blocklistedWatch) WatchError() error { return syscall.ESHUTDOWN }
+
+// A watch broken by a blocklist entry is the client fenced: the next
+// lock call says so (the group steps down and its client is rebuilt)
+// rather than set the watch up again on a fenced client.
+func TestRadosStoreWatchBlocklisted(t *testing.T) {
+	o := &blocklistedWatch{}
+	s := &radosStore{l: o, watching: true}
+	if err := s.Lock(true); !errors.Is(err, gateway.ErrBlocklisted) {
+		t.Fatalf("renewal with the watch blocklisted: %v", err)
+	}
+	if o.unwatches != 1 {
+		t.Fatalf("unwatches %d", o.unwatches)
+	}
+}
+
+// A rebuild's new lease object replaces the old one in the store: the
+// watch is set up on it, its address read again, and the standby
+// announcements reopened on the new client.
+func TestRadosStoreReplace(t *testing.T) {
+	old, nl := &fakeLeaseObject{}, &fakeLeaseObject{}
+	opened := 0
+	s := &radosStore{l: old, standbyObject: func(string) (standbyObject, error) {
+		opened++
+		return &fakeStandbyObject{obj: &fakeAnnouncement{rec: "p-1"}}, nil
+	}}
+	if err := s.Lock(false); err != nil || old.watches != 1 {
+		t.Fatalf("lock %v, watches %d", err, old.watches)
+	}
+	s.Self()
+	s.Announced("p")
+	s.replace(nl)
+	if err := s.Lock(false); err != nil || nl.watches != 1 || old.watches != 1 {
+		t.Fatalf("after the replace: lock %v, watches new %d old %d", err, nl.watches, old.watches)
+	}
+	if s.self != "" {
+		t.Fatalf("the old client's address %q kept", s.self)
+	}
+	s.Announced("p")
+	if opened != 2 {
+		t.Fatalf("announcement opened %d times, want again on the new client", opened)
 	}
 }
