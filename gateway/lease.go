@@ -297,8 +297,8 @@ func (l *Lease) blocklisted() {
 	l.releasing, l.failingBack, l.readyCookie, l.deferring = false, false, "", false
 }
 
-// rebuilt takes a rebuild's result: the new client stands by, trying at
-// once; or, failed, the next is due after the back-off, which doubles.
+// rebuilt takes a rebuild's result: the new client stands by, leaving
+// the lease to a peer for a while; or, failed, the next is due after the back-off, which doubles.
 func (l *Lease) rebuilt(now time.Duration, err error) {
 	if err != nil {
 		l.RebuildFailures++
@@ -308,7 +308,11 @@ func (l *Lease) rebuilt(now time.Duration, err error) {
 	}
 	l.Rebuilds++
 	l.state = Standby
-	l.tried = false
+	// A peer is taking the group over: it tries once the old client's
+	// lock expires, within a lease, and at its interval after that. The
+	// rebuilt gateway leaves it that long, as after a release, so that it
+	// does not win the group straight back.
+	l.holdUntil = now + l.Timing.Holdoff + l.Timing.Renew
 }
 
 // RebuildBackoff is how long after now the next rebuild is due; 0 if

@@ -190,3 +190,26 @@ func TestRunnerRebuildsAfterFenced(t *testing.T) {
 		t.Fatalf("status %+v", st)
 	}
 }
+
+// A rebuilt gateway leaves the lease to the peer that is taking the
+// group over: with the peer stopped too, it takes the group back only
+// after a lease and an interval from its rebuild, not as soon as its old
+// lock expired.
+func TestRebuiltGatewayHoldsOff(t *testing.T) {
+	c := newCluster(timing.Lease)
+	a, b := newGW(c, "a", "10.0.0.1:0/1"), newGW(c, "b", "10.0.0.2:0/2")
+	rebuilding(a, nil)
+	sim(t, c, time.Second, a, b)
+	b.paused = true
+	blocklist(t, c, a, b)
+	for a.l.Rebuilds == 0 && c.now < time.Minute {
+		sim(t, c, 100*time.Millisecond, a, b)
+	}
+	rebuilt := c.now
+	for owner(a) == "" && c.now-rebuilt < time.Minute {
+		sim(t, c, 100*time.Millisecond, a, b)
+	}
+	if took := c.now - rebuilt; owner(a) != "a" || took < timing.Holdoff+timing.Renew {
+		t.Fatalf("a owner %q %v after its rebuild; want not before %v", owner(a), took, timing.Holdoff+timing.Renew)
+	}
+}
