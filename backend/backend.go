@@ -144,6 +144,18 @@ type RBDOptions struct {
 	Conf    string // ceph.conf path ("" for librados' search path)
 	User    string // cephx user, with or without "client." ("" for admin)
 	Keyring string // "" for the keyring ceph.conf names
+	// Client names a RADOS client of its own (a gateway group's): the
+	// options with the same Client, conf, user and keyring share one
+	// cluster connection; "" is the connection shared by all others.
+	Client string
+}
+
+// Reconnecter is a backend on a cluster client that can be replaced
+// (rbd): Reconnect reopens it on the connection its options name now,
+// with no I/O in flight. A gateway group's images reconnect after the
+// group's client was blocklisted and retired (RetireClient).
+type Reconnecter interface {
+	Reconnect() error
 }
 
 // ErrNoRBD is returned when opening an RBD namespace with a build that

@@ -8,6 +8,9 @@ func init() {
 	Register("rbd", func(Options) (Backend, error) { return nil, ErrNoRBD })
 }
 
+// RetireClient: no clients without librados.
+func RetireClient(RBDOptions) {}
+
 // RadosLease needs librados; see rados_lease.go.
 type RadosLease struct{}
 

@@ -71,7 +71,8 @@ type rbdBackend struct {
 	size      atomic.Int64
 	blockSize uint32
 	readOnly  bool
-	name      string // pool/[namespace/]image, for messages
+	name      string     // pool/[namespace/]image, for messages
+	opts      RBDOptions // to reopen the image (Reconnect)
 }
 
 // Timeouts set on every connection unless ceph.conf sets them: they bound
@@ -86,14 +87,14 @@ var rbdTimeouts = []struct{ key, cephDefault, ours string }{
 }
 
 // radosConn is one cluster connection, shared by the namespaces that
-// reach the cluster with the same conf, user and keyring.
+// reach the cluster with the same conf, user, keyring and Client.
 type radosConn struct {
 	key     rbdConnKey
 	cluster C.rados_t
 	refs    int
 }
 
-type rbdConnKey struct{ conf, user, keyring string }
+type rbdConnKey struct{ conf, user, keyring, client string }
 
 var (
 	radosMu    sync.Mutex
@@ -120,7 +121,7 @@ func clientName(user string) string {
 // connect returns a connection to the cluster o describes, connecting
 // first if none is open.
 func connect(o RBDOptions) (*radosConn, error) {
-	key := rbdConnKey{o.Conf, clientName(o.User), o.Keyring}
+	key := rbdConnKey{o.Conf, clientName(o.User), o.Keyring, o.Client}
 	radosMu.Lock()
 	defer radosMu.Unlock()
 	if c := radosConns[key]; c != nil {
@@ -216,9 +217,45 @@ func (c *radosConn) release() {
 	radosMu.Lock()
 	defer radosMu.Unlock()
 	if c.refs--; c.refs == 0 {
-		delete(radosConns, c.key)
+		if radosConns[c.key] == c { // not retired
+			delete(radosConns, c.key)
+		}
 		C.rados_shutdown(c.cluster)
 	}
+}
+
+// RetireClient makes the next open with o's conf, user, keyring and
+// Client connect a new client instance (a new global id, which a
+// blocklist entry for the old one does not name). The old connection
+// stays open for those that use it until they close or Reconnect.
+func RetireClient(o RBDOptions) {
+	radosMu.Lock()
+	defer radosMu.Unlock()
+	delete(radosConns, rbdConnKey{o.Conf, clientName(o.User), o.Keyring, o.Client})
+}
+
+// Reconnect reopens the image on the connection its options name now (a
+// new client instance after RetireClient), then closes the old image and
+// releases the old connection. The caller sees that no I/O is in flight
+// on the namespace or starts meanwhile (the gateway group inaccessible
+// and drained): the I/O path reads the image without a lock. On an error
+// the old image stays.
+func (b *rbdBackend) Reconnect() error {
+	conn, err := connect(b.opts)
+	if err != nil {
+		return fmt.Errorf("rbd:%s: %w", b.name, err)
+	}
+	nb := &rbdBackend{conn: conn, blockSize: b.blockSize, readOnly: b.readOnly, name: b.name}
+	if err := nb.open(b.opts, 0); err != nil {
+		nb.Close()
+		return err
+	}
+	old := &rbdBackend{conn: b.conn, ioctx: b.ioctx, image: b.image, name: b.name}
+	b.conn, b.ioctx, b.image = nb.conn, nb.ioctx, nb.image
+	// The old client is blocklisted: its close fails, which changes
+	// nothing for the new one.
+	old.Close()
+	return nil
 }
 
 func openRBD(opts Options) (Backend, error) {
@@ -238,7 +275,8 @@ func openRBD(opts Options) (Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rbd:%s: %w", name, err)
 	}
-	b := &rbdBackend{conn: conn, blockSize: bs, readOnly: opts.ReadOnly, name: name}
+	b := &rbdBackend{conn: conn, blockSize: bs, readOnly: opts.ReadOnly, name: name, opts: o}
+	b.opts.Create = false // a reopen finds the image
 	if err := b.open(o, opts.Size); err != nil {
 		b.Close()
 		return nil, err

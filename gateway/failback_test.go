@@ -213,3 +213,61 @@ func TestThreeGatewaysFailback(t *testing.T) {
 		t.Fatalf("two minutes later: owner %q, a2's takeovers %d", owner(a2, b, d), a2.l.Takeovers)
 	}
 }
+
+// Three gateways started together: the third one's tries fall in the
+// steps of the survivor's renewals, so it tries right after the
+// failback's release, ahead of the preferred gateway. The handover the
+// release records leaves the lease to the preferred one.
+func TestThreeGatewaysFailbackGoesToThePreferredOnly(t *testing.T) {
+	c := newCluster(timing.Lease)
+	a, b, d := newGW(c, "a", "10.0.0.1:0/1"), newGW(c, "b", "10.0.0.2:0/2"), newGW(c, "d", "10.0.0.3:0/3")
+	preferring(c, "a", a, b, d)
+	sim(t, c, time.Second, a, b, d)
+	if surv := failOver(t, c, a, b, d); surv != b {
+		t.Fatalf("%s took over, want b (it steps first)", surv.name)
+	}
+	a2 := restart(c, a, "10.0.0.1:0/4")
+	sim(t, c, failback+2*timing.Renew, b, d, a2)
+	if owner(a2, b, d) != "a" || b.l.Failbacks != 1 || d.l.Takeovers != 0 {
+		t.Fatalf("owner %q, b's failbacks %d, d's takeovers %d", owner(a2, b, d), b.l.Failbacks, d.l.Takeovers)
+	}
+	if d.l.LastErr != nil {
+		t.Errorf("d's last error %v: leaving the lease to a handover is not an error", d.l.LastErr)
+	}
+	sim(t, c, time.Minute, b, d, a2)
+	if owner(a2, b, d) != "a" || a2.l.Takeovers != 1 || len(c.fences) != 1 {
+		t.Fatalf("a minute later: owner %q, a2's takeovers %d, fences %v", owner(a2, b, d), a2.l.Takeovers, c.fences)
+	}
+}
+
+// The preferred gateway dies between its announcement and the handover:
+// the others leave it the lease only for the handover's bound, then one
+// of them takes the group again, without fencing anyone.
+func TestHandoverLapsesWithoutThePreferred(t *testing.T) {
+	c := newCluster(timing.Lease)
+	a, b, d := newGW(c, "a", "10.0.0.1:0/1"), newGW(c, "b", "10.0.0.2:0/2"), newGW(c, "d", "10.0.0.3:0/3")
+	preferring(c, "a", a, b, d)
+	sim(t, c, time.Second, a, b, d)
+	failOver(t, c, a, b, d)
+	a2 := restart(c, a, "10.0.0.1:0/4")
+	// a2 hears no notification: it would take the lease only at its own
+	// interval, and it dies in the step of the release.
+	c.watchers = []*Lease{b.l, d.l}
+	for b.l.Failbacks == 0 && c.now < failback+time.Minute {
+		sim(t, c, 100*time.Millisecond, a2, b, d)
+	}
+	a2.paused = true
+	if b.l.Failbacks != 1 || owner(a2, b, d) != "" {
+		t.Fatalf("no failback: failbacks %d, owner %q", b.l.Failbacks, owner(a2, b, d))
+	}
+	released := c.now
+	for owner(b, d) == "" && c.now-released < timing.Lease {
+		sim(t, c, 100*time.Millisecond, b, d)
+	}
+	if waited := c.now - released; owner(b, d) == "" || waited < b.l.handoverWait() || waited > b.l.handoverWait()+2*timing.Renew {
+		t.Fatalf("owner %q %v after the release; the handover's bound is %v", owner(b, d), waited, b.l.handoverWait())
+	}
+	if len(c.fences) != 1 {
+		t.Errorf("fences %v: the handover's lease had no holder to fence", c.fences)
+	}
+}

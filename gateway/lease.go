@@ -37,8 +37,9 @@ const (
 	// owner; the group is optimized here.
 	Owner
 	// Blocklisted: the cluster refuses this daemon's RADOS client (a peer
-	// fenced it). The group stays inaccessible until the daemon connects
-	// again with a new client, which a restart does.
+	// fenced it). The group stays inaccessible until the group's client
+	// is rebuilt (OpRebuild: a new client instance, which the blocklist
+	// entry does not name), then stands by again.
 	Blocklisted
 )
 
@@ -63,12 +64,20 @@ var (
 	// ErrFenceFailed: the previous owner could not be fenced; the lock
 	// was given back for another gateway to try.
 	ErrFenceFailed = errors.New("fencing the previous owner failed")
+	// ErrHandover: the lease object records a failback to another
+	// gateway, which this one leaves the lease to (see Holder.Handover).
+	ErrHandover = errors.New("the lease is being handed back to its preferred gateway")
 )
 
 // Holder is the owner a lease object records: the gateway's name, the lock
-// cookie of its run and its RADOS client address.
+// cookie of its run and its RADOS client address. A failback's release
+// records no owner but Handover, the preferred gateway it hands the group
+// to: the other gateways leave the lease to that one for a bound
+// (Lease.HonourHandover), so that a third standby cannot win it in the
+// moment between the release and the preferred gateway's acquire.
 type Holder struct {
 	Name, Cookie, Addr string
+	Handover           string
 }
 
 // Store is one group's lease object. Each call may block for as long as
@@ -136,15 +145,20 @@ func DefaultTiming(lease time.Duration) Timing {
 type Op int
 
 const (
-	OpNone    Op = iota
-	OpAcquire    // take the lease, fence the recorded holder, record ourselves
-	OpRenew      // extend our lock
-	OpRelease    // clear the record and unlock
+	OpNone     Op = iota
+	OpAcquire     // take the lease, fence the recorded holder, record ourselves
+	OpRenew       // extend our lock
+	OpRelease     // clear the record and unlock
+	OpFailback    // a release that records the handover to the preferred gateway
+	OpRebuild     // Blocklisted: replace the group's RADOS client and reopen its images
 )
 
 func (o Op) String() string {
-	return [...]string{"none", "acquire", "renew", "release"}[o]
+	return [...]string{"none", "acquire", "renew", "release", "failback", "rebuild"}[o]
 }
+
+// Releases reports whether o gives the lease up.
+func (o Op) Releases() bool { return o == OpRelease || o == OpFailback }
 
 // Result is the outcome of an Op, reported to Done.
 type Result struct {
@@ -175,10 +189,19 @@ type Lease struct {
 	Preferred string
 	Failback  time.Duration
 	Name      string // this gateway's, to tell whether it is Preferred
+	// Rebuild: a blocklisted lease asks for OpRebuild, first at once,
+	// then after each failed one a back-off doubling from Timing.Renew up
+	// to maxRebuildBackoff. Without it, blocklisted stays.
+	Rebuild bool
+
+	rebuildAt      time.Duration // Blocklisted: the next rebuild is due then
+	rebuildBackoff time.Duration // the wait after the next failed rebuild
 
 	readyCookie string        // Owner: the preferred's run standing by, "" none
 	readySince  time.Duration // seen standing by since then
 	failingBack bool          // the release asked is a failback
+	deferSince  time.Duration // Standby: first saw a handover to another, at this time
+	deferring   bool          // the last acquire left the lease to a handover
 
 	state     State
 	deadline  time.Duration // Owner: step down at this time
@@ -193,7 +216,11 @@ type Lease struct {
 	Takeovers uint64 // times this daemon became the owner
 	Fencings  uint64 // previous owners this daemon fenced
 	Failbacks uint64 // times this daemon handed the group back to its preferred gateway
-	LastErr   error  // the last op's error, nil after a success
+	Rebuilds  uint64 // times the group's client was rebuilt after a blocklist
+	// RebuildFailures counts rebuilds that failed (tried again after a
+	// back-off).
+	RebuildFailures uint64
+	LastErr         error // the last op's error, nil after a success
 }
 
 // State is the lease's state.
@@ -209,7 +236,7 @@ func (l *Lease) Busy() Op { return l.busy }
 func (l *Lease) Wake(now time.Duration) (op Op, next time.Duration) {
 	l.checkDeadline(now)
 	if l.state == Blocklisted {
-		return OpNone, 0
+		return l.wakeBlocklisted(now)
 	}
 	if at, ok := l.failbackAt(); ok && now >= at {
 		l.Release(now)
@@ -217,6 +244,8 @@ func (l *Lease) Wake(now time.Duration) (op Op, next time.Duration) {
 	}
 	if l.busy == OpNone {
 		switch due := !l.tried || now >= l.lastTry+l.Timing.Renew; {
+		case l.releasing && l.failingBack:
+			op = OpFailback
 		case l.releasing:
 			op = OpRelease
 		case l.state == Owner && due:
@@ -238,6 +267,61 @@ func (l *Lease) Wake(now time.Duration) (op Op, next time.Duration) {
 		next = at
 	}
 	return op, next
+}
+
+// maxRebuildBackoff bounds the wait between failed rebuilds: a cluster
+// that refuses the new client for a while gets a try every minute.
+const maxRebuildBackoff = time.Minute
+
+// wakeBlocklisted asks for a rebuild once no op is in flight (the old
+// client's last call returned) and the back-off has passed.
+func (l *Lease) wakeBlocklisted(now time.Duration) (op Op, next time.Duration) {
+	if !l.Rebuild || l.busy != OpNone {
+		return OpNone, 0
+	}
+	if now < l.rebuildAt {
+		return OpNone, l.rebuildAt
+	}
+	l.busy = OpRebuild
+	return OpRebuild, 0
+}
+
+// blocklisted enters the Blocklisted state; the first rebuild is due at
+// once.
+func (l *Lease) blocklisted() {
+	if l.state == Blocklisted {
+		return
+	}
+	l.state = Blocklisted
+	l.rebuildAt, l.rebuildBackoff = 0, l.Timing.Renew
+	l.releasing, l.failingBack, l.readyCookie, l.deferring = false, false, "", false
+}
+
+// rebuilt takes a rebuild's result: the new client stands by, leaving
+// the lease to a peer for a while; or, failed, the next is due after the back-off, which doubles.
+func (l *Lease) rebuilt(now time.Duration, err error) {
+	if err != nil {
+		l.RebuildFailures++
+		l.rebuildAt = now + l.rebuildBackoff
+		l.rebuildBackoff = min(2*l.rebuildBackoff, maxRebuildBackoff)
+		return
+	}
+	l.Rebuilds++
+	l.state = Standby
+	// A peer is taking the group over: it tries once the old client's
+	// lock expires, within a lease, and at its interval after that. The
+	// rebuilt gateway leaves it that long, as after a release, so that it
+	// does not win the group straight back.
+	l.holdUntil = now + l.Timing.Holdoff + l.Timing.Renew
+}
+
+// RebuildBackoff is how long after now the next rebuild is due; 0 if
+// none is pending.
+func (l *Lease) RebuildBackoff(now time.Duration) time.Duration {
+	if l.state != Blocklisted || l.rebuildAt <= now {
+		return 0
+	}
+	return l.rebuildAt - now
 }
 
 // failbackAt is when the owner hands the group back to its preferred
@@ -288,12 +372,16 @@ func (l *Lease) Done(now time.Duration, r Result) {
 	l.busy = OpNone
 	l.lastTry = r.Started
 	l.LastErr = r.Err
-	if errors.Is(r.Err, ErrBusy) {
+	if errors.Is(r.Err, ErrBusy) || errors.Is(r.Err, ErrHandover) {
 		l.LastErr = nil // a standby's normal answer, not a problem
 	}
 	l.checkDeadline(now)
+	if r.Op == OpRebuild {
+		l.rebuilt(now, r.Err)
+		return
+	}
 	if errors.Is(r.Err, ErrBlocklisted) {
-		l.state = Blocklisted
+		l.blocklisted()
 		return
 	}
 	switch r.Op {
@@ -313,6 +401,7 @@ func (l *Lease) Done(now time.Duration, r Result) {
 		// Other errors: the cluster did not answer; the owner keeps
 		// serving until its deadline and tries again.
 	case OpAcquire:
+		l.seeHandover(r)
 		if r.Fenced != "" {
 			l.Fencings++
 		}
@@ -329,13 +418,14 @@ func (l *Lease) Done(now time.Duration, r Result) {
 			l.Takeovers++
 			l.readyCookie = "" // count afresh for this ownership
 		}
-	case OpRelease:
+	case OpRelease, OpFailback:
 		l.releasing = false
 		l.holdUntil = now + l.Timing.Holdoff
 		if l.failingBack {
 			// The preferred gateway, notified, takes the group at once;
 			// should it not (it died since its last announcement), this
-			// daemon takes it again after one interval, not a lease.
+			// daemon, like the others, takes it again once the handover's
+			// bound has passed (HonourHandover), not after a lease.
 			l.failingBack = false
 			l.holdUntil = now + l.Timing.Renew
 			if r.Err == nil {
@@ -345,10 +435,34 @@ func (l *Lease) Done(now time.Duration, r Result) {
 	}
 }
 
+// handoverWait bounds how long a gateway leaves the lease to a failback
+// handed to another: the preferred gateway, notified, takes it within
+// milliseconds; one that died since it announced itself must not keep
+// the group unowned for longer than two tries.
+func (l *Lease) handoverWait() time.Duration { return 2 * l.Timing.Renew }
+
+// seeHandover counts from the first acquire that left the lease to a
+// handover; any other outcome ends the count.
+func (l *Lease) seeHandover(r Result) {
+	switch {
+	case !errors.Is(r.Err, ErrHandover):
+		l.deferring = false
+	case !l.deferring:
+		l.deferring, l.deferSince = true, r.Started
+	}
+}
+
+// HonourHandover reports whether an acquire at now leaves the lease to a
+// failback handed to another gateway: until handoverWait has passed
+// since this gateway first found the handover.
+func (l *Lease) HonourHandover(now time.Duration) bool {
+	return !l.deferring || now < l.deferSince+l.handoverWait()
+}
+
 // Fenced takes the word of the I/O path that the cluster refuses this
 // daemon's client (a namespace's write failed with ESHUTDOWN): an owner
 // steps down at once, without waiting for its next lock call to say so.
-func (l *Lease) Fenced() { l.state = Blocklisted }
+func (l *Lease) Fenced() { l.blocklisted() }
 
 // Poke makes a try due now: a peer released the lease (it notified the
 // lease object), so a standby need not wait for its next interval. In a
@@ -384,13 +498,20 @@ func (l *Lease) Release(now time.Duration) bool {
 func (l *Lease) ReleaseBy() time.Duration { return l.releaseBy }
 
 // Run carries out op against s for the holder me (whose Addr Run fills
-// in). It returns the address it fenced, if any.
-func Run(op Op, s Store, me Holder) (fenced string, err error) {
+// in). It returns the address it fenced, if any. An acquire that finds a
+// failback handed to another gateway gives the lock back (ErrHandover)
+// while honourHandover (Lease.HonourHandover); a failback release
+// records the handover to preferred.
+func Run(op Op, s Store, me Holder, preferred string, honourHandover bool) (fenced string, err error) {
 	switch op {
 	case OpRenew:
 		return "", s.Lock(true)
-	case OpRelease:
-		if err := s.Record(Holder{}); err != nil {
+	case OpRelease, OpFailback:
+		var rec Holder
+		if op == OpFailback {
+			rec.Handover = preferred
+		}
+		if err := s.Record(rec); err != nil {
 			return "", err
 		}
 		if err := s.Unlock(); err != nil {
@@ -407,6 +528,10 @@ func Run(op Op, s Store, me Holder) (fenced string, err error) {
 		prev, err := s.Recorded()
 		if err != nil {
 			return "", err
+		}
+		if prev.Handover != "" && prev.Handover != me.Name && honourHandover {
+			s.Unlock()
+			return "", fmt.Errorf("%w (%s)", ErrHandover, prev.Handover)
 		}
 		if prev.Cookie != "" && prev.Cookie != me.Cookie {
 			// The previous owner did not release the lease: it died, or

@@ -154,6 +154,9 @@ type gw struct {
 	// bootLag is how far this machine's CLOCK_BOOTTIME is behind the
 	// cluster's time: a VM's clocks stand still while it is paused.
 	bootLag time.Duration
+	// rebuild, if set, is the daemon's rebuild of the group's client
+	// (OpRebuild), and turns Lease.Rebuild on.
+	rebuild func() error
 }
 
 // epoch is the fake wall clock's origin.
@@ -182,16 +185,21 @@ func (g *gw) step() {
 		return
 	}
 	c := g.client.c
+	g.l.Rebuild = g.rebuild != nil
 	op, _ := g.l.Wake(c.now - g.bootLag)
 	if op == OpNone {
 		return
 	}
 	started, wall := c.now-g.bootLag, epoch.Add(c.now)
+	if op == OpRebuild {
+		g.l.Done(c.now-g.bootLag, Result{Op: op, Started: started, StartedWall: wall, Err: g.rebuild()})
+		return
+	}
 	var s Store = g.client
 	if g.store != nil {
 		s = g.store
 	}
-	fenced, err := Run(op, s, g.me())
+	fenced, err := Run(op, s, g.me(), g.l.Preferred, g.l.HonourHandover(started))
 	looked, ready := LookForStandby(op, err, s, g.me(), g.l.Preferred, 2*g.l.Timing.Renew)
 	g.l.Done(c.now-g.bootLag, Result{Op: op, Started: started, StartedWall: wall, Fenced: fenced, Err: err, Looked: looked, Ready: ready})
 }
@@ -251,7 +259,7 @@ func TestFirstTakesTheGroupOthersStandBy(t *testing.T) {
 	if a.l.Takeovers != 1 || a.l.Fencings != 0 {
 		t.Errorf("takeovers %d fencings %d", a.l.Takeovers, a.l.Fencings)
 	}
-	if c.rec != (Holder{"a", a.client.cookie, a.client.addr}) {
+	if c.rec != (Holder{Name: "a", Cookie: a.client.cookie, Addr: a.client.addr}) {
 		t.Errorf("recorded %+v", c.rec)
 	}
 	// A minute later nothing moved: renewals keep it, b keeps trying.
@@ -346,7 +354,7 @@ func TestStoppedOwnerResumesInaccessible(t *testing.T) {
 	if len(a.client.calls) != calls {
 		t.Fatal("a called the cluster before stepping down")
 	}
-	_, err := Run(OpAcquire, a.client, a.me())
+	_, err := Run(OpAcquire, a.client, a.me(), "", true)
 	a.l.Done(c.now, Result{Op: OpAcquire, Started: c.now, Err: err})
 	if a.l.State() != Blocklisted {
 		t.Fatalf("a after a refused call: %v (%v)", a.l.State(), err)
@@ -498,7 +506,7 @@ func TestFailedFencingDoesNotServe(t *testing.T) {
 	for range 10 {
 		op, _ := b.l.Wake(c.now)
 		if op != OpNone {
-			fenced, err := Run(op, failFence{b.client}, b.me())
+			fenced, err := Run(op, failFence{b.client}, b.me(), "", true)
 			b.l.Done(c.now, Result{Op: op, Started: c.now, Fenced: fenced, Err: err})
 		}
 		c.now += timing.Renew
@@ -544,7 +552,7 @@ func TestReleaseNotifiesPeers(t *testing.T) {
 	sim(t, c, time.Second, a, b)
 	a.l.Release(c.now)
 	op, _ := a.l.Wake(c.now)
-	if _, err := Run(op, notifyingClient{a.client}, a.me()); op != OpRelease || err != nil {
+	if _, err := Run(op, notifyingClient{a.client}, a.me(), "", true); op != OpRelease || err != nil {
 		t.Fatalf("%v: %v", op, err)
 	}
 	a.l.Done(c.now, Result{Op: OpRelease, Started: c.now})

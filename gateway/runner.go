@@ -27,6 +27,12 @@ type Runner struct {
 	// to complete and flushes them. On an error the release stops short:
 	// the lock expires and the next owner fences this daemon.
 	Quiesce func(group uint32, timeout time.Duration) error
+	// Rebuild, if set, replaces the group's blocklisted RADOS client by
+	// a new instance (the Store's and the group's images'), once the
+	// group is inaccessible and no op is in flight; the group then stands
+	// by again. A failed one is tried again after a back-off. Nil: the
+	// group stays blocklisted.
+	Rebuild func(group uint32) error
 
 	mu        sync.Mutex // guards Lease
 	pubMu     sync.Mutex // orders Publish calls
@@ -45,14 +51,23 @@ type Status struct {
 	Takeovers uint64
 	Fencings  uint64
 	Failbacks uint64
-	LastError string
+	// Rebuilds and RebuildFailures count the client's rebuilds after a
+	// blocklist; RebuildIn is the wait before the next, if one failed.
+	Rebuilds        uint64
+	RebuildFailures uint64
+	RebuildIn       time.Duration
+	LastError       string
 }
 
 // Status is the lease's state now.
 func (r *Runner) Status() Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := Status{Group: r.Lease.Group, State: r.Lease.State(), Takeovers: r.Lease.Takeovers, Fencings: r.Lease.Fencings, Failbacks: r.Lease.Failbacks}
+	s := Status{Group: r.Lease.Group, State: r.Lease.State(), Takeovers: r.Lease.Takeovers, Fencings: r.Lease.Fencings, Failbacks: r.Lease.Failbacks,
+		Rebuilds: r.Lease.Rebuilds, RebuildFailures: r.Lease.RebuildFailures}
+	if r.Now != nil {
+		s.RebuildIn = r.Lease.RebuildBackoff(r.Now())
+	}
 	if r.Lease.LastErr != nil {
 		s.LastError = r.Lease.LastErr.Error()
 	}
@@ -67,6 +82,7 @@ func (r *Runner) Start(ctx context.Context) {
 	r.released = make(chan struct{}, 1)
 	r.done = make(chan struct{})
 	r.published = -1
+	r.Lease.Rebuild = r.Rebuild != nil
 	r.publish()
 	go r.loop(ctx)
 }
@@ -87,13 +103,14 @@ func (r *Runner) loop(ctx context.Context) {
 	defer timer.Stop()
 	for {
 		r.mu.Lock()
-		op, next := r.Lease.Wake(r.Now())
-		by, owner := r.Lease.ReleaseBy(), r.Lease.State() == Owner
+		now := r.Now()
+		op, next := r.Lease.Wake(now)
+		by, owner, honour := r.Lease.ReleaseBy(), r.Lease.State() == Owner, r.Lease.HonourHandover(now)
 		r.mu.Unlock()
 		r.publish()
 		if op != OpNone {
 			r.ops.Add(1)
-			go r.run(op, by)
+			go r.run(op, by, honour)
 		}
 		timer.Stop()
 		if next != 0 {
@@ -112,14 +129,15 @@ func (r *Runner) loop(ctx context.Context) {
 		case res := <-r.results:
 			r.mu.Lock()
 			prev, failbacks := r.Lease.State(), r.Lease.Failbacks
-			r.Lease.Done(r.Now(), res)
-			st, failedBack := r.Lease.State(), r.Lease.Failbacks != failbacks
+			now := r.Now()
+			r.Lease.Done(now, res)
+			st, failedBack, retryIn := r.Lease.State(), r.Lease.Failbacks != failbacks, r.Lease.RebuildBackoff(now)
 			r.mu.Unlock()
-			r.logResult(res, prev, st)
+			r.logResult(res, prev, st, retryIn)
 			if failedBack {
 				r.Log.WithFields(logrus.Fields{"ana_group": r.Lease.Group, "gateway": r.Me.Name, "preferred": r.Lease.Preferred}).Info("gateway handed the ANA group back to its preferred gateway, standing by for the failback delay")
 			}
-			if res.Op == OpRelease {
+			if res.Op.Releases() {
 				select {
 				case r.released <- struct{}{}:
 				default:
@@ -133,7 +151,7 @@ func (r *Runner) loop(ctx context.Context) {
 
 // run carries out op; a release first quiesces the group, by the owner's
 // deadline releaseBy.
-func (r *Runner) run(op Op, releaseBy time.Duration) {
+func (r *Runner) run(op Op, releaseBy time.Duration, honourHandover bool) {
 	defer r.ops.Done()
 	started := r.Now()
 	var startedWall time.Time
@@ -142,31 +160,41 @@ func (r *Runner) run(op Op, releaseBy time.Duration) {
 	}
 	var fenced string
 	var err error
-	if op == OpRelease && r.Quiesce != nil {
+	if op.Releases() && r.Quiesce != nil {
 		err = r.Quiesce(r.Lease.Group, releaseBy-started)
 	}
+	if op == OpRebuild {
+		r.results <- Result{Op: op, Started: started, StartedWall: startedWall, Err: r.Rebuild(r.Lease.Group)}
+		return
+	}
 	if err == nil {
-		fenced, err = Run(op, r.Store, r.Me)
+		fenced, err = Run(op, r.Store, r.Me, r.Lease.Preferred, honourHandover)
 	}
 	looked, ready := LookForStandby(op, err, r.Store, r.Me, r.Lease.Preferred, 2*r.Lease.Timing.Renew)
 	r.results <- Result{Op: op, Started: started, StartedWall: startedWall, Fenced: fenced, Err: err, Looked: looked, Ready: ready}
 }
 
-func (r *Runner) logResult(res Result, prev, st State) {
+func (r *Runner) logResult(res Result, prev, st State, retryIn time.Duration) {
 	log := r.Log.WithFields(logrus.Fields{"ana_group": r.Lease.Group, "op": res.Op.String(), "gateway": r.Me.Name})
 	if res.Fenced != "" {
 		log.WithField("client", res.Fenced).Warn("gateway fenced the previous owner of the ANA group: its RADOS client is blocklisted")
 	}
 	switch {
-	case st == Blocklisted && prev != Blocklisted:
+	case res.Op == OpRebuild && res.Err != nil:
+		log.WithError(res.Err).WithField("retry_in", retryIn.String()).Error("gateway could not rebuild the ANA group's RADOS client; trying again after the back-off")
+	case res.Op == OpRebuild:
+		log.Info("gateway rebuilt the ANA group's RADOS client (a new client instance, images reopened): standing by again")
+	case st == Blocklisted && prev != Blocklisted && r.Rebuild == nil:
 		log.WithError(res.Err).Error("gateway's RADOS client is blocklisted: the ANA group stays inaccessible here until the daemon restarts")
+	case st == Blocklisted && prev != Blocklisted:
+		log.WithError(res.Err).Error("gateway's RADOS client is blocklisted: the ANA group is inaccessible here while its client is rebuilt")
 	case res.Err != nil && res.Op == OpRenew:
 		log.WithError(res.Err).Warn("gateway lease renewal failed")
-	case res.Err != nil && res.Op == OpRelease:
+	case res.Err != nil && res.Op.Releases():
 		log.WithError(res.Err).Warn("gateway lease release failed; the lease expires on its own")
-	case res.Err != nil && res.Op == OpAcquire && !isBusy(res.Err):
+	case res.Err != nil && res.Op == OpAcquire && !isBusy(res.Err) && !errors.Is(res.Err, ErrHandover):
 		log.WithError(res.Err).Warn("gateway lease acquire failed")
-	case res.Op == OpRelease:
+	case res.Op.Releases():
 		log.Info("gateway lease released")
 	}
 }

@@ -92,8 +92,11 @@ type recordingStore struct {
 
 func (s *recordingStore) Unlock() error { s.calls <- "unlock"; return nil }
 func (s *recordingStore) Record(h Holder) error {
-	if h == (Holder{}) {
+	switch {
+	case h == (Holder{}):
 		s.calls <- "clear record"
+	case h.Cookie == "":
+		s.calls <- "record handover to " + h.Handover
 	}
 	return nil
 }
@@ -219,8 +222,8 @@ func (s *standingByStore) Announced(name string) (string, error) {
 
 // The runner's failback: the owner looks for the preferred gateway at a
 // renewal, and once it has seen it standing by for the delay releases the
-// group as a planned handover: inaccessible, quiesced, then the record
-// cleared and the lock released.
+// group as a planned handover: inaccessible, quiesced, then the handover
+// to the preferred gateway recorded and the lock released.
 func TestRunnerFailsBackThroughQuiesce(t *testing.T) {
 	var now atomic.Int64
 	pub := make(chan State, 10)
@@ -262,7 +265,7 @@ func TestRunnerFailsBackThroughQuiesce(t *testing.T) {
 	}
 	<-quiesced
 	<-r.released
-	if c := []string{<-s.calls, <-s.calls}; fmt.Sprint(c) != "[clear record unlock]" {
+	if c := []string{<-s.calls, <-s.calls}; fmt.Sprint(c) != "[record handover to p unlock]" {
 		t.Fatalf("calls %v", c)
 	}
 	if st := r.Status(); st.Failbacks != 1 || st.State != Standby {

@@ -164,7 +164,8 @@ func openNamespace(nqn string, nc config.Namespace, gw *config.Gateway, resvDir 
 		Path: nc.Path, Size: int64(nc.Size), BlockSize: nc.BlockSize,
 		ReadOnly: nc.ReadOnly, Buffered: nc.Buffered,
 		RBD: backend.RBDOptions{Pool: nc.Pool, Namespace: nc.RadosNamespace, Image: nc.Image, Create: nc.Create,
-			Conf: nc.Ceph.Conf, User: nc.Ceph.User, Keyring: nc.Ceph.Keyring, ExclusiveLock: gw.HasGroup(nc.Group())},
+			Conf: nc.Ceph.Conf, User: nc.Ceph.User, Keyring: nc.Ceph.Keyring, ExclusiveLock: gw.HasGroup(nc.Group()),
+			Client: gatewayClient(gw, nc.Group())},
 	})
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) && nc.Backend == "block" {

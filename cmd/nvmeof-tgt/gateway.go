@@ -82,7 +82,8 @@ func startGateway(t *fabrics.Target, g *config.Gateway, log *logrus.Entry) (*gat
 	gs.cancel = cancel
 	log = log.WithField("gateway", gs.name)
 	for _, grp := range g.GroupIDs() {
-		o := backend.RBDOptions{Pool: g.Pool, Namespace: g.RadosNamespace, Conf: g.Ceph.Conf, User: g.Ceph.User, Keyring: g.Ceph.Keyring}
+		o := backend.RBDOptions{Pool: g.Pool, Namespace: g.RadosNamespace, Conf: g.Ceph.Conf, User: g.Ceph.User, Keyring: g.Ceph.Keyring,
+			Client: gatewayClient(g, grp)}
 		lease, err := backend.OpenRadosLease(o, g.LeaseObject(grp), gs.cookie, timing.Lease)
 		if err != nil {
 			gs.close()
@@ -108,6 +109,7 @@ func startGateway(t *fabrics.Target, g *config.Gateway, log *logrus.Entry) (*gat
 			// A release hands the group over only once the writes this
 			// daemon took for it are on the cluster.
 			Quiesce: t.QuiesceANAGroup,
+			Rebuild: gs.rebuilder(t, len(gs.leases)-1, o, timing.Lease, log),
 			Publish: func(group uint32, st gateway.State) {
 				ana := nvme.ANAInaccessible
 				if st == gateway.Owner {
@@ -201,6 +203,7 @@ type leaseObject interface {
 	WatchError() error
 	Unwatch()
 	Notify() error
+	Close()
 }
 
 // standbyObject is a gateway's standby announcement for one group: a
@@ -294,10 +297,16 @@ func leaseError(err error) error {
 }
 
 func (s *radosStore) Lock(renew bool) error {
-	if s.watching && s.l.WatchError() != nil {
-		// A broken watch hears no notification: set it up again.
-		s.l.Unwatch()
-		s.watching = false
+	if s.watching {
+		if err := s.l.WatchError(); err != nil {
+			// A broken watch hears no notification: set it up again;
+			// but one broken by a blocklist entry is the client fenced.
+			s.l.Unwatch()
+			s.watching = false
+			if errors.Is(err, syscall.ESHUTDOWN) {
+				return leaseError(err)
+			}
+		}
 	}
 	err := s.l.Lock(renew)
 	if !s.watching && (err == nil || errors.Is(err, syscall.EBUSY)) {
@@ -318,17 +327,19 @@ func (s *radosStore) Lock(renew bool) error {
 
 func (s *radosStore) Unlock() error { return leaseError(s.l.Unlock()) }
 
-// The record is three lines: name, cookie, client address.
+// The record is four lines: name, cookie, client address and the
+// gateway a failback hands the group to (a record of three lines, from an
+// older run, has none).
 func (s *radosStore) Recorded() (gateway.Holder, error) {
 	v, err := s.l.Holder()
 	if err != nil || v == "" {
 		return gateway.Holder{}, leaseError(err)
 	}
-	f := strings.SplitN(v, "\n", 3)
-	for len(f) < 3 {
+	f := strings.SplitN(v, "\n", 4)
+	for len(f) < 4 {
 		f = append(f, "")
 	}
-	return gateway.Holder{Name: f[0], Cookie: f[1], Addr: f[2]}, nil
+	return gateway.Holder{Name: f[0], Cookie: f[1], Addr: f[2], Handover: f[3]}, nil
 }
 
 // Record's write op asserts our lock: EBUSY or ENOENT is a lock no
@@ -336,7 +347,7 @@ func (s *radosStore) Recorded() (gateway.Holder, error) {
 func (s *radosStore) Record(h gateway.Holder) error {
 	v := ""
 	if h != (gateway.Holder{}) {
-		v = h.Name + "\n" + h.Cookie + "\n" + h.Addr
+		v = h.Name + "\n" + h.Cookie + "\n" + h.Addr + "\n" + h.Handover
 	}
 	err := s.l.SetHolder(v)
 	if errors.Is(err, syscall.EBUSY) || errors.Is(err, syscall.ENOENT) {
@@ -374,6 +385,7 @@ type GatewayGroupState struct {
 	Takeovers uint64 `json:"takeovers"`
 	Fencings  uint64 `json:"fencings"`
 	Failbacks uint64 `json:"failbacks"`
+	Rebuilds  uint64 `json:"rebuilds"` // the group's client rebuilt after a blocklist
 	LastError string `json:"last_error,omitempty"`
 }
 
@@ -385,7 +397,7 @@ func (gs *gatewaySet) state() *GatewayState {
 	for _, r := range gs.runners {
 		st := r.Status()
 		out.Groups = append(out.Groups, GatewayGroupState{Group: st.Group, State: st.State.String(),
-			Takeovers: st.Takeovers, Fencings: st.Fencings, Failbacks: st.Failbacks, LastError: st.LastError})
+			Takeovers: st.Takeovers, Fencings: st.Fencings, Failbacks: st.Failbacks, Rebuilds: st.Rebuilds, LastError: st.LastError})
 	}
 	return out
 }
@@ -435,15 +447,18 @@ func gatewayReleaseFlags(*flag.FlagSet) func([]string) (*ctlCommand, error) {
 
 // Metrics.
 var (
-	dGatewayState     = prometheus.NewDesc(prefix+"gateway_lease_state", "Each gateway group's lease here: 1 for the current state (owner: optimized here; standby: another gateway owns it or nobody yet; blocklisted: this daemon's RADOS client was fenced, restart it), 0 for the others.", []string{"group", "state"}, nil)
+	dGatewayState     = prometheus.NewDesc(prefix+"gateway_lease_state", "Each gateway group's lease here: 1 for the current state (owner: optimized here; standby: another gateway owns it or nobody yet; blocklisted: the group's RADOS client was fenced, and is being rebuilt), 0 for the others.", []string{"group", "state"}, nil)
 	dGatewayTakeovers = prometheus.NewDesc(prefix+"gateway_takeovers_total", "Times this daemon took a gateway group's lease.", []string{"group"}, nil)
 	dGatewayFencings  = prometheus.NewDesc(prefix+"gateway_fencings_total", "Previous owners of a gateway group this daemon fenced (blocklisted) before serving it.", []string{"group"}, nil)
+	dGatewayFailbacks = prometheus.NewDesc(prefix+"gateway_failbacks_total", "Times this daemon handed a gateway group back to its preferred gateway (a failback's planned release).", []string{"group"}, nil)
 )
 
 func describeGateway(ch chan<- *prometheus.Desc) {
 	ch <- dGatewayState
 	ch <- dGatewayTakeovers
 	ch <- dGatewayFencings
+	ch <- dGatewayFailbacks
+	describeGatewayRebuilds(ch)
 }
 
 func collectGateway(e emit) {
@@ -463,6 +478,8 @@ func collectGateway(e emit) {
 		}
 		e.counter(dGatewayTakeovers, float64(st.Takeovers), g)
 		e.counter(dGatewayFencings, float64(st.Fencings), g)
+		e.counter(dGatewayFailbacks, float64(st.Failbacks), g)
+		collectGatewayRebuilds(e, st, g)
 	}
 }
 

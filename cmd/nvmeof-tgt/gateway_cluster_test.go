@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
-	"github.com/nvmeof-tgt/nvmeof-tgt/gateway"
 	"github.com/sirupsen/logrus"
 )
 
@@ -37,7 +35,6 @@ func gatewayChild(path string) int {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM)
 	tick := time.NewTicker(50 * time.Millisecond)
-	wrote := ""
 	for {
 		select {
 		case <-sigs:
@@ -46,18 +43,7 @@ func gatewayChild(path string) int {
 			return 0
 		case <-tick.C:
 		}
-		st := d.gateway.runner(1).Status().State
-		if st == gateway.Blocklisted && wrote == "" {
-			ns := d.target.Subsystem("nqn.2026-11.io.example:gw").Namespace(1)
-			err := ns.Backend.WriteAt(make([]byte, 512), 0)
-			wrote = "ok"
-			if err != nil {
-				wrote = errors.Unwrap(err).(syscall.Errno).Error()
-				if errors.Is(err, syscall.ESHUTDOWN) {
-					wrote = "ESHUTDOWN"
-				}
-			}
-		}
-		fmt.Printf("state=%s ana=%s write=%s\n", st, d.target.Port(1).ANAState(1), wrote)
+		st := d.gateway.runner(1).Status()
+		fmt.Printf("state=%s ana=%s rebuilds=%d\n", st.State, d.target.Port(1).ANAState(1), st.Rebuilds)
 	}
 }

@@ -22,8 +22,8 @@ import (
 // real cluster: kill -9 and SIGSTOP need a process of their own, with a
 // RADOS client of its own. The test binary plays a daemon without RDMA
 // (gatewayChild): it starts from a configuration file and prints the
-// lease state and the port's ANA state of group 1 every 50 ms; once
-// blocklisted, it also tries one write to its image and prints the result.
+// lease state and the port's ANA state of group 1, and the rebuilds of
+// its client, every 50 ms.
 
 // gwProc is a child daemon and the last line it printed.
 type gwProc struct {
@@ -108,7 +108,7 @@ func (p *gwProc) wait(t *testing.T, want string, limit time.Duration) time.Durat
 const (
 	optimizedLine    = "state=owner ana=optimized"
 	standbyLine      = "state=standby ana=inaccessible"
-	blocklistedLine  = "state=blocklisted ana=inaccessible write=ESHUTDOWN"
+	rebuiltLine      = "state=standby ana=inaccessible rebuilds=1"
 	gatewayLeaseTime = 3 * time.Second // gatewayConfig's lease_seconds
 )
 
@@ -134,8 +134,12 @@ func TestGatewayProcesses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// name, cookie, client address, handover
 		f := strings.Split(h, "\n")
-		return f[len(f)-1]
+		if len(f) < 3 {
+			t.Fatalf("lease record %q", h)
+		}
+		return f[2]
 	}
 	blocklist := func() string {
 		out, err := exec.Command("ceph", "--conf", env["CEPH_CONF"], "--id", "admin", "--keyring", env["CEPH_ADMIN_KEYRING"], "osd", "blocklist", "ls").CombinedOutput()
@@ -159,9 +163,10 @@ func TestGatewayProcesses(t *testing.T) {
 	if !strings.Contains(blocklist(), bare(aAddr)) {
 		t.Fatalf("A's client %s not blocklisted:\n%s", aAddr, blocklist())
 	}
-	// SIGCONT: A is inaccessible, blocklisted, its image write refused.
+	// SIGCONT: A finds its client blocklisted, rebuilds it and stands
+	// by again by itself, inaccessible all along.
 	a.cmd.Process.Signal(syscall.SIGCONT)
-	a.wait(t, blocklistedLine, 10*time.Second)
+	a.wait(t, rebuiltLine, 10*time.Second)
 	if !strings.HasPrefix(b.line(), optimizedLine) {
 		t.Fatalf("b after A resumed: %q", b.line())
 	}
@@ -192,5 +197,28 @@ func TestGatewayProcesses(t *testing.T) {
 	<-a2.done
 	if strings.Contains(blocklist(), bare(a2Addr)) {
 		t.Fatalf("a clean release fenced %s", a2Addr)
+	}
+
+	// An operator blocklists the owner B2's client from outside: A3
+	// takes the group over, and B2, without a restart, rebuilds its
+	// client (a new address, not blocklisted) and stands by; with the new
+	// client it takes the group back when A3 dies.
+	a3 := startGatewayProc(t, "a3", cfgA)
+	a3.wait(t, standbyLine, 15*time.Second)
+	b2Addr := holder()
+	out, err = exec.Command("ceph", "--conf", env["CEPH_CONF"], "--id", "admin", "--keyring", env["CEPH_ADMIN_KEYRING"], "osd", "blocklist", "add", b2Addr).CombinedOutput()
+	if err != nil {
+		t.Fatalf("osd blocklist add %s: %v\n%s", b2Addr, err, out)
+	}
+	added := time.Now()
+	took = a3.wait(t, optimizedLine, 3*gatewayLeaseTime)
+	t.Logf("blocklist of the owner's client from outside: the peer optimized %v later", took)
+	b2.wait(t, rebuiltLine, 10*time.Second)
+	t.Logf("the blocklisted gateway stood by again, with a new client, %v after the blocklist", time.Since(added))
+	a3.cmd.Process.Kill()
+	<-a3.done
+	b2.wait(t, optimizedLine+" rebuilds=1", 3*gatewayLeaseTime)
+	if b2New := holder(); b2New == b2Addr || strings.Contains(blocklist(), bare(b2New)) {
+		t.Fatalf("B2 owns the group again with the client %s (blocklisted one %s):\n%s", b2New, b2Addr, blocklist())
 	}
 }

@@ -2,9 +2,12 @@
 # verify: its lease expires, B fences A's RADOS client and takes over, and
 # the host, once its keep alive to A timed out, sends the I/O through B.
 # SIGCONT: A finds itself past its local deadline and inaccessible before
-# any call to the cluster, then sees its lease calls refused (blocklisted)
-# and stays inaccessible; fio ends with 0 errors and a verify pass through
-# B is clean.
+# any call to the cluster, then sees its lease calls refused (blocklisted),
+# rebuilds its RADOS client and stands by again by itself, inaccessible
+# all along; fio ends with 0 errors and a verify pass through B is clean.
+# Then an operator blocklists the owner B's client from outside, under
+# fio write + verify: A takes the group over, the host's I/O moves to A
+# with no error, and B rebuilds its client and stands by, no restart.
 daemon_only "the gateway pair is nvmeof-tgt's"
 ceph_up
 addr2_up
@@ -26,9 +29,11 @@ echo "takeover: B owner $((t1 - t0)) ms after SIGSTOP of A"
 blocklisted "$a_addr" || fail "A's client $a_addr is not in the OSD blocklist"
 wait_for 60 "the host seeing B's path optimized" ana_state_is "$cb" 1 optimized
 kill -CONT "$TARGET_PID"
-wait_for 15 "A blocklisted (its lease calls refused by the cluster)" gw_state_is a blocklisted
+wait_for 15 "A standing by again, its client rebuilt" gw_state_is a standby
 grep -q "RADOS client is blocklisted" "$RESULTS/$SCENARIO-target.log" || fail "A did not log its refused lease call"
-assert_eq "A's gateway lease state metric" "$(metric nvmeof_tgt_gateway_lease_state 'state="blocklisted"')" 1
+grep -q "rebuilt the ANA group's RADOS client" "$RESULTS/$SCENARIO-target.log" || fail "A did not log its client's rebuild"
+assert_eq "A's client rebuilds (metric)" "$(metric nvmeof_tgt_gateway_rebuilds_total)" 1
+assert_eq "A's blocklisted lease state metric, once rebuilt" "$(metric nvmeof_tgt_gateway_lease_state 'state="blocklisted"')" 0
 rc=0
 wait "$fio_pid" || rc=$?
 assert_eq "fio through the stop and takeover (status)" "$rc" 0
@@ -40,7 +45,31 @@ a1=$(path_ios "$ca" 1) b1=$(path_ios "$cb" 1)
 fio_ok verify "${job[@]}" --verify_only=1
 path_ios_above "$cb" 1 $((b1 + 100)) || fail "the verify pass did not go through B"
 assert_eq "I/Os through A during the verify pass" "$(($(path_ios "$ca" 1) - a1))" 0
-assert_eq "A still blocklisted" "$(gw_state a)" blocklisted
+assert_eq "A still standing by" "$(gw_state a)" standby
+
+# The operator's blocklist of the owner B, under fio write + verify.
+b_addr=$(gw_holder_addr gw96)
+[ -n "$b_addr" ] || fail "no holder address in the lease object"
+job=(--filename="$dev" --direct=1 --ioengine=libaio --rw=write --bs=64k --iodepth=16 --size=128M
+	--verify=crc32c --do_verify=1 --verify_fatal=1 --verify_dump=1 --verify_state_save=0)
+b0=$(path_ios "$cb" 1)
+fio_ok blocklist "${job[@]}" &
+fio_pid=$!
+fio_busy_on_b() { gone "$fio_pid" && fail "fio ended before the blocklist"; path_ios_above "$cb" 1 "$1"; }
+wait_for 60 "256 I/Os through B" fio_busy_on_b $((b0 + 256))
+t0=$(now_ms)
+timeout 30 ceph --conf "$CEPH_CONF" --id admin --keyring "$CEPH_ADMIN_KEYRING" osd blocklist add "$b_addr" >/dev/null 2>&1 ||
+	fail "osd blocklist add $b_addr"
+wait_for 30 "B standing by again, its client rebuilt" gw_state_is b standby
+t1=$(now_ms)
+wait_for 40 "A owning group 1" gw_state_is a owner
+t2=$(now_ms)
+echo "blocklist of B's client: B standing by again (rebuilt) $((t1 - t0)) ms, A owner $((t2 - t0)) ms after"
+assert_eq "B's client rebuilds (metric)" "$(metric_at "$B_METRICS" nvmeof_tgt_gateway_rebuilds_total)" 1
+rc=0
+wait "$fio_pid" || rc=$?
+assert_eq "fio through the blocklist of B and A's takeover (status)" "$rc" 0
+assert_eq "B standing by" "$(gw_state b)" standby
 disconnect "$nqn"
 stop_target2
 stop_target

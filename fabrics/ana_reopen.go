@@ -1,0 +1,53 @@
+package fabrics
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
+)
+
+// ReopenANAGroup reopens the backends of group g's namespaces on a new
+// cluster client (backend.Reconnecter; the others are left alone), once
+// no command on them is in flight: a gateway's RADOS client for the group
+// was blocklisted and retired. The caller made the group inaccessible
+// first (PinANAGroup), so no command starts on it meanwhile; commands in
+// flight on the old client fail fast with the path status. Namespaces of
+// other groups are not waited for nor touched. An error names the
+// namespace whose commands did not finish within timeout or whose reopen
+// failed; the caller tries again later.
+func (t *Target) ReopenANAGroup(g uint32, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	type member struct {
+		nqn string
+		ns  *Namespace
+	}
+	var members []member
+	t.mu.Lock()
+	subs := t.subsystemsLocked()
+	t.mu.Unlock()
+	for _, s := range subs {
+		for _, id := range s.NamespaceIDs() {
+			if ns := s.Namespace(id); ns != nil && ns.ANAGroup() == g {
+				members = append(members, member{s.NQN, ns})
+			}
+		}
+	}
+	for _, m := range members {
+		if !m.ns.drain(time.Until(deadline)) {
+			return fmt.Errorf("subsystem %s namespace %d: commands still in flight after %v", m.nqn, m.ns.ID, timeout)
+		}
+	}
+	for _, m := range members {
+		r, ok := m.ns.Backend.(backend.Reconnecter)
+		if !ok || !m.ns.hold() {
+			continue // removed meanwhile: its removal closes the old one
+		}
+		err := r.Reconnect()
+		m.ns.unhold()
+		if err != nil {
+			return fmt.Errorf("subsystem %s namespace %d: reopen: %w", m.nqn, m.ns.ID, err)
+		}
+	}
+	return nil
+}

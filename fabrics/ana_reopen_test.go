@@ -1,0 +1,80 @@
+package fabrics
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+)
+
+// reconnecting counts its reconnects.
+type reconnecting struct {
+	*heldWrites
+	mu         sync.Mutex
+	reconnects int
+}
+
+func (r *reconnecting) Reconnect() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reconnects++
+	return nil
+}
+
+func (r *reconnecting) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reconnects
+}
+
+// A group's reopen waits for its commands in flight and reopens only its
+// own namespaces: a write held in flight on another group's namespace
+// neither delays it nor is touched.
+func TestReopenANAGroupTouchesOnlyItsGroup(t *testing.T) {
+	tg, p, _ := testTarget(t)
+	mine := &reconnecting{heldWrites: &heldWrites{memBackend: newMem(1<<20, 512), gate: make(chan struct{}), entered: make(chan struct{}, 4)}}
+	other := &reconnecting{heldWrites: &heldWrites{memBackend: newMem(1<<20, 512), gate: make(chan struct{}), entered: make(chan struct{}, 4)}}
+	gatewayNamespace(t, tg, mine) // namespace 2, group 5
+	ns, err := NewNamespace(3, other, false, [16]byte{3})
+	if err == nil {
+		err = ns.SetANAGroup(6)
+	}
+	if err == nil {
+		err = tg.Subsystem(testNQN).AddNamespace(ns)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := connect(t, tg, p, testNQN)
+	releaseMine, releaseOther := sync.OnceFunc(func() { close(mine.gate) }), sync.OnceFunc(func() { close(other.gate) })
+	t.Cleanup(releaseMine)
+	t.Cleanup(releaseOther)
+	doneMine := h.io.SubmitAsync(writeCmd(2), make([]byte, 512))
+	<-mine.entered
+	doneOther := h.io.SubmitAsync(writeCmd(3), make([]byte, 512))
+	<-other.entered
+	if err := tg.PinANAGroup(5, nvme.ANAInaccessible); err != nil {
+		t.Fatal(err)
+	}
+	err = tg.ReopenANAGroup(5, 50*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "namespace 2") || mine.count() != 0 {
+		t.Fatalf("reopen with a write in flight: %v, reconnects %d; want an error naming namespace 2 and none", err, mine.count())
+	}
+	releaseMine()
+	if c := <-doneMine; c == nil || c.Status() != 0 {
+		t.Fatalf("the write in flight: %v", c)
+	}
+	// Group 6's write is still held: the reopen of group 5 does not wait.
+	if err := tg.ReopenANAGroup(5, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if mine.count() != 1 || other.count() != 0 {
+		t.Fatalf("reconnects: group 5 %d, group 6 %d; want 1 and 0", mine.count(), other.count())
+	}
+	releaseOther()
+	if c := <-doneOther; c == nil || c.Status() != 0 {
+		t.Fatalf("group 6's write: %v", c)
+	}
+}
