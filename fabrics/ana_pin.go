@@ -102,26 +102,9 @@ var claimedHook func(*Request)
 // on it meanwhile. An error names the namespace whose commands did not
 // finish within timeout or whose flush failed.
 func (t *Target) QuiesceANAGroup(g uint32, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	type member struct {
-		nqn string
-		ns  *Namespace
-	}
-	var members []member
-	t.mu.Lock()
-	subs := t.subsystemsLocked()
-	t.mu.Unlock()
-	for _, s := range subs {
-		for _, id := range s.NamespaceIDs() {
-			if ns := s.Namespace(id); ns != nil && ns.ANAGroup() == g {
-				members = append(members, member{s.NQN, ns})
-			}
-		}
-	}
-	for _, m := range members {
-		if !m.ns.drain(time.Until(deadline)) {
-			return fmt.Errorf("subsystem %s namespace %d: commands still in flight after %v", m.nqn, m.ns.ID, timeout)
-		}
+	members, err := t.drainANAGroup(g, timeout)
+	if err != nil {
+		return err
 	}
 	for _, m := range members {
 		if m.ns.ReadOnly || !m.ns.hold() {
@@ -134,6 +117,37 @@ func (t *Target) QuiesceANAGroup(g uint32, timeout time.Duration) error {
 		}
 	}
 	return nil
+}
+
+// groupMember is a namespace of an ANA group, with its subsystem's NQN
+// for errors.
+type groupMember struct {
+	nqn string
+	ns  *Namespace
+}
+
+// drainANAGroup waits until no command on a namespace of group g is in
+// flight, and returns those namespaces. An error names the namespace whose
+// commands did not finish within timeout.
+func (t *Target) drainANAGroup(g uint32, timeout time.Duration) ([]groupMember, error) {
+	deadline := time.Now().Add(timeout)
+	var members []groupMember
+	t.mu.Lock()
+	subs := t.subsystemsLocked()
+	t.mu.Unlock()
+	for _, s := range subs {
+		for _, id := range s.NamespaceIDs() {
+			if ns := s.Namespace(id); ns != nil && ns.ANAGroup() == g {
+				members = append(members, groupMember{s.NQN, ns})
+			}
+		}
+	}
+	for _, m := range members {
+		if !m.ns.drain(time.Until(deadline)) {
+			return nil, fmt.Errorf("subsystem %s namespace %d: commands still in flight after %v", m.nqn, m.ns.ID, timeout)
+		}
+	}
+	return members, nil
 }
 
 // storePinnedSetLocked publishes which groups are pinned, for the I/O

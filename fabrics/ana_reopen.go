@@ -17,26 +17,9 @@ import (
 // namespace whose commands did not finish within timeout or whose reopen
 // failed; the caller tries again later.
 func (t *Target) ReopenANAGroup(g uint32, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	type member struct {
-		nqn string
-		ns  *Namespace
-	}
-	var members []member
-	t.mu.Lock()
-	subs := t.subsystemsLocked()
-	t.mu.Unlock()
-	for _, s := range subs {
-		for _, id := range s.NamespaceIDs() {
-			if ns := s.Namespace(id); ns != nil && ns.ANAGroup() == g {
-				members = append(members, member{s.NQN, ns})
-			}
-		}
-	}
-	for _, m := range members {
-		if !m.ns.drain(time.Until(deadline)) {
-			return fmt.Errorf("subsystem %s namespace %d: commands still in flight after %v", m.nqn, m.ns.ID, timeout)
-		}
+	members, err := t.drainANAGroup(g, timeout)
+	if err != nil {
+		return err
 	}
 	for _, m := range members {
 		r, ok := m.ns.Backend.(backend.Reconnecter)

@@ -248,8 +248,13 @@ func (ns *Namespace) unhold() { ns.holds.Add(-1) }
 // at the same time waits instead of closing the descriptor under it. It
 // returns the first error; the other namespaces are flushed regardless.
 func (s *Subsystem) FlushNamespaces() error {
+	return s.flushNamespaceIDs(s.NamespaceIDs())
+}
+
+// flushNamespaceIDs flushes the namespaces ids, as FlushNamespaces does.
+func (s *Subsystem) flushNamespaceIDs(ids []uint32) error {
 	var first error
-	for _, id := range s.NamespaceIDs() {
+	for _, id := range ids {
 		ns := s.Namespace(id)
 		if ns == nil || !ns.hold() {
 			continue // removed meanwhile: its removal flushes it

@@ -168,17 +168,5 @@ func (c *Controller) visibleNamespace(nsid uint32) *Namespace {
 // Flush, a shutdown notification or turning the write cache off concerns
 // what the host wrote, which is only there.
 func (c *Controller) flushNamespaces() error {
-	var first error
-	for _, id := range c.visibleNamespaceIDs() {
-		ns := c.Subsystem.Namespace(id)
-		if ns == nil || !ns.hold() {
-			continue // removed meanwhile: its removal flushes it
-		}
-		err := ns.Backend.Flush()
-		ns.unhold()
-		if err != nil && first == nil {
-			first = fmt.Errorf("namespace %d: %w", id, err)
-		}
-	}
-	return first
+	return c.Subsystem.flushNamespaceIDs(c.visibleNamespaceIDs())
 }
