@@ -38,7 +38,13 @@ func setupReservations(ns *fabrics.Namespace, nqn string, nc config.Namespace, d
 	}
 	st := &fileResvStore{path: filepath.Join(dir, url.PathEscape(nqn)+"-"+fmt.Sprint(nc.NSID)+".json")}
 	if err := ns.SetReservationStore(st); err != nil {
-		return fmt.Errorf("reservation state %s: %w (remove the file to start without reservations)", st.path, err)
+		// A state that cannot be read may hold a persistent reservation:
+		// starting without it would drop a host's fencing.
+		hint := "remove the file to start without reservations"
+		if errors.Is(err, fs.ErrPermission) {
+			hint = "give the daemon's user access to " + dir + ", or set state_file to a directory it owns"
+		}
+		return fmt.Errorf("reservation state %s: %w (%s)", st.path, err, hint)
 	}
 	return nil
 }

@@ -101,7 +101,10 @@ window 3
 free1=$R1 free2=$R2
 [ "$free1" -ge 80 ] || fail "without a limit namespace 1 runs $free1 IOPS: not well above the 40 IOPS limit, the test would prove nothing"
 ctl set namespace "$nqn" 1 -iops 40 || fail "ctl set namespace -iops 40"
-ctl list | grep -q "qos iops 40" || fail "ctl list does not show the limit: $(ctl list)"
+# Not `ctl list | grep -q`: grep's early exit is ctl's SIGPIPE, a failure
+# under pipefail.
+ctl list >/tmp/qos-list.txt || fail "ctl list"
+grep -q "qos iops 40" /tmp/qos-list.txt || fail "ctl list does not show the limit: $(cat /tmp/qos-list.txt)"
 wait_queued
 LIMITED=1
 window 10

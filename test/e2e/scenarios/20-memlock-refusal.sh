@@ -41,6 +41,7 @@ echo "ok: refused to start: $(grep -o 'locked-memory limit.*' "$RESULTS/$SCENARI
 
 config /tmp/tgt.yaml <<CFG
 control: {socket: /tmp/nvmeof-tgt-20.sock}
+state_file: /tmp/nvmeof-tgt-20-state.json
 metrics: {address: 127.0.0.1:9750}
 rdma: {buffer_pool: 16MiB, shared_receive_queue: false}
 ports: [{id: 1, address: $ADDR, port: $PORT, inline_data_size: 131072}, {id: 2, address: $ADDR, port: 4421, inline_data_size: 131072}]
