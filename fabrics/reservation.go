@@ -1,6 +1,7 @@
 package fabrics
 
 import (
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -177,7 +178,7 @@ func (ns *Namespace) SetReservationStore(st ReservationStore) error {
 	if err != nil {
 		return err
 	}
-	if state.PTPL {
+	if state.PTPL || isShared(st) {
 		ns.resv.snap.Store(&resvSnapshot{ReservationState: state})
 	}
 	return nil
@@ -547,23 +548,42 @@ func (s *Subsystem) resvApply(ns *Namespace, change func(resvSnapshot) (resvChan
 	if rs.disabled.Load() {
 		return nvme.StatusInvalidOpcode | nvme.DNR // turned off meanwhile
 	}
-	cur := ns.resvCurrent()
-	ch, st := change(cur)
-	if st != 0 || ch.unchanged {
-		return st
-	}
-	if len(ch.abort) > 0 {
-		ch.next.abortGen++
-		for _, h := range ch.abort {
-			if !slices.Contains(ch.next.aborted, h) {
-				ch.next.aborted = append(ch.next.aborted, h)
+	var ch resvChange
+	for attempt := 1; ; attempt++ {
+		cur := ns.resvCurrent()
+		var st nvme.Status
+		ch, st = change(cur)
+		if st != 0 || ch.unchanged {
+			return st
+		}
+		if len(ch.abort) > 0 {
+			ch.next.abortGen++
+			for _, h := range ch.abort {
+				if !slices.Contains(ch.next.aborted, h) {
+					ch.next.aborted = append(ch.next.aborted, h)
+				}
 			}
 		}
-	}
-	if rs.store != nil && (cur.PTPL || ch.next.PTPL) {
-		if err := rs.store.Store(ch.next.ReservationState); err != nil {
-			s.log().WithError(err).WithField("nsid", ns.ID).Error("storing the reservation state failed; the command fails and the state is unchanged")
+		if rs.store == nil || !(cur.PTPL || ch.next.PTPL || isShared(rs.store)) {
+			break
+		}
+		err := rs.store.Store(ch.next.ReservationState)
+		if err == nil {
+			break
+		}
+		log := s.log().WithError(err).WithField("nsid", ns.ID)
+		if !errors.Is(err, ErrReservationChanged) {
+			log.Error("storing the reservation state failed; the command fails and the state is unchanged")
 			return nvme.StatusInternal
+		}
+		// Another daemon changed the state: the change applies to its state.
+		if err := ns.reloadLocked(); err != nil {
+			log.WithField("reload_error", err).Error("reading the reservation state another daemon changed failed; the command is interrupted")
+			return nvme.StatusCommandInterrupted
+		}
+		if attempt == resvChangeAttempts {
+			log.Warn("the reservation state kept changing under this command; it is interrupted, and the host may retry")
+			return nvme.StatusCommandInterrupted
 		}
 	}
 	next := ch.next

@@ -1,0 +1,108 @@
+package fabrics
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+)
+
+// sharedMedium is the state two daemons share, with a version that every
+// store bumps: what a shared device's record or an image's metadata is.
+type sharedMedium struct {
+	mu      sync.Mutex
+	state   ReservationState
+	version uint64
+	stores  int
+}
+
+// sharedView is one daemon's store on the medium: Store is a
+// compare-and-set on the version this daemon last saw.
+type sharedView struct {
+	m    *sharedMedium
+	seen uint64
+	// changedTimes makes that many Stores fail as if another daemon had
+	// just changed the state.
+	changedTimes int
+}
+
+func (v *sharedView) SharedReservations() {}
+
+func (v *sharedView) Load() (ReservationState, error) {
+	v.m.mu.Lock()
+	defer v.m.mu.Unlock()
+	v.seen = v.m.version
+	s := v.m.state
+	s.Registrants = slices.Clone(s.Registrants)
+	return s, nil
+}
+
+func (v *sharedView) Store(s ReservationState) error {
+	v.m.mu.Lock()
+	defer v.m.mu.Unlock()
+	if v.changedTimes > 0 {
+		v.changedTimes--
+		v.m.version++
+	}
+	if v.m.version != v.seen {
+		return fmt.Errorf("version %d, last seen %d: %w", v.m.version, v.seen, ErrReservationChanged)
+	}
+	v.m.version++
+	v.seen = v.m.version
+	v.m.stores++
+	v.m.state = s
+	v.m.state.Registrants = slices.Clone(s.Registrants)
+	return nil
+}
+
+// TestResvSharedStore: two daemons on one shared store enforce one state,
+// whichever of them a change went through.
+func TestResvSharedStore(t *testing.T) {
+	m := &sharedMedium{}
+	tg1, p1 := restartWith(t, &sharedView{m: m})
+	v2 := &sharedView{m: m}
+	tg2, p2 := restartWith(t, v2)
+	a1, b2 := resvHost(t, tg1, p1, 1), resvHost(t, tg2, p2, 2)
+	blk := make([]byte, 512)
+
+	// Without PTPL: a shared store keeps every change.
+	must(t, "a registers through daemon 1", a1.resvRegister(nvme.ResvRegister, false, 0, 0, 0xa))
+	if m.stores != 1 {
+		t.Fatalf("%d stores after a registration without PTPL; want 1", m.stores)
+	}
+	must(t, "a acquires write exclusive through daemon 1", a1.resvAcquire(nvme.ResvAcquire, nvme.ResvWriteExclusive, 0xa, 0))
+
+	// Daemon 2 has not reloaded: b's registration is computed on the old
+	// state, refused by the store, and computed again on the new one.
+	must(t, "b registers through daemon 2", b2.resvRegister(nvme.ResvRegister, false, 0, 0, 0xb))
+	s, _ := b2.resvReport(4096, true)
+	if s.Type != nvme.ResvWriteExclusive || len(s.Registrants) != 2 {
+		t.Fatalf("daemon 2 after its change: %+v; want a's reservation and both registrants", s)
+	}
+	wantStatus(t, "b's write through daemon 2", b2.rw(nvme.IOWrite, 1, 0, 1, blk, false), conflict)
+
+	// Daemon 1 learns b's registration when it reloads (a takeover, a refresh).
+	if err := tg1.Subsystem(testNQN).Namespace(1).ReloadReservation(); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := a1.resvReport(4096, true); len(s.Registrants) != 2 {
+		t.Fatalf("daemon 1 after reload: %+v", s)
+	}
+
+	// A restart of daemon 2 is not a power loss: no PTPL, and the state stays.
+	tg3, p3 := restartWith(t, &sharedView{m: m})
+	b3 := resvHost(t, tg3, p3, 2)
+	wantStatus(t, "b's write through a restarted daemon 2", b3.rw(nvme.IOWrite, 1, 0, 1, blk, false), conflict)
+
+	// A state that keeps changing under the command interrupts it; the
+	// host retries.
+	v2.changedTimes = resvChangeAttempts
+	wantStatus(t, "b's release under constant change", b2.resvRegister(nvme.ResvUnregister, false, 0, 0xb, 0), nvme.StatusCommandInterrupted)
+	v2.changedTimes = 0
+	must(t, "b unregisters on retry", b2.resvRegister(nvme.ResvUnregister, false, 0, 0xb, 0))
+	if st, _ := (&sharedView{m: m}).Load(); len(st.Registrants) != 1 || st.Type != nvme.ResvWriteExclusive {
+		t.Fatalf("stored after b's unregister: %+v", st)
+	}
+}
