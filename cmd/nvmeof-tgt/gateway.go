@@ -499,6 +499,12 @@ func showGatewayText(w io.Writer, g *GatewayState) {
 	fmt.Fprintf(w, "gateway %s  cookie %s\n", g.Name, g.Cookie)
 	for _, grp := range g.Groups {
 		fmt.Fprintf(w, "  ANA group %d\t%s\ttakeovers %d, fencings %d", grp.Group, grp.State, grp.Takeovers, grp.Fencings)
+		if grp.Failbacks != 0 {
+			fmt.Fprintf(w, ", failbacks %d", grp.Failbacks)
+		}
+		if grp.Rebuilds != 0 {
+			fmt.Fprintf(w, ", rebuilds %d", grp.Rebuilds)
+		}
 		if grp.LastError != "" {
 			fmt.Fprintf(w, "\tlast error: %s", grp.LastError)
 		}

@@ -41,7 +41,8 @@ func TestReleaseWithoutGateway(t *testing.T) {
 func TestCtlListShowsGateway(t *testing.T) {
 	st := State{Ports: []PortState{{ID: 1, Address: "10.0.0.1", Port: 4420, ANA: map[uint32]string{1: "inaccessible"}}},
 		Gateway: &GatewayState{Name: "gw-b", Cookie: "gw-b.0a1b", Groups: []GatewayGroupState{
-			{Group: 1, State: "blocklisted", Takeovers: 1, Fencings: 1, LastError: "blocklisted"}}}}
+			{Group: 1, State: "blocklisted", Takeovers: 1, Fencings: 1, LastError: "blocklisted"},
+			{Group: 2, State: "standby", Takeovers: 2, Fencings: 0, Failbacks: 1, Rebuilds: 3}}}}
 	raw, err := json.Marshal(st)
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +51,8 @@ func TestCtlListShowsGateway(t *testing.T) {
 	if err := showStateText(raw, &out); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"gateway gw-b  cookie gw-b.0a1b", "ANA group 1  blocklisted  takeovers 1, fencings 1  last error: blocklisted"} {
+	for _, want := range []string{"gateway gw-b  cookie gw-b.0a1b", "ANA group 1  blocklisted  takeovers 1, fencings 1  last error: blocklisted",
+		"takeovers 2, fencings 0, failbacks 1, rebuilds 3\n"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("ctl list lacks %q:\n%s", want, out.String())
 		}
