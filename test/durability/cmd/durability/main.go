@@ -16,35 +16,11 @@ import (
 	"os"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/test/durability"
+	"github.com/nvmeof-tgt/nvmeof-tgt/test/toolmain"
 )
 
 func main() {
-	if len(os.Args) < 2 {
-		usage()
-	}
-	var err error
-	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
-	case "write":
-		err = write(args)
-	case "check":
-		err = check(args)
-	case "verify":
-		err = verify(args)
-	default:
-		usage()
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "durability:", err)
-		if _, ok := err.(violations); ok {
-			os.Exit(1)
-		}
-		os.Exit(2)
-	}
-}
-
-func usage() {
-	fmt.Fprintln(os.Stderr, "usage: durability write|check|verify [flags] (-h for a command's flags)")
-	os.Exit(2)
+	toolmain.Run("durability", map[string]func([]string) error{"write": write, "check": check, "verify": verify})
 }
 
 func write(args []string) error {
@@ -78,13 +54,6 @@ func write(args []string) error {
 	return err
 }
 
-// violations is a failed check, as opposed to a failed run.
-type violations struct{ n int }
-
-func (v violations) Error() string {
-	return fmt.Sprintf("%d blocks do not hold what the writer was promised", v.n)
-}
-
 func report(rep *durability.Report) error {
 	fmt.Println(rep)
 	for i, v := range rep.Violations {
@@ -98,7 +67,7 @@ func report(rep *durability.Report) error {
 		return fmt.Errorf("nothing was checked")
 	}
 	if len(rep.Violations) > 0 {
-		return violations{len(rep.Violations)}
+		return fmt.Errorf("%d blocks do not hold what the writer was promised: %w", len(rep.Violations), toolmain.ErrFound)
 	}
 	return nil
 }

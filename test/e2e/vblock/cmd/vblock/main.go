@@ -23,37 +23,11 @@ import (
 	"syscall"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/test/e2e/vblock"
+	"github.com/nvmeof-tgt/nvmeof-tgt/test/toolmain"
 )
 
 func main() {
-	if len(os.Args) < 2 {
-		usage()
-	}
-	var err error
-	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
-	case "write":
-		err = write(args)
-	case "verify":
-		err = verify(args)
-	default:
-		usage()
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "vblock:", err)
-		if errors.Is(err, errFound) {
-			os.Exit(1)
-		}
-		os.Exit(2)
-	}
-}
-
-// errFound is a run that worked and found what it checks for: an I/O
-// error, or a block without its newest version.
-var errFound = errors.New("check failed")
-
-func usage() {
-	fmt.Fprintln(os.Stderr, "usage: vblock write|verify [flags] (-h for a command's flags)")
-	os.Exit(2)
+	toolmain.Run("vblock", map[string]func([]string) error{"write": write, "verify": verify})
 }
 
 func write(args []string) error {
@@ -87,7 +61,7 @@ func write(args []string) error {
 	}
 	fmt.Printf("vblock: %v\n", st)
 	if st.Errors > 0 {
-		return fmt.Errorf("%d writes failed: %w", st.Errors, errFound)
+		return fmt.Errorf("%d writes failed: %w", st.Errors, toolmain.ErrFound)
 	}
 	return nil
 }
@@ -117,7 +91,7 @@ func verify(args []string) error {
 		fmt.Println("vblock:", e)
 	}
 	if len(r.Bad) > 0 {
-		return fmt.Errorf("%d blocks without their newest version: %w", len(r.Bad), errFound)
+		return fmt.Errorf("%d blocks without their newest version: %w", len(r.Bad), toolmain.ErrFound)
 	}
 	return nil
 }
