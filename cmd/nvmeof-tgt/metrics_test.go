@@ -10,9 +10,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// gaugeValues scrapes c and returns the value of every series of the
-// gauge name, keyed by its subsystem and port labels.
-func gaugeValues(t *testing.T, c *collector, name string) map[[2]string]float64 {
+// sample is one series of a scraped metric: its labels and its value
+// (a gauge's or a counter's).
+type sample struct {
+	labels map[string]string
+	value  float64
+}
+
+// scrape gathers c and returns the series of the metric name.
+func scrape(t *testing.T, c prometheus.Collector, name string) []sample {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
@@ -20,23 +26,34 @@ func gaugeValues(t *testing.T, c *collector, name string) map[[2]string]float64 
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[[2]string]float64{}
+	var out []sample
 	for _, mf := range mfs {
 		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
-			var key [2]string
+			sm := sample{labels: map[string]string{}, value: m.GetGauge().GetValue() + m.GetCounter().GetValue()}
 			for _, l := range m.GetLabel() {
-				switch l.GetName() {
-				case "subsystem":
-					key[0] = l.GetValue()
-				case "port":
-					key[1] = l.GetValue()
-				}
+				sm.labels[l.GetName()] = l.GetValue()
 			}
-			got[key] = m.GetGauge().GetValue()
+			out = append(out, sm)
 		}
+	}
+	return out
+}
+
+// testCollector is the daemon's collector of tg, at configuration generation 1.
+func testCollector(tg *fabrics.Target) *collector {
+	return &collector{target: tg, started: time.Now(), gen: func() (uint64, bool, time.Time) { return 1, true, time.Now() }}
+}
+
+// gaugeValues scrapes c and returns the value of every series of the
+// gauge name, keyed by its subsystem and port labels.
+func gaugeValues(t *testing.T, c *collector, name string) map[[2]string]float64 {
+	t.Helper()
+	got := map[[2]string]float64{}
+	for _, sm := range scrape(t, c, name) {
+		got[[2]string{sm.labels["subsystem"], sm.labels["port"]}] = sm.value
 	}
 	return got
 }
@@ -110,24 +127,9 @@ func TestANAStateGauge(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(tg.Close)
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(&collector{target: tg, started: time.Now(), gen: func() (uint64, bool, time.Time) { return 1, true, time.Now() }})
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	got := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() != "nvmeof_tgt_ana_state" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			l := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				l[lp.GetName()] = lp.GetValue()
-			}
-			got[l["port"]+"/"+l["group"]+"/"+l["state"]] = m.GetGauge().GetValue()
-		}
+	for _, sm := range scrape(t, testCollector(tg), "nvmeof_tgt_ana_state") {
+		got[sm.labels["port"]+"/"+sm.labels["group"]+"/"+sm.labels["state"]] = sm.value
 	}
 	if len(got) != 3*len(nvme.ANAStates) {
 		t.Fatalf("%d series, want %d: %v", len(got), 3*len(nvme.ANAStates), got)
@@ -176,29 +178,11 @@ func TestAuthFailureMetric(t *testing.T) {
 	if rsp, err := q.Submit(cmd, msg); err != nil || rsp.Status() != 0 {
 		t.Fatalf("auth send: %v %v", rsp, err)
 	}
-	c := &collector{target: tg, started: time.Now(), gen: func() (uint64, bool, time.Time) { return 1, true, time.Now() }}
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(c)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	m := scrape(t, testCollector(tg), "nvmeof_tgt_authentication_failures_total")
+	if len(m) != 1 || m[0].value != 1 || m[0].labels["host"] != hostX ||
+		m[0].labels["reason"] != "out_of_sequence" || m[0].labels["subsystem"] != s.NQN {
+		t.Fatalf("nvmeof_tgt_authentication_failures_total %+v, want one out_of_sequence failure of %s", m, hostX)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != "nvmeof_tgt_authentication_failures_total" {
-			continue
-		}
-		m := mf.GetMetric()
-		labels := map[string]string{}
-		for _, l := range m[0].GetLabel() {
-			labels[l.GetName()] = l.GetValue()
-		}
-		if len(m) != 1 || m[0].GetCounter().GetValue() != 1 || labels["host"] != hostX ||
-			labels["reason"] != "out_of_sequence" || labels["subsystem"] != s.NQN {
-			t.Fatalf("%v", m)
-		}
-		return
-	}
-	t.Fatal("no authentication failure series")
 }
 
 // A queue pair that never sent Connect is counted on its port once the
@@ -212,22 +196,8 @@ func TestConnectTimeoutMetric(t *testing.T) {
 	q := fabrics.NewLoopQueue(tg, p, 0, 32)
 	defer q.Close()
 	clk.Advance(fabrics.ConnectTimeout)
-	c := &collector{target: tg, started: time.Now(), gen: func() (uint64, bool, time.Time) { return 1, true, time.Now() }}
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(c)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	m := scrape(t, testCollector(tg), "nvmeof_tgt_connect_timeouts_total")
+	if len(m) != 1 || m[0].value != 1 || len(m[0].labels) != 1 || m[0].labels["port"] != "7" {
+		t.Fatalf("%+v, want one timeout on port 7", m)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != "nvmeof_tgt_connect_timeouts_total" {
-			continue
-		}
-		m := mf.GetMetric()
-		if len(m) != 1 || m[0].GetCounter().GetValue() != 1 || len(m[0].GetLabel()) != 1 || m[0].GetLabel()[0].GetValue() != "7" {
-			t.Fatalf("%v, want one timeout on port 7", m)
-		}
-		return
-	}
-	t.Fatal("no nvmeof_tgt_connect_timeouts_total series")
 }

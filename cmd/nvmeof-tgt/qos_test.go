@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // QoS limits change live through set_namespace (as ctl sends it) and a
@@ -55,24 +54,9 @@ func TestQoSLive(t *testing.T) {
 	if !strings.Contains(out.String(), "qos iops 400, bandwidth 4MiB/s") {
 		t.Fatalf("ctl list does not show the limits:\n%s", out.String())
 	}
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(&collector{target: d.target, started: time.Now(), gen: d.generation})
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	limits := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() != "nvmeof_tgt_qos_limit" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			l := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				l[lp.GetName()] = lp.GetValue()
-			}
-			limits[l["subsystem"]+"/"+l["nsid"]+"/"+l["limit"]] = m.GetGauge().GetValue()
-		}
+	for _, sm := range scrape(t, &collector{target: d.target, started: time.Now(), gen: d.generation}, "nvmeof_tgt_qos_limit") {
+		limits[sm.labels["subsystem"]+"/"+sm.labels["nsid"]+"/"+sm.labels["limit"]] = sm.value
 	}
 	if len(limits) != 2 || limits[nqnA+"/1/iops"] != 400 || limits[nqnA+"/1/bandwidth"] != 4<<20 {
 		t.Fatalf("nvmeof_tgt_qos_limit %v", limits)
