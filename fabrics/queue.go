@@ -19,8 +19,11 @@ type Queue struct {
 	target *Target
 	port   *Port
 	tr     QueueTransport
-	depth  int
-	log    *logrus.Entry
+	// resumer is tr as a Resumer, or nil: looked up once, not per
+	// command a QoS limit meets.
+	resumer Resumer
+	depth   int
+	log     *logrus.Entry
 
 	ctrl   *Controller
 	sqsize uint16 // 1-based, from Connect
@@ -62,6 +65,7 @@ func NewQueue(t *Target, port *Port, qid uint16, depth int, tr QueueTransport) *
 
 		drained: make(chan struct{}, 1),
 	}
+	q.resumer, _ = tr.(Resumer)
 	q.log = t.Log.WithFields(logrus.Fields{"qid": qid, "peer": tr.Peer(), "port": port.ID})
 	q.armConnectDeadline()
 	return q

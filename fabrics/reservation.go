@@ -4,7 +4,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/sirupsen/logrus"
@@ -602,15 +601,16 @@ func (s *Subsystem) resvFence(ns *Namespace, hosts [][nvme.HostIDSize]byte) bool
 		}
 		c.mu.Unlock()
 	}
-	deadline := time.Now().Add(resvFenceTimeout)
-	for _, st := range stats {
-		for st.Inflight.Load() != 0 {
-			if time.Now().After(deadline) {
-				s.log().WithField("nsid", ns.ID).Warn("preempt and abort: a fenced host's command has not left the backend after 10 s; the preempt completes with Command Interrupted")
-				return false
-			}
-			time.Sleep(time.Millisecond)
+	inflight := func() int64 {
+		var n int64
+		for _, st := range stats {
+			n += st.Inflight.Load()
 		}
+		return n
+	}
+	if !waitZero(inflight, resvFenceTimeout) {
+		s.log().WithField("nsid", ns.ID).Warn("preempt and abort: a fenced host's command has not left the backend after 10 s; the preempt completes with Command Interrupted")
+		return false
 	}
 	return true
 }
