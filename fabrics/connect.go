@@ -92,7 +92,7 @@ func execConnect(q *Queue, r *Request) bool {
 		return true
 	}
 	if cmd.ConnectQID() != q.QID {
-		log.WithField("connect_qid", cmd.ConnectQID()).Warn("connect rejected: queue ID differs from the one in the RDMA connection request")
+		log.WithField("connect_qid", cmd.ConnectQID()).Warn("connect rejected: queue ID differs from the one " + qidOrigin(q.tr))
 		return invalidParam(r, nvme.ConnectSQEQID, false)
 	}
 	sqsize := cmd.ConnectSQSize()
@@ -267,4 +267,13 @@ func execProperty(q *Queue, r *Request) bool {
 	}
 	r.status = q.ctrl.propertySet(cmd.PropertyOffset(), cmd.PropertyValue(), cmd.PropertySize8())
 	return true
+}
+
+// qidOrigin says where a queue's ID came from before its Connect, for
+// the log of a Connect that names another.
+func qidOrigin(tr QueueTransport) string {
+	if tr.TRType() == nvme.TransportRDMA {
+		return "in the RDMA connection request"
+	}
+	return "of the connection's first command"
 }

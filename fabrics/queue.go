@@ -254,7 +254,7 @@ func (q *Queue) complete(r *Request) {
 	if r.status != 0 {
 		q.Stats.ErrorsByType[r.status.Type()].Add(1)
 		if q.ctrl != nil {
-			q.ctrl.recordError(r, q.QID)
+			q.ctrl.recordError(r, q)
 		}
 	}
 	if q.QID != 0 {
