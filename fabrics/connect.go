@@ -177,7 +177,7 @@ func connectAdmin(q *Queue, r *Request, s *Subsystem, d nvme.ConnectData, log *l
 		r.status = st
 		return true
 	}
-	q.bind(c, r.Cmd.ConnectSQSize())
+	q.bind(c, r.Cmd)
 	c.log.WithFields(logrus.Fields{"kato_ms": kato, "authentication": c.auth.keys.Host != nil}).Info("controller created")
 	r.result = uint64(c.ID)
 	// A host that must authenticate cannot send Keep Alive until it has:
@@ -232,7 +232,7 @@ func connectIO(q *Queue, r *Request, s *Subsystem, d nvme.ConnectData, log *logr
 		r.status = st
 		return true
 	}
-	q.bind(c, r.Cmd.ConnectSQSize())
+	q.bind(c, r.Cmd)
 	c.sawTraffic()
 	r.result = uint64(c.ID)
 	c.mu.Lock()
@@ -246,11 +246,12 @@ func connectIO(q *Queue, r *Request, s *Subsystem, d nvme.ConnectData, log *logr
 	return true
 }
 
-func (q *Queue) bind(c *Controller, sqsize uint16) {
+func (q *Queue) bind(c *Controller, connect nvme.Command) {
 	q.stopConnectDeadline()
 	q.ctrl = c
-	q.sqsize = sqsize + 1
+	q.sqsize = connect.ConnectSQSize() + 1
 	q.sqhd = 0
+	q.sqFlowOff = connect.ConnectCAttr()&nvme.ConnectSQFlowDisable != 0
 	q.log = c.log.WithFields(logrus.Fields{"qid": q.QID, "peer": q.tr.Peer(), "port": q.port.ID})
 	q.log.WithField("sqsize", q.sqsize).Info("queue connected")
 }
