@@ -253,7 +253,11 @@ func (q *Queue) bind(c *Controller, connect nvme.Command) {
 	q.sqhd = 0
 	q.sqFlowOff = connect.ConnectCAttr()&nvme.ConnectSQFlowDisable != 0
 	q.log = c.log.WithFields(logrus.Fields{"qid": q.QID, "peer": q.tr.Peer(), "port": q.port.ID})
-	q.log.WithField("sqsize", q.sqsize).Info("queue connected")
+	log := q.log.WithField("sqsize", q.sqsize)
+	if q.sqFlowOff {
+		log = log.WithField("sq_flow_control", "disabled")
+	}
+	log.Info("queue connected")
 }
 
 func execProperty(q *Queue, r *Request) bool {
