@@ -18,6 +18,7 @@ type Config struct {
 	StateFile string   `yaml:"state_file"`    // the daemon's lifetime counters (SMART), across restarts
 	Limits    Limits   `yaml:"limits"`
 	RDMA      RDMA     `yaml:"rdma"`
+	TCP       TCP      `yaml:"tcp"`
 	// IOEngine runs file and block I/O: io_uring, threads (worker
 	// goroutines), or auto (default: io_uring where the kernel allows it).
 	// A change takes effect at restart.

@@ -22,6 +22,7 @@ func TestExampleParses(t *testing.T) {
 		StateFile: DefaultStateFile,
 		Limits:    Limits{MaxQueuePairs: DefaultMaxQueuePairs},
 		RDMA:      RDMA{BufferPool: DefaultBufferPool, SharedReceiveQueue: &yes, ReceiveQueueDepth: DefaultReceiveQueueDepth},
+		TCP:       TCP{BufferPool: DefaultTCPBufferPool},
 		IOEngine:  "auto",
 		Ports:     []Port{{ID: 1, Transport: "rdma", Address: "10.0.0.1", Port: 4420, InlineDataSize: 8192, MaxQueueSize: 128}},
 		Subsystems: []Subsystem{{
@@ -125,6 +126,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 		RXE:       []string{"eth1", "ens3"},
 		Limits:    Limits{MaxQueuePairs: 300},
 		RDMA:      RDMA{BufferPool: 64 << 20, SharedReceiveQueue: &no, ReceiveQueueDepth: 1024, PollerCPUs: []int{1, 0}},
+		TCP:       TCP{BufferPool: 32 << 20},
 		IOEngine:  "threads",
 		Ports: []Port{
 			{ID: 1, Transport: "rdma", Address: "10.0.0.1", Port: 4420, InlineDataSize: 16384, MaxQueueSize: 1024},

@@ -94,6 +94,7 @@ func (c *Config) ApplyDefaults() {
 	if c.RDMA.BufferPool == 0 {
 		c.RDMA.BufferPool = DefaultBufferPool
 	}
+	c.TCP.applyDefaults()
 	if c.RDMA.ReceiveQueueDepth == 0 {
 		c.RDMA.ReceiveQueueDepth = DefaultReceiveQueueDepth
 	}

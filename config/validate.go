@@ -93,6 +93,7 @@ func (c *Config) Validate() error {
 		v.add("limits.max_queue_pairs", "%d is out of range 2..%d (an admin and an I/O queue at least)", n, maxQueuePairs)
 	}
 	v.rdma(c.RDMA)
+	v.tcp(c.TCP)
 	if !filepath.IsAbs(c.Control.Socket) {
 		v.add("control.socket", "%q is not an absolute path", c.Control.Socket)
 	}

@@ -141,9 +141,16 @@ func (q *Queue) identifyController(b []byte) {
 		ELPE:           errorLogLen - 1,
 		IOCCSZ:         (nvme.CommandSize + q.port.InlineDataSize) / nvme.CapsuleUnit,
 		IORCSZ:         nvme.CompletionSize / nvme.CapsuleUnit,
-		MSDBD:          MaxKeyedDescriptors,
-		SGLS:           nvme.SGLSSupported | nvme.SGLSKeyed,
+		SGLS:           nvme.SGLSSupported,
 		PowerMaxCentiW: 0,
+	}
+	if q.tr.TRType() == nvme.TransportRDMA {
+		// Keyed SGLs (host memory keys) and descriptor lists are RDMA's;
+		// a TCP capsule carries one descriptor of transport data.
+		id.SGLS |= nvme.SGLSKeyed
+		id.MSDBD = MaxKeyedDescriptors
+	} else {
+		id.MSDBD = 1
 	}
 	if q.port.InlineDataSize > 0 {
 		id.SGLS |= nvme.SGLSOffset

@@ -20,6 +20,7 @@ func (n *nullTransport) Complete(*Request) { n.completed++ }
 func (n *nullTransport) Wake()             {}
 func (n *nullTransport) Disconnect()       {}
 func (n *nullTransport) Peer() string      { return "bench" }
+func (n *nullTransport) TRType() uint8     { return nvme.TransportRDMA }
 
 // benchController connects a controller to a subsystem whose namespace 1
 // is a 1 GiB nullblk backend (non-blocking, run on the poller) and returns

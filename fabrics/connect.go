@@ -92,7 +92,7 @@ func execConnect(q *Queue, r *Request) bool {
 		return true
 	}
 	if cmd.ConnectQID() != q.QID {
-		log.WithField("connect_qid", cmd.ConnectQID()).Warn("connect rejected: queue ID differs from the one in the RDMA connection request")
+		log.WithField("connect_qid", cmd.ConnectQID()).Warn("connect rejected: queue ID differs from the one " + qidOrigin(q.tr))
 		return invalidParam(r, nvme.ConnectSQEQID, false)
 	}
 	sqsize := cmd.ConnectSQSize()
@@ -177,7 +177,7 @@ func connectAdmin(q *Queue, r *Request, s *Subsystem, d nvme.ConnectData, log *l
 		r.status = st
 		return true
 	}
-	q.bind(c, r.Cmd.ConnectSQSize())
+	q.bind(c, r.Cmd)
 	c.log.WithFields(logrus.Fields{"kato_ms": kato, "authentication": c.auth.keys.Host != nil}).Info("controller created")
 	r.result = uint64(c.ID)
 	// A host that must authenticate cannot send Keep Alive until it has:
@@ -232,7 +232,7 @@ func connectIO(q *Queue, r *Request, s *Subsystem, d nvme.ConnectData, log *logr
 		r.status = st
 		return true
 	}
-	q.bind(c, r.Cmd.ConnectSQSize())
+	q.bind(c, r.Cmd)
 	c.sawTraffic()
 	r.result = uint64(c.ID)
 	c.mu.Lock()
@@ -246,13 +246,18 @@ func connectIO(q *Queue, r *Request, s *Subsystem, d nvme.ConnectData, log *logr
 	return true
 }
 
-func (q *Queue) bind(c *Controller, sqsize uint16) {
+func (q *Queue) bind(c *Controller, connect nvme.Command) {
 	q.stopConnectDeadline()
 	q.ctrl = c
-	q.sqsize = sqsize + 1
+	q.sqsize = connect.ConnectSQSize() + 1
 	q.sqhd = 0
+	q.sqFlowOff = connect.ConnectCAttr()&nvme.ConnectSQFlowDisable != 0
 	q.log = c.log.WithFields(logrus.Fields{"qid": q.QID, "peer": q.tr.Peer(), "port": q.port.ID})
-	q.log.WithField("sqsize", q.sqsize).Info("queue connected")
+	log := q.log.WithField("sqsize", q.sqsize)
+	if q.sqFlowOff {
+		log = log.WithField("sq_flow_control", "disabled")
+	}
+	log.Info("queue connected")
 }
 
 func execProperty(q *Queue, r *Request) bool {
@@ -267,4 +272,13 @@ func execProperty(q *Queue, r *Request) bool {
 	}
 	r.status = q.ctrl.propertySet(cmd.PropertyOffset(), cmd.PropertyValue(), cmd.PropertySize8())
 	return true
+}
+
+// qidOrigin says where a queue's ID came from before its Connect, for
+// the log of a Connect that names another.
+func qidOrigin(tr QueueTransport) string {
+	if tr.TRType() == nvme.TransportRDMA {
+		return "in the RDMA connection request"
+	}
+	return "of the connection's first command"
 }

@@ -557,15 +557,16 @@ func (c *Controller) changedNSLog(page []byte, rae bool) {
 	c.logPageRead(nvme.AsyncNoticeNSChanged, rae)
 }
 
-// recordError adds a failed command to the error log.
-func (c *Controller) recordError(r *Request, qid uint16) {
+// recordError adds a command that failed on queue q to the error log.
+func (c *Controller) recordError(r *Request, q *Queue) {
+	qid := q.QID
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.errCount++
 	e := &c.errLog[c.errCount%errorLogLen]
 	*e = nvme.ErrorLogEntry{
 		Count: c.errCount, SQID: qid, CID: r.Cmd.CID(), Status: r.status,
-		NSID: r.Cmd.NSID(),
+		NSID: r.Cmd.NSID(), Transport: q.tr.TRType(),
 	}
 	if qid != 0 && ioCommands[r.Cmd.Opcode()].lba {
 		e.LBA = r.Cmd.SLBA()

@@ -1,6 +1,10 @@
 package fabrics
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+)
 
 // stubTransport is a transport that does nothing, admitting n requests.
 type stubTransport struct{ n int }
@@ -9,6 +13,7 @@ func (stubTransport) Complete(*Request) {}
 func (stubTransport) Wake()             {}
 func (stubTransport) Disconnect()       {}
 func (stubTransport) Peer() string      { return "stub" }
+func (stubTransport) TRType() uint8     { return nvme.TransportRDMA }
 func (s stubTransport) Requests() int   { return s.n }
 
 // The completion handoff has a place for every request the transport

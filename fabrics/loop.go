@@ -115,6 +115,9 @@ func (lq *LoopQueue) Wake() {
 // Disconnect implements QueueTransport.
 func (lq *LoopQueue) Disconnect() { lq.once.Do(func() { close(lq.gone) }) }
 
+// TRType implements QueueTransport: the loop carries keyed SGLs, as RDMA.
+func (lq *LoopQueue) TRType() uint8 { return nvme.TransportRDMA }
+
 // Peer implements QueueTransport.
 func (lq *LoopQueue) Peer() string { return "loop" }
 

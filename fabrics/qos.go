@@ -290,7 +290,7 @@ func (q *Queue) throttle(r *Request) bool {
 // admit charges r, or queues it behind the host's earlier waiters.
 func (g *qosGate) admit(q *Queue, r *Request) bool {
 	c := costOf(r.Dir, r.Len)
-	_, resumable := q.tr.(Resumer)
+	resumable := q.resumer != nil
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.open {
@@ -472,7 +472,7 @@ func (q *Queue) cancelThrottled(stats []nsStat) {
 // resume gives a request the gate let go back to its transport.
 func (q *Queue) resume(r *Request) {
 	r.qos.granted = false
-	q.tr.(Resumer).Resume(r)
+	q.resumer.Resume(r)
 }
 
 // SetQoS sets the namespace's limits, live: commands waiting stay in

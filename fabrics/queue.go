@@ -19,12 +19,16 @@ type Queue struct {
 	target *Target
 	port   *Port
 	tr     QueueTransport
-	depth  int
-	log    *logrus.Entry
+	// resumer is tr as a Resumer, or nil: looked up once, not per
+	// command a QoS limit meets.
+	resumer Resumer
+	depth   int
+	log     *logrus.Entry
 
-	ctrl   *Controller
-	sqsize uint16 // 1-based, from Connect
-	sqhd   uint16
+	ctrl      *Controller
+	sqsize    uint16 // 1-based, from Connect
+	sqhd      uint16
+	sqFlowOff bool // the host disabled SQ flow control at Connect
 
 	jobs        chan *Request // to the workers
 	done        chan *Request // from workers and event sources
@@ -62,6 +66,7 @@ func NewQueue(t *Target, port *Port, qid uint16, depth int, tr QueueTransport) *
 
 		drained: make(chan struct{}, 1),
 	}
+	q.resumer, _ = tr.(Resumer)
 	q.log = t.Log.WithFields(logrus.Fields{"qid": qid, "peer": tr.Peer(), "port": port.ID})
 	q.armConnectDeadline()
 	return q
@@ -234,6 +239,23 @@ func (q *Queue) Reap() {
 	}
 }
 
+// sqHead is the SQHD of r's completion. With SQ flow control disabled the
+// field is reserved: FFFFh in the Connect response, which tells the host
+// so, and 0 after (as the Linux target).
+func (q *Queue) sqHead(r *Request) uint16 {
+	if !q.sqFlowOff {
+		return q.sqhd
+	}
+	if r.Cmd.Opcode() == nvme.OpFabrics && r.Cmd.FabricsType() == nvme.FabricsConnect && r.status == 0 {
+		return nvme.SQHDFlowDisabled
+	}
+	return 0
+}
+
+// SQFlowControlDisabled reports whether the host disabled SQ flow control
+// on this queue at Connect. Called on the queue's poller.
+func (q *Queue) SQFlowControlDisabled() bool { return q.sqFlowOff }
+
 // complete writes the completion entry and gives r back to the transport.
 func (q *Queue) complete(r *Request) {
 	if ns := r.ns; ns != nil {
@@ -241,7 +263,7 @@ func (q *Queue) complete(r *Request) {
 			q.resvAborted(r, s)
 		}
 	}
-	r.Rsp.Set(r.result, q.sqhd, q.QID, r.Cmd.CID(), r.status)
+	r.Rsp.Set(r.result, q.sqHead(r), q.QID, r.Cmd.CID(), r.status)
 	now := nanotime()
 	if r.nsStats != nil && r.status == 0 {
 		q.account(r, now)
@@ -250,7 +272,7 @@ func (q *Queue) complete(r *Request) {
 	if r.status != 0 {
 		q.Stats.ErrorsByType[r.status.Type()].Add(1)
 		if q.ctrl != nil {
-			q.ctrl.recordError(r, q.QID)
+			q.ctrl.recordError(r, q)
 		}
 	}
 	if q.QID != 0 {

@@ -111,8 +111,15 @@ func (s *Subsystem) RemoveNamespace(nsid uint32) error {
 // drain waits until no queue has a command on ns in flight, including
 // queues whose controller is already gone.
 func (ns *Namespace) drain(timeout time.Duration) bool {
+	return waitZero(ns.inflight, timeout)
+}
+
+// waitZero polls count every millisecond until it reads 0, reporting
+// false if it still does not after timeout. Commands leave a backend
+// without telling anyone, so a count is all there is to wait on.
+func waitZero(count func() int64, timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
-	for ns.inflight() != 0 {
+	for count() != 0 {
 		if time.Now().After(deadline) {
 			return false
 		}

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/sirupsen/logrus"
@@ -349,46 +348,55 @@ func resvAcquire(cur resvSnapshot, host *[nvme.HostIDSize]byte, action, rtype ui
 	return ch, nvme.StatusInvalidField | nvme.DNR
 }
 
-// preempt applies the preempt cases of the specification's table.
+// preempt applies the preempt cases of the specification (NVMe Base 2.0,
+// 8.19.7), in its order: the holder's key is tested before who the
+// preemptor is, so a holder naming another key preempts that key, and
+// one naming 0 is refused.
 func (ch *resvChange) preempt(host *[nvme.HostIDSize]byte, rtype uint8, prkey uint64, abort bool) nvme.Status {
 	s := &ch.next
 	switch {
 	case s.Type == nvme.ResvNone:
 		// No reservation: the registrants with PRKEY go.
-		if !ch.preemptKey(prkey, host, abort, false) {
-			return nvme.StatusReservationConflict | nvme.DNR
-		}
+		return ch.preemptOnly(host, prkey, abort)
 	case nvme.ResvAllRegistrants(s.Type) && prkey == 0:
 		// Every registrant but the preemptor goes; it holds the new type.
 		ch.preemptKey(0, host, abort, true)
 		s.Type, s.Holder = rtype, *host
 	case nvme.ResvAllRegistrants(s.Type):
-		if !ch.preemptKey(prkey, host, abort, false) {
-			return nvme.StatusReservationConflict | nvme.DNR
-		}
-	case s.Holder == *host:
-		// The holder preempting itself changes the type.
-		if s.Type != rtype {
-			ch.notifyOthers(s.Registrants, host, nvme.ResvNoticeReleased)
-		}
-		s.Type = rtype
+		// The registrants with PRKEY go; the reservation stays while
+		// one is left.
+		return ch.preemptOnly(host, prkey, abort)
 	case prkey == s.holderKey():
-		// The holder's key: the preemptor takes the reservation and the
-		// registrants with that key go.
+		// The holder's key: the other registrants with it go and the
+		// preemptor holds a new reservation of type rtype. A holder
+		// naming its own key keeps its registration and changes the
+		// type. Holder first: the old holder leaving must not release.
 		old := s.Type
 		s.Holder = *host
 		ch.preemptKey(prkey, host, abort, false)
-		s.Type, s.Holder = rtype, *host
+		s.Type = rtype
 		if old != rtype {
 			ch.notifyOthers(s.Registrants, host, nvme.ResvNoticeReleased)
 		}
 	case prkey != 0:
 		// Another key: those registrants go, the reservation stays.
-		if !ch.preemptKey(prkey, host, abort, false) {
-			return nvme.StatusReservationConflict | nvme.DNR
-		}
+		return ch.preemptOnly(host, prkey, abort)
 	default:
 		return nvme.StatusInvalidField | nvme.DNR
+	}
+	return 0
+}
+
+// preemptOnly unregisters every registrant with key, the preemptor too
+// when it is its own key (as the Linux target and SPDK do): Reservation
+// Conflict if none has it. The preemptor is neither told nor fenced: its
+// own command asked for it.
+func (ch *resvChange) preemptOnly(host *[nvme.HostIDSize]byte, key uint64, abort bool) nvme.Status {
+	if !ch.preemptKey(key, host, abort, false) {
+		return nvme.StatusReservationConflict | nvme.DNR
+	}
+	if i := ch.next.registrant(host); i >= 0 && ch.next.Registrants[i].Key == key {
+		ch.unregister(i)
 	}
 	return 0
 }
@@ -622,15 +630,16 @@ func (s *Subsystem) resvFence(ns *Namespace, hosts [][nvme.HostIDSize]byte) bool
 		}
 		c.mu.Unlock()
 	}
-	deadline := time.Now().Add(resvFenceTimeout)
-	for _, st := range stats {
-		for st.Inflight.Load() != 0 {
-			if time.Now().After(deadline) {
-				s.log().WithField("nsid", ns.ID).Warn("preempt and abort: a fenced host's command has not left the backend after 10 s; the preempt completes with Command Interrupted")
-				return false
-			}
-			time.Sleep(time.Millisecond)
+	inflight := func() int64 {
+		var n int64
+		for _, st := range stats {
+			n += st.Inflight.Load()
 		}
+		return n
+	}
+	if !waitZero(inflight, resvFenceTimeout) {
+		s.log().WithField("nsid", ns.ID).Warn("preempt and abort: a fenced host's command has not left the backend after 10 s; the preempt completes with Command Interrupted")
+		return false
 	}
 	return true
 }
@@ -718,21 +727,34 @@ func (c *Controller) resvLogPage(page []byte) {
 	n.Encode(page)
 }
 
-// setResvMask sets the notification mask of nsid (every namespace for
-// the broadcast NSID).
+// setResvMask sets the notification mask of nsid, or for the broadcast
+// NSID of every namespace attached to the controller then (those it sees)
+// that has reservations; a namespace attached later starts unmasked.
 func (c *Controller) setResvMask(nsid uint32, mask uint8) {
+	ids := []uint32{nsid}
+	if nsid == nvme.NSIDBroadcast {
+		ids = c.resvNamespaceIDs()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.resv.masks == nil {
 		c.resv.masks = map[uint32]uint8{}
 	}
-	if nsid != nvme.NSIDBroadcast {
-		c.resv.masks[nsid] = mask
-		return
-	}
-	for _, id := range c.Subsystem.NamespaceIDs() {
+	for _, id := range ids {
 		c.resv.masks[id] = mask
 	}
+}
+
+// resvNamespaceIDs lists the namespaces the controller sees that have
+// reservations.
+func (c *Controller) resvNamespaceIDs() []uint32 {
+	var ids []uint32
+	for _, id := range c.visibleNamespaceIDs() {
+		if ns := c.visibleNamespace(id); ns != nil && ns.ReservationsEnabled() {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }
 
 func (c *Controller) resvMask(nsid uint32) uint8 {
@@ -778,9 +800,10 @@ func (ns *Namespace) reservationCaps() uint8 {
 	return caps
 }
 
-// resvFeatureNS is the namespace a reservation feature names, or a status.
+// resvFeatureNS is the namespace a reservation feature names, or a status:
+// one hidden from the host is not there for it.
 func resvFeatureNS(q *Queue, r *Request) (*Namespace, nvme.Status) {
-	ns := q.ctrl.Subsystem.Namespace(r.Cmd.NSID())
+	ns := q.ctrl.visibleNamespace(r.Cmd.NSID())
 	if ns == nil {
 		return nil, nvme.StatusInvalidNamespace | nvme.DNR
 	}

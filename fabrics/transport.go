@@ -14,6 +14,9 @@ type QueueTransport interface {
 	Disconnect()
 	// Peer is the host's address, for logs.
 	Peer() string
+	// TRType is the transport's TRTYPE (nvme.TransportRDMA,
+	// nvme.TransportTCP): what Identify and the error log answer.
+	TRType() uint8
 }
 
 // EventFDer is implemented by transports whose poller sleeps on an eventfd

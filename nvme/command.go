@@ -234,6 +234,18 @@ func (c Command) ConnectSQSize() uint16 { return binary.LittleEndian.Uint16(c[co
 // ConnectCAttr holds the connect attributes (bit 2: SQ flow control disable).
 func (c Command) ConnectCAttr() uint8 { return c[connectCAttr] }
 
+// SetConnectCAttr sets the connect attributes.
+func (c Command) SetConnectCAttr(a uint8) { c[connectCAttr] = a }
+
+// ConnectSQFlowDisable is the CATTR bit by which the host disables SQ flow
+// control: completions then carry no SQ head, and over TCP a read's last
+// C2HData PDU may complete it (the SUCCESS flag).
+const ConnectSQFlowDisable = 1 << 2
+
+// SQHDFlowDisabled is the SQHD of a Connect response that disabled SQ flow
+// control.
+const SQHDFlowDisabled = 0xffff
+
 // ConnectKATO is the keep alive timeout in milliseconds (admin queue only).
 func (c Command) ConnectKATO() uint32 { return binary.LittleEndian.Uint32(c[connectKATO:]) }
 

@@ -113,6 +113,9 @@ type ErrorLogEntry struct {
 	Status Status
 	LBA    uint64
 	NSID   uint32
+	// Transport is the TRTYPE of the transport that saw the error
+	// (TransportRDMA when 0).
+	Transport uint8
 }
 
 // Encode writes the entry into b (at least ErrorLogEntrySize bytes).
@@ -127,7 +130,10 @@ func (e *ErrorLogEntry) Encode(b []byte) {
 	le.PutUint16(b[errParamLoc:], errParamLocNone)
 	le.PutUint64(b[errLBA:], e.LBA)
 	le.PutUint32(b[errNSID:], e.NSID)
-	b[errTransport] = TransportRDMA
+	b[errTransport] = e.Transport
+	if e.Transport == 0 {
+		b[errTransport] = TransportRDMA
+	}
 }
 
 // The Changed Namespace List holds up to ChangedNSMax IDs; past that its

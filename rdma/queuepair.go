@@ -450,6 +450,9 @@ func (qp *QueuePair) kick() {
 // Peer implements fabrics.QueueTransport.
 func (qp *QueuePair) Peer() string { return qp.peer }
 
+// TRType implements fabrics.QueueTransport.
+func (qp *QueuePair) TRType() uint8 { return nvme.TransportRDMA }
+
 // Disconnect implements fabrics.QueueTransport: it starts an orderly
 // teardown from any goroutine.
 func (qp *QueuePair) Disconnect() {

@@ -16,13 +16,16 @@ func BenchmarkIO(b *testing.B) {
 		size   int
 		write  bool
 		digest bool
+		cattr  uint8 // nvme.ConnectSQFlowDisable: reads end with SUCCESS
 	}{
-		{"read-4k", 4 << 10, false, false},
-		{"write-4k", 4 << 10, true, false},
-		{"read-128k", 128 << 10, false, false},
-		{"write-128k", 128 << 10, true, false},
-		{"read-128k-digests", 128 << 10, false, true},
-		{"write-128k-digests", 128 << 10, true, true},
+		{"read-4k", 4 << 10, false, false, 0},
+		{"read-4k-success", 4 << 10, false, false, nvme.ConnectSQFlowDisable},
+		{"write-4k", 4 << 10, true, false, 0},
+		{"read-128k", 128 << 10, false, false, 0},
+		{"read-128k-success", 128 << 10, false, false, nvme.ConnectSQFlowDisable},
+		{"write-128k", 128 << 10, true, false, 0},
+		{"read-128k-digests", 128 << 10, false, true, 0},
+		{"write-128k-digests", 128 << 10, true, true, 0},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			tg, p, _ := testTarget(b)
@@ -31,6 +34,7 @@ func BenchmarkIO(b *testing.B) {
 			admin.icreq(bc.digest, bc.digest)
 			admin.connectAdmin(testNQN)
 			h := pair(b, l)
+			h.cattr = bc.cattr
 			h.icreq(bc.digest, bc.digest)
 			if st := h.connectIO(testNQN, admin.cntl, true); st != 0 {
 				b.Fatalf("I/O connect: %v", st)
@@ -59,6 +63,9 @@ func BenchmarkIO(b *testing.B) {
 				if st != 0 {
 					b.Fatal(st)
 				}
+			}
+			if bc.cattr != 0 && !bc.write && h.successes < b.N {
+				b.Fatalf("%d of %d reads completed by SUCCESS", h.successes, b.N)
 			}
 		})
 	}

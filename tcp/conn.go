@@ -253,6 +253,9 @@ func (c *Conn) EventFD() int { return c.efd }
 // Peer implements fabrics.QueueTransport.
 func (c *Conn) Peer() string { return c.peer }
 
+// TRType implements fabrics.QueueTransport.
+func (c *Conn) TRType() uint8 { return nvme.TransportTCP }
+
 // Disconnect implements fabrics.QueueTransport: it stops the poller, which
 // tears the connection down. Any goroutine may call it.
 func (c *Conn) Disconnect() {

@@ -120,6 +120,10 @@ type testHost struct {
 	pad    [256]byte
 	err    error // of the first failed write
 	rsp    [nvme.CompletionSize]byte
+	cattr  uint8 // Connect attributes: nvme.ConnectSQFlowDisable
+	// successes counts the commands a C2HData with the SUCCESS flag
+	// completed, without a CapsuleResp.
+	successes int
 }
 
 func newTestHost(t testing.TB, c net.Conn) *testHost { return &testHost{t: t, c: c} }
@@ -318,6 +322,17 @@ func (h *testHost) tryExec(cmd nvme.Command, inline, write, read []byte) (nvme.C
 				off, n = off+k, n-k
 			}
 		case TypeC2HData:
+			if hh.Flags()&FlagDataSuccess == 0 {
+				continue
+			}
+			if hh.Flags()&FlagDataLast == 0 || hh.CID() != h.cid {
+				return nil, errors.New("SUCCESS on a C2HData that is not the command's last")
+			}
+			h.successes++
+			clear(h.rsp[:])
+			rsp := nvme.Completion(h.rsp[:])
+			rsp.Set(0, 0, 0, h.cid, 0)
+			return rsp, nil
 		case TypeCapsuleRsp:
 			copy(h.rsp[:], hh.Response())
 			rsp := nvme.Completion(h.rsp[:])
@@ -354,6 +369,7 @@ func (h *testHost) connectAdmin(subnqn string) {
 	h.t.Helper()
 	c := newCmd(nvme.OpFabrics)
 	c.SetConnect(0, 31, 0)
+	c.SetConnectCAttr(h.cattr)
 	c.SGL().SetOffset(nvme.SGLDataBlockOffset, 0, nvme.ConnectDataSize)
 	rsp := h.exec(c, connectData(subnqn, 0xffff), nil, nil)
 	if rsp.Status() != 0 {
@@ -382,6 +398,7 @@ func (h *testHost) connectIO(subnqn string, cntl uint16, inline bool) nvme.Statu
 	h.t.Helper()
 	c := newCmd(nvme.OpFabrics)
 	c.SetConnect(1, 127, 0)
+	c.SetConnectCAttr(h.cattr)
 	d := connectData(subnqn, cntl)
 	if inline {
 		c.SGL().SetOffset(nvme.SGLDataBlockOffset, 0, nvme.ConnectDataSize)

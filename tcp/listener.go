@@ -55,16 +55,15 @@ func portStats(id uint16) *PortStats {
 var (
 	poolOnce   sync.Once
 	sharedPool *Pool
-	poolBytes  int64 = DefaultPoolBytes
 )
 
-// SetPoolBytes sets the size of the buffer pool every TCP port shares,
-// before the first port listens.
-func SetPoolBytes(n int64) { poolBytes = n }
+// SetPoolBytes sets the size of the buffer pool every TCP port shares
+// (tcp.buffer_pool).
+func SetPoolBytes(n int64) { SharedPool().SetLimit(n) }
 
 // SharedPool is the buffer pool of the daemon's TCP ports.
 func SharedPool() *Pool {
-	poolOnce.Do(func() { sharedPool = NewPool(poolBytes) })
+	poolOnce.Do(func() { sharedPool = NewPool(DefaultPoolBytes) })
 	return sharedPool
 }
 

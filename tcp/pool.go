@@ -11,7 +11,7 @@ import (
 // lent out at once. A command the pool cannot serve waits for a buffer to
 // come back, on any connection, and never fails.
 type Pool struct {
-	limit int64
+	limit atomic.Int64
 	used  atomic.Int64
 	sizes [numClasses]sync.Pool // *[]byte of each class
 
@@ -35,7 +35,17 @@ const DefaultPoolBytes = 64 << 20
 
 // NewPool makes a pool of limit bytes (at least MaxBuffer).
 func NewPool(limit int64) *Pool {
-	return &Pool{limit: max(limit, MaxBuffer)}
+	p := &Pool{}
+	p.SetLimit(limit)
+	return p
+}
+
+// SetLimit resizes the pool to limit bytes (at least MaxBuffer). Buffers
+// lent stay lent; a larger pool wakes the commands waiting for one.
+func (p *Pool) SetLimit(limit int64) {
+	if p.limit.Swap(max(limit, MaxBuffer)) < limit && p.waiters.Load() > 0 {
+		p.wakeWaiters()
+	}
 }
 
 // class is the size class of an n-byte buffer.
@@ -51,7 +61,7 @@ func class(n uint32) int {
 func (p *Pool) get(n uint32) *[]byte {
 	c := class(n)
 	size := int64(1) << (c + minClassShift)
-	if used := p.used.Add(size); used > p.limit {
+	if used := p.used.Add(size); used > p.limit.Load() {
 		p.used.Add(-size)
 		return nil
 	} else if used > p.lentPeak.Load() {
@@ -120,4 +130,4 @@ func (p *Pool) Lent() int64 { return p.used.Load() }
 func (p *Pool) Peak() int64 { return p.lentPeak.Load() }
 
 // Limit is the pool's size.
-func (p *Pool) Limit() int64 { return p.limit }
+func (p *Pool) Limit() int64 { return p.limit.Load() }

@@ -4,6 +4,7 @@ import (
 	"unsafe"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"golang.org/x/sys/unix"
 )
 
@@ -133,13 +134,19 @@ func (c *Conn) sendR2T(r *request) {
 }
 
 // Complete implements fabrics.QueueTransport: a read's data goes in one
-// C2HData PDU, then the response. The SUCCESS flag, which would spare
-// the response, is allowed only with SQ flow control disabled, which the
-// Linux host does not ask for by default: every command gets a CapsuleResp.
+// C2HData PDU, then the response. Where the host disabled SQ flow control
+// at Connect, a read that succeeded with nothing in its completion's
+// result has the SUCCESS flag on its C2HData instead of a response, as on
+// the Linux target: the specification allows it only there, since the
+// response would carry the SQ head.
 func (c *Conn) Complete(fr *fabrics.Request) {
 	r := &c.reqs[fr.Tag]
 	if r.Dir == fabrics.DirCtrlToHost && r.Status() == 0 && r.Len > 0 {
-		c.queueC2HData(r)
+		if c.fq.SQFlowControlDisabled() && nvme.Completion(r.Rsp).Result() == 0 {
+			c.queueC2HData(r, FlagDataSuccess, r)
+			return
+		}
+		c.queueC2HData(r, 0, nil)
 	}
 	hd := c.hdgst()
 	PutCommon(r.rsp[:], TypeCapsuleRsp, c.flags(false), CapsuleRspHLen, 0, uint32(CapsuleRspHLen+hd))
@@ -147,7 +154,9 @@ func (c *Conn) Complete(fr *fabrics.Request) {
 	c.tx.queue(r.rsp[:CapsuleRspHLen+hd], r)
 }
 
-func (c *Conn) queueC2HData(r *request) {
+// queueC2HData queues r's data in one C2HData PDU with flags added to
+// LAST_PDU; owner, if set, is released once its last byte is sent.
+func (c *Conn) queueC2HData(r *request, flags uint8, owner *request) {
 	hd := c.hdgst()
 	hlen := DataHdrSize + hd
 	pdo := (hlen + c.hpdaAlign - 1) / c.hpdaAlign * c.hpdaAlign
@@ -155,14 +164,16 @@ func (c *Conn) queueC2HData(r *request) {
 	if c.lim.DataDigest {
 		dd = DigestSize
 	}
-	PutCommon(r.dataHdr[:], TypeC2HData, c.flags(true)|FlagDataLast, DataHdrSize, uint8(pdo), uint32(pdo)+r.Len+uint32(dd))
+	PutCommon(r.dataHdr[:], TypeC2HData, c.flags(true)|FlagDataLast|flags, DataHdrSize, uint8(pdo), uint32(pdo)+r.Len+uint32(dd))
 	PutData(r.dataHdr[:], r.Cmd.CID(), 0, 0, r.Len)
 	c.putHeaderDigest(r.dataHdr[:], DataHdrSize)
 	c.tx.queue(r.dataHdr[:hlen], nil)
 	c.tx.queue(c.zeros[:pdo-hlen], nil)
-	c.tx.queue(r.Data[:r.Len], nil)
-	if dd > 0 {
-		PutDigest(r.ddgst[:], Digest(r.Data[:r.Len]))
-		c.tx.queue(r.ddgst[:], nil)
+	if dd == 0 {
+		c.tx.queue(r.Data[:r.Len], owner)
+		return
 	}
+	c.tx.queue(r.Data[:r.Len], nil)
+	PutDigest(r.ddgst[:], Digest(r.Data[:r.Len]))
+	c.tx.queue(r.ddgst[:], owner)
 }

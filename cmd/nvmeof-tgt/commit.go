@@ -302,6 +302,10 @@ func (c *change) applyDaemonSettings() {
 		c.log.Warn("rdma: buffer pool, shared receive queue and poller CPUs are set up at start; the change takes effect at restart")
 		c.applied.RDMA = c.cur.RDMA
 	}
+	if c.next.TCP != c.cur.TCP && c.cur.TCP.BufferPool != 0 {
+		c.log.WithField("buffer_pool", int64(c.cur.TCP.BufferPool)).Warn("tcp.buffer_pool: the TCP buffer pool is sized at start; the change takes effect at restart")
+		c.applied.TCP = c.cur.TCP
+	}
 	if c.next.IOEngine != c.cur.IOEngine && c.cur.IOEngine != "" {
 		c.log.WithField("io_engine", c.cur.IOEngine).Warn("io_engine: the new engine takes effect at restart")
 		c.applied.IOEngine = c.cur.IOEngine

@@ -88,10 +88,13 @@ func start(cfg *config.Config, logger *logrus.Logger) (*daemon, error) {
 	d := &daemon{
 		logger: logger, log: log, target: fabrics.NewTarget(log),
 		// Everything but logging and the socket counts as a change.
-		cfg:       &config.Config{Log: cfg.Log, Control: cfg.Control, StateFile: cfg.StateFile, RDMA: cfg.RDMA, IOEngine: cfg.IOEngine, Gateway: cfg.Gateway},
+		cfg:       &config.Config{Log: cfg.Log, Control: cfg.Control, StateFile: cfg.StateFile, RDMA: cfg.RDMA, TCP: cfg.TCP, IOEngine: cfg.IOEngine, Gateway: cfg.Gateway},
 		listeners: map[uint16]portListener{},
 		sd:        &notifier{clock: monotonic}, clock: monotonic,
 		resvDir: reservationDir(cfg.StateFile),
+	}
+	if n := cfg.TCP.BufferPool; n > 0 { // 0: a configuration without defaults (tests)
+		tcp.SetPoolBytes(int64(n))
 	}
 	engine, err := chooseEngine(cfg.IOEngine, log)
 	if err != nil {

@@ -1,10 +1,11 @@
 # NVMe/TCP, no RDMA on the host's side: the Linux host's nvme-tcp against
 # our TCP ports. Discovery over TCP on 8009 (a referral to 4420) and on
 # 4420 (the subsystem's record: trtype tcp, sectype none); a connect with
-# header and data digests and a fio write and verify pass on a file
-# namespace through it. Then the same subsystem also over the RDMA port:
-# native multipath makes one namespace of the two paths, and I/O with
-# the round-robin policy goes through both.
+# header and data digests and SQ flow control disabled (reads then end
+# with the SUCCESS flag on their C2HData, no CapsuleResp) and a fio write
+# and verify pass on a file namespace through it. Then the same subsystem
+# also over the RDMA port: native multipath makes one namespace of the two
+# paths, and I/O with the round-robin policy goes through both.
 daemon_only "NVMe/TCP ports of nvmeof-tgt"
 modprobe nvme-tcp || fail "modprobe nvme-tcp"
 nqn=nqn.2026-11.io.example:tcp
@@ -36,7 +37,8 @@ grep -q "trtype: *tcp" <<<"$rec" || fail "the subsystem's record is not trtype t
 grep -q "sectype: *none" <<<"$rec" || fail "the subsystem's record has a security type: $rec"
 echo "ok: discovery over TCP lists $nqn as trtype tcp, sectype none"
 
-nvme connect -t tcp -a "$ADDR" -s 4420 -n "$nqn" --hdr-digest --data-digest >&2 || fail "nvme connect over TCP with digests"
+nvme connect -t tcp -a "$ADDR" -s 4420 -n "$nqn" --hdr-digest --data-digest --disable-sqflow >&2 ||
+	fail "nvme connect over TCP with digests and SQ flow control disabled"
 dev=$(wait_dev "$nqn")
 ct=$(ctrl_of "$nqn")
 assert_eq "the controller's transport" "$(cat "/sys/class/nvme/$ct/transport")" tcp
@@ -57,6 +59,8 @@ fio_ok write-verify --rw=randwrite --do_verify=1 "${common[@]}"
 assert_eq "TCP connections of port 2 (admin and I/O queues)" "$(metric nvmeof_tgt_tcp_connections 'port="2"')" "$(($(nproc) + 1))"
 assert_eq "data digest errors" "$(metric nvmeof_tgt_tcp_data_digest_errors_total 'port="2"')" 0
 assert_eq "C2HTermReqs" "$(metric nvmeof_tgt_tcp_term_requests_total 'port="2"')" 0
+assert_eq "TCP queues connected with SQ flow control disabled" \
+	"$(grep "queue connected" "$RESULTS/$SCENARIO-target.log" | grep -c "sq_flow_control=disabled")" "$(($(nproc) + 1))"
 
 # The RDMA path beside it: one namespace, two paths.
 connect_at "$ADDR" "$nqn" >/dev/null

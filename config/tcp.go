@@ -1,0 +1,28 @@
+package config
+
+// TCP sizes the NVMe/TCP transport's shared resources. They are set up
+// when the daemon starts; a reload that changes them takes effect at
+// restart.
+type TCP struct {
+	// BufferPool is the data buffer memory every TCP port shares
+	// (default DefaultTCPBufferPool): what bounds the data in flight over
+	// TCP, not the number of connections.
+	BufferPool Size `yaml:"buffer_pool"`
+}
+
+// DefaultTCPBufferPool is the TCP ports' shared data buffers: 64
+// transfers of 1 MiB, or 16384 of 4 KiB, in flight at once.
+const DefaultTCPBufferPool = 64 << 20
+
+func (t *TCP) applyDefaults() {
+	if t.BufferPool == 0 {
+		t.BufferPool = DefaultTCPBufferPool
+	}
+}
+
+func (v *validator) tcp(t TCP) {
+	const mib = 1 << 20
+	if t.BufferPool < mib || t.BufferPool > maxBufferPool || t.BufferPool%mib != 0 {
+		v.add("tcp.buffer_pool", "%d bytes: want a whole number of MiB from 1MiB to 64GiB", int64(t.BufferPool))
+	}
+}

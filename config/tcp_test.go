@@ -1,0 +1,49 @@
+package config
+
+import "testing"
+
+// tcp.buffer_pool: 64 MiB when left out, read as a size, and -check
+// names the field of a value out of range.
+func TestTCPBufferPool(t *testing.T) {
+	c, err := Parse([]byte(`
+ports: [{id: 1, transport: tcp, address: 10.0.0.1}]
+subsystems: [{nqn: "nqn.2026-11.io.example:a", allow_any_host: true}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.TCP.BufferPool != 64<<20 {
+		t.Fatalf("default tcp.buffer_pool %d, want 64MiB", c.TCP.BufferPool)
+	}
+	c, err = Parse([]byte(`
+tcp: {buffer_pool: 256MiB}
+ports: [{id: 1, transport: tcp, address: 10.0.0.1}]
+subsystems: [{nqn: "nqn.2026-11.io.example:a", allow_any_host: true}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.TCP.BufferPool != 256<<20 {
+		t.Fatalf("tcp.buffer_pool %d, want 256MiB", c.TCP.BufferPool)
+	}
+	for _, tc := range []struct {
+		size Size
+		want string
+	}{
+		{512 << 10, "tcp.buffer_pool: 524288 bytes: want a whole number of MiB from 1MiB to 64GiB"},
+		{3<<20 + 1, "tcp.buffer_pool: 3145729 bytes: want a whole number of MiB from 1MiB to 64GiB"},
+		{65 << 30, "tcp.buffer_pool: 69793218560 bytes: want a whole number of MiB from 1MiB to 64GiB"},
+		{1 << 20, ""},
+		{64 << 30, ""},
+	} {
+		c := validConfig()
+		c.TCP.BufferPool = tc.size
+		err := c.Validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%d bytes rejected: %v", tc.size, err)
+		case tc.want != "" && (err == nil || err.Error() != tc.want):
+			t.Errorf("%d bytes: got %v, want %s", tc.size, err, tc.want)
+		}
+	}
+}
