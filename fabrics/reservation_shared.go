@@ -72,5 +72,58 @@ func (ns *Namespace) publishLoaded(st ReservationState) {
 		}
 	}
 	next.Registrants = slices.Clone(st.Registrants)
-	ns.resv.snap.Store(&next)
+	ns.publishResv(next)
+}
+
+// publishResv publishes next with the namespace's unavailable switch,
+// which SetReservationUnavailable flips without the mutex: whichever of
+// the two swaps the pointer last read the switch after the other set it.
+func (ns *Namespace) publishResv(next resvSnapshot) {
+	rs := &ns.resv
+	for {
+		cur := rs.snap.Load()
+		next.unavailable = rs.unavailable.Load()
+		if rs.snap.CompareAndSwap(cur, &next) {
+			return
+		}
+	}
+}
+
+// SetReservationUnavailable turns the namespace's I/O and reservation
+// commands away with ANA Transition, a path error the host retries on
+// another path, or lets them through again. A daemon that cannot read the
+// shared reservation state sets it: the state it enforces may be stale.
+// It does not wait for a reservation command in progress.
+func (ns *Namespace) SetReservationUnavailable(on bool) {
+	rs := &ns.resv
+	if rs.unavailable.Swap(on) == on {
+		return
+	}
+	for {
+		cur := rs.snap.Load()
+		var next resvSnapshot
+		if cur != nil {
+			next = *cur
+		}
+		next.unavailable = rs.unavailable.Load()
+		if rs.snap.CompareAndSwap(cur, &next) {
+			return
+		}
+	}
+}
+
+// ReservationUnavailable reports what SetReservationUnavailable set.
+func (ns *Namespace) ReservationUnavailable() bool { return ns.resv.unavailable.Load() }
+
+// TryReloadReservation is ReloadReservation unless a reservation change
+// is running (it holds the namespace's mutex, maybe waiting on another
+// daemon): it then reports false and does nothing, and the change itself
+// learns the new state from its store.
+func (ns *Namespace) TryReloadReservation() (bool, error) {
+	rs := &ns.resv
+	if !rs.mu.TryLock() {
+		return false, nil
+	}
+	defer rs.mu.Unlock()
+	return true, ns.reloadLocked()
 }

@@ -106,3 +106,32 @@ func TestResvSharedStore(t *testing.T) {
 		t.Fatalf("stored after b's unregister: %+v", st)
 	}
 }
+
+// TestResvUnavailable: a namespace whose shared state cannot be read
+// turns I/O and reservation commands away with a path error, through
+// whatever publishes meanwhile, until it is available again.
+func TestResvUnavailable(t *testing.T) {
+	m := &sharedMedium{}
+	tg, p := restartWith(t, &sharedView{m: m})
+	a := resvHost(t, tg, p, 1)
+	ns := tg.Subsystem(testNQN).Namespace(1)
+	blk := make([]byte, 512)
+	must(t, "a registers", a.resvRegister(nvme.ResvRegister, false, 0, 0, 0xa))
+
+	ns.SetReservationUnavailable(true)
+	wantStatus(t, "a write while unavailable", a.rw(nvme.IOWrite, 1, 0, 1, blk, false), nvme.StatusANATransition)
+	wantStatus(t, "a read while unavailable", a.rw(nvme.IORead, 1, 0, 1, blk, false), nvme.StatusANATransition)
+	wantStatus(t, "an acquire while unavailable", a.resvAcquire(nvme.ResvAcquire, nvme.ResvWriteExclusive, 0xa, 0), nvme.StatusANATransition)
+	// A reload publishes a new snapshot: the switch stays.
+	if err := ns.ReloadReservation(); err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, "a write after a reload while unavailable", a.rw(nvme.IOWrite, 1, 0, 1, blk, false), nvme.StatusANATransition)
+
+	ns.SetReservationUnavailable(false)
+	must(t, "a write once available", a.rw(nvme.IOWrite, 1, 0, 1, blk, false))
+	must(t, "an acquire once available", a.resvAcquire(nvme.ResvAcquire, nvme.ResvWriteExclusive, 0xa, 0))
+	if ns.ReservationUnavailable() {
+		t.Fatal("ReservationUnavailable after it was turned off")
+	}
+}
