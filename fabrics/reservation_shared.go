@@ -2,7 +2,10 @@ package fabrics
 
 import (
 	"errors"
+	"io"
 	"slices"
+
+	"github.com/sirupsen/logrus"
 )
 
 // SharedReservationStore is a ReservationStore that other daemons serving
@@ -126,4 +129,18 @@ func (ns *Namespace) TryReloadReservation() (bool, error) {
 	}
 	defer rs.mu.Unlock()
 	return true, ns.reloadLocked()
+}
+
+// CloseReservationStore closes the namespace's store if it is an
+// io.Closer (a shared store stops refreshing), before its backend closes.
+func (ns *Namespace) CloseReservationStore(log *logrus.Entry) {
+	ns.resv.mu.Lock()
+	c, ok := ns.resv.store.(io.Closer)
+	ns.resv.mu.Unlock()
+	if !ok {
+		return
+	}
+	if err := c.Close(); err != nil {
+		log.WithError(err).Warn("closing the namespace's reservation store")
+	}
 }
