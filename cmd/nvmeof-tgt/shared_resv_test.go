@@ -237,9 +237,17 @@ func TestSharedResvPeerApplies(t *testing.T) {
 	b, eb := resvDaemon(t, path, 1, clock, time.Second)
 	b.tick()
 	clock.onSleep = b.tick // the peer refreshes while a waits
+	clock.limit = clock.Now().Add(10 * a.timeout)
 	start := clock.Now()
-	if err := ea.change(register(1, 0xa)); err != nil {
-		t.Fatal(err)
+	done := make(chan error, 1)
+	go func() { done <- ea.change(register(1, 0xa)) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-clock.stuck:
+		t.Fatal("the change still waits after 10T for a peer that refreshes")
 	}
 	if took := clock.Now().Sub(start); took >= 2*a.timeout {
 		t.Fatalf("the change took %v with the peer refreshing; want less than 2T", took)
@@ -407,5 +415,58 @@ func TestSharedResvStaleDaemon(t *testing.T) {
 	}
 	if st := eb.state(); len(st.Registrants) != 2 || st.Generation != 2 {
 		t.Fatalf("after both changes: %+v", st)
+	}
+}
+
+// TestSharedResvLateOverwrite: a record the peer wrote over ours at our
+// sequence number, after the last look while waiting for it, is found
+// when the record is read back: the change is computed again on it, not
+// reported done while the record holds the peer's alone.
+func TestSharedResvLateOverwrite(t *testing.T) {
+	path := resvArea(t)
+	clock := newTestClock()
+	a, ea := resvDaemon(t, path, 0, clock, time.Second)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	peers, err := encodeRecord(record{id: recordID{seq: 1, writer: 1},
+		st: fabrics.ReservationState{Generation: 1, Registrants: []fabrics.Registrant{{HostID: [16]byte{2}, Key: 0xb}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The peer's heartbeat never moves; its record lands on a's last
+	// wait, after a's last look at the record.
+	wrote := false
+	end := clock.Now().Add(2 * a.timeout)
+	clock.onSleep = func() {
+		if !wrote && !clock.Now().Add(a.period()/5).Before(end) {
+			wrote = true
+			if _, err := f.WriteAt(peers, a.base); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	clock.limit = clock.Now().Add(10 * a.timeout)
+	done := make(chan error, 1)
+	go func() { done <- ea.change(register(1, 0xa)) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-clock.stuck:
+		t.Fatal("the change still waits after 10T")
+	}
+	if !wrote {
+		t.Fatal("the peer's record was never written")
+	}
+	st, err := a.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Registrants) != 2 || len(ea.state().Registrants) != 2 {
+		t.Fatalf("record %+v, enforced %+v: want both registrations", st, ea.state())
 	}
 }
