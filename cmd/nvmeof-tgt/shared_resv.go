@@ -25,7 +25,8 @@ import (
 // blocks:
 //
 //	0      the record: the reservation state, its sequence number (one
-//	       more on every write) and the slot of the daemon that wrote it
+//	       more on every write), the slot of the daemon that wrote it,
+//	       and the record it was written on
 //	1+slot each daemon's heartbeat: a counter it bumps every refresh and
 //	       the record it enforces
 //
@@ -50,7 +51,7 @@ var (
 
 // resvTimeout is T: a daemon whose refreshes have failed for T refuses
 // the namespace's I/O, and a peer whose heartbeat has not moved for 2T
-// has stopped serving. Refreshes run every T/4. Tests shorten it.
+// has stopped serving. Refreshes run every T/4. Tests shorten a store's.
 var resvTimeout = time.Second
 
 // recordID names one write of the record.
@@ -106,12 +107,14 @@ type sharedResvStore struct {
 	last      []byte   // that record's bytes, written back over an older one
 	lastRead  time.Time
 
-	// The refresher's own (run).
-	beats  uint64
-	lastOK time.Time
-	ns     resvNamespace
-	stop   chan struct{}
-	done   chan struct{}
+	// The refresher's own (tick).
+	beats   uint64
+	failing bool
+	// lastOK is when a refresh last succeeded (Unix ns), for watch.
+	lastOK  atomic.Int64
+	ns      resvNamespace
+	stop    chan struct{}
+	running sync.WaitGroup
 }
 
 func (s *sharedResvStore) SharedReservations() {}
@@ -416,7 +419,7 @@ func (s *sharedResvStore) awaitPeer(mine recordID) error {
 		}
 		if s.clock.Now().Sub(lastMove) >= 2*s.timeout {
 			s.log.WithFields(logrus.Fields{"record": mine.String(), "peer_slot": peer}).
-				Warn("the other daemon's heartbeat has not moved for 2T: it has stopped serving; the reservation change completes without it")
+				Warn("the other daemon's heartbeat has not moved for twice the timeout: it has stopped serving; the reservation change completes without it")
 			return nil
 		}
 		if b, err := s.readBlock(0); err == nil {
@@ -453,41 +456,57 @@ func (s *sharedResvStore) refresh() error {
 	return nil
 }
 
-// tick runs one refresh and turns the namespace away while refreshes
-// have failed for T: what it enforces may be stale by then.
+// tick runs one refresh; a success serves the namespace again.
 func (s *sharedResvStore) tick() {
-	err := s.refresh()
-	now := s.clock.Now()
-	switch {
-	case err == nil:
-		s.lastOK = now
-		if s.ns.ReservationUnavailable() {
-			s.log.Info("the shared reservation record reads again; the namespace serves I/O")
-			s.ns.SetReservationUnavailable(false)
+	if err := s.refresh(); err != nil {
+		if !s.failing {
+			s.log.WithError(err).Warn("refreshing the shared reservation record failed; retrying")
 		}
-	case now.Sub(s.lastOK) >= s.timeout && !s.ns.ReservationUnavailable():
-		s.log.WithError(err).Error("the shared reservation record has not been read for T; the namespace answers ANA Transition until it reads again")
+		s.failing = true
+		return
+	}
+	s.failing = false
+	s.lastOK.Store(s.clock.Now().UnixNano())
+	if s.ns.ReservationUnavailable() {
+		s.log.Info("the shared reservation record reads again; the namespace serves I/O")
+		s.ns.SetReservationUnavailable(false)
+	}
+}
+
+// watch turns the namespace away once no refresh has succeeded for T:
+// what it enforces may be stale by then. It runs beside the refreshes,
+// which a device that stopped answering holds up.
+func (s *sharedResvStore) watch() {
+	since := s.clock.Now().Sub(time.Unix(0, s.lastOK.Load()))
+	if since >= s.timeout && !s.ns.ReservationUnavailable() {
+		s.log.WithFields(logrus.Fields{"since": since, "timeout": s.timeout}).
+			Error("the shared reservation record has not been refreshed within the timeout; the namespace answers ANA Transition until a refresh succeeds")
 		s.ns.SetReservationUnavailable(true)
 	}
 }
 
-// start begins refreshing for ns, which has the store set.
+// start begins refreshing for ns, which has the store set, and watching
+// the refreshes.
 func (s *sharedResvStore) start(ns resvNamespace) {
-	s.ns, s.lastOK = ns, s.clock.Now()
-	s.stop, s.done = make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(s.done)
+	s.ns = ns
+	s.lastOK.Store(s.clock.Now().UnixNano())
+	s.stop = make(chan struct{})
+	s.running.Add(2)
+	every := func(f func()) {
+		defer s.running.Done()
 		t := time.NewTicker(s.period())
 		defer t.Stop()
 		for {
-			s.tick()
+			f()
 			select {
 			case <-s.stop:
 				return
 			case <-t.C:
 			}
 		}
-	}()
+	}
+	go every(s.tick)
+	go every(s.watch)
 }
 
 // Close stops the refresher, then closes the device: the peer's changes
@@ -495,7 +514,7 @@ func (s *sharedResvStore) start(ns resvNamespace) {
 func (s *sharedResvStore) Close() error {
 	if s.stop != nil {
 		close(s.stop)
-		<-s.done
+		s.running.Wait()
 		s.stop = nil
 	}
 	return s.dev.Close()

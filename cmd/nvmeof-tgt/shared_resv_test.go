@@ -172,7 +172,8 @@ func resvDaemon(t *testing.T, path string, slot int, clock resvClock, timeout ti
 	if e.st, err = s.Load(); err != nil {
 		t.Fatal(err)
 	}
-	s.ns, s.lastOK = e, s.clock.Now()
+	s.ns = e
+	s.lastOK.Store(s.clock.Now().UnixNano())
 	t.Cleanup(func() { s.Close() })
 	return s, e
 }
@@ -297,20 +298,29 @@ func TestSharedResvUnavailable(t *testing.T) {
 	for range 3 {
 		clock.advance(a.period())
 		a.tick()
+		a.watch()
 		if ea.ReservationUnavailable() {
-			t.Fatalf("unavailable %v after the reads began to fail; want T", clock.Now().Sub(a.lastOK))
+			t.Fatalf("unavailable %v after the reads began to fail; want T", 3*a.period())
 		}
 	}
 	clock.advance(a.period())
 	a.tick()
+	a.watch()
 	if !ea.ReservationUnavailable() {
 		t.Fatal("still available after T of failed reads")
 	}
 	dev.fail.Store(false)
 	clock.advance(a.period())
 	a.tick()
+	a.watch()
 	if ea.ReservationUnavailable() {
 		t.Fatal("still unavailable after a read succeeded")
+	}
+	// A read that never returns holds up the refresher, not the watch.
+	clock.advance(a.timeout)
+	a.watch()
+	if !ea.ReservationUnavailable() {
+		t.Fatal("still available after T without a refresh")
 	}
 }
 
