@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
@@ -133,5 +134,43 @@ func TestResvUnavailable(t *testing.T) {
 	must(t, "an acquire once available", a.resvAcquire(nvme.ResvAcquire, nvme.ResvWriteExclusive, 0xa, 0))
 	if ns.ReservationUnavailable() {
 		t.Fatal("ReservationUnavailable after it was turned off")
+	}
+}
+
+// TestResvTryReload: a refresher's reload passes over a namespace whose
+// reservation change is running (it may wait on the other daemon), and
+// publishes the stored state otherwise.
+func TestResvTryReload(t *testing.T) {
+	m := &sharedMedium{}
+	tg, _ := restartWith(t, &sharedView{m: m})
+	ns := tg.Subsystem(testNQN).Namespace(1)
+	other := &sharedView{m: m}
+	other.Load()
+	if err := other.Store(ReservationState{Generation: 7}); err != nil {
+		t.Fatal(err)
+	}
+	ns.resv.mu.Lock() // a change in progress
+	done := make(chan bool, 1)
+	go func() {
+		ok, err := ns.TryReloadReservation()
+		if err != nil {
+			t.Error(err)
+		}
+		done <- ok
+	}()
+	select {
+	case ok := <-done:
+		if ok {
+			t.Fatal("reloaded while a change held the mutex")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("TryReloadReservation waits behind a change")
+	}
+	ns.resv.mu.Unlock()
+	if ok, err := ns.TryReloadReservation(); !ok || err != nil {
+		t.Fatalf("reload without a change: %v, %v", ok, err)
+	}
+	if g := ns.Reservation().Generation; g != 7 {
+		t.Fatalf("generation %d after the reload; want 7", g)
 	}
 }
