@@ -480,3 +480,61 @@ func TestSharedResvLateOverwrite(t *testing.T) {
 		t.Fatalf("record %+v, enforced %+v: want both registrations", st, ea.state())
 	}
 }
+
+// TestSharedResvOverwritten: the peer wrote its record over ours at our
+// sequence number while its own change waits for us to enforce it: ours
+// is computed again on the peer's at once, rather than both waiting for
+// each other with their heartbeats moving.
+func TestSharedResvOverwritten(t *testing.T) {
+	path := resvArea(t)
+	clock := newTestClock()
+	a, ea := resvDaemon(t, path, 0, clock, time.Second)
+	b, eb := resvDaemon(t, path, 1, clock, time.Second)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	peers, err := encodeRecord(record{id: recordID{seq: 1, writer: 1},
+		st: fabrics.ReservationState{Generation: 1, Registrants: []fabrics.Registrant{{HostID: [16]byte{2}, Key: 0xb}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eb.mu.Lock() // b's change waits for a to enforce its record
+	wrote, bDone := false, false
+	clock.onSleep = func() {
+		if !wrote {
+			wrote = true
+			if _, err := f.WriteAt(peers, a.base); err != nil {
+				t.Error(err)
+			}
+		}
+		a.tick()
+		a.mu.Lock()
+		enforced := a.published
+		a.mu.Unlock()
+		if !bDone && enforced == (recordID{seq: 1, writer: 1}) {
+			bDone = true
+			eb.mu.Unlock()
+		}
+		b.tick()
+	}
+	clock.limit = clock.Now().Add(10 * a.timeout)
+	done := make(chan error, 1)
+	go func() { done <- ea.change(register(1, 0xa)) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-clock.stuck:
+		t.Fatal("a's change and b's still wait for each other after 10T")
+	}
+	st, err := a.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Registrants) != 2 || len(eb.state().Registrants) != 2 {
+		t.Fatalf("record %+v, b enforces %+v: want both registrations", st, eb.state())
+	}
+}
