@@ -108,8 +108,9 @@ type sharedResvStore struct {
 	lastRead  time.Time
 
 	// The refresher's own (tick).
-	beats   uint64
-	failing bool
+	beats     uint64
+	beatsRead bool // beats went on from the block's count
+	failing   bool
 	// lastOK is when a refresh last succeeded (Unix ns), for watch.
 	lastOK  atomic.Int64
 	ns      resvNamespace
@@ -446,6 +447,9 @@ func (s *sharedResvStore) refresh() error {
 			return err
 		}
 	}
+	if err := s.checkOwnBeat(); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	hb := heartbeat{count: s.beats + 1, applied: s.published}
 	s.mu.Unlock()
@@ -453,6 +457,26 @@ func (s *sharedResvStore) refresh() error {
 		return err
 	}
 	s.beats++
+	return nil
+}
+
+// checkOwnBeat reads this daemon's heartbeat block: it goes on from the
+// count a previous run left, and a count it did not write means the
+// other daemon has the same slot, and neither would wait for the other.
+func (s *sharedResvStore) checkOwnBeat() error {
+	b, err := s.readBlock(1 + int(s.slot))
+	if err != nil {
+		return err
+	}
+	hb, err := decodeHeartbeat(b, s.slot)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s: %w", s.name, err)
+	case !s.beatsRead:
+		s.beats, s.beatsRead = hb.count, true
+	case hb.count != s.beats:
+		return fmt.Errorf("%s: another daemon writes the heartbeat of slot %d: set shared_reservations.slot to 0 on one daemon and 1 on the other", s.name, s.slot)
+	}
 	return nil
 }
 

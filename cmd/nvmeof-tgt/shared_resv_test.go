@@ -538,3 +538,30 @@ func TestSharedResvOverwritten(t *testing.T) {
 		t.Fatalf("record %+v, b enforces %+v: want both registrations", st, eb.state())
 	}
 }
+
+// TestSharedResvSameSlot: two daemons given one slot find each other's
+// heartbeat in their block and fail their refreshes, naming the field,
+// rather than each taking the other for stopped; a restarted daemon goes
+// on from its own count.
+func TestSharedResvSameSlot(t *testing.T) {
+	path := resvArea(t)
+	clock := newTestClock()
+	a, _ := resvDaemon(t, path, 0, clock, time.Second)
+	for range 3 {
+		if err := a.refresh(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restarted, _ := resvDaemon(t, path, 0, clock, time.Second)
+	if err := restarted.refresh(); err != nil {
+		t.Fatalf("a restarted daemon's refresh: %v", err)
+	}
+	if restarted.beats != 4 {
+		t.Fatalf("heartbeat count %d after a restart at 3; want 4", restarted.beats)
+	}
+	// a still runs too: both are slot 0.
+	err := a.refresh()
+	if err == nil || !strings.Contains(err.Error(), "shared_reservations.slot") {
+		t.Fatalf("a refresh with another daemon on slot 0: %v", err)
+	}
+}
