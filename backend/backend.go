@@ -126,7 +126,10 @@ type Options struct {
 	BlockSize uint32 // 512 or 4096; block: 0 means take the device's
 	ReadOnly  bool
 	Buffered  bool // file: use the page cache instead of O_DIRECT
-	RBD       RBDOptions
+	// Reserve (block) keeps that many bytes at the device's end out of
+	// the namespace, for the daemon's own records (shared reservations).
+	Reserve int64
+	RBD     RBDOptions
 }
 
 // RBDOptions name a Ceph RBD image and how to reach its cluster.

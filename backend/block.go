@@ -15,7 +15,8 @@ func init() { Register("block", openBlock) }
 // blockBackend serves a namespace from a block device with O_DIRECT.
 type blockBackend struct {
 	fileBackend
-	writeBack bool // the device has a volatile write cache
+	writeBack bool  // the device has a volatile write cache
+	reserve   int64 // bytes at the device's end kept out of Size (Options.Reserve)
 }
 
 func openBlock(opts Options) (Backend, error) {
@@ -54,6 +55,7 @@ func openBlock(opts Options) (Backend, error) {
 	}
 	b := &blockBackend{fileBackend: fileBackend{f: f, fd: fd, blockSize: uint32(lbs), readOnly: opts.ReadOnly, path: opts.Path}}
 	b.writeBack = deviceWriteBack(fd)
+	b.reserve = opts.Reserve
 	if _, err := b.Resize(0); err != nil {
 		f.Close()
 		return nil, err
@@ -61,13 +63,17 @@ func openBlock(opts Options) (Backend, error) {
 	return b, nil
 }
 
-// Resize measures the device (again); the size asked for is ignored.
+// Resize measures the device (again), less the reserved end; the size
+// asked for is ignored.
 func (b *blockBackend) Resize(int64) (int64, error) {
 	var size uint64
 	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(b.fd), unix.BLKGETSIZE64, uintptr(unsafe.Pointer(&size))); e != 0 {
 		return b.size.Load(), fmt.Errorf("%s: BLKGETSIZE64: %w", b.path, e)
 	}
-	n := int64(size) - int64(size)%int64(b.blockSize)
+	n := int64(size) - int64(size)%int64(b.blockSize) - b.reserve
+	if n <= 0 {
+		return b.size.Load(), fmt.Errorf("%s: %d bytes, no more than the %d reserved at its end (shared_reservations)", b.path, size, b.reserve)
+	}
 	b.size.Store(n)
 	return n, nil
 }

@@ -211,6 +211,9 @@ type Namespace struct {
 	// Reservations: the NVMe reservation commands (default on; off, they
 	// answer Invalid Opcode).
 	Reservations Switch `yaml:"reservations,omitempty"`
+	// SharedReservations keeps the reservation on a block device two
+	// daemons serve (shared_reservations.go).
+	SharedReservations SharedReservations `yaml:"shared_reservations,omitempty"`
 
 	QoS QoS `yaml:"qos,omitempty"` // rate limits (qos.go)
 

@@ -256,6 +256,7 @@ func (v *validator) namespace(path string, ns Namespace, nsids map[uint32]bool) 
 	}
 	nsids[ns.NSID] = true
 	ns.QoS.validate(v, path)
+	ns.SharedReservations.validate(v, path, ns)
 	if ns.Backend != "rbd" {
 		for _, f := range []struct {
 			key string

@@ -56,6 +56,9 @@ type resvSnapshot struct {
 	// due to Preempt and Abort.
 	abortGen uint32
 	aborted  [][nvme.HostIDSize]byte
+	// unavailable: the daemon cannot read the shared state, which may
+	// have changed (SetReservationUnavailable); I/O gets a path error.
+	unavailable bool
 }
 
 // reservations is a namespace's reservation engine.
@@ -67,6 +70,9 @@ type reservations struct {
 	// persistent: store is set, read without mu by Identify and the
 	// command checks, which must not wait behind a fence.
 	persistent atomic.Bool
+	// unavailable: SetReservationUnavailable's switch, copied into every
+	// snapshot published (publishResv).
+	unavailable atomic.Bool
 }
 
 func (s *resvSnapshot) registrant(host *[nvme.HostIDSize]byte) int {
@@ -115,6 +121,9 @@ func (q *Queue) resvCheck(r *Request, ns *Namespace, write bool) nvme.Status {
 		return 0
 	}
 	r.resvGen = s.abortGen
+	if s.unavailable {
+		return nvme.StatusANATransition
+	}
 	if s.Type == nvme.ResvNone || !s.conflicts(&q.ctrl.HostID, write) {
 		return 0
 	}
@@ -137,6 +146,9 @@ func (q *Queue) resvAborted(r *Request, s *resvSnapshot) {
 func prepareResv(r *Request, ns *Namespace) nvme.Status {
 	if ns.resv.disabled.Load() {
 		return nvme.StatusInvalidOpcode | nvme.DNR
+	}
+	if s := ns.resv.snap.Load(); s != nil && s.unavailable {
+		return nvme.StatusANATransition
 	}
 	r.blocking = false
 	return 0
@@ -178,7 +190,7 @@ func (ns *Namespace) SetReservationStore(st ReservationStore) error {
 		return err
 	}
 	if state.PTPL || isShared(st) {
-		ns.resv.snap.Store(&resvSnapshot{ReservationState: state})
+		ns.publishResv(resvSnapshot{ReservationState: state})
 	}
 	return nil
 }
@@ -594,8 +606,7 @@ func (s *Subsystem) resvApply(ns *Namespace, change func(resvSnapshot) (resvChan
 			return nvme.StatusCommandInterrupted
 		}
 	}
-	next := ch.next
-	rs.snap.Store(&next)
+	ns.publishResv(ch.next)
 	s.resvNotify(ns.ID, ch.notices)
 	if len(ch.abort) > 0 && !s.resvFence(ns, ch.abort) {
 		// The new state holds; the host may retry to learn the fence is done.

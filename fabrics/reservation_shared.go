@@ -2,7 +2,10 @@ package fabrics
 
 import (
 	"errors"
+	"io"
 	"slices"
+
+	"github.com/sirupsen/logrus"
 )
 
 // SharedReservationStore is a ReservationStore that other daemons serving
@@ -72,5 +75,72 @@ func (ns *Namespace) publishLoaded(st ReservationState) {
 		}
 	}
 	next.Registrants = slices.Clone(st.Registrants)
-	ns.resv.snap.Store(&next)
+	ns.publishResv(next)
+}
+
+// publishResv publishes next with the namespace's unavailable switch,
+// which SetReservationUnavailable flips without the mutex: whichever of
+// the two swaps the pointer last read the switch after the other set it.
+func (ns *Namespace) publishResv(next resvSnapshot) {
+	rs := &ns.resv
+	for {
+		cur := rs.snap.Load()
+		next.unavailable = rs.unavailable.Load()
+		if rs.snap.CompareAndSwap(cur, &next) {
+			return
+		}
+	}
+}
+
+// SetReservationUnavailable turns the namespace's I/O and reservation
+// commands away with ANA Transition, a path error the host retries on
+// another path, or lets them through again. A daemon that cannot read the
+// shared reservation state sets it: the state it enforces may be stale.
+// It does not wait for a reservation command in progress.
+func (ns *Namespace) SetReservationUnavailable(on bool) {
+	rs := &ns.resv
+	if rs.unavailable.Swap(on) == on {
+		return
+	}
+	for {
+		cur := rs.snap.Load()
+		var next resvSnapshot
+		if cur != nil {
+			next = *cur
+		}
+		next.unavailable = rs.unavailable.Load()
+		if rs.snap.CompareAndSwap(cur, &next) {
+			return
+		}
+	}
+}
+
+// ReservationUnavailable reports what SetReservationUnavailable set.
+func (ns *Namespace) ReservationUnavailable() bool { return ns.resv.unavailable.Load() }
+
+// TryReloadReservation is ReloadReservation unless a reservation change
+// is running (it holds the namespace's mutex, maybe waiting on another
+// daemon): it then reports false and does nothing, and the change itself
+// learns the new state from its store.
+func (ns *Namespace) TryReloadReservation() (bool, error) {
+	rs := &ns.resv
+	if !rs.mu.TryLock() {
+		return false, nil
+	}
+	defer rs.mu.Unlock()
+	return true, ns.reloadLocked()
+}
+
+// CloseReservationStore closes the namespace's store if it is an
+// io.Closer (a shared store stops refreshing), before its backend closes.
+func (ns *Namespace) CloseReservationStore(log *logrus.Entry) {
+	ns.resv.mu.Lock()
+	c, ok := ns.resv.store.(io.Closer)
+	ns.resv.mu.Unlock()
+	if !ok {
+		return
+	}
+	if err := c.Close(); err != nil {
+		log.WithError(err).Warn("closing the namespace's reservation store")
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
@@ -104,5 +105,72 @@ func TestResvSharedStore(t *testing.T) {
 	must(t, "b unregisters on retry", b2.resvRegister(nvme.ResvUnregister, false, 0, 0xb, 0))
 	if st, _ := (&sharedView{m: m}).Load(); len(st.Registrants) != 1 || st.Type != nvme.ResvWriteExclusive {
 		t.Fatalf("stored after b's unregister: %+v", st)
+	}
+}
+
+// TestResvUnavailable: a namespace whose shared state cannot be read
+// turns I/O and reservation commands away with a path error, through
+// whatever publishes meanwhile, until it is available again.
+func TestResvUnavailable(t *testing.T) {
+	m := &sharedMedium{}
+	tg, p := restartWith(t, &sharedView{m: m})
+	a := resvHost(t, tg, p, 1)
+	ns := tg.Subsystem(testNQN).Namespace(1)
+	blk := make([]byte, 512)
+	must(t, "a registers", a.resvRegister(nvme.ResvRegister, false, 0, 0, 0xa))
+
+	ns.SetReservationUnavailable(true)
+	wantStatus(t, "a write while unavailable", a.rw(nvme.IOWrite, 1, 0, 1, blk, false), nvme.StatusANATransition)
+	wantStatus(t, "a read while unavailable", a.rw(nvme.IORead, 1, 0, 1, blk, false), nvme.StatusANATransition)
+	wantStatus(t, "an acquire while unavailable", a.resvAcquire(nvme.ResvAcquire, nvme.ResvWriteExclusive, 0xa, 0), nvme.StatusANATransition)
+	// A reload publishes a new snapshot: the switch stays.
+	if err := ns.ReloadReservation(); err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, "a write after a reload while unavailable", a.rw(nvme.IOWrite, 1, 0, 1, blk, false), nvme.StatusANATransition)
+
+	ns.SetReservationUnavailable(false)
+	must(t, "a write once available", a.rw(nvme.IOWrite, 1, 0, 1, blk, false))
+	must(t, "an acquire once available", a.resvAcquire(nvme.ResvAcquire, nvme.ResvWriteExclusive, 0xa, 0))
+	if ns.ReservationUnavailable() {
+		t.Fatal("ReservationUnavailable after it was turned off")
+	}
+}
+
+// TestResvTryReload: a refresher's reload passes over a namespace whose
+// reservation change is running (it may wait on the other daemon), and
+// publishes the stored state otherwise.
+func TestResvTryReload(t *testing.T) {
+	m := &sharedMedium{}
+	tg, _ := restartWith(t, &sharedView{m: m})
+	ns := tg.Subsystem(testNQN).Namespace(1)
+	other := &sharedView{m: m}
+	other.Load()
+	if err := other.Store(ReservationState{Generation: 7}); err != nil {
+		t.Fatal(err)
+	}
+	ns.resv.mu.Lock() // a change in progress
+	done := make(chan bool, 1)
+	go func() {
+		ok, err := ns.TryReloadReservation()
+		if err != nil {
+			t.Error(err)
+		}
+		done <- ok
+	}()
+	select {
+	case ok := <-done:
+		if ok {
+			t.Fatal("reloaded while a change held the mutex")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("TryReloadReservation waits behind a change")
+	}
+	ns.resv.mu.Unlock()
+	if ok, err := ns.TryReloadReservation(); !ok || err != nil {
+		t.Fatalf("reload without a change: %v, %v", ok, err)
+	}
+	if g := ns.Reservation().Generation; g != 7 {
+		t.Fatalf("generation %d after the reload; want 7", g)
 	}
 }

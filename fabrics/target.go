@@ -495,6 +495,7 @@ func (s *Subsystem) closeNamespaces() {
 
 // flushAndClose makes ns's completed writes durable and closes its backend.
 func (ns *Namespace) flushAndClose(log *logrus.Entry) {
+	ns.CloseReservationStore(log)
 	if !ns.ReadOnly {
 		if err := ns.Backend.Flush(); err != nil {
 			log.WithError(err).Error("flushing namespace before closing it failed: writes acknowledged to hosts may not be on stable media")

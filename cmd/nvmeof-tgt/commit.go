@@ -343,6 +343,7 @@ func (c *change) keptSubsystem(nqn string) *fabrics.Subsystem {
 // closeUnused closes a backend that never served a command, so there is
 // nothing to flush; a failure is logged, as the close cannot be retried.
 func closeUnused(ns *fabrics.Namespace, log *logrus.Entry) {
+	ns.CloseReservationStore(log.WithField("nsid", ns.ID))
 	if err := ns.Backend.Close(); err != nil {
 		log.WithError(err).WithField("nsid", ns.ID).Warn("closing a backend that was opened but not used failed")
 	}

@@ -85,6 +85,7 @@ var listen = func(t *fabrics.Target, p *fabrics.Port, log *logrus.Entry) (portLi
 // every port. On error everything opened so far is closed again.
 func start(cfg *config.Config, logger *logrus.Logger) (*daemon, error) {
 	log := logrus.NewEntry(logger)
+	sharedResvLog.Store(log)
 	d := &daemon{
 		logger: logger, log: log, target: fabrics.NewTarget(log),
 		// Everything but logging and the socket counts as a change.
@@ -165,7 +166,7 @@ func openNamespace(nqn string, nc config.Namespace, gw *config.Gateway, resvDir 
 	}
 	b, err := backend.Open(nc.Backend, backend.Options{
 		Path: nc.Path, Size: int64(nc.Size), BlockSize: nc.BlockSize,
-		ReadOnly: nc.ReadOnly, Buffered: nc.Buffered,
+		ReadOnly: nc.ReadOnly, Buffered: nc.Buffered, Reserve: sharedResvArea(nc),
 		RBD: backend.RBDOptions{Pool: nc.Pool, Namespace: nc.RadosNamespace, Image: nc.Image, Create: nc.Create,
 			Conf: nc.Ceph.Conf, User: nc.Ceph.User, Keyring: nc.Ceph.Keyring, ExclusiveLock: gw.HasGroup(nc.Group()),
 			Client: gatewayClient(gw, nc.Group())},

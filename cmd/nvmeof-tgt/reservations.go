@@ -33,6 +33,9 @@ func reservationDir(stateFile string) string {
 // it has no store, so PTPL is refused there.
 func setupReservations(ns *fabrics.Namespace, nqn string, nc config.Namespace, dir string) error {
 	ns.SetReservations(nc.Reservations.On())
+	if nc.SharedReservations.On {
+		return setupSharedReservations(ns, nqn, nc)
+	}
 	if dir == "" || (nc.Backend != "file" && nc.Backend != "block") {
 		return nil
 	}

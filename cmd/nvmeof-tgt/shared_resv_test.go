@@ -1,0 +1,567 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/sirupsen/logrus"
+)
+
+// resvEngine stands for a namespace's reservation engine over a store, as
+// fabrics runs it: a change is computed and stored under the mutex, and
+// computed again on the reloaded state when the store says it changed;
+// the refresher's reload only runs when no change holds the mutex.
+type resvEngine struct {
+	mu          sync.Mutex
+	st          fabrics.ReservationState
+	store       *sharedResvStore
+	unavailable atomic.Bool
+}
+
+func (e *resvEngine) TryReloadReservation() (bool, error) {
+	if !e.mu.TryLock() {
+		return false, nil
+	}
+	defer e.mu.Unlock()
+	st, err := e.store.Load()
+	if err == nil {
+		e.st = st
+	}
+	return true, err
+}
+
+func (e *resvEngine) ReservationUnavailable() bool      { return e.unavailable.Load() }
+func (e *resvEngine) SetReservationUnavailable(on bool) { e.unavailable.Store(on) }
+
+func (e *resvEngine) state() fabrics.ReservationState {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st := e.st
+	st.Registrants = slices.Clone(e.st.Registrants)
+	return st
+}
+
+// change applies f as a reservation command does.
+func (e *resvEngine) change(f func(*fabrics.ReservationState)) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for range 20 {
+		next := e.st
+		next.Registrants = slices.Clone(e.st.Registrants)
+		f(&next)
+		err := e.store.Store(next)
+		if err == nil {
+			e.st = next
+			return nil
+		}
+		if !errors.Is(err, fabrics.ErrReservationChanged) {
+			return err
+		}
+		if e.st, err = e.store.Load(); err != nil {
+			return err
+		}
+	}
+	return errors.New("the state kept changing")
+}
+
+// register adds host id with key, once.
+func register(id byte, key uint64) func(*fabrics.ReservationState) {
+	return func(st *fabrics.ReservationState) {
+		for _, r := range st.Registrants {
+			if r.HostID[0] == id {
+				return
+			}
+		}
+		st.Registrants = append(st.Registrants, fabrics.Registrant{HostID: [16]byte{id}, Key: key})
+		st.Generation++
+	}
+}
+
+// failingDevice fails every read while fail is set.
+type failingDevice struct {
+	resvDevice
+	fail atomic.Bool
+}
+
+func (d *failingDevice) ReadAt(p []byte, off int64) (int, error) {
+	if d.fail.Load() {
+		return 0, errors.New("injected read error")
+	}
+	return d.resvDevice.ReadAt(p, off)
+}
+
+// testClock is a resvClock that moves only when slept on; each Sleep
+// first runs onSleep (another daemon's refresh, say), and past limit it
+// blocks for good and closes stuck.
+type testClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	onSleep func()
+	limit   time.Time
+	stuck   chan struct{}
+	once    sync.Once
+}
+
+func newTestClock() *testClock {
+	c := &testClock{now: time.Unix(1e9, 0), stuck: make(chan struct{})}
+	c.limit = c.now.Add(time.Hour)
+	return c
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) Sleep(d time.Duration) {
+	if c.onSleep != nil {
+		c.onSleep()
+	}
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	over := c.now.After(c.limit)
+	c.mu.Unlock()
+	if over {
+		c.once.Do(func() { close(c.stuck) })
+		select {}
+	}
+}
+
+func (c *testClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// resvArea is a file standing for the shared device (O_DIRECT is not
+// asked for: a test's temporary directory may not take it).
+func resvArea(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "shared")
+	if err := os.WriteFile(path, make([]byte, 3*config.SharedReservationsArea), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// resvDaemon opens slot's store on path with its engine, loaded as the
+// daemon does at start.
+func resvDaemon(t *testing.T, path string, slot int, clock resvClock, timeout time.Duration) (*sharedResvStore, *resvEngine) {
+	t.Helper()
+	log := logrus.New()
+	log.SetOutput(testWriter{t})
+	s, err := openSharedResv(path, 0, slot, logrus.NewEntry(log).WithField("slot", slot))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.timeout = timeout
+	if clock != nil {
+		s.clock = clock
+	}
+	e := &resvEngine{store: s}
+	if e.st, err = s.Load(); err != nil {
+		t.Fatal(err)
+	}
+	s.ns = e
+	s.lastOK.Store(s.clock.Now().UnixNano())
+	t.Cleanup(func() { s.Close() })
+	return s, e
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// TestSharedResvConcurrentChanges: both daemons change the reservation at
+// once, round after round; every change lands, once, and both daemons
+// and the record end with the same state. A change waiting for the peer
+// does not hold up the peer's refresher, nor wait for a peer whose own
+// change lost.
+func TestSharedResvConcurrentChanges(t *testing.T) {
+	path := resvArea(t)
+	const timeout = 40 * time.Millisecond
+	a, ea := resvDaemon(t, path, 0, nil, timeout)
+	b, eb := resvDaemon(t, path, 1, nil, timeout)
+	a.start(ea)
+	b.start(eb)
+	const rounds = 6
+	done := make(chan error, 2*rounds)
+	for i := range rounds {
+		go func() { done <- ea.change(register(byte(2*i+1), 0xa)) }()
+		go func() { done <- eb.change(register(byte(2*i+2), 0xb)) }()
+	}
+	// Each change takes about P with both up, 2T if one waits on the
+	// other for nothing: far less than this.
+	deadline := time.After(20 * time.Second)
+	for range 2 * rounds {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-deadline:
+			t.Fatal("concurrent changes have not completed after 20 s: they wait on each other")
+		}
+	}
+	st, err := a.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Registrants) != 2*rounds || st.Generation != 2*rounds {
+		t.Fatalf("record after %d changes: generation %d, %d registrants %v", 2*rounds, st.Generation, len(st.Registrants), st.Registrants)
+	}
+	// A change completes once the peer enforces it: both enforce the last.
+	if sa, sb := ea.state(), eb.state(); len(sa.Registrants) != 2*rounds || len(sb.Registrants) != 2*rounds {
+		t.Fatalf("the daemons enforce %d and %d registrations; want %d", len(sa.Registrants), len(sb.Registrants), 2*rounds)
+	}
+}
+
+// TestSharedResvPeerApplies: a change completes once the peer's heartbeat
+// shows it enforces it, well before 2T.
+func TestSharedResvPeerApplies(t *testing.T) {
+	path := resvArea(t)
+	clock := newTestClock()
+	a, ea := resvDaemon(t, path, 0, clock, time.Second)
+	b, eb := resvDaemon(t, path, 1, clock, time.Second)
+	b.tick()
+	clock.onSleep = b.tick // the peer refreshes while a waits
+	clock.limit = clock.Now().Add(10 * a.timeout)
+	start := clock.Now()
+	done := make(chan error, 1)
+	go func() { done <- ea.change(register(1, 0xa)) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-clock.stuck:
+		t.Fatal("the change still waits after 10T for a peer that refreshes")
+	}
+	if took := clock.Now().Sub(start); took >= 2*a.timeout {
+		t.Fatalf("the change took %v with the peer refreshing; want less than 2T", took)
+	}
+	if st := eb.state(); len(st.Registrants) != 1 {
+		t.Fatalf("the peer enforces %+v once the change completed", st)
+	}
+}
+
+// TestSharedResvPeerGone: a peer whose heartbeat stopped lets a change
+// complete after 2T, not before.
+func TestSharedResvPeerGone(t *testing.T) {
+	path := resvArea(t)
+	clock := newTestClock()
+	a, ea := resvDaemon(t, path, 0, clock, time.Second)
+	b, _ := resvDaemon(t, path, 1, clock, time.Second)
+	b.tick() // then it stops
+	clock.limit = clock.Now().Add(10 * a.timeout)
+	start := clock.Now()
+	done := make(chan error, 1)
+	go func() { done <- ea.change(register(1, 0xa)) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-clock.stuck:
+		t.Fatal("the change still waits for a stopped peer after 10T")
+	}
+	took := clock.Now().Sub(start)
+	if took < 2*a.timeout || took > 2*a.timeout+a.period() {
+		t.Fatalf("the change completed after %v without the peer; want 2T (%v)", took, 2*a.timeout)
+	}
+}
+
+// TestSharedResvUnavailable: a daemon whose reads of the record fail
+// for T turns the namespace away, not before, and serves it again once a
+// read succeeds.
+func TestSharedResvUnavailable(t *testing.T) {
+	path := resvArea(t)
+	clock := newTestClock()
+	a, ea := resvDaemon(t, path, 0, clock, time.Second)
+	dev := &failingDevice{resvDevice: a.dev}
+	a.dev = dev
+	a.tick()
+	dev.fail.Store(true)
+	for range 3 {
+		clock.advance(a.period())
+		a.tick()
+		a.watch()
+		if ea.ReservationUnavailable() {
+			t.Fatalf("unavailable %v after the reads began to fail; want T", 3*a.period())
+		}
+	}
+	clock.advance(a.period())
+	a.tick()
+	a.watch()
+	if !ea.ReservationUnavailable() {
+		t.Fatal("still available after T of failed reads")
+	}
+	dev.fail.Store(false)
+	clock.advance(a.period())
+	a.tick()
+	a.watch()
+	if ea.ReservationUnavailable() {
+		t.Fatal("still unavailable after a read succeeded")
+	}
+	// A read that never returns holds up the refresher, not the watch.
+	clock.advance(a.timeout)
+	a.watch()
+	if !ea.ReservationUnavailable() {
+		t.Fatal("still available after T without a refresh")
+	}
+}
+
+// TestSharedResvCorrupt: a record that fails its checksum, and an area
+// holding something else, are errors, never an empty state.
+func TestSharedResvCorrupt(t *testing.T) {
+	path := resvArea(t)
+	clock := newTestClock()
+	a, ea := resvDaemon(t, path, 0, clock, time.Second)
+	if err := ea.change(register(1, 0xa)); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// A flipped bit in the registrant's key.
+	at := a.base + resvRecordHead + 16
+	flip := func() {
+		b := []byte{0}
+		if _, err := f.ReadAt(b, at); err != nil {
+			t.Fatal(err)
+		}
+		b[0] ^= 1
+		if _, err := f.WriteAt(b, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flip()
+	if st, err := a.Load(); err == nil || !strings.Contains(err.Error(), "checksum") {
+		t.Fatalf("a corrupt record loaded as %+v, %v", st, err)
+	}
+	if err := a.refresh(); err == nil {
+		t.Fatal("a refresh read a corrupt record")
+	}
+	flip()
+	if _, err := a.Load(); err != nil {
+		t.Fatalf("the record restored: %v", err)
+	}
+	// What a device held before shared_reservations was set.
+	if _, err := f.WriteAt([]byte("some file system"), a.base); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Load(); err == nil || !strings.Contains(err.Error(), "zero the device's last 1 MiB") {
+		t.Fatalf("an area of other data: %v", err)
+	}
+}
+
+// TestSharedResvNeverBack: a record older than the one a daemon enforces
+// (the device went back) is overwritten with that one.
+func TestSharedResvNeverBack(t *testing.T) {
+	path := resvArea(t)
+	clock := newTestClock()
+	a, ea := resvDaemon(t, path, 0, clock, time.Second)
+	if err := ea.change(register(1, 0xa)); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	old := make([]byte, resvAreaBlock)
+	if _, err := f.ReadAt(old, a.base); err != nil {
+		t.Fatal(err)
+	}
+	if err := ea.change(register(2, 0xb)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(old, a.base); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.refresh(); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := resvDaemon(t, path, 1, clock, time.Second)
+	st, err := b.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Registrants) != 2 || b.published.seq != 2 {
+		t.Fatalf("the record after the device went back to sequence 1 and a refresh: %v, %+v; want sequence 2", b.published, st)
+	}
+}
+
+// TestSharedResvStaleDaemon: a daemon that has not read the peer's change
+// does not write over it: its change is computed again on the peer's.
+func TestSharedResvStaleDaemon(t *testing.T) {
+	path := resvArea(t)
+	clock := newTestClock()
+	_, ea := resvDaemon(t, path, 0, clock, time.Second)
+	b, eb := resvDaemon(t, path, 1, clock, time.Second)
+	if err := ea.change(register(1, 0xa)); err != nil { // b is not refreshing
+		t.Fatal(err)
+	}
+	if err := b.Store(fabrics.ReservationState{Generation: 1}); !errors.Is(err, fabrics.ErrReservationChanged) {
+		t.Fatalf("a store on a record the daemon has not read: %v; want ErrReservationChanged", err)
+	}
+	if err := eb.change(register(2, 0xb)); err != nil {
+		t.Fatal(err)
+	}
+	if st := eb.state(); len(st.Registrants) != 2 || st.Generation != 2 {
+		t.Fatalf("after both changes: %+v", st)
+	}
+}
+
+// TestSharedResvLateOverwrite: a record the peer wrote over ours at our
+// sequence number, after the last look while waiting for it, is found
+// when the record is read back: the change is computed again on it, not
+// reported done while the record holds the peer's alone.
+func TestSharedResvLateOverwrite(t *testing.T) {
+	path := resvArea(t)
+	clock := newTestClock()
+	a, ea := resvDaemon(t, path, 0, clock, time.Second)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	peers, err := encodeRecord(record{id: recordID{seq: 1, writer: 1},
+		st: fabrics.ReservationState{Generation: 1, Registrants: []fabrics.Registrant{{HostID: [16]byte{2}, Key: 0xb}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The peer's heartbeat never moves; its record lands on a's last
+	// wait, after a's last look at the record.
+	wrote := false
+	end := clock.Now().Add(2 * a.timeout)
+	clock.onSleep = func() {
+		if !wrote && !clock.Now().Add(a.period()/5).Before(end) {
+			wrote = true
+			if _, err := f.WriteAt(peers, a.base); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	clock.limit = clock.Now().Add(10 * a.timeout)
+	done := make(chan error, 1)
+	go func() { done <- ea.change(register(1, 0xa)) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-clock.stuck:
+		t.Fatal("the change still waits after 10T")
+	}
+	if !wrote {
+		t.Fatal("the peer's record was never written")
+	}
+	st, err := a.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Registrants) != 2 || len(ea.state().Registrants) != 2 {
+		t.Fatalf("record %+v, enforced %+v: want both registrations", st, ea.state())
+	}
+}
+
+// TestSharedResvOverwritten: the peer wrote its record over ours at our
+// sequence number while its own change waits for us to enforce it: ours
+// is computed again on the peer's at once, rather than both waiting for
+// each other with their heartbeats moving.
+func TestSharedResvOverwritten(t *testing.T) {
+	path := resvArea(t)
+	clock := newTestClock()
+	a, ea := resvDaemon(t, path, 0, clock, time.Second)
+	b, eb := resvDaemon(t, path, 1, clock, time.Second)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	peers, err := encodeRecord(record{id: recordID{seq: 1, writer: 1},
+		st: fabrics.ReservationState{Generation: 1, Registrants: []fabrics.Registrant{{HostID: [16]byte{2}, Key: 0xb}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eb.mu.Lock() // b's change waits for a to enforce its record
+	wrote, bDone := false, false
+	clock.onSleep = func() {
+		if !wrote {
+			wrote = true
+			if _, err := f.WriteAt(peers, a.base); err != nil {
+				t.Error(err)
+			}
+		}
+		a.tick()
+		a.mu.Lock()
+		enforced := a.published
+		a.mu.Unlock()
+		if !bDone && enforced == (recordID{seq: 1, writer: 1}) {
+			bDone = true
+			eb.mu.Unlock()
+		}
+		b.tick()
+	}
+	clock.limit = clock.Now().Add(10 * a.timeout)
+	done := make(chan error, 1)
+	go func() { done <- ea.change(register(1, 0xa)) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-clock.stuck:
+		t.Fatal("a's change and b's still wait for each other after 10T")
+	}
+	st, err := a.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Registrants) != 2 || len(eb.state().Registrants) != 2 {
+		t.Fatalf("record %+v, b enforces %+v: want both registrations", st, eb.state())
+	}
+}
+
+// TestSharedResvSameSlot: two daemons given one slot find each other's
+// heartbeat in their block and fail their refreshes, naming the field,
+// rather than each taking the other for stopped; a restarted daemon goes
+// on from its own count.
+func TestSharedResvSameSlot(t *testing.T) {
+	path := resvArea(t)
+	clock := newTestClock()
+	a, _ := resvDaemon(t, path, 0, clock, time.Second)
+	for range 3 {
+		if err := a.refresh(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restarted, _ := resvDaemon(t, path, 0, clock, time.Second)
+	if err := restarted.refresh(); err != nil {
+		t.Fatalf("a restarted daemon's refresh: %v", err)
+	}
+	if restarted.beats != 4 {
+		t.Fatalf("heartbeat count %d after a restart at 3; want 4", restarted.beats)
+	}
+	// a still runs too: both are slot 0.
+	err := a.refresh()
+	if err == nil || !strings.Contains(err.Error(), "shared_reservations.slot") {
+		t.Fatalf("a refresh with another daemon on slot 0: %v", err)
+	}
+}
