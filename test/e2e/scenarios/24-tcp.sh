@@ -153,8 +153,11 @@ writing_through() {
 }
 wait_for 60 "64 writes through 4420" writing_through "$ct" $((a0 + 64))
 assert_eq "I/Os through 4421, the non-optimized path, before the change" $(($(path_ios "$c4" 2) - n0)) 0
-"$NVMEOF_TGT" ctl set ana 4 2 optimized || fail "ctl set ana 4 2 optimized"
+# Both at once: each ctl takes seconds to start in the guest.
+"$NVMEOF_TGT" ctl set ana 4 2 optimized &
+set_4=$!
 "$NVMEOF_TGT" ctl set ana 2 2 inaccessible || fail "ctl set ana 2 2 inaccessible"
+wait "$set_4" || fail "ctl set ana 4 2 optimized"
 wait_for 15 "the host seeing 4420's path inaccessible" ana_state_is "$ct" 2 inaccessible
 wait_for 15 "the host seeing 4421's path optimized" ana_state_is "$c4" 2 optimized
 wait_for 10 "4420's path to namespace 2 drained" eval '[ "$(path_inflight "$ct" 2)" = 0 ]'
