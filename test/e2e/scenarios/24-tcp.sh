@@ -1,3 +1,4 @@
+# e2e-timeout: 480
 # NVMe/TCP, no RDMA on the host's side: the Linux host's nvme-tcp against
 # our TCP ports. Discovery over TCP on 8009 (a referral to 4420) and on
 # 4420 (the subsystem's record: trtype tcp, sectype none); a connect with
