@@ -88,6 +88,9 @@ type Conn struct {
 	term     [TermReqHdrSize + MaxTermReqData]byte
 	zeros    [128]byte // C2HData padding for the host's alignment
 	eventBuf [8]byte
+
+	// System calls of the poller, logged when the connection closes.
+	reads, writevs, polls uint64
 }
 
 func newConn(srv *server, fd int, peer string) (*Conn, error) {
@@ -216,12 +219,18 @@ func (c *Conn) sleep() {
 		ev |= unix.POLLOUT
 	}
 	c.pollFDs = [2]unix.PollFd{{Fd: int32(c.fd), Events: ev}, {Fd: int32(c.efd), Events: unix.POLLIN}}
+	c.polls++
 	_, err := unix.Poll(c.pollFDs[:], -1)
 	c.sleeping.Store(false)
 	if err != nil && err != unix.EINTR {
 		c.log.WithError(err).Error("poll on the connection failed; closing it")
 		c.Disconnect()
 		return
+	}
+	// Readable, closed or failed: the next read says which. Writable alone
+	// says nothing of the receive side.
+	if c.pollFDs[0].Revents&^unix.POLLOUT != 0 || err == unix.EINTR {
+		c.rx.drained = false
 	}
 	if c.pollFDs[1].Revents != 0 {
 		unix.Read(c.efd, c.eventBuf[:])
@@ -290,7 +299,7 @@ func (c *Conn) teardown() {
 	if c.srv.gone != nil {
 		c.srv.gone(c)
 	}
-	c.log.Debug("connection closed")
+	c.log.WithFields(logrus.Fields{"reads": c.reads, "writevs": c.writevs, "polls": c.polls}).Debug("connection closed")
 	close(c.done)
 }
 
