@@ -87,7 +87,7 @@ fio_job() {
 	if profiled "$rw,$bs,$qd" && [[ $out == *-r1 ]]; then
 		profile "$out" "${cmd[@]}"
 	elif [ -n "$pid" ] && counted "$rw,$bs,$qd" && [[ $out == *-r1 ]]; then
-		count_syscalls "$pid" "$out" "${cmd[@]}"
+		count_syscalls "$pid" "$dev" "$out" "${cmd[@]}"
 	else
 		"${cmd[@]}"
 	fi
@@ -105,30 +105,36 @@ profile() {
 	perf record -q -a -g -e cpu-clock -o "$out.perf.data" -- "$@" 2>/dev/null
 }
 
+# dev_ios DEV: reads and writes DEV completed, from its stat.
+dev_ios() { awk '{print $1 + $5}' "/sys/block/${1#/dev/}/stat"; }
 # counted JOB: BENCH_SYSCALLS names JOB ("rw,bs,qd").
 counted() { [[ " ${BENCH_SYSCALLS:-} " == *" $1 "* ]]; }
-# count_syscalls PID OUT CMD...: CMD with the system calls of PID's threads
-# counted (all, and those a poller or the Go runtime makes, by name), kept
-# as OUT.syscalls. The tracepoints need tracefs. perf takes seconds to set
-# up here: it starts disabled and counts from its acknowledged "enable"
-# to its "disable", just around CMD.
+# count_syscalls PID DEV OUT CMD...: CMD with the system calls of PID's
+# threads counted (all, and those a poller or the Go runtime makes, by
+# name), kept as OUT.syscalls, and the I/Os DEV completed meanwhile as
+# OUT.ios. The tracepoints need tracefs. perf takes seconds to set up
+# here: it starts disabled and counts from its acknowledged "enable" to
+# its "disable", just around CMD.
 count_syscalls() {
-	local pid=$1 out=$2 stat ev=raw_syscalls:sys_enter n ctl ack reply
-	shift 2
+	local pid=$1 dev=$2 out=$3 stat ev=raw_syscalls:sys_enter n ctl ack reply io0 io1
+	shift 3
 	mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
 	for n in read write readv writev poll ppoll futex epoll_pwait nanosleep sched_yield io_uring_enter getrusage tgkill; do
 		ev+=,syscalls:sys_enter_$n
 	done
 	rm -f /tmp/perf-ctl /tmp/perf-ack
 	mkfifo /tmp/perf-ctl /tmp/perf-ack
-	perf stat -x, -o "$out.syscalls" -p "$pid" -e "$ev" -D -1 --control fifo:/tmp/perf-ctl,/tmp/perf-ack &
+	perf stat -x, -o "$out.syscalls" -p "$pid" -e "$ev" -D -1 --control fifo:/tmp/perf-ctl,/tmp/perf-ack >/dev/null 2>&1 &
 	stat=$!
 	exec {ctl}>/tmp/perf-ctl {ack}</tmp/perf-ack
 	echo enable >&"$ctl"
 	read -r -u "$ack" reply
+	io0=$(dev_ios "$dev")
 	"$@"
+	io1=$(dev_ios "$dev")
 	echo disable >&"$ctl"
 	read -r -u "$ack" reply
+	echo $((io1 - io0)) >"$out.ios"
 	exec {ctl}>&- {ack}<&-
 	kill -INT "$stat"
 	wait "$stat" || true
@@ -148,7 +154,10 @@ run_job() {
 	rxe_counters >/tmp/rxe1
 	ios=$(jq '.jobs[0] | .read.total_ios + .write.total_ios' "$out.json")
 	# perf stat -x, lines: count,unit,event,...; the ones that moved, per I/O.
-	[ ! -f "$out.syscalls" ] || awk -F, -v l="$label" -v j="$j" -v n="$ios" '
+	# Per I/O of the counted window; of the job where the block device
+	# keeps no count (6.1's multipath node).
+	[ ! -f "$out.syscalls" ] || awk -F, -v l="$label" -v j="$j" -v n="$(cat "$out.ios")" -v all="$ios" '
+		NR == 1 && n == 0 {n = all}
 		$1 ~ /^[0-9]+$/ && $1 > 0 {e = $3; sub(/.*:(sys_enter_)?/, "", e); s = s sprintf(" %s=%.2f", e, $1 / n)}
 		END {print l "\t" j "\t" s}' "$out.syscalls" >>/results/syscalls.tsv
 	tgt=-
@@ -170,13 +179,13 @@ run_job() {
 # idle PID DEV: nvmeof-tgt's CPU with the host connected and no I/O.
 idle() {
 	local pid=$1 dev=$2 t0 t1 n0 n1 w0 w1 c0 c1 io0 io1
-	io0=$(awk '{print $1 + $5}' "/sys/block/${dev#/dev/}/stat")
+	io0=$(dev_ios "$dev")
 	t0=$(proc_cpu "$pid") n0=$(thread_ns "$pid") w0=$(wakeups "$pid") c0=$(guest_cpu)
 	grep -H . /proc/"$pid"/task/*/schedstat >/tmp/idle-threads0
 	if profiled idle; then profile /results/idle sleep "$idle_secs"; else sleep "$idle_secs"; fi
 	t1=$(proc_cpu "$pid") n1=$(thread_ns "$pid") w1=$(wakeups "$pid") c1=$(guest_cpu)
 	grep -H . /proc/"$pid"/task/*/schedstat >/tmp/idle-threads1
-	io1=$(awk '{print $1 + $5}' "/sys/block/${dev#/dev/}/stat")
+	io1=$(dev_ios "$dev")
 	# Per-thread run time (ms) over the window, for finding a busy one.
 	# Each thread's system call and kernel wait channel tell a poller (poll
 	# on its completion channel) from the Go runtime (futex, epoll_pwait).
