@@ -33,7 +33,9 @@
 #
 # BENCH_SYSCALLS="rw,bs,qd ..." counts nvmeof-tgt's system calls during
 # those jobs (first round), by name, per I/O, into syscalls.tsv: perf stat
-# on the syscall tracepoints of the process's threads.
+# on the syscall tracepoints of the process's threads. Tracing slows every
+# system call of the guest, so that round's figures are off: count in a
+# run of its own (BENCH_ROUNDS=1).
 #
 # Interleaving. Both targets serve at once (nvmeof-tgt on port 4420, nvmet
 # on 4421, each with its host connected), and every job runs BENCH_ROUNDS
