@@ -229,9 +229,7 @@ func (c *Conn) sleep() {
 	}
 	// Readable, closed or failed: the next read says which. Writable alone
 	// says nothing of the receive side.
-	if c.pollFDs[0].Revents&^unix.POLLOUT != 0 || err == unix.EINTR {
-		c.rx.drained = false
-	}
+	c.rx.drained = err == nil && c.pollFDs[0].Revents&^unix.POLLOUT == 0
 	if c.pollFDs[1].Revents != 0 {
 		unix.Read(c.efd, c.eventBuf[:])
 	}

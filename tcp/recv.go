@@ -32,7 +32,7 @@ var (
 type receiver struct {
 	stage      []byte
 	start, end int  // unread bytes of stage
-	drained    bool // the last read emptied the socket: poll says when more came
+	drained    bool // the last read or poll found the socket empty: skip one read
 
 	phase  phase
 	got    int // bytes of the current phase received
@@ -78,15 +78,21 @@ func (rx *receiver) want() []byte {
 
 // receive reads what the socket has and handles every PDU completed. It
 // returns the bytes read. A read that comes back short has emptied the
-// socket, so the pass ends there rather than with a read that fails with
-// EAGAIN, and the next pass reads only once poll(2) reports the socket
-// readable: one read per wake-up where there were three.
+// socket: the pass ends there rather than with a read that fails with
+// EAGAIN, and the next pass, which would only find it empty again, skips
+// its read; so does the first pass after a poll(2) that did not report the
+// socket readable. One skip only: a poller kept busy by completions reads
+// on the pass after, and still hears the host.
 func (c *Conn) receive() (int, error) {
 	rx := &c.rx
+	if rx.drained {
+		rx.drained = false
+		return 0, nil
+	}
 	total := 0
 	for range readsPerPass {
 		if rx.start == rx.end {
-			if rx.drained {
+			if rx.drained { // this pass's short read
 				return total, nil
 			}
 			w := rx.want()

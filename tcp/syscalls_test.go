@@ -4,11 +4,12 @@ import (
 	"testing"
 )
 
-// One command at a time costs the poller one read and one writev: the
-// read that empties the socket ends the pass, and the next read waits for
-// poll(2) to report the socket readable, instead of reads that fail with
-// EAGAIN after every wake-up. It sleeps twice per command: for the
-// command, and for the file backend's worker to finish it.
+// One command at a time costs the poller one writev and at most two
+// reads: the one that empties the socket ends its pass, the pass after it
+// and the first after a poll(2) that found the socket empty read nothing,
+// so only the pass that sends the completion reads again (and finds
+// nothing). It sleeps twice per command: for the command, and for the file
+// backend's worker to finish it.
 func TestSyscallsPerCommand(t *testing.T) {
 	tg, p, _ := testTarget(t)
 	l := testListener(t, tg, p)
@@ -45,8 +46,8 @@ func TestSyscallsPerCommand(t *testing.T) {
 	// apart), and the close.
 	const setup = 8
 	t.Logf("%d commands: %d reads, %d writevs, %d polls", n, io.reads, io.writevs, io.polls)
-	if io.reads > n+setup {
-		t.Errorf("%d reads for %d commands: want at most one per command (+%d to set up)", io.reads, n, setup)
+	if io.reads > 2*n+setup {
+		t.Errorf("%d reads for %d commands: want at most two per command (+%d to set up)", io.reads, n, setup)
 	}
 	if io.writevs > n+setup {
 		t.Errorf("%d writevs for %d commands: want at most one per command (+%d to set up)", io.writevs, n, setup)
