@@ -88,6 +88,9 @@ type Conn struct {
 	term     [TermReqHdrSize + MaxTermReqData]byte
 	zeros    [128]byte // C2HData padding for the host's alignment
 	eventBuf [8]byte
+
+	// System calls of the poller, logged when the connection closes.
+	reads, writevs, polls uint64
 }
 
 func newConn(srv *server, fd int, peer string) (*Conn, error) {
@@ -216,6 +219,7 @@ func (c *Conn) sleep() {
 		ev |= unix.POLLOUT
 	}
 	c.pollFDs = [2]unix.PollFd{{Fd: int32(c.fd), Events: ev}, {Fd: int32(c.efd), Events: unix.POLLIN}}
+	c.polls++
 	_, err := unix.Poll(c.pollFDs[:], -1)
 	c.sleeping.Store(false)
 	if err != nil && err != unix.EINTR {
@@ -223,6 +227,9 @@ func (c *Conn) sleep() {
 		c.Disconnect()
 		return
 	}
+	// Readable, closed or failed: the next read says which. Writable alone
+	// says nothing of the receive side.
+	c.rx.drained = err == nil && c.pollFDs[0].Revents&^unix.POLLOUT == 0
 	if c.pollFDs[1].Revents != 0 {
 		unix.Read(c.efd, c.eventBuf[:])
 	}
@@ -293,7 +300,7 @@ func (c *Conn) teardown() {
 	if c.srv.gone != nil {
 		c.srv.gone(c)
 	}
-	c.log.Debug("connection closed")
+	c.log.WithFields(logrus.Fields{"reads": c.reads, "writevs": c.writevs, "polls": c.polls}).Debug("connection closed")
 	close(c.done)
 }
 

@@ -31,7 +31,8 @@ var (
 
 type receiver struct {
 	stage      []byte
-	start, end int // unread bytes of stage
+	start, end int  // unread bytes of stage
+	drained    bool // the last read or poll found the socket empty: skip one read
 
 	phase  phase
 	got    int // bytes of the current phase received
@@ -76,21 +77,38 @@ func (rx *receiver) want() []byte {
 }
 
 // receive reads what the socket has and handles every PDU completed. It
-// returns the bytes read.
+// returns the bytes read. A read that comes back short has emptied the
+// socket: the pass ends there rather than with a read that fails with
+// EAGAIN, and the next pass, which would only find it empty again, skips
+// its read; so does the first pass after a poll(2) that did not report the
+// socket readable. One skip only: a poller kept busy by completions reads
+// on the pass after, and still hears the host.
 func (c *Conn) receive() (int, error) {
 	rx := &c.rx
+	if rx.drained {
+		rx.drained = false
+		return 0, nil
+	}
 	total := 0
 	for range readsPerPass {
 		if rx.start == rx.end {
+			if rx.drained { // this pass's short read
+				return total, nil
+			}
 			w := rx.want()
 			direct := rx.phase == phaseData && len(w) >= directRead
 			buf := rx.stage
 			if direct {
 				buf = w
 			}
+			c.reads++
 			n, err := unix.Read(c.fd, buf)
 			if err != nil {
-				if err == unix.EAGAIN || err == unix.EINTR {
+				if err == unix.EAGAIN {
+					rx.drained = true
+					return total, nil
+				}
+				if err == unix.EINTR {
 					return total, nil
 				}
 				return total, err
@@ -98,6 +116,9 @@ func (c *Conn) receive() (int, error) {
 			if n == 0 {
 				return total, errEOF
 			}
+			// A stream socket returns less than asked only when it had
+			// no more.
+			rx.drained = n < len(buf)
 			total += n
 			if direct {
 				if err := c.landed(n); err != nil {

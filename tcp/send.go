@@ -58,6 +58,7 @@ func (c *Conn) flush() error {
 		}
 		wrote := 0
 		if n > 0 {
+			c.writevs++
 			w, _, errno := unix.Syscall(unix.SYS_WRITEV, uintptr(c.fd), uintptr(unsafe.Pointer(&tx.iov[0])), uintptr(n))
 			if errno == unix.EAGAIN {
 				c.wantOut = true

@@ -2,6 +2,8 @@
 # Inside the guest: the same fio jobs against nvmeof-tgt and against the
 # Linux kernel target (nvmet-rdma), both over soft-RoCE on 10.99.0.1 and
 # both backed by a null device, so the figures compare the targets alone.
+# BENCH_TRANSPORT=tcp runs them over NVMe/TCP instead (the host's nvme-tcp,
+# nvmet-tcp), on the same address and ports.
 #
 # CPU per I/O. Around each job the script reads /proc/stat (the whole
 # guest) and, for nvmeof-tgt, /proc/PID/stat (utime + stime of the process:
@@ -29,6 +31,12 @@
 # BENCH_PERF="rw,bs,qd ..." records a system-wide cpu-clock profile with
 # perf during those jobs (both targets) into LABEL-JOB.perf.txt.
 #
+# BENCH_SYSCALLS="rw,bs,qd ..." counts nvmeof-tgt's system calls during
+# those jobs (first round), by name, per I/O, into syscalls.tsv: perf stat
+# on the syscall tracepoints of the process's threads. Tracing slows every
+# system call of the guest, so that round's figures are off: count in a
+# run of its own (BENCH_ROUNDS=1).
+#
 # Interleaving. Both targets serve at once (nvmeof-tgt on port 4420, nvmet
 # on 4421, each with its host connected), and every job runs BENCH_ROUNDS
 # times (default 3) on each, alternating which goes first (ABBA), so that
@@ -37,6 +45,7 @@
 # median of the per-round ratios.
 set -euo pipefail
 export LC_ALL=C # join needs the order the globs sort in
+transport=${BENCH_TRANSPORT:-rdma}
 runtime=${BENCH_RUNTIME:-8}
 idle_secs=${BENCH_IDLE:-30}
 rounds=${BENCH_ROUNDS:-3}
@@ -59,7 +68,10 @@ proc_cpu() { sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
 thread_ns() { cat /proc/"$1"/task/*/schedstat | awk '{s += $1} END {printf "%.0f\n", s}'; }
 # wakeups PID: voluntary context switches of the live threads.
 wakeups() { cat /proc/"$1"/task/*/status | awk '/^voluntary_ctxt_switches/ {s += $2} END {print s}'; }
-rxe_counters() { for f in "$hwc"/*; do echo "${f##*/} $(cat "$f")"; done; }
+rxe_counters() {
+	[ "$transport" = rdma ] || return 0 # soft-RoCE carries nothing of NVMe/TCP
+	for f in "$hwc"/*; do echo "${f##*/} $(cat "$f")"; done
+}
 poller_secs() { # busy asleep, from the metrics endpoint
 	curl -sf "http://$metrics/metrics" | awk '/^nvmeof_tgt_poller_seconds_total/ {
 		if ($0 ~ /busy/) b = $2; else i = $2 } END {print b + 0, i + 0}'
@@ -67,14 +79,17 @@ poller_secs() { # busy asleep, from the metrics endpoint
 # per_m TICKS IOS: CPU seconds per million I/Os.
 per_m() { awk -v t="$1" -v n="$2" -v hz="$hz" 'BEGIN {if (n > 0) printf "%.1f", t / hz / n * 1e6; else print "-"}'; }
 
-# fio_job LABEL RW BS QD DEV OUT: runs one job, under perf if BENCH_PERF
-# names it (its first round only).
+# fio_job PID RW BS QD DEV OUT: runs one job, under perf if BENCH_PERF
+# names it, with nvmeof-tgt's (PID) system calls counted if BENCH_SYSCALLS
+# does (its first round only).
 fio_job() {
-	local label=$1 rw=$2 bs=$3 qd=$4 dev=$5 out=$6
+	local pid=$1 rw=$2 bs=$3 qd=$4 dev=$5 out=$6
 	local cmd=(fio --name=b --filename="$dev" --rw="$rw" --bs="$bs" --iodepth="$qd" --ioengine=libaio --direct=1
 		--runtime="$runtime" --time_based --output-format=json --output="$out.json")
 	if profiled "$rw,$bs,$qd" && [[ $out == *-r1 ]]; then
 		profile "$out" "${cmd[@]}"
+	elif [ -n "$pid" ] && counted "$rw,$bs,$qd" && [[ $out == *-r1 ]]; then
+		count_syscalls "$pid" "$dev" "$out" "${cmd[@]}"
 	else
 		"${cmd[@]}"
 	fi
@@ -92,6 +107,41 @@ profile() {
 	perf record -q -a -g -e cpu-clock -o "$out.perf.data" -- "$@" 2>/dev/null
 }
 
+# dev_ios DEV: reads and writes DEV completed, from its stat.
+dev_ios() { awk '{print $1 + $5}' "/sys/block/${1#/dev/}/stat"; }
+# counted JOB: BENCH_SYSCALLS names JOB ("rw,bs,qd").
+counted() { [[ " ${BENCH_SYSCALLS:-} " == *" $1 "* ]]; }
+# count_syscalls PID DEV OUT CMD...: CMD with the system calls of PID's
+# threads counted (all, and those a poller or the Go runtime makes, by
+# name), kept as OUT.syscalls, and the I/Os DEV completed meanwhile as
+# OUT.ios. The tracepoints need tracefs. perf takes seconds to set up
+# here: it starts disabled and counts from its acknowledged "enable" to
+# its "disable", just around CMD.
+count_syscalls() {
+	local pid=$1 dev=$2 out=$3 stat ev=raw_syscalls:sys_enter n ctl ack reply io0 io1
+	shift 3
+	mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
+	for n in read write readv writev poll ppoll futex epoll_pwait nanosleep sched_yield io_uring_enter getrusage tgkill; do
+		ev+=,syscalls:sys_enter_$n
+	done
+	rm -f /tmp/perf-ctl /tmp/perf-ack
+	mkfifo /tmp/perf-ctl /tmp/perf-ack
+	perf stat -x, -o "$out.syscalls" -p "$pid" -e "$ev" -D -1 --control fifo:/tmp/perf-ctl,/tmp/perf-ack >/dev/null 2>&1 &
+	stat=$!
+	exec {ctl}>/tmp/perf-ctl {ack}</tmp/perf-ack
+	echo enable >&"$ctl"
+	read -r -u "$ack" reply
+	io0=$(dev_ios "$dev")
+	"$@"
+	io1=$(dev_ios "$dev")
+	echo disable >&"$ctl"
+	read -r -u "$ack" reply
+	echo $((io1 - io0)) >"$out.ios"
+	exec {ctl}>&- {ack}<&-
+	kill -INT "$stat"
+	wait "$stat" || true
+}
+
 # run_job LABEL DEVICE PID ROUND RW BS QD: one fio job on one target, with
 # its CPU, soft-RoCE and (nvmeof-tgt) poller figures; PID empty for nvmet.
 run_job() {
@@ -100,11 +150,18 @@ run_job() {
 	rxe_counters >/tmp/rxe0
 	[ -z "$pid" ] || { pl0=$(poller_secs); p0=$(proc_cpu "$pid"); }
 	c0=$(guest_cpu)
-	fio_job "$label" "$rw" "$bs" "$qd" "$dev" "$out"
+	fio_job "$pid" "$rw" "$bs" "$qd" "$dev" "$out"
 	c1=$(guest_cpu)
 	[ -z "$pid" ] || { p1=$(proc_cpu "$pid"); pl1=$(poller_secs); }
 	rxe_counters >/tmp/rxe1
 	ios=$(jq '.jobs[0] | .read.total_ios + .write.total_ios' "$out.json")
+	# perf stat -x, lines: count,unit,event,...; the ones that moved, per I/O.
+	# Per I/O of the counted window; of the job where the block device
+	# keeps no count (6.1's multipath node).
+	[ ! -f "$out.syscalls" ] || awk -F, -v l="$label" -v j="$j" -v n="$(cat "$out.ios")" -v all="$ios" '
+		NR == 1 && n == 0 {n = all}
+		$1 ~ /^[0-9]+$/ && $1 > 0 {e = $3; sub(/.*:(sys_enter_)?/, "", e); s = s sprintf(" %s=%.2f", e, $1 / n)}
+		END {print l "\t" j "\t" s}' "$out.syscalls" >>/results/syscalls.tsv
 	tgt=-
 	[ -z "$pid" ] || tgt=$(per_m $((p1 - p0)) "$ios")
 	read -r b0 s0 <<<"$c0"
@@ -116,7 +173,7 @@ run_job() {
 	# Soft-RoCE counters that moved, per I/O.
 	join /tmp/rxe0 /tmp/rxe1 | awk -v l="$label" -v j="$j r$round" -v n="$ios" '
 		$3 != $2 {s = s sprintf(" %s=%.2f", $1, ($3 - $2) / n)} END {print l "\t" j "\t" s}' >>/results/rxe.tsv
-	[ -z "$pid" ] || awk -v l="$label" -v j="$j r$round" -v n="$ios" -v a="$pl0" -v b="$pl1" 'BEGIN {
+	[ -z "$pid" ] || [ "$transport" != rdma ] || awk -v l="$label" -v j="$j r$round" -v n="$ios" -v a="$pl0" -v b="$pl1" 'BEGIN {
 		split(a, x, " "); split(b, y, " ")
 		printf "%s\t%s\tbusy %.1f s/M I/O, asleep %.1f s/M I/O\n", l, j, (y[1] - x[1]) / n * 1e6, (y[2] - x[2]) / n * 1e6}' >>/results/poller.tsv
 }
@@ -124,13 +181,13 @@ run_job() {
 # idle PID DEV: nvmeof-tgt's CPU with the host connected and no I/O.
 idle() {
 	local pid=$1 dev=$2 t0 t1 n0 n1 w0 w1 c0 c1 io0 io1
-	io0=$(awk '{print $1 + $5}' "/sys/block/${dev#/dev/}/stat")
+	io0=$(dev_ios "$dev")
 	t0=$(proc_cpu "$pid") n0=$(thread_ns "$pid") w0=$(wakeups "$pid") c0=$(guest_cpu)
 	grep -H . /proc/"$pid"/task/*/schedstat >/tmp/idle-threads0
 	if profiled idle; then profile /results/idle sleep "$idle_secs"; else sleep "$idle_secs"; fi
 	t1=$(proc_cpu "$pid") n1=$(thread_ns "$pid") w1=$(wakeups "$pid") c1=$(guest_cpu)
 	grep -H . /proc/"$pid"/task/*/schedstat >/tmp/idle-threads1
-	io1=$(awk '{print $1 + $5}' "/sys/block/${dev#/dev/}/stat")
+	io1=$(dev_ios "$dev")
 	# Per-thread run time (ms) over the window, for finding a busy one.
 	# Each thread's system call and kernel wait channel tell a poller (poll
 	# on its completion channel) from the Go runtime (futex, epoll_pwait).
@@ -209,14 +266,18 @@ summary() {
 }
 
 report() {
+	echo "transport: $transport, guest kernel $(uname -r)"
 	summary
 	echo
 	echo "CPU: seconds per million I/Os (tgt: nvmeof-tgt process; sys: guest system+irq+softirq; busy: all guest non-idle)"
 	[ ! -f /results/idle.txt ] || cat /results/idle.txt
 	echo
-	echo "soft-RoCE counters per I/O:"
-	column -t -s $'\t' /results/rxe.tsv
+	if [ "$transport" = rdma ]; then
+		echo "soft-RoCE counters per I/O:"
+		column -t -s $'\t' /results/rxe.tsv
+	fi
 	[ ! -f /results/poller.tsv ] || { echo "nvmeof-tgt pollers:"; column -t -s $'\t' /results/poller.tsv; }
+	[ ! -f /results/syscalls.tsv ] || { echo "nvmeof-tgt system calls per I/O (sys_enter: all of them):"; column -t -s $'\t' /results/syscalls.tsv; }
 }
 
 : >/results/rounds.tsv
@@ -225,21 +286,28 @@ report() {
 cat >/tmp/bench.yaml <<CFG
 log: {level: warn}
 metrics: {address: "$metrics"}
-ports: [{id: 1, address: 10.99.0.1, port: 4420}]
+ports: [{id: 1, transport: $transport, address: 10.99.0.1, port: 4420}]
 subsystems:
   - nqn: nqn.2026-11.io.example:bench
     allow_any_host: true
     namespaces: [{nsid: 1, backend: nullblk, size: 1GiB}]
 CFG
+if [ "$transport" = tcp ]; then
+	modprobe nvme-tcp
+	# Host and target share this kernel: hardened usercopy on 6.1 refuses
+	# our read(2) of the host's zero-copy sends across two transparent huge
+	# pages (see e2e 24). Off for both targets alike.
+	echo never >/sys/kernel/mm/transparent_hugepage/enabled
+fi
 "$NVMEOF_TGT" -config /tmp/bench.yaml 2>/results/target.log &
 pid=$!
 # Up once it answers discovery (30 s at most).
 for _ in $(seq 300); do
-	nvme discover -t rdma -a 10.99.0.1 -s 4420 >/dev/null 2>&1 && break
+	nvme discover -t "$transport" -a 10.99.0.1 -s 4420 >/dev/null 2>&1 && break
 	kill -0 "$pid" 2>/dev/null || { echo "nvmeof-tgt exited: $(tail -5 /results/target.log)" >&2; exit 1; }
 	sleep 0.1
 done
-nvme connect -t rdma -a 10.99.0.1 -s 4420 -n nqn.2026-11.io.example:bench >/dev/null
+nvme connect -t "$transport" -a 10.99.0.1 -s 4420 -n nqn.2026-11.io.example:bench >/dev/null
 ours=$(wait_dev nqn.2026-11.io.example:bench)
 [ "$idle_secs" = 0 ] || idle "$pid" "$ours"
 
@@ -248,12 +316,13 @@ if [[ ${BENCH_TARGETS:-nvmeof-tgt nvmet} == *nvmet* ]]; then
 	# The kernel target over a 1 GiB null_blk device, as nvmeof-tgt's
 	# nullblk namespace above, on the next port of the same address.
 	source "$VM_DIR/kernel-target.sh"
+	export KT_TRTYPE=$transport
 	kt_load
 	kt_port 1 10.99.0.1 4421
 	kt_subsystem kbench
 	kt_namespace kbench 1 "$(kt_nullb $((1 << 30)) 512)"
 	kt_link 1 kbench
-	nvme connect -t rdma -a 10.99.0.1 -s 4421 -n kbench >/dev/null
+	nvme connect -t "$transport" -a 10.99.0.1 -s 4421 -n kbench >/dev/null
 	theirs=$(wait_dev kbench)
 fi
 for r in $(seq 1 "$rounds"); do

@@ -4,7 +4,7 @@
 # and the benchmark runs the same fio jobs against it for comparison.
 #
 #   kt_load                                  modules and configfs
-#   kt_port ID ADDR [SVCID] [INLINE]         an RDMA port
+#   kt_port ID ADDR [SVCID] [INLINE]         an RDMA port (KT_TRTYPE=tcp: a TCP one)
 #   kt_subsystem NQN [SERIAL] [MODEL]        a subsystem open to any host
 #   kt_allow_host NQN HOSTNQN                restrict NQN to an allow-list
 #   kt_host_auth HOSTNQN KEY [CKEY [HASH [GRP]]] the host's DH-HMAC-CHAP keys, hash and DH group
@@ -19,6 +19,8 @@
 #   kt_from_config FILE                      all of the above from a nvmeof-tgt YAML file
 #   kt_clear                                 tear everything down
 #
+# KT_TRTYPE=tcp makes the ports NVMe/TCP ones (nvmet-tcp) instead of RDMA.
+#
 # Every function fails (non-zero) on the first step that fails, so callers
 # under set -e stop there.
 
@@ -29,6 +31,7 @@ KT_STATE=/run/kernel-target
 kt_load() {
 	modprobe nvmet
 	modprobe nvmet-rdma
+	[ "${KT_TRTYPE:-rdma}" != tcp ] || modprobe nvmet-tcp
 	modprobe loop
 	# No default device: kt_nullb makes each one with the size it needs.
 	modprobe null_blk nr_devices=0
@@ -40,7 +43,7 @@ kt_port() { # ID ADDR [SVCID] [INLINE_DATA_SIZE]
 	local p=$KT_CFS/ports/$1 fam=ipv4
 	[[ $2 != *:* ]] || fam=ipv6
 	mkdir "$p"
-	echo rdma >"$p/addr_trtype"
+	echo "${KT_TRTYPE:-rdma}" >"$p/addr_trtype"
 	echo "$fam" >"$p/addr_adrfam"
 	echo "$2" >"$p/addr_traddr"
 	echo "${3:-4420}" >"$p/addr_trsvcid"
