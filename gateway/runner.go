@@ -194,10 +194,10 @@ func (r *Runner) ready() error {
 	}
 	err = fmt.Errorf("%w: %v", ErrNotReady, err)
 	if rerr := r.Store.Record(Holder{}); rerr != nil {
-		return fmt.Errorf("%w; clearing the record: %v", err, rerr)
+		return fmt.Errorf("%w; clearing the record: %w", err, rerr) // ErrBlocklisted stays visible
 	}
 	if uerr := r.Store.Unlock(); uerr != nil {
-		return fmt.Errorf("%w; giving the lease back: %v", err, uerr)
+		return fmt.Errorf("%w; giving the lease back: %w", err, uerr)
 	}
 	return err
 }

@@ -326,3 +326,39 @@ func TestRunnerReadyBeforeServing(t *testing.T) {
 		}
 	}
 }
+
+// blocklistedRecord refuses the record's clearing: the client was fenced.
+type blocklistedRecord struct{ stuckStore }
+
+func (s *blocklistedRecord) Record(h Holder) error {
+	if h == (Holder{}) {
+		return fmt.Errorf("setxattr: %w", ErrBlocklisted)
+	}
+	return nil
+}
+
+// A ready that fails because the client was fenced meanwhile leaves the
+// group blocklisted, for its client to be rebuilt, not standing by on a
+// client the cluster refuses.
+func TestRunnerReadyFailsBlocklisted(t *testing.T) {
+	var now atomic.Int64
+	pub := make(chan State, 10)
+	r := quietRunner(&blocklistedRecord{}, pub, &now)
+	r.Ready = func(uint32) error { return errors.New("image metadata: cannot send after transport endpoint shutdown") }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); r.Wait() }()
+	r.Start(ctx)
+	if st := <-pub; st != Standby {
+		t.Fatalf("published %v first", st)
+	}
+	// The loop has taken the result once Status shows its error.
+	for r.Status().LastError == "" {
+		time.Sleep(time.Millisecond) // polling the loop's state
+	}
+	if st := r.Status(); st.State != Blocklisted {
+		t.Fatalf("after a ready that found the client fenced: %+v", st)
+	}
+	if st := <-pub; st != Blocklisted {
+		t.Fatalf("published %v, want blocklisted", st)
+	}
+}
