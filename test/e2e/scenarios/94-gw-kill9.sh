@@ -88,7 +88,7 @@ if out=$(nvme write "/dev/$h2" -n 1 -s "$past_fio" -c 0 -z 512 -d "$blk" 2>&1); 
 fi
 grep -qi 'reservation.conflict' <<<"$out" || fail "host 2's write through B: $out (want Reservation Conflict)"
 echo "ok: host 2's write through B -> Reservation Conflict"
-nvme write "/dev/$cb" -n 1 -s "$past_fio" -c 0 -z 512 -d "$blk" >/dev/null || fail "the holder's write through B"
+out=$(nvme write "/dev/$cb" -n 1 -s "$past_fio" -c 0 -z 512 -d "$blk" 2>&1) || fail "the holder's write through B: $out"
 nvme disconnect -d "$h2" >/dev/null || fail "disconnecting host 2"
 b0=$(path_ios "$cb" 1)
 fio_ok verify "${job[@]}" --verify_only=1
