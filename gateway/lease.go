@@ -67,6 +67,9 @@ var (
 	// ErrHandover: the lease object records a failback to another
 	// gateway, which this one leaves the lease to (see Holder.Handover).
 	ErrHandover = errors.New("the lease is being handed back to its preferred gateway")
+	// ErrNotReady: the lease was taken but the group's namespaces could
+	// not be made ready to serve (Runner.Ready); the lock was given back.
+	ErrNotReady = errors.New("the ANA group's namespaces are not ready to serve")
 )
 
 // Holder is the owner a lease object records: the gateway's name, the lock
@@ -405,9 +408,10 @@ func (l *Lease) Done(now time.Duration, r Result) {
 		if r.Fenced != "" {
 			l.Fencings++
 		}
-		if errors.Is(r.Err, ErrFenceFailed) {
-			// The lock went back: another gateway may fence where this
-			// one could not. Try again after a hold-off.
+		if errors.Is(r.Err, ErrFenceFailed) || errors.Is(r.Err, ErrNotReady) {
+			// The lock went back: another gateway may fence, or make the
+			// namespaces ready, where this one could not. Try again after
+			// a hold-off.
 			l.holdUntil = now + l.Timing.Holdoff
 		}
 		// Taken late (the calls took longer than the deadline allows):

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -33,6 +34,12 @@ type Runner struct {
 	// by again. A failed one is tried again after a back-off. Nil: the
 	// group stays blocklisted.
 	Rebuild func(group uint32) error
+	// Ready, if set, runs after an acquire took the lease and fenced the
+	// previous owner, before the group turns optimized here: it reads
+	// what the group's namespaces share through the cluster (their
+	// reservation state). On an error the lease is given back (ErrNotReady)
+	// and the group stays inaccessible here; the next try runs it again.
+	Ready func(group uint32) error
 
 	mu        sync.Mutex // guards Lease
 	pubMu     sync.Mutex // orders Publish calls
@@ -170,8 +177,29 @@ func (r *Runner) run(op Op, releaseBy time.Duration, honourHandover bool) {
 	if err == nil {
 		fenced, err = Run(op, r.Store, r.Me, r.Lease.Preferred, honourHandover)
 	}
+	if op == OpAcquire && err == nil && r.Ready != nil {
+		err = r.ready()
+	}
 	looked, ready := LookForStandby(op, err, r.Store, r.Me, r.Lease.Preferred, 2*r.Lease.Timing.Renew)
 	r.results <- Result{Op: op, Started: started, StartedWall: startedWall, Fenced: fenced, Err: err, Looked: looked, Ready: ready}
+}
+
+// ready runs Ready for the lease just taken; on an error it gives the
+// lease back, its record cleared (the previous owner is fenced already),
+// for a gateway that can serve the group.
+func (r *Runner) ready() error {
+	err := r.Ready(r.Lease.Group)
+	if err == nil {
+		return nil
+	}
+	err = fmt.Errorf("%w: %v", ErrNotReady, err)
+	if rerr := r.Store.Record(Holder{}); rerr != nil {
+		return fmt.Errorf("%w; clearing the record: %w", err, rerr) // ErrBlocklisted stays visible
+	}
+	if uerr := r.Store.Unlock(); uerr != nil {
+		return fmt.Errorf("%w; giving the lease back: %w", err, uerr)
+	}
+	return err
 }
 
 func (r *Runner) logResult(res Result, prev, st State, retryIn time.Duration) {
@@ -188,6 +216,8 @@ func (r *Runner) logResult(res Result, prev, st State, retryIn time.Duration) {
 		log.WithError(res.Err).Error("gateway's RADOS client is blocklisted: the ANA group stays inaccessible here until the daemon restarts")
 	case st == Blocklisted && prev != Blocklisted:
 		log.WithError(res.Err).Error("gateway's RADOS client is blocklisted: the ANA group is inaccessible here while its client is rebuilt")
+	case errors.Is(res.Err, ErrNotReady):
+		log.WithError(res.Err).Error("gateway took the ANA group's lease but could not make its namespaces ready to serve: lease given back, the group stays inaccessible here")
 	case res.Err != nil && res.Op == OpRenew:
 		log.WithError(res.Err).Warn("gateway lease renewal failed")
 	case res.Err != nil && res.Op.Releases():

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -270,5 +271,94 @@ func TestRunnerFailsBackThroughQuiesce(t *testing.T) {
 	}
 	if st := r.Status(); st.Failbacks != 1 || st.State != Standby {
 		t.Fatalf("status %+v", st)
+	}
+}
+
+// An acquire makes the group's namespaces ready (Ready) before the group
+// turns optimized; one that cannot gives the lease back, its record
+// cleared, and the group stays inaccessible until a later try succeeds.
+func TestRunnerReadyBeforeServing(t *testing.T) {
+	var now atomic.Int64
+	events := make(chan string, 20)
+	s := &recordingStore{calls: events}
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	fail := errors.New("reservation state unreadable")
+	var failing atomic.Bool
+	failing.Store(true)
+	r := &Runner{Lease: &Lease{Group: 1, Timing: timing}, Store: s, Me: Holder{Name: "a", Cookie: "a-1"},
+		Publish: func(_ uint32, st State) { events <- "publish " + st.String() }, Log: logrus.NewEntry(log),
+		Now: func() time.Duration { return time.Duration(now.Load()) },
+		Ready: func(group uint32) error {
+			events <- fmt.Sprintf("ready %d", group)
+			if failing.Load() {
+				return fail
+			}
+			return nil
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); r.Wait() }()
+	r.Start(ctx)
+	for _, want := range []string{"publish standby", "ready 1", "clear record", "unlock"} {
+		if got := <-events; got != want {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	}
+	// The loop has taken the result once Status shows its error.
+	for st := r.Status(); st.LastError == ""; st = r.Status() {
+		select {
+		case e := <-events:
+			t.Fatalf("after a failed ready: %q", e)
+		case <-time.After(time.Millisecond): // polling the loop's state
+		}
+	}
+	if st := r.Status(); st.State != Standby || st.Takeovers != 0 || !strings.Contains(st.LastError, fail.Error()) {
+		t.Fatalf("after a failed ready: %+v", st)
+	}
+	// Past the hold-off, the next try serves.
+	failing.Store(false)
+	s.acquired = false
+	now.Store(int64(timing.Holdoff + timing.Renew))
+	r.Poke()
+	for _, want := range []string{"ready 1", "publish owner"} {
+		if got := <-events; got != want {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	}
+}
+
+// blocklistedRecord refuses the record's clearing: the client was fenced.
+type blocklistedRecord struct{ stuckStore }
+
+func (s *blocklistedRecord) Record(h Holder) error {
+	if h == (Holder{}) {
+		return fmt.Errorf("setxattr: %w", ErrBlocklisted)
+	}
+	return nil
+}
+
+// A ready that fails because the client was fenced meanwhile leaves the
+// group blocklisted, for its client to be rebuilt, not standing by on a
+// client the cluster refuses.
+func TestRunnerReadyFailsBlocklisted(t *testing.T) {
+	var now atomic.Int64
+	pub := make(chan State, 10)
+	r := quietRunner(&blocklistedRecord{}, pub, &now)
+	r.Ready = func(uint32) error { return errors.New("image metadata: cannot send after transport endpoint shutdown") }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); r.Wait() }()
+	r.Start(ctx)
+	if st := <-pub; st != Standby {
+		t.Fatalf("published %v first", st)
+	}
+	// The loop has taken the result once Status shows its error.
+	for r.Status().LastError == "" {
+		time.Sleep(time.Millisecond) // polling the loop's state
+	}
+	if st := r.Status(); st.State != Blocklisted {
+		t.Fatalf("after a ready that found the client fenced: %+v", st)
+	}
+	if st := <-pub; st != Blocklisted {
+		t.Fatalf("published %v, want blocklisted", st)
 	}
 }

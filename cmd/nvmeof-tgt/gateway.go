@@ -110,6 +110,8 @@ func startGateway(t *fabrics.Target, g *config.Gateway, log *logrus.Entry) (*gat
 			// daemon took for it are on the cluster.
 			Quiesce: t.QuiesceANAGroup,
 			Rebuild: gs.rebuilder(t, len(gs.leases)-1, o, timing.Lease, log),
+			// A new owner enforces the reservations its predecessor stored.
+			Ready: t.ReloadANAGroupReservations,
 			Publish: func(group uint32, st gateway.State) {
 				ana := nvme.ANAInaccessible
 				if st == gateway.Owner {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 )
@@ -27,14 +28,17 @@ func reservationDir(stateFile string) string {
 }
 
 // setupReservations turns the namespace's reservations on or off as
-// configured and gives file and block namespaces a store: their state
-// then persists through a restart when a host set PTPL. An rbd namespace
-// may be served by two gateways, which a local file cannot keep in step:
-// it has no store, so PTPL is refused there.
+// configured and gives the namespace a store: an rbd namespace keeps its
+// state in the image, shared with every gateway that exports it
+// (imageResvStore); file and block namespaces in a file, so that it
+// persists through a restart when a host set PTPL.
 func setupReservations(ns *fabrics.Namespace, nqn string, nc config.Namespace, dir string) error {
 	ns.SetReservations(nc.Reservations.On())
 	if nc.SharedReservations.On {
 		return setupSharedReservations(ns, nqn, nc)
+	}
+	if m, ok := ns.Backend.(backend.ImageMetadata); ok {
+		return setupImageReservations(ns, m, nc)
 	}
 	if dir == "" || (nc.Backend != "file" && nc.Backend != "block") {
 		return nil

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"syscall"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+)
+
+// The reservation state of an rbd namespace lives in its image's metadata
+// (rbd image-meta get POOL/IMAGE nvmeof-tgt.reservation): every gateway
+// that exports the image reads and writes the one state, which goes with
+// the image (deleted with it, kept through a rename) and needs no object
+// or capability beyond the image's. Each change is a compare-and-set on
+// the value this daemon last read or wrote, on the OSDs before the command
+// completes: a daemon that missed a change (a gateway that lost its group
+// and still answers a command) is refused, and the engine computes its
+// change again on the stored state.
+const resvImageMetaKey = "nvmeof-tgt.reservation"
+
+// setupImageReservations gives an rbd namespace its image's store and
+// the state stored there, PTPL or not: another gateway may have served
+// the image meanwhile.
+func setupImageReservations(ns *fabrics.Namespace, m backend.ImageMetadata, nc config.Namespace) error {
+	image := nc.Pool + "/" + nc.Image
+	if nc.RadosNamespace != "" {
+		image = nc.Pool + "/" + nc.RadosNamespace + "/" + nc.Image
+	}
+	if err := ns.SetReservationStore(&imageResvStore{meta: m, image: image}); err != nil {
+		// Starting without it could drop a host's fencing.
+		return fmt.Errorf("reservation state: %w (repair the value, or remove it to start without reservations: rbd image-meta remove %s %s)", err, image, resvImageMetaKey)
+	}
+	return nil
+}
+
+// imageResvStore is an rbd namespace's fabrics.SharedReservationStore.
+// The engine calls Load and Store one at a time (under the namespace's
+// reservation mutex), which guards seen.
+type imageResvStore struct {
+	meta  backend.ImageMetadata
+	image string // for errors
+	seen  []byte // the value last read or written; nil: not set
+}
+
+func (s *imageResvStore) SharedReservations() {}
+
+func (s *imageResvStore) Load() (fabrics.ReservationState, error) {
+	v, err := s.meta.Metadata(resvImageMetaKey)
+	if err != nil {
+		return fabrics.ReservationState{}, err
+	}
+	st, err := decodeResvRecord(v)
+	if err != nil {
+		return st, fmt.Errorf("image %s metadata %s: %w", s.image, resvImageMetaKey, err)
+	}
+	s.seen = v
+	return st, nil
+}
+
+func (s *imageResvStore) Store(st fabrics.ReservationState) error {
+	v := encodeResvRecord(st)
+	err := s.meta.CompareAndSetMetadata(resvImageMetaKey, s.seen, v)
+	if errors.Is(err, syscall.ECANCELED) {
+		return fmt.Errorf("image %s: %w", s.image, fabrics.ErrReservationChanged)
+	}
+	if err != nil {
+		return err
+	}
+	s.seen = v
+	return nil
+}
+
+// resvRecordVersion is the record's format; a daemon refuses one newer
+// than it knows rather than misread it.
+const resvRecordVersion = 1
+
+// resvRecord is the stored value: compact JSON with the format's version.
+type resvRecord struct {
+	Version     int            `json:"v"`
+	Generation  uint32         `json:"generation"`
+	Type        uint8          `json:"type"`
+	Holder      string         `json:"holder,omitempty"` // host ID, hex; the acquirer, for types 5 and 6
+	PTPL        bool           `json:"ptpl"`
+	Registrants []resvFileHost `json:"registrants"`
+}
+
+func encodeResvRecord(st fabrics.ReservationState) []byte {
+	rec := resvRecord{Version: resvRecordVersion, Generation: st.Generation, Type: st.Type, PTPL: st.PTPL, Registrants: []resvFileHost{}}
+	if st.Type != nvme.ResvNone {
+		rec.Holder = hex.EncodeToString(st.Holder[:])
+	}
+	for _, r := range st.Registrants {
+		rec.Registrants = append(rec.Registrants, resvFileHost{hex.EncodeToString(r.HostID[:]), r.Key})
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		panic("encoding a reservation record: " + err.Error()) // strings and numbers only
+	}
+	return b
+}
+
+// decodeResvRecord reads a stored value; nil (never stored) is the zero
+// state. A value that is not a consistent state of a known version is an
+// error: serving on a guess could drop a host's fencing.
+func decodeResvRecord(v []byte) (fabrics.ReservationState, error) {
+	var st fabrics.ReservationState
+	if v == nil {
+		return st, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(v))
+	dec.DisallowUnknownFields()
+	var rec resvRecord
+	if err := dec.Decode(&rec); err != nil {
+		return st, fmt.Errorf("not a reservation record: %w", err)
+	}
+	if dec.More() {
+		return st, errors.New("not a reservation record: data after it")
+	}
+	if rec.Version != resvRecordVersion {
+		return st, fmt.Errorf("reservation record version %d; this daemon reads version %d", rec.Version, resvRecordVersion)
+	}
+	if rec.Type != nvme.ResvNone && !nvme.ValidResvType(rec.Type) {
+		return st, fmt.Errorf("reservation record: type %d is not a reservation type", rec.Type)
+	}
+	st.Generation, st.Type, st.PTPL = rec.Generation, rec.Type, rec.PTPL
+	for _, r := range rec.Registrants {
+		id, err := parseHostID(r.HostID)
+		if err != nil {
+			return st, fmt.Errorf("reservation record: %w", err)
+		}
+		if registered(st, id) {
+			return st, fmt.Errorf("reservation record: host %s registered twice", r.HostID)
+		}
+		st.Registrants = append(st.Registrants, fabrics.Registrant{HostID: id, Key: r.Key})
+	}
+	if rec.Holder != "" {
+		id, err := parseHostID(rec.Holder)
+		if err != nil {
+			return st, fmt.Errorf("reservation record: holder: %w", err)
+		}
+		st.Holder = id
+	}
+	switch {
+	case st.Type == nvme.ResvNone && rec.Holder != "":
+		return st, fmt.Errorf("reservation record: holder %s of no reservation", rec.Holder)
+	case st.Type == nvme.ResvNone:
+	case nvme.ResvAllRegistrants(st.Type) && len(st.Registrants) == 0:
+		return st, fmt.Errorf("reservation record: type %d held by every registrant, and none is", rec.Type)
+	case !nvme.ResvAllRegistrants(st.Type) && !registered(st, st.Holder):
+		return st, fmt.Errorf("reservation record: type %d held by %q, which is not registered", rec.Type, rec.Holder)
+	}
+	return st, nil
+}
+
+func registered(st fabrics.ReservationState, host [nvme.HostIDSize]byte) bool {
+	for _, r := range st.Registrants {
+		if r.HostID == host {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+)
+
+// A state survives the record exactly, and the record is compact JSON
+// with its version, as rbd image-meta get shows it.
+func TestResvRecordRoundTrip(t *testing.T) {
+	a, b := [16]byte{0xaa, 1}, [16]byte{0xbb}
+	for _, st := range []fabrics.ReservationState{
+		{},
+		{Generation: 2, PTPL: true, Registrants: []fabrics.Registrant{{HostID: b, Key: 1 << 63}}},
+		{Generation: 7, Type: nvme.ResvWriteExclusive, Holder: a, Registrants: []fabrics.Registrant{{HostID: a, Key: 0xa}, {HostID: b, Key: 0xb}}},
+		// Types 5 and 6 keep the acquirer, registered or not.
+		{Generation: 9, Type: nvme.ResvExclusiveAccessAllRegs, Holder: a, Registrants: []fabrics.Registrant{{HostID: b, Key: 2}}},
+	} {
+		v := encodeResvRecord(st)
+		if !bytes.HasPrefix(v, []byte(`{"v":1,`)) || bytes.ContainsAny(v, "\n ") {
+			t.Fatalf("record %s: want compact JSON that starts with its version", v)
+		}
+		got, err := decodeResvRecord(v)
+		if err != nil || !resvEqual(got, st) {
+			t.Fatalf("%+v stored as %s reads back as %+v, %v", st, v, got, err)
+		}
+	}
+	if st, err := decodeResvRecord(nil); err != nil || !resvEqual(st, fabrics.ReservationState{}) {
+		t.Fatalf("no record: %+v, %v", st, err)
+	}
+}
+
+// A record that is not a consistent state of the version this daemon
+// reads is an error, never a guess.
+func TestResvRecordRefusesBadValues(t *testing.T) {
+	const a = "aa010000000000000000000000000000"
+	for name, v := range map[string]string{
+		"empty":               ``,
+		"not json":            `nvme`,
+		"newer version":       `{"v":2,"generation":1,"type":0,"ptpl":false,"registrants":[]}`,
+		"no version":          `{"generation":1,"type":0,"ptpl":false,"registrants":[]}`,
+		"unknown field":       `{"v":1,"generation":1,"type":0,"ptpl":false,"registrants":[],"owner":"x"}`,
+		"trailing data":       `{"v":1,"generation":1,"type":0,"ptpl":false,"registrants":[]}{}`,
+		"type 7":              `{"v":1,"generation":1,"type":7,"holder":"` + a + `","ptpl":false,"registrants":[{"host_id":"` + a + `","key":1}]}`,
+		"short host id":       `{"v":1,"generation":1,"type":0,"ptpl":false,"registrants":[{"host_id":"aa01","key":1}]}`,
+		"registered twice":    `{"v":1,"generation":1,"type":0,"ptpl":false,"registrants":[{"host_id":"` + a + `","key":1},{"host_id":"` + a + `","key":2}]}`,
+		"holder unregistered": `{"v":1,"generation":1,"type":1,"holder":"` + a + `","ptpl":false,"registrants":[]}`,
+		"no holder":           `{"v":1,"generation":1,"type":2,"ptpl":false,"registrants":[{"host_id":"` + a + `","key":1}]}`,
+		"holder of none":      `{"v":1,"generation":1,"type":0,"holder":"` + a + `","ptpl":false,"registrants":[]}`,
+		"all regs, none":      `{"v":1,"generation":1,"type":5,"ptpl":false,"registrants":[]}`,
+		"negative key":        `{"v":1,"generation":1,"type":0,"ptpl":false,"registrants":[{"host_id":"` + a + `","key":-1}]}`,
+	} {
+		if st, err := decodeResvRecord([]byte(v)); err == nil {
+			t.Errorf("%s: %s read as %+v", name, v, st)
+		}
+	}
+}
+
+func resvEqual(a, b fabrics.ReservationState) bool {
+	return a.Generation == b.Generation && a.Type == b.Type && a.Holder == b.Holder && a.PTPL == b.PTPL &&
+		slices.Equal(a.Registrants, b.Registrants)
+}
+
+// Whatever the image holds, decoding returns an error or a state that
+// stores as a record reading back the same.
+func FuzzResvRecord(f *testing.F) {
+	f.Add(encodeResvRecord(fabrics.ReservationState{Generation: 3, Type: 1, Holder: [16]byte{1},
+		Registrants: []fabrics.Registrant{{HostID: [16]byte{1}, Key: 5}}}))
+	f.Add([]byte(`{"v":1,"generation":1,"type":5,"ptpl":true,"registrants":[{"host_id":"00000000000000000000000000000001","key":18446744073709551615}]}`))
+	f.Add([]byte(`{"v":1}`))
+	f.Fuzz(func(t *testing.T, v []byte) {
+		st, err := decodeResvRecord(v)
+		if err != nil {
+			return
+		}
+		again, err := decodeResvRecord(encodeResvRecord(st))
+		if err != nil || !resvEqual(again, st) {
+			t.Fatalf("%s read as %+v, stored and read again as %+v, %v", v, st, again, err)
+		}
+	})
+}
+
+// imageMeta is an image's metadata in memory, with the compare-and-set
+// of the OSDs.
+type imageMeta struct{ vals map[string][]byte }
+
+func (m *imageMeta) Metadata(key string) ([]byte, error) { return m.vals[key], nil }
+
+func (m *imageMeta) CompareAndSetMetadata(key string, old, value []byte) error {
+	if !bytes.Equal(m.vals[key], old) {
+		return fmt.Errorf("%s: %w", key, syscall.ECANCELED)
+	}
+	m.vals[key] = slices.Clone(value)
+	return nil
+}
+
+// metaBackend is a file backend with an image's metadata, as rbd has.
+type metaBackend struct {
+	backend.Backend
+	*imageMeta
+}
+
+// An rbd namespace gets its image's store: a state without PTPL is
+// restored (another gateway may have served the image), PTPL is
+// accepted, and a bad record stops the namespace with an error that
+// names the image and the way out.
+func TestSetupImageReservations(t *testing.T) {
+	m := &imageMeta{vals: map[string][]byte{}}
+	nc := config.Namespace{NSID: 1, Backend: "rbd", Pool: "pool", Image: "img"}
+	open := func() (*fabrics.Namespace, error) {
+		t.Helper()
+		b, err := backend.Open("file", backend.Options{Path: filepath.Join(t.TempDir(), "img"), Size: 1 << 20, Buffered: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		ns, err := fabrics.NewNamespace(1, metaBackend{b, m}, false, [16]byte{1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ns, setupReservations(ns, "nqn.a:b", nc, "")
+	}
+	held := fabrics.ReservationState{Generation: 3, Type: 1, Holder: [16]byte{5}, Registrants: []fabrics.Registrant{{HostID: [16]byte{5}, Key: 9}}}
+	m.vals[resvImageMetaKey] = encodeResvRecord(held)
+	ns, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ns.Reservation(); !resvEqual(got, held) {
+		t.Fatalf("restored %+v, want %+v without PTPL", got, held)
+	}
+	if !ns.ReservationPersistent() {
+		t.Fatal("an rbd namespace refuses PTPL")
+	}
+	m.vals[resvImageMetaKey] = []byte("{")
+	if _, err := open(); err == nil || !strings.Contains(err.Error(), "rbd image-meta remove pool/img "+resvImageMetaKey) {
+		t.Fatalf("bad record: %v", err)
+	}
+}
+
+// A store that last saw an older value is refused with
+// ErrReservationChanged, and stores once it has read the new one.
+func TestImageResvStoreRefusesStale(t *testing.T) {
+	m := &imageMeta{vals: map[string][]byte{}}
+	a, b := &imageResvStore{meta: m}, &imageResvStore{meta: m}
+	a.Load()
+	b.Load()
+	if err := a.Store(fabrics.ReservationState{Generation: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Store(fabrics.ReservationState{Generation: 2}); !errors.Is(err, fabrics.ErrReservationChanged) {
+		t.Fatalf("a store from a stale value: %v", err)
+	}
+	if st, err := b.Load(); err != nil || st.Generation != 1 {
+		t.Fatalf("b reads %+v, %v", st, err)
+	}
+	if err := b.Store(fabrics.ReservationState{Generation: 2}); err != nil {
+		t.Fatalf("after a load: %v", err)
+	}
+}
