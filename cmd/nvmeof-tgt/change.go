@@ -114,7 +114,7 @@ func (c *change) openBackends() error {
 			c.later = append(c.later, r)
 			continue
 		}
-		ns, err := openNamespace(r.NQN, r.Namespace, c.next.Gateway, c.d.resvDir)
+		ns, err := openNamespace(r.NQN, r.Namespace, c.next.Gateway, c.d.resvDir, c.d.log)
 		if err != nil {
 			return fmt.Errorf("%s: %w", nsPath(c.next, r.NQN, r.NSID), err)
 		}

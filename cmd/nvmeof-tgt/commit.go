@@ -245,7 +245,7 @@ func (c *change) setANA() {
 // close and adds every new namespace to its subsystem.
 func (c *change) addNamespaces() {
 	for _, r := range c.later {
-		ns, err := openNamespace(r.NQN, r.Namespace, c.next.Gateway, c.d.resvDir)
+		ns, err := openNamespace(r.NQN, r.Namespace, c.next.Gateway, c.d.resvDir, c.d.log)
 		if err != nil {
 			c.problem(fmt.Errorf("%s: %w", nsPath(c.next, r.NQN, r.NSID), err), func(a *config.Config) {
 				i, j := findNS(a, r.NQN, r.NSID)

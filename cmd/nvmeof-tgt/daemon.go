@@ -85,7 +85,6 @@ var listen = func(t *fabrics.Target, p *fabrics.Port, log *logrus.Entry) (portLi
 // every port. On error everything opened so far is closed again.
 func start(cfg *config.Config, logger *logrus.Logger) (*daemon, error) {
 	log := logrus.NewEntry(logger)
-	sharedResvLog.Store(log)
 	d := &daemon{
 		logger: logger, log: log, target: fabrics.NewTarget(log),
 		// Everything but logging and the socket counts as a change.
@@ -159,7 +158,7 @@ func anaStates(pc config.Port) map[uint32]nvme.ANAState {
 // any: an rbd image in one of its groups must have the exclusive-lock
 // feature. resvDir keeps the reservation state of file and block
 // namespaces ("": none).
-func openNamespace(nqn string, nc config.Namespace, gw *config.Gateway, resvDir string) (*fabrics.Namespace, error) {
+func openNamespace(nqn string, nc config.Namespace, gw *config.Gateway, resvDir string, log *logrus.Entry) (*fabrics.Namespace, error) {
 	uuid, err := config.NamespaceUUID(nqn, nc.NSID, nc.UUID)
 	if err != nil {
 		return nil, fmt.Errorf("uuid: %w", err)
@@ -183,7 +182,7 @@ func openNamespace(nqn string, nc config.Namespace, gw *config.Gateway, resvDir 
 		ns.SetQoS(qosLimits(nc.QoS))
 	}
 	if err == nil {
-		err = setupReservations(ns, nqn, nc, resvDir)
+		err = setupReservations(ns, nqn, nc, resvDir, log)
 	}
 	if err != nil {
 		b.Close()

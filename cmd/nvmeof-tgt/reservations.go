@@ -15,6 +15,7 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/sirupsen/logrus"
 )
 
 // reservationDir is where the reservation state of file and block
@@ -32,10 +33,10 @@ func reservationDir(stateFile string) string {
 // state in the image, shared with every gateway that exports it
 // (imageResvStore); file and block namespaces in a file, so that it
 // persists through a restart when a host set PTPL.
-func setupReservations(ns *fabrics.Namespace, nqn string, nc config.Namespace, dir string) error {
+func setupReservations(ns *fabrics.Namespace, nqn string, nc config.Namespace, dir string, log *logrus.Entry) error {
 	ns.SetReservations(nc.Reservations.On())
 	if nc.SharedReservations.On {
-		return setupSharedReservations(ns, nqn, nc)
+		return setupSharedReservations(ns, nqn, nc, log)
 	}
 	if m, ok := ns.Backend.(backend.ImageMetadata); ok {
 		return setupImageReservations(ns, m, nc)

@@ -14,6 +14,7 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+	"github.com/sirupsen/logrus"
 )
 
 // A state survives the record exactly, and the record is compact JSON
@@ -129,7 +130,7 @@ func TestSetupImageReservations(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return ns, setupReservations(ns, "nqn.a:b", nc, "")
+		return ns, setupReservations(ns, "nqn.a:b", nc, "", logrus.NewEntry(quietLogger()))
 	}
 	held := fabrics.ReservationState{Generation: 3, Type: 1, Holder: [16]byte{5}, Registrants: []fabrics.Registrant{{HostID: [16]byte{5}, Key: 9}}}
 	m.vals[resvImageMetaKey] = encodeResvRecord(held)

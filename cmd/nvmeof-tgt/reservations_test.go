@@ -9,6 +9,7 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/sirupsen/logrus"
 )
 
 func TestFileResvStoreRoundTrip(t *testing.T) {
@@ -52,7 +53,7 @@ func TestSetupReservationsPTPL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := setupReservations(ns, "nqn.a:b/c", nc, dir); err != nil {
+		if err := setupReservations(ns, "nqn.a:b/c", nc, dir, logrus.NewEntry(quietLogger())); err != nil {
 			t.Fatal(err)
 		}
 		return ns

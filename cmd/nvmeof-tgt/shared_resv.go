@@ -553,16 +553,9 @@ func sharedResvArea(nc config.Namespace) int64 {
 	return config.SharedReservationsArea
 }
 
-// sharedResvLog is the daemon's log, for the refreshers.
-var sharedResvLog atomic.Pointer[logrus.Entry]
-
 // setupSharedReservations gives the namespace the store on its device's
 // reservation area, with what the record holds, and starts refreshing.
-func setupSharedReservations(ns *fabrics.Namespace, nqn string, nc config.Namespace) error {
-	log := logrus.NewEntry(logrus.StandardLogger())
-	if l := sharedResvLog.Load(); l != nil {
-		log = l
-	}
+func setupSharedReservations(ns *fabrics.Namespace, nqn string, nc config.Namespace, log *logrus.Entry) error {
 	log = log.WithFields(logrus.Fields{"subsystem": nqn, "nsid": nc.NSID, "slot": nc.SharedReservations.Slot})
 	st, err := openSharedResv(nc.Path, unix.O_DIRECT|unix.O_DSYNC, nc.SharedReservations.Slot, log)
 	if err != nil {
