@@ -178,6 +178,40 @@ func resvDaemon(t *testing.T, path string, slot int, clock resvClock, timeout ti
 	return s, e
 }
 
+// changeWithin10T runs change through e, a's engine, and fails with stuck
+// if it has not completed when the clock reaches 10T.
+func changeWithin10T(t *testing.T, clock *testClock, a *sharedResvStore, e *resvEngine, change func(*fabrics.ReservationState), stuck string) {
+	t.Helper()
+	clock.limit = clock.Now().Add(10 * a.timeout)
+	done := make(chan error, 1)
+	go func() { done <- e.change(change) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-clock.stuck:
+		t.Fatal(stuck)
+	}
+}
+
+// peerRecord opens the area at path for a test to write, as the peer in
+// slot 1 would, the record peers: sequence 1, host 2 registered.
+func peerRecord(t *testing.T, path string) (*os.File, []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	peers, err := encodeRecord(record{id: recordID{seq: 1, writer: 1},
+		st: fabrics.ReservationState{Generation: 1, Registrants: []fabrics.Registrant{{HostID: [16]byte{2}, Key: 0xb}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, peers
+}
+
 type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(p []byte) (int, error) {
@@ -238,18 +272,8 @@ func TestSharedResvPeerApplies(t *testing.T) {
 	b, eb := resvDaemon(t, path, 1, clock, time.Second)
 	b.tick()
 	clock.onSleep = b.tick // the peer refreshes while a waits
-	clock.limit = clock.Now().Add(10 * a.timeout)
 	start := clock.Now()
-	done := make(chan error, 1)
-	go func() { done <- ea.change(register(1, 0xa)) }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-clock.stuck:
-		t.Fatal("the change still waits after 10T for a peer that refreshes")
-	}
+	changeWithin10T(t, clock, a, ea, register(1, 0xa), "the change still waits after 10T for a peer that refreshes")
 	if took := clock.Now().Sub(start); took >= 2*a.timeout {
 		t.Fatalf("the change took %v with the peer refreshing; want less than 2T", took)
 	}
@@ -266,18 +290,8 @@ func TestSharedResvPeerGone(t *testing.T) {
 	a, ea := resvDaemon(t, path, 0, clock, time.Second)
 	b, _ := resvDaemon(t, path, 1, clock, time.Second)
 	b.tick() // then it stops
-	clock.limit = clock.Now().Add(10 * a.timeout)
 	start := clock.Now()
-	done := make(chan error, 1)
-	go func() { done <- ea.change(register(1, 0xa)) }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-clock.stuck:
-		t.Fatal("the change still waits for a stopped peer after 10T")
-	}
+	changeWithin10T(t, clock, a, ea, register(1, 0xa), "the change still waits for a stopped peer after 10T")
 	took := clock.Now().Sub(start)
 	if took < 2*a.timeout || took > 2*a.timeout+a.period() {
 		t.Fatalf("the change completed after %v without the peer; want 2T (%v)", took, 2*a.timeout)
@@ -436,16 +450,7 @@ func TestSharedResvLateOverwrite(t *testing.T) {
 	path := resvArea(t)
 	clock := newTestClock()
 	a, ea := resvDaemon(t, path, 0, clock, time.Second)
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	peers, err := encodeRecord(record{id: recordID{seq: 1, writer: 1},
-		st: fabrics.ReservationState{Generation: 1, Registrants: []fabrics.Registrant{{HostID: [16]byte{2}, Key: 0xb}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, peers := peerRecord(t, path)
 	// The peer's heartbeat never moves; its record lands on a's last
 	// wait, after a's last look at the record.
 	wrote := false
@@ -458,17 +463,7 @@ func TestSharedResvLateOverwrite(t *testing.T) {
 			}
 		}
 	}
-	clock.limit = clock.Now().Add(10 * a.timeout)
-	done := make(chan error, 1)
-	go func() { done <- ea.change(register(1, 0xa)) }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-clock.stuck:
-		t.Fatal("the change still waits after 10T")
-	}
+	changeWithin10T(t, clock, a, ea, register(1, 0xa), "the change still waits after 10T")
 	if !wrote {
 		t.Fatal("the peer's record was never written")
 	}
@@ -490,16 +485,7 @@ func TestSharedResvOverwritten(t *testing.T) {
 	clock := newTestClock()
 	a, ea := resvDaemon(t, path, 0, clock, time.Second)
 	b, eb := resvDaemon(t, path, 1, clock, time.Second)
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	peers, err := encodeRecord(record{id: recordID{seq: 1, writer: 1},
-		st: fabrics.ReservationState{Generation: 1, Registrants: []fabrics.Registrant{{HostID: [16]byte{2}, Key: 0xb}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, peers := peerRecord(t, path)
 	eb.mu.Lock() // b's change waits for a to enforce its record
 	wrote, bDone := false, false
 	clock.onSleep = func() {
@@ -519,17 +505,7 @@ func TestSharedResvOverwritten(t *testing.T) {
 		}
 		b.tick()
 	}
-	clock.limit = clock.Now().Add(10 * a.timeout)
-	done := make(chan error, 1)
-	go func() { done <- ea.change(register(1, 0xa)) }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-clock.stuck:
-		t.Fatal("a's change and b's still wait for each other after 10T")
-	}
+	changeWithin10T(t, clock, a, ea, register(1, 0xa), "a's change and b's still wait for each other after 10T")
 	st, err := a.Load()
 	if err != nil {
 		t.Fatal(err)
