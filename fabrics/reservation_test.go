@@ -297,93 +297,31 @@ func TestResvReport(t *testing.T) {
 func TestResvPreemptCases(t *testing.T) {
 	A, B, C := [16]byte{0xa}, [16]byte{0xb}, [16]byte{0xc}
 	regs := func() []Registrant { return []Registrant{{A, 0xa}, {B, 0xb}, {C, 0xc}} }
-	type want struct {
-		st      nvme.Status
-		rtype   uint8
-		holder  [16]byte
-		left    [][16]byte // registrants after, in order
-		noticed map[[16]byte]uint8
-	}
-	cases := []struct {
-		name    string
-		rtype   uint8 // held before, by A for types 1-4
-		by      [16]byte
-		key     uint64 // the preemptor's own key
-		newType uint8
-		prkey   uint64
-		want    want
-	}{
+	cases := []preemptCase{
 		{"no reservation: PRKEY's registrants go", 0, A, 0xa, 1, 0xb,
-			want{0, 0, [16]byte{}, [][16]byte{A, C}, map[[16]byte]uint8{B: nvme.ResvNoticeRegPreempted}}},
-		{"no reservation: unknown PRKEY", 0, A, 0xa, 1, 0x99, want{st: conflict}},
+			preemptWant{0, 0, [16]byte{}, [][16]byte{A, C}, map[[16]byte]uint8{B: nvme.ResvNoticeRegPreempted}, nil}},
+		{"no reservation: unknown PRKEY", 0, A, 0xa, 1, 0x99, preemptWant{st: conflict}},
 		{"all registrants, PRKEY 0: preemptor holds the new type alone", nvme.ResvWriteExclusiveAllRegs, B, 0xb, nvme.ResvExclusiveAccess, 0,
-			want{0, nvme.ResvExclusiveAccess, B, [][16]byte{B},
-				map[[16]byte]uint8{A: nvme.ResvNoticeRegPreempted, C: nvme.ResvNoticeRegPreempted}}},
+			preemptWant{0, nvme.ResvExclusiveAccess, B, [][16]byte{B},
+				map[[16]byte]uint8{A: nvme.ResvNoticeRegPreempted, C: nvme.ResvNoticeRegPreempted}, nil}},
 		{"all registrants, PRKEY of one", nvme.ResvExclusiveAccessAllRegs, B, 0xb, 1, 0xc,
-			want{0, nvme.ResvExclusiveAccessAllRegs, [16]byte{}, [][16]byte{A, B}, map[[16]byte]uint8{C: nvme.ResvNoticeRegPreempted}}},
-		{"all registrants, unknown PRKEY", nvme.ResvExclusiveAccessAllRegs, B, 0xb, 1, 0x99, want{st: conflict}},
+			preemptWant{0, nvme.ResvExclusiveAccessAllRegs, [16]byte{}, [][16]byte{A, B}, map[[16]byte]uint8{C: nvme.ResvNoticeRegPreempted}, nil}},
+		{"all registrants, unknown PRKEY", nvme.ResvExclusiveAccessAllRegs, B, 0xb, 1, 0x99, preemptWant{st: conflict}},
 		{"holder preempts itself: type changes", nvme.ResvWriteExclusiveRegOnly, A, 0xa, nvme.ResvExclusiveAccess, 0xa,
-			want{0, nvme.ResvExclusiveAccess, A, [][16]byte{A, B, C},
-				map[[16]byte]uint8{B: nvme.ResvNoticeReleased, C: nvme.ResvNoticeReleased}}},
+			preemptWant{0, nvme.ResvExclusiveAccess, A, [][16]byte{A, B, C},
+				map[[16]byte]uint8{B: nvme.ResvNoticeReleased, C: nvme.ResvNoticeReleased}, nil}},
 		{"PRKEY of the holder: the preemptor holds, the holder goes", nvme.ResvWriteExclusive, B, 0xb, nvme.ResvExclusiveAccess, 0xa,
-			want{0, nvme.ResvExclusiveAccess, B, [][16]byte{B, C},
-				map[[16]byte]uint8{A: nvme.ResvNoticeRegPreempted, C: nvme.ResvNoticeReleased}}},
+			preemptWant{0, nvme.ResvExclusiveAccess, B, [][16]byte{B, C},
+				map[[16]byte]uint8{A: nvme.ResvNoticeRegPreempted, C: nvme.ResvNoticeReleased}, nil}},
 		{"PRKEY of the holder, same type: no release notice", nvme.ResvWriteExclusive, B, 0xb, nvme.ResvWriteExclusive, 0xa,
-			want{0, nvme.ResvWriteExclusive, B, [][16]byte{B, C}, map[[16]byte]uint8{A: nvme.ResvNoticeRegPreempted}}},
+			preemptWant{0, nvme.ResvWriteExclusive, B, [][16]byte{B, C}, map[[16]byte]uint8{A: nvme.ResvNoticeRegPreempted}, nil}},
 		{"PRKEY of a non-holder: it goes, the reservation stays", nvme.ResvWriteExclusive, B, 0xb, nvme.ResvExclusiveAccess, 0xc,
-			want{0, nvme.ResvWriteExclusive, A, [][16]byte{A, B}, map[[16]byte]uint8{C: nvme.ResvNoticeRegPreempted}}},
-		{"PRKEY 0, held by another: invalid", nvme.ResvWriteExclusive, B, 0xb, 1, 0, want{st: nvme.StatusInvalidField | nvme.DNR}},
-		{"wrong CRKEY", nvme.ResvWriteExclusive, B, 0x77, 1, 0xa, want{st: conflict}},
-		{"unregistered preemptor", nvme.ResvWriteExclusive, [16]byte{0xd}, 0xd, 1, 0xa, want{st: conflict}},
+			preemptWant{0, nvme.ResvWriteExclusive, A, [][16]byte{A, B}, map[[16]byte]uint8{C: nvme.ResvNoticeRegPreempted}, nil}},
+		{"PRKEY 0, held by another: invalid", nvme.ResvWriteExclusive, B, 0xb, 1, 0, preemptWant{st: nvme.StatusInvalidField | nvme.DNR}},
+		{"wrong CRKEY", nvme.ResvWriteExclusive, B, 0x77, 1, 0xa, preemptWant{st: conflict}},
+		{"unregistered preemptor", nvme.ResvWriteExclusive, [16]byte{0xd}, 0xd, 1, 0xa, preemptWant{st: conflict}},
 	}
-	for _, tc := range cases {
-		for _, abort := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/abort=%t", tc.name, abort), func(t *testing.T) {
-				cur := resvSnapshot{ReservationState: ReservationState{Generation: 4, Type: tc.rtype, Registrants: regs()}}
-				if tc.rtype != 0 && !nvme.ResvAllRegistrants(tc.rtype) {
-					cur.Holder = A
-				}
-				action := uint8(nvme.ResvPreempt)
-				if abort {
-					action = nvme.ResvPreemptAndAbort
-				}
-				ch, st := resvAcquire(cur, &tc.by, action, tc.newType, nvme.ResvKeys{Current: tc.key, Other: tc.prkey})
-				if st != tc.want.st {
-					t.Fatalf("status %v, want %v", st, tc.want.st)
-				}
-				if st != 0 {
-					return
-				}
-				n := ch.next
-				var left [][16]byte
-				for _, r := range n.Registrants {
-					left = append(left, r.HostID)
-				}
-				if n.Type != tc.want.rtype || !slices.Equal(left, tc.want.left) || n.Generation != 5 {
-					t.Fatalf("type %d registrants %v gen %d, want type %d registrants %v gen 5", n.Type, left, n.Generation, tc.want.rtype, tc.want.left)
-				}
-				if !nvme.ResvAllRegistrants(n.Type) && n.Type != 0 && n.Holder != tc.want.holder {
-					t.Fatalf("holder %v, want %v", n.Holder, tc.want.holder)
-				}
-				got := map[[16]byte]uint8{}
-				for _, no := range ch.notices {
-					got[no.host] = no.typ
-				}
-				if fmt.Sprint(got) != fmt.Sprint(tc.want.noticed) {
-					t.Fatalf("notices %v, want %v", got, tc.want.noticed)
-				}
-				var preempted [][16]byte
-				for h, typ := range tc.want.noticed {
-					if typ == nvme.ResvNoticeRegPreempted {
-						preempted = append(preempted, h)
-					}
-				}
-				if want := len(preempted); !abort && len(ch.abort) != 0 || abort && len(ch.abort) != want {
-					t.Fatalf("fenced %v, preempted %v, abort %t", ch.abort, preempted, abort)
-				}
-			})
-		}
-	}
+	runPreemptCases(t, regs(), cases)
 }
 
 func (h *host) readResvLog() nvme.ResvNotice {
