@@ -712,3 +712,37 @@ vblock_verify() {
 		fail "$1: blocks without their newest version: $(grep -A10 'vblock: verified' "$VB_LOG" | tail -11)"
 	echo "$1: $(grep 'vblock: verified' "$VB_LOG" | tail -1)"
 }
+
+# Reservations with two host identities in one guest.
+# connect_host TRADDR NQN HOSTNQN [CTRL_LOSS_TMO]: a controller of the host
+# HOSTNQN (its host ID the UUID in it) to NQN at TRADDR:$PORT over RDMA;
+# prints its device, /dev/nvmeN. Through /dev/nvme-fabrics: nvme-cli takes
+# a second controller to one subsystem address for a duplicate of the
+# first, whatever its host NQN.
+connect_host() {
+	local line
+	exec 3<>/dev/nvme-fabrics
+	printf 'transport=rdma,traddr=%s,trsvcid=%s,nqn=%s,hostnqn=%s,hostid=%s,ctrl_loss_tmo=%s,reconnect_delay=1' \
+		"$1" "$PORT" "$2" "$3" "${3##*uuid:}" "${4:-60}" >&3 || fail "connect as $3 to $1"
+	read -r line <&3
+	exec 3>&-
+	[[ $line =~ instance=([0-9]+) ]] || fail "connect as $3 to $1: the kernel answered '$line'"
+	wait_for 10 "/dev/nvme${BASH_REMATCH[1]} appearing" test -c "/dev/nvme${BASH_REMATCH[1]}"
+	echo "/dev/nvme${BASH_REMATCH[1]}"
+}
+# resv_report DEV: namespace 1's extended Reservation Status through the
+# controller DEV, as "gen rtype regctl key@hostid,..." (the host ID's first
+# 8 digits, * after the holder's).
+resv_report() {
+	nvme resv-report "$1" -n 1 --eds -o json | jq -r '"\(.gen) \(.rtype) \(.regctl) " +
+		([.regctlext[]? | "\(.rkey)@\(.hostid | tostring | .[0:8])\(if .rcsts % 2 == 1 then "*" else "" end)"] | join(","))'
+}
+# resv_conflicts CMD...: CMD fails with Reservation Conflict.
+resv_conflicts() {
+	local out
+	if out=$("$@" 2>&1); then
+		fail "$* succeeded, want Reservation Conflict"
+	fi
+	grep -qi 'reservation.conflict' <<<"$out" || fail "$*: $out (want Reservation Conflict)"
+	echo "ok: $* -> Reservation Conflict"
+}

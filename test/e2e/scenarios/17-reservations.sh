@@ -11,44 +11,12 @@ nqn=nqn.2026-11.io.example:resv
 serve_file "$nqn" /data/resv.img 16MiB
 hostA=nqn.2014-08.org.nvmexpress:uuid:aaaaaaaa-0000-0000-0000-000000000001
 hostB=nqn.2014-08.org.nvmexpress:uuid:bbbbbbbb-0000-0000-0000-000000000002
-idA=aaaaaaaa-0000-0000-0000-000000000001
-idB=bbbbbbbb-0000-0000-0000-000000000002
-# connect_as HOSTNQN HOSTID: a controller of that host; prints its device.
-# Through /dev/nvme-fabrics: nvme-cli takes a second controller to one
-# subsystem address for a duplicate of the first, whatever its host NQN.
-connect_as() {
-	local line
-	exec 3<>/dev/nvme-fabrics
-	printf 'transport=rdma,traddr=%s,trsvcid=%s,nqn=%s,hostnqn=%s,hostid=%s,ctrl_loss_tmo=60,reconnect_delay=1' \
-		"$ADDR" "$PORT" "$nqn" "$1" "$2" >&3 || fail "connect as $1"
-	read -r line <&3
-	exec 3>&-
-	[[ $line =~ instance=([0-9]+) ]] || fail "connect as $1: the kernel answered '$line'"
-	echo "/dev/nvme${BASH_REMATCH[1]}"
-}
-A=$(connect_as "$hostA" "$idA")
-B=$(connect_as "$hostB" "$idB")
-for c in "$A" "$B"; do
-	[ "$c" != /dev/nvme ] && [ -n "$c" ] || fail "a connect failed (see above)"
-	wait_for 10 "$c appearing" test -c "$c"
-done
+A=$(connect_host "$ADDR" "$nqn" "$hostA")
+B=$(connect_host "$ADDR" "$nqn" "$hostB")
 echo "host A on $A, host B on $B"
 
-# report DEV: the extended Reservation Status, as "gen rtype regctl key@hostid,...".
-report() {
-	nvme resv-report "$1" -n 1 --eds -o json | jq -r '"\(.gen) \(.rtype) \(.regctl) " +
-		([.regctlext[]? | "\(.rkey)@\(.hostid | tostring | .[0:8])\(if .rcsts % 2 == 1 then "*" else "" end)"] | join(","))'
-}
-expect_report() { assert_eq "$1" "$(report "$A")" "$2"; }
+expect_report() { assert_eq "$1" "$(resv_report "$A")" "$2"; }
 ok() { "$@" >/dev/null 2>"$RESULTS/$SCENARIO.err" || fail "$*: $(cat "$RESULTS/$SCENARIO.err")"; }
-conflicts() {
-	local out
-	if out=$("$@" 2>&1); then
-		fail "$* succeeded, want Reservation Conflict"
-	fi
-	grep -qi 'reservation.conflict' <<<"$out" || fail "$*: $out (want Reservation Conflict)"
-	echo "ok: $* -> Reservation Conflict"
-}
 blk=/tmp/resv-blk
 head -c 512 /dev/urandom >"$blk"
 wr() { nvme write "$1" -n 1 -s 0 -c 0 -z 512 -d "$blk"; }
@@ -66,13 +34,13 @@ ok nvme resv-register "$A" -n 1 --nrkey=10 --rrega=0
 ok nvme resv-register "$B" -n 1 --nrkey=20 --rrega=0
 ok nvme resv-acquire "$A" -n 1 --crkey=10 --rtype=1 --racqa=0
 expect_report "A holds Write Exclusive" "5 1 2 10@aaaaaaaa*,20@bbbbbbbb"
-conflicts wr "$B"
+resv_conflicts wr "$B"
 ok rd "$B"
 ok wr "$A"
 echo "ok: under A's Write Exclusive, B reads and A writes"
 ok nvme resv-acquire "$B" -n 1 --crkey=20 --prkey=10 --rtype=1 --racqa=1
 expect_report "B preempted A" "6 1 1 20@bbbbbbbb*"
-conflicts wr "$A"
+resv_conflicts wr "$A"
 ok nvme resv-release "$B" -n 1 --crkey=20 --rtype=1 --rrela=0
 expect_report "B released" "6 0 1 20@bbbbbbbb"
 ok nvme resv-register "$A" -n 1 --nrkey=10 --rrega=0
@@ -87,7 +55,7 @@ ok nvme resv-register "$B" -n 1 --nrkey=20 --rrega=0
 ok nvme resv-acquire "$A" -n 1 --crkey=10 --rtype=1 --racqa=0
 ok wr "$A"
 ok nvme resv-acquire "$B" -n 1 --crkey=20 --prkey=10 --rtype=1 --racqa=2
-conflicts wr "$A"
+resv_conflicts wr "$A"
 log=$(nvme get-log "$A" --log-id=0x80 --log-len=64 -b | od -An -tu1 -N16 | tr -s ' ')
 read -r -a b <<<"$log"
 assert_eq "A's notification type (1: registration preempted)" "${b[8]}" 1
@@ -95,7 +63,7 @@ assert_eq "A's notification namespace" "${b[12]}" 1
 
 # PTPL: set through Register, then kill -9 and restart the daemon.
 ok nvme resv-register "$B" -n 1 --crkey=20 --nrkey=21 --rrega=2 --cptpl=3
-before=$(report "$B")
+before=$(resv_report "$B")
 kill -9 "$TARGET_PID"
 wait "$TARGET_PID" 2>/dev/null || true
 TARGET_PID=""
@@ -103,8 +71,8 @@ start_target /tmp/tgt.yaml
 for c in "$A" "$B"; do
 	wait_for 30 "$c reconnecting" ctrl_state_is "$(basename "$c")" '^live$'
 done
-assert_eq "report after kill -9 and restart" "$(report "$B")" "$before"
-conflicts wr "$A"
+assert_eq "report after kill -9 and restart" "$(resv_report "$B")" "$before"
+resv_conflicts wr "$A"
 ok nvme resv-register "$B" -n 1 --crkey=21 --rrega=1 --cptpl=2
 nvme disconnect -n "$nqn" >/dev/null || fail "disconnect"
 stop_target

@@ -41,43 +41,15 @@ echo "daemon B up (pid $TARGET2_PID)"
 
 host1=nqn.2014-08.org.nvmexpress:uuid:aaaaaaaa-0000-0000-0000-000000000089
 host2=nqn.2014-08.org.nvmexpress:uuid:bbbbbbbb-0000-0000-0000-000000000089
-# connect_as ADDR HOSTNQN: a controller of that host through ADDR; prints
-# its device. Through /dev/nvme-fabrics, as 17-reservations does.
-connect_as() {
-	local line
-	exec 3<>/dev/nvme-fabrics
-	printf 'transport=rdma,traddr=%s,trsvcid=%s,nqn=%s,hostnqn=%s,hostid=%s,ctrl_loss_tmo=60,reconnect_delay=1' \
-		"$1" "$PORT" "$nqn" "$2" "${2##*uuid:}" >&3 || fail "connect as $2 at $1"
-	read -r line <&3
-	exec 3>&-
-	[[ $line =~ instance=([0-9]+) ]] || fail "connect as $2 at $1: the kernel answered '$line'"
-	echo "/dev/nvme${BASH_REMATCH[1]}"
-}
-A=$(connect_as "$ADDR" "$host1")
-B=$(connect_as "$ADDR2" "$host2")
-for c in "$A" "$B"; do
-	[ "$c" != /dev/nvme ] && [ -n "$c" ] || fail "a connect failed (see above)"
-	wait_for 10 "$c appearing" test -c "$c"
-done
+A=$(connect_host "$ADDR" "$nqn" "$host1")
+B=$(connect_host "$ADDR2" "$nqn" "$host2")
 echo "host 1 through A on $A, host 2 through B on $B"
 
 # The namespace is the disk less the 1 MiB reservation area.
 nsze=$(nvme id-ns "$A" -n 1 -o json | jq -r .nsze)
 assert_eq "namespace size in 512-byte blocks" "$nsze" $((sectors - 2048))
 
-report() { # DEV: "rtype key@hostid*(holder),..." of the extended report
-	nvme resv-report "$1" -n 1 --eds -o json | jq -r '"\(.rtype) " +
-		([.regctlext[]? | "\(.rkey)@\(.hostid | tostring | .[0:8])\(if .rcsts % 2 == 1 then "*" else "" end)"] | join(","))'
-}
 ok() { "$@" >/dev/null 2>"$RESULTS/$SCENARIO.err" || fail "$*: $(cat "$RESULTS/$SCENARIO.err")"; }
-conflicts() {
-	local out
-	if out=$("$@" 2>&1); then
-		fail "$* succeeded, want Reservation Conflict"
-	fi
-	grep -qi 'reservation.conflict' <<<"$out" || fail "$*: $out (want Reservation Conflict)"
-	echo "ok: $* -> Reservation Conflict"
-}
 head -c 512 /dev/urandom >/tmp/resv-blk
 wr() { nvme write "$1" -n 1 -s 0 -c 0 -z 512 -d /tmp/resv-blk; }
 rd() { nvme read "$1" -n 1 -s 0 -c 0 -z 512 -d /dev/null; }
@@ -86,20 +58,20 @@ ok nvme resv-register "$A" -n 1 --nrkey=10 --rrega=0
 ok nvme resv-acquire "$A" -n 1 --crkey=10 --rtype=1 --racqa=0
 # Host 2 registers through B, which learned host 1's reservation from the disk.
 ok nvme resv-register "$B" -n 1 --nrkey=20 --rrega=0
-assert_eq "report through B" "$(report "$B")" "1 10@aaaaaaaa*,20@bbbbbbbb"
-conflicts wr "$B"
+assert_eq "report through B" "$(resv_report "$B" | cut -d" " -f2-)" "1 2 10@aaaaaaaa*,20@bbbbbbbb"
+resv_conflicts wr "$B"
 ok rd "$B"
 echo "ok: host 1's Write Exclusive taken through A holds through B"
 
 ok nvme resv-acquire "$B" -n 1 --crkey=20 --prkey=10 --rtype=1 --racqa=2
-assert_eq "report through A after host 2's preempt through B" "$(report "$A")" "1 20@bbbbbbbb*"
-conflicts wr "$A"
+assert_eq "report through A after host 2's preempt through B" "$(resv_report "$A" | cut -d" " -f2-)" "1 1 20@bbbbbbbb*"
+resv_conflicts wr "$A"
 echo "ok: host 2's Preempt and Abort through B fences host 1 through A"
 
 kill9_target
-assert_eq "report through B after kill -9 of A" "$(report "$B")" "1 20@bbbbbbbb*"
+assert_eq "report through B after kill -9 of A" "$(resv_report "$B" | cut -d" " -f2-)" "1 1 20@bbbbbbbb*"
 ok wr "$B"
-conflicts nvme resv-acquire "$B" -n 1 --crkey=99 --rtype=1 --racqa=0
+resv_conflicts nvme resv-acquire "$B" -n 1 --crkey=99 --rtype=1 --racqa=0
 echo "ok: the reservation holds through B with A gone"
 nvme disconnect -d "${A#/dev/}" >/dev/null 2>&1 || true
 nvme disconnect -d "${B#/dev/}" >&2 || fail "disconnect host 2"

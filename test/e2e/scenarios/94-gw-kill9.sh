@@ -28,15 +28,9 @@ a_addr=$(gw_holder_addr gw94)
 [ -n "$a_addr" ] || fail "no holder address in the lease object"
 echo "A's RADOS client: $a_addr"
 
-# resv_report CTRL: the extended Reservation Status through controller
-# CTRL, as "gen rtype key@hostid[*holder],...".
-resv_report() {
-	nvme resv-report "/dev/$1" -n 1 --eds -o json | jq -r '"\(.gen) \(.rtype) " +
-		([.regctlext[]? | "\(.rkey)@\(.hostid)\(if .rcsts % 2 == 1 then "*" else "" end)"] | join(","))'
-}
 nvme resv-register "/dev/$ca" -n 1 --nrkey=161 --rrega=0 >/dev/null || fail "the writer's host registering through A"
 nvme resv-acquire "/dev/$ca" -n 1 --crkey=161 --rtype=1 --racqa=0 >/dev/null || fail "the writer's host taking Write Exclusive through A"
-resv_a=$(resv_report "$ca")
+resv_a=$(resv_report "/dev/$ca")
 [[ $resv_a == *" 1 161@"*"*" ]] || fail "the report through A: '$resv_a', want Write Exclusive held by key 161"
 echo "reservation through A: $resv_a"
 
@@ -52,7 +46,7 @@ wait "$fio_pid" || rc=$?
 assert_eq "fio through the takeover (status)" "$rc" 0
 blocklisted "$a_addr" || fail "A's client $a_addr is not in the OSD blocklist"
 echo "ok: A's client $a_addr is blocklisted"
-assert_eq "the reservation through B after the takeover" "$(resv_report "$cb")" "$resv_a"
+assert_eq "the reservation through B after the takeover" "$(resv_report "/dev/$cb")" "$resv_a"
 assert_eq "B's takeovers" "$(metric_at "$B_METRICS" nvmeof_tgt_gateway_takeovers_total)" 1
 assert_eq "B's fencings" "$(metric_at "$B_METRICS" nvmeof_tgt_gateway_fencings_total)" 1
 
@@ -74,13 +68,8 @@ assert_eq "A's path, after 25 s" "$(ana_state "$ca" 1)" inaccessible
 # second host, on B only (through /dev/nvme-fabrics: nvme-cli would take it
 # for a duplicate of the writer's controller), cannot write; the holder
 # can, beyond fio's range.
-exec 3<>/dev/nvme-fabrics
-printf 'transport=rdma,traddr=%s,trsvcid=%s,nqn=%s,hostnqn=%s,hostid=%s,ctrl_loss_tmo=10,reconnect_delay=1' "$ADDR2" "$PORT" "$nqn" \
-	nqn.2014-08.org.nvmexpress:uuid:bbbbbbbb-0000-0000-0000-000000000094 bbbbbbbb-0000-0000-0000-000000000094 >&3 || fail "host 2's connect to B"
-read -r line <&3
-exec 3>&-
-[[ $line =~ instance=([0-9]+) ]] || fail "host 2's connect to B: the kernel answered '$line'"
-h2=nvme${BASH_REMATCH[1]}
+h2=$(connect_host "$ADDR2" "$nqn" nqn.2014-08.org.nvmexpress:uuid:bbbbbbbb-0000-0000-0000-000000000094 10)
+h2=${h2#/dev/}
 blk=/tmp/resv94-blk past_fio=$((200 << 20 >> 9))
 head -c 512 /dev/urandom >"$blk"
 if out=$(nvme write "/dev/$h2" -n 1 -s "$past_fio" -c 0 -z 512 -d "$blk" 2>&1); then
