@@ -71,7 +71,9 @@ fi
 "$NVMEOF_TGT" -config /tmp/tgt.yaml >/results/target.log 2>&1 &
 tgt=$!
 for _ in $(seq 100); do
-	nvme discover -t "$trtype" -a 10.99.0.1 >/dev/null 2>&1 && break
+	# -s: over TCP, nvme discover's default is 8009, the well-known
+	# discovery port, which the daemon does not listen on here.
+	nvme discover -t "$trtype" -a 10.99.0.1 -s 4420 >/dev/null 2>&1 && break
 	sleep 0.1
 done
 cd "$BLKTESTS"
