@@ -70,10 +70,16 @@ fi
 } >/tmp/tgt.yaml
 "$NVMEOF_TGT" -config /tmp/tgt.yaml >/results/target.log 2>&1 &
 tgt=$!
-for _ in $(seq 100); do
-	# -s: over TCP, nvme discover's default is 8009, the well-known
-	# discovery port, which the daemon does not listen on here.
-	nvme discover -t "$trtype" -a 10.99.0.1 -s 4420 >/dev/null 2>&1 && break
+# Up to 120 s: under emulation the daemon takes tens of seconds to
+# listen, and each refused discover takes about a second.
+deadline=$((SECONDS + 120))
+# -s: over TCP, nvme discover's default is 8009, the well-known discovery
+# port, which the daemon does not listen on here.
+until nvme discover -t "$trtype" -a 10.99.0.1 -s 4420 >/dev/null 2>&1; do
+	if ((SECONDS >= deadline)); then
+		echo "the daemon does not answer discovery on 10.99.0.1:4420 ($trtype) after 120 s: see target.log" >&2
+		break
+	fi
 	sleep 0.1
 done
 cd "$BLKTESTS"
