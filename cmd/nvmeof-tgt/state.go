@@ -21,9 +21,10 @@ type State struct {
 }
 
 type PortState struct {
-	ID      uint16 `json:"id"`
-	Address string `json:"address"`
-	Port    uint16 `json:"port"`
+	ID        uint16 `json:"id"`
+	Transport string `json:"transport"` // rdma or tcp
+	Address   string `json:"address"`
+	Port      uint16 `json:"port"`
 	// ANA is the state of each ANA group not optimized on the port.
 	ANA map[uint32]string `json:"ana,omitempty"`
 	// Referrals are the other discovery services the port's discovery
@@ -87,7 +88,7 @@ func state(d *daemon) State {
 	gen, _, _ := d.generation()
 	st := State{Generation: gen, Ports: []PortState{}, Subsystems: []SubState{}}
 	for _, p := range cfg.Ports {
-		ps := PortState{ID: p.ID, Address: p.Address, Port: p.Port, ANA: maps.Clone(p.ANA)}
+		ps := PortState{ID: p.ID, Transport: p.Transport, Address: p.Address, Port: p.Port, ANA: maps.Clone(p.ANA)}
 		// Gateway groups: the state the lease gives them, on every port.
 		for g, s := range d.target.PinnedANAGroups() {
 			if ps.ANA == nil {

@@ -105,6 +105,10 @@ chmod +x "$stub"
 cat >"$tmp/two-ports.json" <<'JSON'
 {"generation":3,"ports":[{"id":1,"address":"10.0.0.1","port":4420},{"id":2,"address":"10.0.0.2","port":4421}],"subsystems":[]}
 JSON
+# A daemon with ports of both transports names each one's.
+cat >"$tmp/mixed-ports.json" <<'JSON'
+{"generation":4,"ports":[{"id":1,"transport":"rdma","address":"10.0.0.1","port":4420},{"id":2,"transport":"tcp","address":"10.0.0.3","port":4420},{"id":3,"transport":"tcp","address":"10.0.0.1","port":4421}],"subsystems":[]}
+JSON
 cat >"$tmp/no-ports.json" <<'JSON'
 {"generation":1,"ports":[],"subsystems":[]}
 JSON
@@ -156,6 +160,19 @@ run NVMET_TRADDR=192.0.2.9 -- config --show-traddr --show-trsvid
 expect_eq "NVMET_TRADDR without a matching port" "$rc:$out" "0:192.0.2.9"$'\n'"4420"
 run STUB_LIST= NVMET_TRADDR=192.0.2.9 -- config --show-trsvid
 expect_eq "trsvid with the daemon down" "$rc:$out" "0:4420"
+mixed=STUB_LIST=$tmp/mixed-ports.json
+run "$mixed" -- config --show-trtype --show-traddr --show-trsvid
+expect_eq "rdma picks the daemon's RDMA port" "$rc:${out//$'\n'/,}" "0:rdma,10.0.0.1,4420"
+run "$mixed" NVMET_TRTYPE=tcp -- config --show-trtype --show-traddr --show-trsvid
+expect_eq "tcp picks the daemon's first TCP port" "$rc:${out//$'\n'/,}" "0:tcp,10.0.0.3,4420"
+run "$mixed" NVMET_TRTYPE=tcp NVMET_TRADDR=10.0.0.1 -- config --show-trsvid
+expect_eq "tcp: the service ID of the TCP port at NVMET_TRADDR, not the RDMA one's" "$rc:$out" "0:4421"
+run NVMET_TRTYPE=tcp -- config --show-traddr
+expect_eq "tcp against a daemon whose ports are RDMA (no transport named) fails" "$rc" 1
+expect_match "the error names the transport and the setting" "$err" "*no tcp port*NVMET_TRTYPE*"
+run NVMET_TRTYPE=fc -- config --show-trtype
+expect_eq "a transport the daemon lacks fails" "$rc" 1
+expect_match "the error names NVMET_TRTYPE" "$err" "*NVMET_TRTYPE=fc*rdma or tcp*"
 run NVMET_BLKDEV=/dev/nullb0 -- config --show-blkdev-type
 expect_eq "NVMET_BLKDEV makes the type device" "$rc:$out" "0:device"
 run NVMET_BLKDEV_TYPE=disk -- config --show-blkdev-type
@@ -177,7 +194,7 @@ expect_eq "hostnqn and hostid defaults" "$rc:$out" \
 
 run STUB_LIST="$tmp/no-ports.json" -- config --show-traddr
 expect_eq "traddr without ports fails" "$rc:$out" "1:"
-expect_match "traddr without ports says why" "$err" "*no port*NVMET_TRADDR*"
+expect_match "traddr without ports says why" "$err" "*no rdma port*NVMET_TRADDR*"
 run STUB_LIST= -- config --show-traddr
 expect_eq "traddr with the daemon down fails" "$rc:$out" "1:"
 expect_match "traddr with the daemon down says why" "$err" "*NVMET_TRADDR*"

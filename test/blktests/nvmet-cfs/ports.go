@@ -66,7 +66,12 @@ func (c *cfs) portAttr(id uint16, name string, show func(p *daemonPort) string) 
 
 func (c *cfs) portDir(id uint16) *dir {
 	return &dir{c: c, entries: static(
-		c.portAttr(id, "addr_trtype", func(*daemonPort) string { return "rdma" }),
+		c.portAttr(id, "addr_trtype", func(p *daemonPort) string {
+			if p.Transport == "" {
+				return "rdma"
+			}
+			return p.Transport
+		}),
 		c.portAttr(id, "addr_adrfam", func(p *daemonPort) string {
 			if a, err := netip.ParseAddr(p.Address); err == nil && a.Is6() && !a.Is4In6() {
 				return "ipv6"

@@ -12,10 +12,11 @@ type daemonState struct {
 }
 
 type daemonPort struct {
-	ID      uint16            `json:"id"`
-	Address string            `json:"address"`
-	Port    uint16            `json:"port"`
-	ANA     map[string]string `json:"ana"` // the groups not optimized
+	ID        uint16            `json:"id"`
+	Transport string            `json:"transport"` // none from an older daemon: rdma
+	Address   string            `json:"address"`
+	Port      uint16            `json:"port"`
+	ANA       map[string]string `json:"ana"` // the groups not optimized
 }
 
 type daemonSubsystem struct {

@@ -93,7 +93,7 @@ func shimAt(t *testing.T, state string) (dir string, f *fakedaemon.Daemon, calls
 }
 
 const twoPorts = `{"generation":1,
-"ports":[{"id":1,"address":"10.0.0.1","port":4420},{"id":2,"address":"fd00::1","port":4421,"ana":{"1":"non_optimized"}}],
+"ports":[{"id":1,"address":"10.0.0.1","port":4420},{"id":2,"transport":"tcp","address":"fd00::1","port":4421,"ana":{"1":"non_optimized"}}],
 "subsystems":[
  {"nqn":"s1","hosts":["h1"],"ports":[],"namespaces":[{"nsid":1,"backend":"file","path":"IMG","size_bytes":1048576,"block_size":512,"read_only":false,"uuid":"91fdba0d-f87b-4c25-b80f-db7be1418b9e","ana_group":1}]},
  {"nqn":"s2","hosts":["h1"],"ports":[2],"namespaces":[]}]}`
@@ -288,7 +288,7 @@ func TestMountPorts(t *testing.T) {
 		t.Errorf("ports/ has %v", got)
 	}
 	for f, want := range map[string]string{"1/addr_trtype": "rdma", "1/addr_adrfam": "ipv4", "1/addr_traddr": "10.0.0.1",
-		"1/addr_trsvcid": "4420", "2/addr_adrfam": "ipv6", "2/addr_traddr": "fd00::1", "2/addr_trsvcid": "4421"} {
+		"1/addr_trsvcid": "4420", "2/addr_trtype": "tcp", "2/addr_adrfam": "ipv6", "2/addr_traddr": "fd00::1", "2/addr_trsvcid": "4421"} {
 		if got := read("ports/" + f); got != want {
 			t.Errorf("ports/%s reads %q, want %q", f, got, want)
 		}

@@ -26,10 +26,11 @@ type state struct {
 }
 
 type port struct {
-	ID      uint16            `json:"id"`
-	Address string            `json:"address"`
-	Port    uint16            `json:"port"`
-	ANA     map[string]string `json:"ana,omitempty"`
+	ID        uint16            `json:"id"`
+	Transport string            `json:"transport,omitempty"`
+	Address   string            `json:"address"`
+	Port      uint16            `json:"port"`
+	ANA       map[string]string `json:"ana,omitempty"`
 }
 
 type subsystem struct {
