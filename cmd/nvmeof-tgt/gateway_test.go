@@ -39,10 +39,16 @@ subsystems:
 // waitGroup polls d's lease of group 1 until it is st, for at most limit.
 func waitGroup(t *testing.T, d *daemon, st gateway.State, limit time.Duration) time.Duration {
 	t.Helper()
+	// The runner's state changes first, then Publish sets the port's ANA
+	// state: a host sees the group move only once both have.
+	ana := nvme.ANAInaccessible
+	if st == gateway.Owner {
+		ana = nvme.ANAOptimized
+	}
 	start := time.Now()
-	for d.gateway.runner(1).Status().State != st {
+	for d.gateway.runner(1).Status().State != st || anaOf(d) != ana {
 		if time.Since(start) > limit {
-			t.Fatalf("%s: group 1 is %v after %v, want %v", d.gateway.name, d.gateway.runner(1).Status(), limit, st)
+			t.Fatalf("%s: group 1 is %v, ANA %v, after %v; want %v, %v", d.gateway.name, d.gateway.runner(1).Status(), anaOf(d), limit, st, ana)
 		}
 		time.Sleep(20 * time.Millisecond) // polling the cluster's answer
 	}
