@@ -98,7 +98,8 @@ assert_eq "TCP connections of port 2 (admin and I/O queues)" "$(metric nvmeof_tg
 assert_eq "data digest errors" "$(metric nvmeof_tgt_tcp_data_digest_errors_total 'port="2"')" 0
 assert_eq "C2HTermReqs" "$(metric nvmeof_tgt_tcp_term_requests_total 'port="2"')" 0
 assert_eq "TCP queues connected with SQ flow control disabled" \
-	"$(grep "queue connected" "$RESULTS/$SCENARIO-target.log" | grep -c "sq_flow_control=disabled")" "$(($(nproc) + 1))"
+	"$(jq -R 'fromjson? | select(.msg == "queue connected" and .sq_flow_control == "disabled")' \
+		"$RESULTS/$SCENARIO-target.log" | jq -s length)" "$(($(nproc) + 1))"
 
 # The RDMA path beside it: one namespace, two paths.
 connect_at "$ADDR" "$nqn" >/dev/null
