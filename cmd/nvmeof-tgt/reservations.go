@@ -76,22 +76,53 @@ type resvFileHost struct {
 }
 
 func (f *fileResvStore) Load() (fabrics.ReservationState, error) {
-	var st fabrics.ReservationState
 	b, err := os.ReadFile(f.path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return st, nil
+		return fabrics.ReservationState{}, nil
 	}
 	if err != nil {
-		return st, err
+		return fabrics.ReservationState{}, err
 	}
 	var rf resvFile
 	if err := json.Unmarshal(b, &rf); err != nil {
-		return st, err
+		return fabrics.ReservationState{}, err
 	}
+	return rf.state()
+}
+
+func (f *fileResvStore) Store(st fabrics.ReservationState) error {
+	b, err := json.MarshalIndent(resvFileOf(st), "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(f.path), 0o700); err != nil {
+		return err
+	}
+	return writeFileAtomic(f.path, append(b, '\n'))
+}
+
+// resvFileOf is st in the file's layout, which the image metadata's
+// record (resvRecord) shares.
+func resvFileOf(st fabrics.ReservationState) resvFile {
+	rf := resvFile{Generation: st.Generation, Type: st.Type, PTPL: st.PTPL, Registrants: []resvFileHost{}}
+	if st.Type != 0 {
+		rf.Holder = hex.EncodeToString(st.Holder[:])
+	}
+	for _, r := range st.Registrants {
+		rf.Registrants = append(rf.Registrants, resvFileHost{hex.EncodeToString(r.HostID[:]), r.Key})
+	}
+	return rf
+}
+
+// state is the reservation state rf holds; a host ID that is not 32 hex
+// digits is an error.
+func (rf resvFile) state() (fabrics.ReservationState, error) {
+	var st fabrics.ReservationState
+	var err error
 	st.Generation, st.Type, st.PTPL = rf.Generation, rf.Type, rf.PTPL
 	if rf.Holder != "" {
 		if st.Holder, err = parseHostID(rf.Holder); err != nil {
-			return st, err
+			return st, fmt.Errorf("holder: %w", err)
 		}
 	}
 	for _, r := range rf.Registrants {
@@ -102,24 +133,6 @@ func (f *fileResvStore) Load() (fabrics.ReservationState, error) {
 		st.Registrants = append(st.Registrants, fabrics.Registrant{HostID: id, Key: r.Key})
 	}
 	return st, nil
-}
-
-func (f *fileResvStore) Store(st fabrics.ReservationState) error {
-	rf := resvFile{Generation: st.Generation, Type: st.Type, PTPL: st.PTPL, Registrants: []resvFileHost{}}
-	if st.Type != 0 {
-		rf.Holder = hex.EncodeToString(st.Holder[:])
-	}
-	for _, r := range st.Registrants {
-		rf.Registrants = append(rf.Registrants, resvFileHost{hex.EncodeToString(r.HostID[:]), r.Key})
-	}
-	b, err := json.MarshalIndent(rf, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(f.path), 0o700); err != nil {
-		return err
-	}
-	return writeFileAtomic(f.path, append(b, '\n'))
 }
 
 func parseHostID(s string) ([16]byte, error) {

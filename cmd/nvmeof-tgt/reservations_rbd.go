@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -83,23 +82,12 @@ const resvRecordVersion = 1
 
 // resvRecord is the stored value: compact JSON with the format's version.
 type resvRecord struct {
-	Version     int            `json:"v"`
-	Generation  uint32         `json:"generation"`
-	Type        uint8          `json:"type"`
-	Holder      string         `json:"holder,omitempty"` // host ID, hex; the acquirer, for types 5 and 6
-	PTPL        bool           `json:"ptpl"`
-	Registrants []resvFileHost `json:"registrants"`
+	Version int `json:"v"`
+	resvFile
 }
 
 func encodeResvRecord(st fabrics.ReservationState) []byte {
-	rec := resvRecord{Version: resvRecordVersion, Generation: st.Generation, Type: st.Type, PTPL: st.PTPL, Registrants: []resvFileHost{}}
-	if st.Type != nvme.ResvNone {
-		rec.Holder = hex.EncodeToString(st.Holder[:])
-	}
-	for _, r := range st.Registrants {
-		rec.Registrants = append(rec.Registrants, resvFileHost{hex.EncodeToString(r.HostID[:]), r.Key})
-	}
-	b, err := json.Marshal(rec)
+	b, err := json.Marshal(resvRecord{Version: resvRecordVersion, resvFile: resvFileOf(st)})
 	if err != nil {
 		panic("encoding a reservation record: " + err.Error()) // strings and numbers only
 	}
@@ -129,23 +117,14 @@ func decodeResvRecord(v []byte) (fabrics.ReservationState, error) {
 	if rec.Type != nvme.ResvNone && !nvme.ValidResvType(rec.Type) {
 		return st, fmt.Errorf("reservation record: type %d is not a reservation type", rec.Type)
 	}
-	st.Generation, st.Type, st.PTPL = rec.Generation, rec.Type, rec.PTPL
-	for _, r := range rec.Registrants {
-		id, err := parseHostID(r.HostID)
-		if err != nil {
-			return st, fmt.Errorf("reservation record: %w", err)
-		}
-		if registered(st, id) {
-			return st, fmt.Errorf("reservation record: host %s registered twice", r.HostID)
-		}
-		st.Registrants = append(st.Registrants, fabrics.Registrant{HostID: id, Key: r.Key})
+	st, err := rec.state()
+	if err != nil {
+		return st, fmt.Errorf("reservation record: %w", err)
 	}
-	if rec.Holder != "" {
-		id, err := parseHostID(rec.Holder)
-		if err != nil {
-			return st, fmt.Errorf("reservation record: holder: %w", err)
+	for i, r := range st.Registrants {
+		if registered(st.Registrants[:i], r.HostID) {
+			return st, fmt.Errorf("reservation record: host %s registered twice", rec.Registrants[i].HostID)
 		}
-		st.Holder = id
 	}
 	switch {
 	case st.Type == nvme.ResvNone && rec.Holder != "":
@@ -153,14 +132,14 @@ func decodeResvRecord(v []byte) (fabrics.ReservationState, error) {
 	case st.Type == nvme.ResvNone:
 	case nvme.ResvAllRegistrants(st.Type) && len(st.Registrants) == 0:
 		return st, fmt.Errorf("reservation record: type %d held by every registrant, and none is", rec.Type)
-	case !nvme.ResvAllRegistrants(st.Type) && !registered(st, st.Holder):
+	case !nvme.ResvAllRegistrants(st.Type) && !registered(st.Registrants, st.Holder):
 		return st, fmt.Errorf("reservation record: type %d held by %q, which is not registered", rec.Type, rec.Holder)
 	}
 	return st, nil
 }
 
-func registered(st fabrics.ReservationState, host [nvme.HostIDSize]byte) bool {
-	for _, r := range st.Registrants {
+func registered(regs []fabrics.Registrant, host [nvme.HostIDSize]byte) bool {
+	for _, r := range regs {
 		if r.HostID == host {
 			return true
 		}
