@@ -169,12 +169,18 @@ func (s *Subsystem) SetANAGroup(nsid, g uint32) error {
 	if err := ns.SetANAGroup(g); err != nil {
 		return err
 	}
+	s.log().WithFields(logrus.Fields{"subsystem": s.NQN, "nsid": nsid, "from": from, "to": g}).Info("namespace moved to another ANA group")
+	s.anaChanged()
+	return nil
+}
+
+// anaChanged counts an ANA change and tells every controller of the
+// subsystem, whose Linux hosts then read the ANA log again.
+func (s *Subsystem) anaChanged() {
 	if s.target != nil {
 		s.target.anaChanges.Add(1)
 	}
-	s.log().WithFields(logrus.Fields{"subsystem": s.NQN, "nsid": nsid, "from": from, "to": g}).Info("namespace moved to another ANA group")
 	s.raiseEvent(nvme.AsyncTypeNotice, nvme.AsyncNoticeANAChange, nvme.LogANA)
-	return nil
 }
 
 // anaStatus is the status an I/O command to ns gets on the queue's port:
@@ -200,6 +206,14 @@ func (q *Queue) anaLog(page []byte, rgo bool) []byte {
 	}
 	for _, g := range slices.Sorted(maps.Keys(byGroup)) {
 		d := nvme.ANAGroup{ID: g, ChangeCount: chg, State: q.port.ANAState(g)}
+		if d.State.IOStatus() == 0 && slices.ContainsFunc(byGroup[g], func(id uint32) bool {
+			ns := s.Namespace(id)
+			return ns != nil && ns.ReservationUnavailable()
+		}) {
+			// The namespace's I/O gets ANA Inaccessible (resvCheck):
+			// the group says so, or the host would keep choosing it.
+			d.State = nvme.ANAInaccessible
+		}
 		if !rgo {
 			d.NSIDs = byGroup[g]
 		}

@@ -122,7 +122,7 @@ func (q *Queue) resvCheck(r *Request, ns *Namespace, write bool) nvme.Status {
 	}
 	r.resvGen = s.abortGen
 	if s.unavailable {
-		return nvme.StatusANATransition
+		return nvme.StatusANAInaccessible
 	}
 	if s.Type == nvme.ResvNone || !s.conflicts(&q.ctrl.HostID, write) {
 		return 0
@@ -148,7 +148,7 @@ func prepareResv(r *Request, ns *Namespace) nvme.Status {
 		return nvme.StatusInvalidOpcode | nvme.DNR
 	}
 	if s := ns.resv.snap.Load(); s != nil && s.unavailable {
-		return nvme.StatusANATransition
+		return nvme.StatusANAInaccessible
 	}
 	r.blocking = false
 	return 0

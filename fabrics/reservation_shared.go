@@ -93,10 +93,15 @@ func (ns *Namespace) publishResv(next resvSnapshot) {
 }
 
 // SetReservationUnavailable turns the namespace's I/O and reservation
-// commands away with ANA Transition, a path error the host retries on
+// commands away with ANA Inaccessible, a path error the host retries on
 // another path, or lets them through again. A daemon that cannot read the
 // shared reservation state sets it: the state it enforces may be stale.
-// It does not wait for a reservation command in progress.
+// The ANA log reports the namespace's group inaccessible meanwhile, and
+// each flip raises an ANA change event, so the Linux host stops choosing
+// this path rather than meeting the error on every command (and, unlike
+// the change state, the inaccessible one does not make it reset the
+// controller after twice ANATT). It does not wait for a reservation
+// command in progress.
 func (ns *Namespace) SetReservationUnavailable(on bool) {
 	rs := &ns.resv
 	if rs.unavailable.Swap(on) == on {
@@ -110,8 +115,11 @@ func (ns *Namespace) SetReservationUnavailable(on bool) {
 		}
 		next.unavailable = rs.unavailable.Load()
 		if rs.snap.CompareAndSwap(cur, &next) {
-			return
+			break
 		}
+	}
+	if s := ns.subsystem.Load(); s != nil {
+		s.anaChanged()
 	}
 }
 

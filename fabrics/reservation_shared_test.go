@@ -110,7 +110,9 @@ func TestResvSharedStore(t *testing.T) {
 
 // TestResvUnavailable: a namespace whose shared state cannot be read
 // turns I/O and reservation commands away with a path error, through
-// whatever publishes meanwhile, until it is available again.
+// whatever publishes meanwhile, until it is available again. Its ANA
+// group reads inaccessible meanwhile, and each flip raises an ANA change
+// event, so the host moves to another path rather than retrying this one.
 func TestResvUnavailable(t *testing.T) {
 	m := &sharedMedium{}
 	tg, p := restartWith(t, &sharedView{m: m})
@@ -118,18 +120,49 @@ func TestResvUnavailable(t *testing.T) {
 	ns := tg.Subsystem(testNQN).Namespace(1)
 	blk := make([]byte, 512)
 	must(t, "a registers", a.resvRegister(nvme.ResvRegister, false, 0, 0, 0xa))
+	anaEvent := uint64(nvme.AsyncEventResult(nvme.AsyncTypeNotice, nvme.AsyncNoticeANAChange, nvme.LogANA))
+	groupState := func() nvme.ANAState {
+		t.Helper()
+		l := a.readANALog()
+		if len(l.Groups) != 1 {
+			t.Fatalf("ANA log groups: %+v", l.Groups)
+		}
+		return l.Groups[0].State
+	}
+	// wantEvent fails rather than hangs when no event comes.
+	wantEvent := func(when string, aer <-chan nvme.Completion) {
+		t.Helper()
+		select {
+		case rsp := <-aer:
+			if rsp == nil || rsp.Status() != 0 || rsp.Result() != anaEvent {
+				t.Fatalf("AER %s: %v, want result %#x", when, rsp, anaEvent)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no ANA change event within 10 s %s", when)
+		}
+	}
+	aer := enableAEN(t, a, nvme.OAESANAChange)
 
 	ns.SetReservationUnavailable(true)
-	wantStatus(t, "a write while unavailable", a.rw(nvme.IOWrite, 1, 0, 1, blk, false), nvme.StatusANATransition)
-	wantStatus(t, "a read while unavailable", a.rw(nvme.IORead, 1, 0, 1, blk, false), nvme.StatusANATransition)
-	wantStatus(t, "an acquire while unavailable", a.resvAcquire(nvme.ResvAcquire, nvme.ResvWriteExclusive, 0xa, 0), nvme.StatusANATransition)
+	wantEvent("after the namespace turned unavailable", aer)
+	if st := groupState(); st != nvme.ANAInaccessible {
+		t.Fatalf("ANA group state while unavailable: %v, want inaccessible", st)
+	}
+	wantStatus(t, "a write while unavailable", a.rw(nvme.IOWrite, 1, 0, 1, blk, false), nvme.StatusANAInaccessible)
+	wantStatus(t, "a read while unavailable", a.rw(nvme.IORead, 1, 0, 1, blk, false), nvme.StatusANAInaccessible)
+	wantStatus(t, "an acquire while unavailable", a.resvAcquire(nvme.ResvAcquire, nvme.ResvWriteExclusive, 0xa, 0), nvme.StatusANAInaccessible)
 	// A reload publishes a new snapshot: the switch stays.
 	if err := ns.ReloadReservation(); err != nil {
 		t.Fatal(err)
 	}
-	wantStatus(t, "a write after a reload while unavailable", a.rw(nvme.IOWrite, 1, 0, 1, blk, false), nvme.StatusANATransition)
+	wantStatus(t, "a write after a reload while unavailable", a.rw(nvme.IOWrite, 1, 0, 1, blk, false), nvme.StatusANAInaccessible)
 
+	aer = a.admin.SubmitAsync(newCmd(nvme.AdminAsyncEvent), nil)
 	ns.SetReservationUnavailable(false)
+	wantEvent("after the namespace turned available", aer)
+	if st := groupState(); st != nvme.ANAOptimized {
+		t.Fatalf("ANA group state once available: %v, want optimized", st)
+	}
 	must(t, "a write once available", a.rw(nvme.IOWrite, 1, 0, 1, blk, false))
 	must(t, "an acquire once available", a.resvAcquire(nvme.ResvAcquire, nvme.ResvWriteExclusive, 0xa, 0))
 	if ns.ReservationUnavailable() {

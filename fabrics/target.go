@@ -368,8 +368,11 @@ type Namespace struct {
 	removed  atomic.Bool        // set once RemoveNamespace unpublished it
 	anaGroup atomic.Uint32      // ANA group (ana.go)
 	holds    atomic.Int64       // holders outside any queue (hold), counted by drain
-	resv     reservations       // reservation.go
-	qos      namespaceQoS       // rate limits (qos.go)
+	// subsystem is the one AddNamespace put it in: its controllers hear
+	// of ANA changes the namespace makes (SetReservationUnavailable).
+	subsystem atomic.Pointer[Subsystem]
+	resv      reservations // reservation.go
+	qos       namespaceQoS // rate limits (qos.go)
 
 	statsMu sync.Mutex
 	retired IOSnapshot // counters of queues that closed
@@ -435,6 +438,7 @@ func (s *Subsystem) AddNamespace(ns *Namespace) error {
 		next.byID[id] = n
 	}
 	next.byID[ns.ID] = ns
+	ns.subsystem.Store(s)
 	next.ids = append(append([]uint32(nil), old.ids...), ns.ID)
 	sort.Slice(next.ids, func(i, j int) bool { return next.ids[i] < next.ids[j] })
 	s.namespaces.Store(next)

@@ -504,7 +504,7 @@ func (s *sharedResvStore) watch() {
 	since := s.clock.Now().Sub(time.Unix(0, s.lastOK.Load()))
 	if since >= s.timeout && !s.ns.ReservationUnavailable() {
 		s.log.WithFields(logrus.Fields{"since": since, "timeout": s.timeout}).
-			Error("the shared reservation record has not been refreshed within the timeout; the namespace answers ANA Transition until a refresh succeeds")
+			Error("the shared reservation record has not been refreshed within the timeout; the namespace answers ANA Inaccessible until a refresh succeeds")
 		s.ns.SetReservationUnavailable(true)
 	}
 }
