@@ -79,13 +79,18 @@ func (q *Queue) discoveryLog(page []byte) []byte {
 	nvme.PutDiscoveryHeader(page, genctr, uint64(n))
 	e := nvme.DiscoveryEntry{
 		TransportType: transportType(q.port.Transport),
-		TREQ:          nvme.DefaultTREQ(transportType(q.port.Transport)),
-		AddrFamily:    addrFamily(q.port.Address),
-		PortID:        q.port.ID,
-		CNTLID:        nvme.ControllerIDDynamic,
-		ASQSZ:         adminQueueSize,
-		TRSVCID:       strconv.Itoa(int(q.port.ServiceID)),
-		TRADDR:        q.port.Address.String(),
+		// No secure channel to speak of on either transport, and SQ
+		// flow control disable supported (Connect CATTR), as the Linux
+		// target says of its ports: nvme connect-all then disables it.
+		// Not "not required" on TCP: libnvme releases of 2023 took
+		// either secure channel bit as a request for TLS.
+		TREQ:       nvme.TREQNotSpecified | nvme.TREQDisableSQFlow,
+		AddrFamily: addrFamily(q.port.Address),
+		PortID:     q.port.ID,
+		CNTLID:     nvme.ControllerIDDynamic,
+		ASQSZ:      adminQueueSize,
+		TRSVCID:    strconv.Itoa(int(q.port.ServiceID)),
+		TRADDR:     q.port.Address.String(),
 	}
 	off := nvme.DiscoveryHdrSize
 	e.Subtype, e.SubNQN = nvme.SubtypeCurrentDiscovery, nvme.DiscoveryNQN
@@ -101,14 +106,15 @@ func (q *Queue) discoveryLog(page []byte) []byte {
 		// Linux target referral whose portid was never set.
 		ref := nvme.DiscoveryEntry{
 			TransportType: transportType(r.Transport),
-			TREQ:          nvme.DefaultTREQ(transportType(r.Transport)),
-			AddrFamily:    addrFamily(r.Address),
-			Subtype:       nvme.SubtypeDiscoveryReferral,
-			CNTLID:        nvme.ControllerIDDynamic,
-			ASQSZ:         adminQueueSize,
-			TRSVCID:       strconv.Itoa(int(r.ServiceID)),
-			SubNQN:        nvme.DiscoveryNQN,
-			TRADDR:        r.Address.String(),
+			// What the referred daemon supports is its own to say.
+			TREQ:       nvme.TREQNotSpecified,
+			AddrFamily: addrFamily(r.Address),
+			Subtype:    nvme.SubtypeDiscoveryReferral,
+			CNTLID:     nvme.ControllerIDDynamic,
+			ASQSZ:      adminQueueSize,
+			TRSVCID:    strconv.Itoa(int(r.ServiceID)),
+			SubNQN:     nvme.DiscoveryNQN,
+			TRADDR:     r.Address.String(),
 		}
 		ref.Encode(page[off:])
 	}

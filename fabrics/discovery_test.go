@@ -84,6 +84,13 @@ func TestDiscoveryReferrals(t *testing.T) {
 	if len(ents) != 4 || ents[0].Subtype != nvme.SubtypeCurrentDiscovery || ents[1].SubNQN != testNQN {
 		t.Fatalf("records %+v, want the discovery subsystem, %s, then 2 referrals", ents, testNQN)
 	}
+	// The port's own records offer SQ flow control disable; a referral
+	// leaves that to the daemon it names.
+	for i, e := range ents[:2] {
+		if e.TREQ != nvme.TREQDisableSQFlow {
+			t.Errorf("record %d: TREQ %#x, want %#x (secure channel not specified, SQ flow control disable supported)", i, e.TREQ, nvme.TREQDisableSQFlow)
+		}
+	}
 	want := []nvme.DiscoveryEntry{
 		{TransportType: nvme.TransportRDMA, AddrFamily: nvme.AddrFamilyIPv4, Subtype: nvme.SubtypeDiscoveryReferral,
 			CNTLID: 0xffff, ASQSZ: 32, TRSVCID: "4420", SubNQN: nvme.DiscoveryNQN, TRADDR: "10.99.0.2"},

@@ -7,8 +7,9 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
-// A TCP port's discovery log says so in every record: TRTYPE tcp, no
-// secure channel required, security type none; a referral says which
+// A TCP port's discovery log says so in every record: TRTYPE tcp, secure
+// channel not specified with SQ flow control disable supported, security
+// type none; a referral says which
 // transport it is on, and a port of either transport lists it as given.
 func TestDiscoveryLogTransport(t *testing.T) {
 	tg := NewTarget(nil)
@@ -33,14 +34,14 @@ func TestDiscoveryLogTransport(t *testing.T) {
 		t.Fatalf("%d records, want discovery, subsystem, 2 referrals", len(ents))
 	}
 	for i, e := range ents[:2] {
-		if e.TransportType != nvme.TransportTCP || e.TREQ != nvme.TREQNotRequired || raw[i][768] != nvme.TCPSecTypeNone {
-			t.Errorf("record %d: trtype %d treq %d sectype %d, want tcp (3), not required (2), none (0)", i, e.TransportType, e.TREQ, raw[i][768])
+		if e.TransportType != nvme.TransportTCP || e.TREQ != nvme.TREQDisableSQFlow || raw[i][768] != nvme.TCPSecTypeNone {
+			t.Errorf("record %d: trtype %d treq %d sectype %d, want tcp (3), not specified with SQ flow control disable (4), none (0)", i, e.TransportType, e.TREQ, raw[i][768])
 		}
 	}
 	if e := ents[2]; e.TransportType != nvme.TransportRDMA || e.TREQ != nvme.TREQNotSpecified || raw[2][768] != nvme.RDMAQPTypeConnected {
 		t.Errorf("RDMA referral: trtype %d treq %d TSAS %d", e.TransportType, e.TREQ, raw[2][768])
 	}
-	if e := ents[3]; e.TransportType != nvme.TransportTCP || e.TREQ != nvme.TREQNotRequired || e.TRSVCID != "8009" || e.TRADDR != "10.0.0.3" {
+	if e := ents[3]; e.TransportType != nvme.TransportTCP || e.TREQ != nvme.TREQNotSpecified || e.TRSVCID != "8009" || e.TRADDR != "10.0.0.3" {
 		t.Errorf("TCP referral: %+v", e)
 	}
 }

@@ -199,22 +199,14 @@ const (
 	TransportTCP  = 3
 )
 
-// Transport requirements (TREQ): whether a secure channel is required.
+// Transport requirements (TREQ): whether a secure channel is required
+// (bits 1:0), and whether the port supports SQ flow control disable.
 const (
-	TREQNotSpecified = 0
-	TREQRequired     = 1
-	TREQNotRequired  = 2
+	TREQNotSpecified  = 0
+	TREQRequired      = 1
+	TREQNotRequired   = 2
+	TREQDisableSQFlow = 1 << 2
 )
-
-// DefaultTREQ is the TREQ of a port without a secure channel: TCP says a
-// secure channel (TLS) is not required, so that hosts connect without one;
-// RDMA has none to speak of, as the Linux target's default.
-func DefaultTREQ(trtype uint8) uint8 {
-	if trtype == TransportTCP {
-		return TREQNotRequired
-	}
-	return TREQNotSpecified
-}
 
 // TCP transport specific address subtype: the security type.
 const TCPSecTypeNone = 0
