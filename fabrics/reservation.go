@@ -610,6 +610,7 @@ func (s *Subsystem) resvApply(ns *Namespace, change func(resvSnapshot) (resvChan
 	s.resvNotify(ns.ID, ch.notices)
 	if len(ch.abort) > 0 && !s.resvFence(ns, ch.abort) {
 		// The new state holds; the host may retry to learn the fence is done.
+		s.log().WithFields(logrus.Fields{"nsid": ns.ID, "timeout": resvFenceTimeout}).Warn("preempt and abort: a fenced host's command has not left the backend in time; the preempt completes with Command Interrupted")
 		return nvme.StatusCommandInterrupted
 	}
 	return 0
@@ -648,11 +649,7 @@ func (s *Subsystem) resvFence(ns *Namespace, hosts [][nvme.HostIDSize]byte) bool
 		}
 		return n
 	}
-	if !waitZero(inflight, resvFenceTimeout) {
-		s.log().WithField("nsid", ns.ID).Warn("preempt and abort: a fenced host's command has not left the backend after 10 s; the preempt completes with Command Interrupted")
-		return false
-	}
-	return true
+	return waitZero(inflight, resvFenceTimeout)
 }
 
 // resvFenceTimeout bounds resvFence's wait; tests shorten it.

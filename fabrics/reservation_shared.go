@@ -5,6 +5,7 @@ import (
 	"io"
 	"slices"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/sirupsen/logrus"
 )
 
@@ -58,8 +59,45 @@ func (ns *Namespace) reloadLocked() error {
 	if err != nil {
 		return err
 	}
+	before := rs.snap.Load()
 	ns.publishLoaded(st)
+	ns.fenceLost(before, rs.snap.Load())
 	return nil
+}
+
+// fenceLost waits until no command is in flight on the namespace from a
+// connected host that after denies the access before gave it: another
+// daemon changed the state (a Preempt, with or without Abort, a Release
+// of a registrants-only type, an Unregister), and its change must not
+// complete while such a command, admitted here under the old state, can
+// still reach the backend. Whatever tells the other daemon that this one
+// enforces the new state (the shared record's heartbeat) comes after the
+// reload, and so after this. Commands admitted under the new state see it
+// at once: the snapshot is published first.
+func (ns *Namespace) fenceLost(before, after *resvSnapshot) {
+	s := ns.subsystem.Load()
+	if s == nil || after == nil {
+		return
+	}
+	var lost [][nvme.HostIDSize]byte
+	for _, c := range s.Controllers() {
+		h := c.HostID
+		if slices.Contains(lost, h) {
+			continue
+		}
+		for _, write := range []bool{false, true} {
+			if (before == nil || !before.conflicts(&h, write)) && after.conflicts(&h, write) {
+				lost = append(lost, h)
+				break
+			}
+		}
+	}
+	if len(lost) > 0 && !s.resvFence(ns, lost) {
+		// Nothing more to do than say so: the command cannot be called
+		// back from the backend, and the new state already holds here.
+		s.log().WithFields(logrus.Fields{"subsystem": s.NQN, "nsid": ns.ID, "timeout": resvFenceTimeout}).
+			Warn("another daemon's reservation change: a command admitted under the old state has not left the backend in time, and may land after the change completes")
+	}
 }
 
 // publishLoaded publishes a state read from the store, keeping this

@@ -3,11 +3,15 @@ package fabrics
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 )
 
 // sharedMedium is the state two daemons share, with a version that every
@@ -205,5 +209,106 @@ func TestResvTryReload(t *testing.T) {
 	}
 	if g := ns.Reservation().Generation; g != 7 {
 		t.Fatalf("generation %d after the reload; want 7", g)
+	}
+}
+
+// landedWrites records that a write it let through reached the medium.
+type landedWrites struct {
+	*gatedWrites
+	landed atomic.Bool
+}
+
+func (l *landedWrites) WriteAt(p []byte, off int64) error {
+	err := l.gatedWrites.WriteAt(p, off)
+	l.landed.Store(true)
+	return err
+}
+
+// preemptedElsewhere sets up two daemons on one shared state: host 1
+// holds Write Exclusive through daemon A and has a write in A's gated
+// backend when host 2 preempts it through daemon B. It returns A's
+// namespace, the write's completion and its backend.
+func preemptedElsewhere(t *testing.T) (*Namespace, <-chan nvme.Completion, *landedWrites, *host) {
+	t.Helper()
+	m := &sharedMedium{}
+	g := &landedWrites{gatedWrites: &gatedWrites{memBackend: newMem(1<<20, 512), entered: make(chan struct{}, 1), release: make(chan struct{})}}
+	tgA, pA := targetWith(t, g)
+	nsA := tgA.Subsystem(testNQN).Namespace(1)
+	if err := nsA.SetReservationStore(&sharedView{m: m}); err != nil {
+		t.Fatal(err)
+	}
+	tgB, pB := restartWith(t, &sharedView{m: m})
+	h1, h2 := resvHost(t, tgA, pA, 1), resvHost(t, tgB, pB, 2)
+	must(t, "host 1 registers through A", h1.resvRegister(nvme.ResvRegister, false, 0, 0, 0xa))
+	must(t, "host 1 acquires write exclusive through A", h1.resvAcquire(nvme.ResvAcquire, nvme.ResvWriteExclusive, 0xa, 0))
+	must(t, "host 2 registers through B", h2.resvRegister(nvme.ResvRegister, false, 0, 0, 0xb))
+	w := keyed(newCmd(nvme.IOWrite), 512)
+	w.SetNSID(1)
+	w.SetCID(100)
+	inflight := h1.io.SubmitAsync(w, make([]byte, 512))
+	<-g.entered
+	must(t, "host 2 preempts host 1 through B", h2.resvAcquire(nvme.ResvPreempt, nvme.ResvWriteExclusive, 0xb, 0xa))
+	return nsA, inflight, g, h1
+}
+
+// TestResvSharedReloadFences: when a daemon learns that another one took
+// a host's access away, its reload (after which its heartbeat tells the
+// other daemon it enforces the change) waits for that host's commands in
+// flight here: none lands after the other daemon's change completes.
+func TestResvSharedReloadFences(t *testing.T) {
+	nsA, inflight, g, h1 := preemptedElsewhere(t)
+	var once sync.Once
+	open := func() { once.Do(func() { close(g.release) }) }
+	t.Cleanup(open)
+	type result struct {
+		err    error
+		landed bool
+	}
+	done := make(chan result, 1)
+	go func() {
+		err := nsA.ReloadReservation()
+		done <- result{err, g.landed.Load()}
+	}()
+	// The new state is published before the fence waits.
+	for nsA.Reservation().Holder != [16]byte{2} {
+	}
+	open()
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if !r.landed {
+		t.Fatal("A's reload returned while host 1's write, admitted under the old state, was still in the backend")
+	}
+	if rsp := <-inflight; rsp.Status() != 0 {
+		t.Fatalf("host 1's write admitted before the preempt: %v", rsp.Status())
+	}
+	blk := make([]byte, 512)
+	wantStatus(t, "host 1's next write through A", h1.rw(nvme.IOWrite, 1, 0, 1, blk, false), conflict)
+}
+
+// TestResvSharedReloadFenceTimeout: a command that does not leave the
+// backend in time does not hold the reload (and the heartbeat) forever;
+// the daemon says so.
+func TestResvSharedReloadFenceTimeout(t *testing.T) {
+	old := resvFenceTimeout
+	resvFenceTimeout = 20 * time.Millisecond
+	t.Cleanup(func() { resvFenceTimeout = old })
+	nsA, _, g, _ := preemptedElsewhere(t)
+	t.Cleanup(func() { close(g.release) })
+	logger, hook := logtest.NewNullLogger()
+	nsA.subsystem.Load().target.Log = logrus.NewEntry(logger)
+	if err := nsA.ReloadReservation(); err != nil {
+		t.Fatal(err)
+	}
+	if g.landed.Load() {
+		t.Fatal("the gated write landed")
+	}
+	warned := false
+	for _, e := range hook.AllEntries() {
+		warned = warned || e.Level == logrus.WarnLevel && strings.Contains(e.Message, "has not left the backend in time")
+	}
+	if !warned {
+		t.Fatalf("no warning of the command still in the backend after the fence's timeout; log: %v", hook.AllEntries())
 	}
 }
