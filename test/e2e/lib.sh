@@ -297,6 +297,10 @@ disconnect() {
 # cleanup: leave nothing connected or running for the next scenario.
 cleanup() {
 	local p d
+	# A daemon blocked on a suspended device cannot die before it resumes.
+	for d in "${SHARED_DM[@]}"; do
+		DM_DISABLE_UDEV=1 dmsetup resume "$d" >/dev/null 2>&1 || true
+	done
 	nvme disconnect-all >/dev/null 2>&1 || true
 	for p in "$TARGET_PID" "$TARGET2_PID"; do
 		[ -n "$p" ] || continue

@@ -1,9 +1,12 @@
 # One reservation for both daemons of an HA pair, kept on the shared disk
 # (shared_reservations): host 1 takes Write Exclusive through daemon A and
 # host 2, through daemon B, is refused writes but not reads; host 2's
-# Preempt and Abort through B fences host 1 through A; after kill -9 of
-# A, B still holds the reservation. Both daemons serve the namespace
-# optimized, each with its slot of the reservation area.
+# Preempt and Abort through B fences host 1 through A; A cut off from
+# the disk turns the namespace away within T (1 s): the host reads its
+# path through A inaccessible, while B goes on serving, and optimized
+# again once the disk answers; after kill -9 of A, B still holds the
+# reservation. Both daemons serve the namespace optimized, each with its
+# slot of the reservation area.
 daemon_only "runs two nvmeof-tgt daemons"
 nqn=nqn.2026-11.io.example:ha-resv
 addr2_up
@@ -67,6 +70,18 @@ ok nvme resv-acquire "$B" -n 1 --crkey=20 --prkey=10 --rtype=1 --racqa=2
 assert_eq "report through A after host 2's preempt through B" "$(resv_report "$A" | cut -d" " -f2-)" "1 1 20@bbbbbbbb*"
 resv_conflicts wr "$A"
 echo "ok: host 2's Preempt and Abort through B fences host 1 through A"
+
+# A cut off from the disk: its table suspended, A's reads of the
+# reservation area wait. Host 1 learns it from an ANA change event and
+# the ANA log, without sending I/O there.
+DM_DISABLE_UDEV=1 dmsetup suspend --noflush ha-a || fail "suspending A's view of the disk"
+wait_for 15 "host 1's path through A inaccessible" ana_state_is "${A#/dev/}" 1 inaccessible
+grep -q "answers ANA Inaccessible until a refresh succeeds" "$RESULTS/$SCENARIO-target.log" ||
+	fail "A did not log that it turned the namespace away"
+ok wr "$B"
+DM_DISABLE_UDEV=1 dmsetup resume ha-a || fail "resuming A's view of the disk"
+wait_for 15 "host 1's path through A optimized again" ana_state_is "${A#/dev/}" 1 optimized
+echo "ok: A cut off from the disk turned its path inaccessible while B served, and optimized once the disk answered"
 
 kill9_target
 assert_eq "report through B after kill -9 of A" "$(resv_report "$B" | cut -d" " -f2-)" "1 1 20@bbbbbbbb*"
