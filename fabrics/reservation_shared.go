@@ -161,6 +161,14 @@ func (ns *Namespace) SetReservationUnavailable(on bool) {
 	}
 }
 
+// ReservationShared reports whether the namespace's reservation store is
+// one other daemons write too (SharedReservationStore).
+func (ns *Namespace) ReservationShared() bool {
+	ns.resv.mu.Lock()
+	defer ns.resv.mu.Unlock()
+	return isShared(ns.resv.store)
+}
+
 // ReservationUnavailable reports what SetReservationUnavailable set.
 func (ns *Namespace) ReservationUnavailable() bool { return ns.resv.unavailable.Load() }
 

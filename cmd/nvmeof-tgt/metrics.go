@@ -35,6 +35,7 @@ var (
 	dReadLatency  = prometheus.NewDesc(prefix+"read_latency_seconds", "Read latency.", nsLabels, nil)
 	dWriteLatency = prometheus.NewDesc(prefix+"write_latency_seconds", "Write latency.", nsLabels, nil)
 	dNamespaceSz  = prometheus.NewDesc(prefix+"namespace_size_bytes", "Namespace capacity.", nsLabels, nil)
+	dResvUnavail  = prometheus.NewDesc(prefix+"reservation_unavailable", "Namespaces whose reservation state other daemons share: 1 while this daemon cannot read it (shared_reservations: no refresh for 1 s) and answers the namespace's I/O with ANA Inaccessible, else 0. A gateway group's rbd namespaces step down instead, and read 0.", nsLabels, nil)
 
 	dControllers = prometheus.NewDesc(prefix+"controllers", "Connected controllers.", []string{"subsystem", "port"}, nil)
 	dQueuePairs  = prometheus.NewDesc(prefix+"queue_pairs", "Connected queue pairs (admin and I/O).", []string{"subsystem", "port"}, nil)
@@ -73,7 +74,7 @@ var statusTypes = []string{"generic", "command_specific", "media", "path", "4", 
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dReads, dWrites, dReadBytes, dWriteBytes, dReadTime, dWriteTime, dFlushes,
-		dDiscards, dZeroes, dReadLatency, dWriteLatency, dNamespaceSz, dControllers, dQueuePairs, dRefused, dAuthFailed, dKAExpired, dConnTimeout,
+		dDiscards, dZeroes, dReadLatency, dWriteLatency, dNamespaceSz, dResvUnavail, dControllers, dQueuePairs, dRefused, dAuthFailed, dKAExpired, dConnTimeout,
 		dQPReserved, dQPLimit, dCtrlLimit, dANAState, dCmdErrors, dBuildInfo, dIOEngine, dConfigGen, dReloadOK, dReloadTime, dRegistered, dPoller, dCMRejects, dDevEvents, dViolations, dPoolSize, dPoolInUse, dPoolWaits, dQPSetup,
 		dSRQEntries, dSRQPosted, dSRQLimits, dSRQErrors, dOverruns} {
 		ch <- d
@@ -158,6 +159,13 @@ func collectNamespaces(e emit, s *fabrics.Subsystem) {
 		e.ch <- histogram(dReadLatency, st.ReadHist, st.ReadNanos, l...)
 		e.ch <- histogram(dWriteLatency, st.WriteHist, st.WriteNanos, l...)
 		e.gauge(dNamespaceSz, float64(n.Blocks()<<n.BlockShift), l...)
+		if n.ReservationShared() {
+			v := 0.0
+			if n.ReservationUnavailable() {
+				v = 1
+			}
+			e.gauge(dResvUnavail, v, l...)
+		}
 	}
 }
 

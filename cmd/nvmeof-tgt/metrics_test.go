@@ -201,3 +201,60 @@ func TestConnectTimeoutMetric(t *testing.T) {
 		t.Fatalf("%+v, want one timeout on port 7", m)
 	}
 }
+
+// sharedStub is a reservation store other daemons share, holding nothing.
+type sharedStub struct{}
+
+func (sharedStub) Load() (fabrics.ReservationState, error) { return fabrics.ReservationState{}, nil }
+func (sharedStub) Store(fabrics.ReservationState) error    { return nil }
+func (sharedStub) SharedReservations()                     {}
+
+// nvmeof_tgt_reservation_unavailable: a series for each namespace with a
+// shared reservation state, 1 while the daemon cannot read it; none for
+// the others.
+func TestReservationUnavailableGauge(t *testing.T) {
+	tg := fabrics.NewTarget(nil)
+	s := fabrics.NewSubsystem("nqn.2026-11.io.example:resv", "", "", true)
+	var shared *fabrics.Namespace
+	for nsid := uint32(1); nsid <= 2; nsid++ {
+		b, err := backend.Open("nullblk", backend.Options{Size: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns, err := fabrics.NewNamespace(nsid, b, false, [16]byte{byte(nsid)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if nsid == 2 {
+			if err := ns.SetReservationStore(sharedStub{}); err != nil {
+				t.Fatal(err)
+			}
+			shared = ns
+		}
+		if err := s.AddNamespace(ns); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tg.AddSubsystem(s); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tg.Close)
+	values := func() map[string]float64 {
+		got := map[string]float64{}
+		for _, sm := range scrape(t, testCollector(tg), "nvmeof_tgt_reservation_unavailable") {
+			got[sm.labels["nsid"]] = sm.value
+		}
+		return got
+	}
+	if got := values(); len(got) != 1 || got["2"] != 0 {
+		t.Fatalf("series %v, want only nsid 2 at 0", got)
+	}
+	shared.SetReservationUnavailable(true)
+	if got := values(); got["2"] != 1 {
+		t.Fatalf("series %v while unavailable, want nsid 2 at 1", got)
+	}
+	shared.SetReservationUnavailable(false)
+	if got := values(); got["2"] != 0 {
+		t.Fatalf("series %v once available, want nsid 2 at 0", got)
+	}
+}

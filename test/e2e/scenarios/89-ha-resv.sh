@@ -27,6 +27,7 @@ subsystems:
 YAML
 }
 config /tmp/a.yaml <<CFG
+metrics: {address: 127.0.0.1:9750}
 ports: [{id: 1, address: $ADDR, port: $PORT, ana: {1: optimized}}]
 $(subsys 1 99 /dev/mapper/ha-a 0)
 CFG
@@ -78,9 +79,12 @@ DM_DISABLE_UDEV=1 dmsetup suspend --noflush ha-a || fail "suspending A's view of
 wait_for 15 "host 1's path through A inaccessible" ana_state_is "${A#/dev/}" 1 inaccessible
 grep -q "answers ANA Inaccessible until a refresh succeeds" "$RESULTS/$SCENARIO-target.log" ||
 	fail "A did not log that it turned the namespace away"
+assert_eq "A's nvmeof_tgt_reservation_unavailable while cut off" "$(metric nvmeof_tgt_reservation_unavailable 'nsid="1"')" 1
+assert_eq "B's nvmeof_tgt_reservation_unavailable meanwhile" "$(metric_at "$B_METRICS" nvmeof_tgt_reservation_unavailable 'nsid="1"')" 0
 ok wr "$B"
 DM_DISABLE_UDEV=1 dmsetup resume ha-a || fail "resuming A's view of the disk"
 wait_for 15 "host 1's path through A optimized again" ana_state_is "${A#/dev/}" 1 optimized
+assert_eq "A's nvmeof_tgt_reservation_unavailable once the disk answers" "$(metric nvmeof_tgt_reservation_unavailable 'nsid="1"')" 0
 echo "ok: A cut off from the disk turned its path inaccessible while B served, and optimized once the disk answered"
 
 kill9_target
