@@ -27,8 +27,9 @@ import (
 //	0      the record: the reservation state, its sequence number (one
 //	       more on every write), the slot of the daemon that wrote it,
 //	       and the record it was written on
-//	1+slot each daemon's heartbeat: a counter it bumps every refresh and
-//	       the record it enforces
+//	1+slot each daemon's heartbeat: a counter it bumps every refresh, the
+//	       record it enforces, and whether it stopped serving the
+//	       namespace cleanly
 //
 // Every block is read and written with O_DIRECT and O_DSYNC, and written
 // in as few logical blocks as it fills: a record of up to 18 registrants
@@ -140,8 +141,17 @@ func openSharedResv(path string, flags int, slot int, log *logrus.Entry) (*share
 	if err != nil {
 		lbs = 512 // a regular file
 	}
-	return &sharedResvStore{dev: f, name: path, base: end - config.SharedReservationsArea, lbs: lbs,
-		slot: uint8(slot), timeout: resvTimeout, clock: wallResvClock{}, log: log}, nil
+	s := &sharedResvStore{dev: f, name: path, base: end - config.SharedReservationsArea, lbs: lbs,
+		slot: uint8(slot), timeout: resvTimeout, clock: wallResvClock{}, log: log}
+	// A beat, clearing a clean stop's flag, before the record is read for
+	// the namespace to serve: a peer's change whose record comes after
+	// that read then waits for this daemon, and one before it is what the
+	// read finds.
+	if err := s.beat(false); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("shared_reservations: %w", err)
+	}
+	return s, nil
 }
 
 // period is P, how often the refresher runs.
@@ -269,6 +279,10 @@ func allZero(b []byte) bool {
 type heartbeat struct {
 	count   uint64
 	applied recordID
+	// stopped: the daemon no longer serves the namespace (it closed the
+	// store after its last command), so the peer's changes need not wait
+	// for it. It is cleared before a daemon reads the record to serve.
+	stopped bool
 }
 
 func encodeHeartbeat(slot uint8, hb heartbeat) []byte {
@@ -278,6 +292,9 @@ func encodeHeartbeat(slot uint8, hb heartbeat) []byte {
 	le.PutUint16(b[8:], resvFormat)
 	b[10] = slot
 	b[11] = hb.applied.writer
+	if hb.stopped {
+		b[12] = 1
+	}
 	le.PutUint64(b[16:], hb.count)
 	le.PutUint64(b[24:], hb.applied.seq)
 	le.PutUint32(b[32:], crc32.Checksum(b, castagnoli))
@@ -296,7 +313,7 @@ func decodeHeartbeat(b []byte, slot uint8) (heartbeat, error) {
 	if !bytes.Equal(b[:8], resvHBMagic[:]) || b[10] != slot || crc32.Checksum(c, castagnoli) != le.Uint32(b[32:]) {
 		return heartbeat{}, fmt.Errorf("heartbeat of slot %d: corrupt", slot)
 	}
-	return heartbeat{count: le.Uint64(b[16:]), applied: recordID{seq: le.Uint64(b[24:]), writer: b[11]}}, nil
+	return heartbeat{count: le.Uint64(b[16:]), applied: recordID{seq: le.Uint64(b[24:]), writer: b[11]}, stopped: b[12] == 1}, nil
 }
 
 // current reads the record. One older than what this daemon enforces
@@ -412,6 +429,10 @@ func (s *sharedResvStore) awaitPeer(mine recordID) error {
 			case err != nil:
 			case hb.applied == mine || hb.applied.seq > mine.seq:
 				return nil
+			case hb.stopped:
+				s.log.WithFields(logrus.Fields{"record": mine.String(), "peer_slot": peer}).
+					Info("the other daemon stopped serving the namespace cleanly; the reservation change completes without it")
+				return nil
 			case overwritten(hb.applied) != nil:
 				return overwritten(hb.applied)
 			case first || hb.count != lastCount:
@@ -447,11 +468,17 @@ func (s *sharedResvStore) refresh() error {
 			return err
 		}
 	}
+	return s.beat(false)
+}
+
+// beat writes this daemon's heartbeat: the next count and the record the
+// namespace enforces, and whether the daemon stopped serving it.
+func (s *sharedResvStore) beat(stopped bool) error {
 	if err := s.checkOwnBeat(); err != nil {
 		return err
 	}
 	s.mu.Lock()
-	hb := heartbeat{count: s.beats + 1, applied: s.published}
+	hb := heartbeat{count: s.beats + 1, applied: s.published, stopped: stopped}
 	s.mu.Unlock()
 	if err := s.writeBlock(1+int(s.slot), encodeHeartbeat(s.slot, hb)); err != nil {
 		return err
@@ -533,13 +560,19 @@ func (s *sharedResvStore) start(ns resvNamespace) {
 	go every(s.watch)
 }
 
-// Close stops the refresher, then closes the device: the peer's changes
-// complete 2T after the last heartbeat.
+// Close stops the refresher, says in the heartbeat that this daemon
+// stopped serving the namespace, and closes the device. It is called once
+// no command can reach the namespace (the namespace drained, or it never
+// served), so the peer's changes then complete without waiting 2T for
+// this daemon. A daemon that dies without Close leaves them the 2T.
 func (s *sharedResvStore) Close() error {
 	if s.stop != nil {
 		close(s.stop)
 		s.running.Wait()
 		s.stop = nil
+	}
+	if err := s.beat(true); err != nil {
+		s.log.WithError(err).Warn("could not tell the other daemon that this one stopped serving the namespace; its reservation changes wait 2T")
 	}
 	return s.dev.Close()
 }

@@ -298,6 +298,43 @@ func TestSharedResvPeerGone(t *testing.T) {
 	}
 }
 
+// TestSharedResvPeerStopped: a peer that stopped serving the namespace
+// cleanly (Close) lets a change complete at once, without the 2T wait.
+func TestSharedResvPeerStopped(t *testing.T) {
+	path := resvArea(t)
+	clock := newTestClock()
+	a, ea := resvDaemon(t, path, 0, clock, time.Second)
+	b, _ := resvDaemon(t, path, 1, clock, time.Second)
+	b.tick()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	start := clock.Now()
+	changeWithin10T(t, clock, a, ea, register(1, 0xa), "the change still waits for a peer that stopped cleanly after 10T")
+	if took := clock.Now().Sub(start); took >= a.timeout {
+		t.Fatalf("the change took %v after the peer stopped cleanly; want no wait", took)
+	}
+}
+
+// TestSharedResvRestartedPeer: a daemon that starts again clears its
+// clean stop before it reads the record to serve, so a change written
+// after that read waits until it enforces the change.
+func TestSharedResvRestartedPeer(t *testing.T) {
+	path := resvArea(t)
+	clock := newTestClock()
+	a, ea := resvDaemon(t, path, 0, clock, time.Second)
+	b, _ := resvDaemon(t, path, 1, clock, time.Second)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b2, eb2 := resvDaemon(t, path, 1, clock, time.Second) // has read the record
+	clock.onSleep = b2.tick
+	changeWithin10T(t, clock, a, ea, register(1, 0xa), "the change still waits after 10T for a restarted peer that refreshes")
+	if st := eb2.state(); len(st.Registrants) != 1 {
+		t.Fatalf("the restarted peer enforces %+v once the change completed; want the change", st)
+	}
+}
+
 // TestSharedResvUnavailable: a daemon whose reads of the record fail
 // for T turns the namespace away, not before, and serves it again once a
 // read succeeds.
@@ -528,12 +565,13 @@ func TestSharedResvSameSlot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	at := a.beats // its opening beat and 3 refreshes
 	restarted, _ := resvDaemon(t, path, 0, clock, time.Second)
 	if err := restarted.refresh(); err != nil {
 		t.Fatalf("a restarted daemon's refresh: %v", err)
 	}
-	if restarted.beats != 4 {
-		t.Fatalf("heartbeat count %d after a restart at 3; want 4", restarted.beats)
+	if restarted.beats != at+2 {
+		t.Fatalf("heartbeat count %d after a restart at %d, its opening beat and a refresh; want %d", restarted.beats, at, at+2)
 	}
 	// a still runs too: both are slot 0.
 	err := a.refresh()
