@@ -5,8 +5,9 @@
 # the disk turns the namespace away within T (1 s): the host reads its
 # path through A inaccessible, while B goes on serving, and optimized
 # again once the disk answers; after kill -9 of A, B still holds the
-# reservation. Both daemons serve the namespace optimized, each with its
-# slot of the reservation area.
+# reservation; A started again serves it, and after A's clean stop B's
+# change does not wait for A. Both daemons serve the namespace optimized,
+# each with its slot of the reservation area.
 daemon_only "runs two nvmeof-tgt daemons"
 nqn=nqn.2026-11.io.example:ha-resv
 addr2_up
@@ -92,6 +93,18 @@ assert_eq "report through B after kill -9 of A" "$(resv_report "$B" | cut -d" " 
 ok wr "$B"
 resv_conflicts nvme resv-acquire "$B" -n 1 --crkey=99 --rtype=1 --racqa=0
 echo "ok: the reservation holds through B with A gone"
+
+# A again: it serves what the record holds, then stops cleanly (SIGTERM),
+# and B's next change completes without waiting twice the timeout for it.
+start_target /tmp/a.yaml
+wait_for 30 "host 1 reconnected to A" ctrl_state_is "${A#/dev/}" '^live$'
+assert_eq "report through A after its restart" "$(resv_report "$A" | cut -d" " -f2-)" "1 1 20@bbbbbbbb*"
+stop_target
+ok nvme resv-register "$B" -n 1 --crkey=20 --nrkey=21 --rrega=2
+assert_eq "report through B after its key change" "$(resv_report "$B" | cut -d" " -f2-)" "1 1 21@bbbbbbbb*"
+grep -q "the other daemon stopped serving the namespace cleanly" "$RESULTS/$SCENARIO-target2.log" ||
+	fail "B's change did not learn that A stopped cleanly: $(grep -m1 'twice the timeout' "$RESULTS/$SCENARIO-target2.log")"
+echo "ok: A restarted serves B's reservation, and after A's clean stop B's change did not wait for it"
 nvme disconnect -d "${A#/dev/}" >/dev/null 2>&1 || true
 nvme disconnect -d "${B#/dev/}" >&2 || fail "disconnect host 2"
 stop_target2
