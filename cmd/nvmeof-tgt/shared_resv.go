@@ -24,9 +24,12 @@ import (
 // pair read and write (README "HA with two daemons"). The area's 4 KiB
 // blocks:
 //
-//	0      the record: the reservation state, its sequence number (one
+//	0, 3   the record: the reservation state, its sequence number (one
 //	       more on every write), the slot of the daemon that wrote it,
-//	       and the record it was written on
+//	       and the record it was written on. Odd sequence numbers go to
+//	       block 0, even ones to block 3, and a read takes the intact one
+//	       with the higher number: a write torn by a crash (a record of
+//	       more than one sector) leaves the one before it whole.
 //	1+slot each daemon's heartbeat: a counter it bumps every refresh, the
 //	       record it enforces, and whether it stopped serving the
 //	       namespace cleanly
@@ -316,25 +319,61 @@ func decodeHeartbeat(b []byte, slot uint8) (heartbeat, error) {
 	return heartbeat{count: le.Uint64(b[16:]), applied: recordID{seq: le.Uint64(b[24:]), writer: b[11]}, stopped: b[12] == 1}, nil
 }
 
+// recordBlock is the block the record with sequence number seq goes to.
+func recordBlock(seq uint64) int {
+	if seq%2 == 1 {
+		return 0
+	}
+	return 3
+}
+
+// readRecord reads both record blocks and returns the intact record with
+// the higher sequence number; a block of zeros is no record. A damaged
+// block beside an intact one is a write torn by a crash, whose command
+// never completed (or other damage the daemons' records repair): the
+// intact one holds. With no intact record, a damaged block is an error.
+func (s *sharedResvStore) readRecord() (record, []byte, error) {
+	var best record
+	var bestBytes []byte
+	var bad error
+	for _, i := range []int{0, 3} {
+		b, err := s.readBlock(i)
+		if err != nil {
+			return record{}, nil, err
+		}
+		r, err := decodeRecord(b)
+		switch {
+		case err != nil:
+			if bad == nil {
+				bad = fmt.Errorf("%s: %w", s.name, err)
+			}
+		case allZero(b):
+		case bestBytes == nil || r.id.seq > best.id.seq:
+			best, bestBytes = r, b
+		}
+	}
+	if bestBytes == nil && bad != nil {
+		return record{}, nil, bad
+	}
+	return best, bestBytes, nil
+}
+
 // current reads the record. One older than what this daemon enforces
-// (the device went back, or a write was lost) is replaced by the one
-// this daemon enforces: a record never goes back. Called with s.mu held.
+// (the device went back, or a write was lost or torn) is replaced by the
+// one this daemon enforces: a record never goes back. Called with s.mu
+// held.
 func (s *sharedResvStore) current() (record, []byte, error) {
 	s.lastRead = s.clock.Now() // before the read: what it returns may be that old
-	b, err := s.readBlock(0)
+	r, b, err := s.readRecord()
 	if err != nil {
-		return record{}, nil, err
-	}
-	r, err := decodeRecord(b)
-	if err != nil {
-		return r, nil, fmt.Errorf("%s: %w", s.name, err)
+		return r, nil, err
 	}
 	if r.id.seq >= s.published.seq || s.last == nil {
 		return r, b, nil
 	}
 	s.log.WithFields(logrus.Fields{"record": r.id.String(), "enforced": s.published.String()}).
 		Warn("the shared reservation record went back to an older one; writing back the one this daemon enforces")
-	if err := s.writeBlock(0, s.last); err != nil {
+	if err := s.writeBlock(recordBlock(s.published.seq), s.last); err != nil {
 		return r, nil, err
 	}
 	r, err = decodeRecord(s.last)
@@ -401,7 +440,7 @@ func (s *sharedResvStore) write(st fabrics.ReservationState) (recordID, []byte, 
 	mine := recordID{seq: s.published.seq + 1, writer: s.slot}
 	b, err := encodeRecord(record{id: mine, prev: s.published, st: st})
 	if err == nil {
-		err = s.writeBlock(0, b)
+		err = s.writeBlock(recordBlock(mine.seq), b)
 	}
 	return mine, b, err
 }
@@ -444,7 +483,7 @@ func (s *sharedResvStore) awaitPeer(mine recordID) error {
 				Warn("the other daemon's heartbeat has not moved for twice the timeout: it has stopped serving; the reservation change completes without it")
 			return nil
 		}
-		if b, err := s.readBlock(0); err == nil {
+		if b, err := s.readBlock(recordBlock(mine.seq)); err == nil {
 			if r, err := decodeRecord(b); err == nil && overwritten(r.id) != nil {
 				return overwritten(r.id)
 			}

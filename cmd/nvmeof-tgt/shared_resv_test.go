@@ -421,6 +421,50 @@ func TestSharedResvCorrupt(t *testing.T) {
 	}
 }
 
+// TestSharedResvTornWrite: a record write torn by a crash (here the
+// block of the next record damaged) leaves the record before it whole: a
+// daemon starting then serves that one, and the next change writes over
+// the torn block.
+func TestSharedResvTornWrite(t *testing.T) {
+	path := resvArea(t)
+	clock := newTestClock()
+	a, ea := resvDaemon(t, path, 0, clock, time.Second)
+	for id := byte(1); id <= 2; id++ {
+		if err := ea.change(register(id, 0xa)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// Record 3 was being written when its writer died: its first sector
+	// made it, the rest did not.
+	regs := make([]fabrics.Registrant, 30)
+	for i := range regs {
+		regs[i] = fabrics.Registrant{HostID: [16]byte{byte(10 + i)}, Key: uint64(100 + i)}
+	}
+	torn, err := encodeRecord(record{id: recordID{seq: 3, writer: 1}, prev: recordID{seq: 2, writer: 0},
+		st: fabrics.ReservationState{Generation: 3, Registrants: regs}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(torn[:512], a.base+int64(recordBlock(3))*resvAreaBlock); err != nil {
+		t.Fatal(err)
+	}
+	_, eb := resvDaemon(t, path, 1, clock, time.Second)
+	if st := eb.state(); st.Generation != 2 || len(st.Registrants) != 2 {
+		t.Fatalf("a daemon starting after the torn write serves %+v; want record 2 (generation 2, 2 registrants)", st)
+	}
+	if err := ea.change(register(3, 0xa)); err != nil {
+		t.Fatalf("the change after the torn write: %v", err)
+	}
+	if st, err := a.Load(); err != nil || st.Generation != 3 || len(st.Registrants) != 3 {
+		t.Fatalf("the record after the next change: %+v, %v", st, err)
+	}
+}
+
 // TestSharedResvNeverBack: a record older than the one a daemon enforces
 // (the device went back) is overwritten with that one.
 func TestSharedResvNeverBack(t *testing.T) {
