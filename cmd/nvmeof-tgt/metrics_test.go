@@ -97,6 +97,20 @@ func TestConnectionGaugesReadZero(t *testing.T) {
 	}
 }
 
+// nullNamespace is a 1 MiB nullblk namespace nsid.
+func nullNamespace(t *testing.T, nsid uint32) *fabrics.Namespace {
+	t.Helper()
+	b, err := backend.Open("nullblk", backend.Options{Size: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := fabrics.NewNamespace(nsid, b, false, [16]byte{byte(nsid)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
 // nvmeof_tgt_ana_state has, for every group a port serves a namespace of
 // or gives a state, one series per state: 1 for the current one.
 func TestANAStateGauge(t *testing.T) {
@@ -110,14 +124,7 @@ func TestANAStateGauge(t *testing.T) {
 	}
 	s := fabrics.NewSubsystem("nqn.2026-11.io.example:ana", "", "", true)
 	for nsid, g := range map[uint32]uint32{1: 1, 2: 4} {
-		b, err := backend.Open("nullblk", backend.Options{Size: 1 << 20})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ns, err := fabrics.NewNamespace(nsid, b, false, [16]byte{byte(nsid)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		ns := nullNamespace(t, nsid)
 		ns.SetANAGroup(g)
 		if err := s.AddNamespace(ns); err != nil {
 			t.Fatal(err)
@@ -217,14 +224,7 @@ func TestReservationUnavailableGauge(t *testing.T) {
 	s := fabrics.NewSubsystem("nqn.2026-11.io.example:resv", "", "", true)
 	var shared *fabrics.Namespace
 	for nsid := uint32(1); nsid <= 2; nsid++ {
-		b, err := backend.Open("nullblk", backend.Options{Size: 1 << 20})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ns, err := fabrics.NewNamespace(nsid, b, false, [16]byte{byte(nsid)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		ns := nullNamespace(t, nsid)
 		if nsid == 2 {
 			if err := ns.SetReservationStore(sharedStub{}); err != nil {
 				t.Fatal(err)

@@ -120,6 +120,7 @@ type sharedResvStore struct {
 	ns      resvNamespace
 	stop    chan struct{}
 	running sync.WaitGroup
+	closed  bool
 }
 
 func (s *sharedResvStore) SharedReservations() {}
@@ -605,6 +606,10 @@ func (s *sharedResvStore) start(ns resvNamespace) {
 // served), so the peer's changes then complete without waiting 2T for
 // this daemon. A daemon that dies without Close leaves them the 2T.
 func (s *sharedResvStore) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
 	if s.stop != nil {
 		close(s.stop)
 		s.running.Wait()

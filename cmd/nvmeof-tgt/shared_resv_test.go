@@ -195,6 +195,26 @@ func changeWithin10T(t *testing.T, clock *testClock, a *sharedResvStore, e *resv
 	}
 }
 
+// resvPair opens daemons a (slot 0) and b (slot 1) on one area, on one
+// test clock, with T = 1 s.
+func resvPair(t *testing.T) (clock *testClock, a *sharedResvStore, ea *resvEngine, b *sharedResvStore, eb *resvEngine) {
+	t.Helper()
+	path := resvArea(t)
+	clock = newTestClock()
+	a, ea = resvDaemon(t, path, 0, clock, time.Second)
+	b, eb = resvDaemon(t, path, 1, clock, time.Second)
+	return clock, a, ea, b, eb
+}
+
+// timedChange is changeWithin10T of a registration through a, returning
+// the test clock's time it took.
+func timedChange(t *testing.T, clock *testClock, a *sharedResvStore, ea *resvEngine, stuck string) time.Duration {
+	t.Helper()
+	start := clock.Now()
+	changeWithin10T(t, clock, a, ea, register(1, 0xa), stuck)
+	return clock.Now().Sub(start)
+}
+
 // peerRecord opens the area at path for a test to write, as the peer in
 // slot 1 would, the record peers: sequence 1, host 2 registered.
 func peerRecord(t *testing.T, path string) (*os.File, []byte) {
@@ -266,15 +286,10 @@ func TestSharedResvConcurrentChanges(t *testing.T) {
 // TestSharedResvPeerApplies: a change completes once the peer's heartbeat
 // shows it enforces it, well before 2T.
 func TestSharedResvPeerApplies(t *testing.T) {
-	path := resvArea(t)
-	clock := newTestClock()
-	a, ea := resvDaemon(t, path, 0, clock, time.Second)
-	b, eb := resvDaemon(t, path, 1, clock, time.Second)
+	clock, a, ea, b, eb := resvPair(t)
 	b.tick()
 	clock.onSleep = b.tick // the peer refreshes while a waits
-	start := clock.Now()
-	changeWithin10T(t, clock, a, ea, register(1, 0xa), "the change still waits after 10T for a peer that refreshes")
-	if took := clock.Now().Sub(start); took >= 2*a.timeout {
+	if took := timedChange(t, clock, a, ea, "the change still waits after 10T for a peer that refreshes"); took >= 2*a.timeout {
 		t.Fatalf("the change took %v with the peer refreshing; want less than 2T", took)
 	}
 	if st := eb.state(); len(st.Registrants) != 1 {
@@ -285,14 +300,9 @@ func TestSharedResvPeerApplies(t *testing.T) {
 // TestSharedResvPeerGone: a peer whose heartbeat stopped lets a change
 // complete after 2T, not before.
 func TestSharedResvPeerGone(t *testing.T) {
-	path := resvArea(t)
-	clock := newTestClock()
-	a, ea := resvDaemon(t, path, 0, clock, time.Second)
-	b, _ := resvDaemon(t, path, 1, clock, time.Second)
+	clock, a, ea, b, _ := resvPair(t)
 	b.tick() // then it stops
-	start := clock.Now()
-	changeWithin10T(t, clock, a, ea, register(1, 0xa), "the change still waits for a stopped peer after 10T")
-	took := clock.Now().Sub(start)
+	took := timedChange(t, clock, a, ea, "the change still waits for a stopped peer after 10T")
 	if took < 2*a.timeout || took > 2*a.timeout+a.period() {
 		t.Fatalf("the change completed after %v without the peer; want 2T (%v)", took, 2*a.timeout)
 	}
@@ -301,17 +311,12 @@ func TestSharedResvPeerGone(t *testing.T) {
 // TestSharedResvPeerStopped: a peer that stopped serving the namespace
 // cleanly (Close) lets a change complete at once, without the 2T wait.
 func TestSharedResvPeerStopped(t *testing.T) {
-	path := resvArea(t)
-	clock := newTestClock()
-	a, ea := resvDaemon(t, path, 0, clock, time.Second)
-	b, _ := resvDaemon(t, path, 1, clock, time.Second)
+	clock, a, ea, b, _ := resvPair(t)
 	b.tick()
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	start := clock.Now()
-	changeWithin10T(t, clock, a, ea, register(1, 0xa), "the change still waits for a peer that stopped cleanly after 10T")
-	if took := clock.Now().Sub(start); took >= a.timeout {
+	if took := timedChange(t, clock, a, ea, "the change still waits for a peer that stopped cleanly after 10T"); took >= a.timeout {
 		t.Fatalf("the change took %v after the peer stopped cleanly; want no wait", took)
 	}
 }
@@ -320,16 +325,13 @@ func TestSharedResvPeerStopped(t *testing.T) {
 // clean stop before it reads the record to serve, so a change written
 // after that read waits until it enforces the change.
 func TestSharedResvRestartedPeer(t *testing.T) {
-	path := resvArea(t)
-	clock := newTestClock()
-	a, ea := resvDaemon(t, path, 0, clock, time.Second)
-	b, _ := resvDaemon(t, path, 1, clock, time.Second)
+	clock, a, ea, b, _ := resvPair(t)
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b2, eb2 := resvDaemon(t, path, 1, clock, time.Second) // has read the record
+	b2, eb2 := resvDaemon(t, b.name, 1, clock, time.Second) // has read the record
 	clock.onSleep = b2.tick
-	changeWithin10T(t, clock, a, ea, register(1, 0xa), "the change still waits after 10T for a restarted peer that refreshes")
+	timedChange(t, clock, a, ea, "the change still waits after 10T for a restarted peer that refreshes")
 	if st := eb2.state(); len(st.Registrants) != 1 {
 		t.Fatalf("the restarted peer enforces %+v once the change completed; want the change", st)
 	}
