@@ -70,6 +70,7 @@ type reservations struct {
 	// persistent: store is set, read without mu by Identify and the
 	// command checks, which must not wait behind a fence.
 	persistent atomic.Bool
+	shared     atomic.Bool // store is a SharedReservationStore, read as persistent
 	// unavailable: SetReservationUnavailable's switch, copied into every
 	// snapshot published (publishResv).
 	unavailable atomic.Bool
@@ -182,6 +183,7 @@ func (ns *Namespace) SetReservationStore(st ReservationStore) error {
 	defer ns.resv.mu.Unlock()
 	ns.resv.store = st
 	ns.resv.persistent.Store(st != nil)
+	ns.resv.shared.Store(isShared(st))
 	if st == nil {
 		return nil
 	}

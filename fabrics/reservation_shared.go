@@ -162,12 +162,9 @@ func (ns *Namespace) SetReservationUnavailable(on bool) {
 }
 
 // ReservationShared reports whether the namespace's reservation store is
-// one other daemons write too (SharedReservationStore).
-func (ns *Namespace) ReservationShared() bool {
-	ns.resv.mu.Lock()
-	defer ns.resv.mu.Unlock()
-	return isShared(ns.resv.store)
-}
+// one other daemons write too (SharedReservationStore). It does not wait
+// behind a reservation change, which may be waiting on the other daemon.
+func (ns *Namespace) ReservationShared() bool { return ns.resv.shared.Load() }
 
 // ReservationUnavailable reports what SetReservationUnavailable set.
 func (ns *Namespace) ReservationUnavailable() bool { return ns.resv.unavailable.Load() }
