@@ -364,8 +364,11 @@ func resvAcquire(cur resvSnapshot, host *[nvme.HostIDSize]byte, action, rtype ui
 
 // preempt applies the preempt cases of the specification (NVMe Base 2.0,
 // 8.19.7), in its order: the holder's key is tested before who the
-// preemptor is, so a holder naming another key preempts that key, and
-// one naming 0 is refused.
+// preemptor is, so a holder naming another key preempts that key. A
+// holder naming 0, which the specification refuses, changes its
+// reservation's type, as the Linux target does and blktests nvme/054
+// expects: no one loses anything a holder naming its own key would not
+// take, so leniency here costs nothing.
 func (ch *resvChange) preempt(host *[nvme.HostIDSize]byte, rtype uint8, prkey uint64, abort bool) nvme.Status {
 	s := &ch.next
 	switch {
@@ -395,6 +398,12 @@ func (ch *resvChange) preempt(host *[nvme.HostIDSize]byte, rtype uint8, prkey ui
 	case prkey != 0:
 		// Another key: those registrants go, the reservation stays.
 		return ch.preemptOnly(host, prkey, abort)
+	case s.Holder == *host:
+		// The holder naming 0: the type changes, nobody goes.
+		if old := s.Type; old != rtype {
+			s.Type = rtype
+			ch.notifyOthers(s.Registrants, host, nvme.ResvNoticeReleased)
+		}
 	default:
 		return nvme.StatusInvalidField | nvme.DNR
 	}

@@ -9,8 +9,9 @@ import (
 )
 
 // Preempt where PRKEY is the preemptor's own key, or a holder names
-// another key or 0, and PRKEY 0 on the all-registrants types (NVMe Base
-// 2.0, 8.19.7): each case's registrants, type, holder, notices and
+// another key or 0 (a type change, as on the Linux target), a non-holder
+// names 0, and PRKEY 0 on the all-registrants types (NVMe Base 2.0,
+// 8.19.7): each case's registrants, type, holder, notices and
 // fenced hosts. Registrants A 0xa, B 0xb, C 0xc, and D sharing A's key.
 func TestResvPreemptOwnKeyAndZero(t *testing.T) {
 	A, B, C, D := [16]byte{0xa}, [16]byte{0xb}, [16]byte{0xc}, [16]byte{0xd}
@@ -26,7 +27,11 @@ func TestResvPreemptOwnKeyAndZero(t *testing.T) {
 		{"holder, another's key: that registrant goes, the reservation and its type stay",
 			nvme.ResvWriteExclusive, A, 0, nvme.ResvExclusiveAccess, 0xc,
 			preemptWant{0, nvme.ResvWriteExclusive, A, [][16]byte{A, B, D}, map[[16]byte]uint8{C: nvme.ResvNoticeRegPreempted}, [][16]byte{C}}},
-		{"holder, PRKEY 0: invalid", nvme.ResvWriteExclusive, A, 0, nvme.ResvExclusiveAccess, 0,
+		{"holder, PRKEY 0: the type changes and nobody goes, as on the Linux target (blktests nvme/054)",
+			nvme.ResvWriteExclusive, A, 0, nvme.ResvExclusiveAccess, 0,
+			preemptWant{0, nvme.ResvExclusiveAccess, A, [][16]byte{A, B, C, D},
+				map[[16]byte]uint8{B: nvme.ResvNoticeReleased, C: nvme.ResvNoticeReleased, D: nvme.ResvNoticeReleased}, nil}},
+		{"non-holder, PRKEY 0: invalid", nvme.ResvWriteExclusive, B, 0, nvme.ResvExclusiveAccess, 0,
 			preemptWant{st: nvme.StatusInvalidField | nvme.DNR}},
 		{"non-holder, own key: it is unregistered, untold; the reservation stays",
 			nvme.ResvWriteExclusive, B, 0, nvme.ResvExclusiveAccess, 0xb,
