@@ -86,49 +86,79 @@ func newANATable(states map[uint32]nvme.ANAState) (*anaTable, error) {
 // ANA change count goes up, and every controller connected through the
 // port gets an ANA change event (if its host enabled them); hosts keep
 // their connections.
+//
+// A group that stops being accessible keeps the fence (fence.go): its
+// commands from the port's controllers waiting on a QoS limit end with
+// the ANA status, and SetANAStates returns once their writes already in
+// the backend are out; if one is not within 10 s, the state holds and the
+// error says a write may still land.
 func (t *Target) SetANAStates(id uint16, states map[uint32]nvme.ANAState) error {
 	next, err := newANATable(states)
 	if err != nil {
 		return fmt.Errorf("port %d: %w", id, err)
 	}
-	return t.updateANA(id, func(*anaTable) *anaTable { return next })
+	fenced, err := t.updateANA(id, func(*anaTable) *anaTable { return next })
+	if err != nil {
+		return err
+	}
+	onPort := func(c *Controller) bool { return c.Port != nil && c.Port.ID == id }
+	for _, ns := range fenced {
+		if !waitZero(func() int64 { return ns.writesInFlight(onPort) }, drainTimeout) {
+			return fmt.Errorf("port %d: namespace %d's ANA group is no longer accessible, but a write through the port has not left the backend after %v and may still land", id, ns.ID, drainTimeout)
+		}
+	}
+	return nil
 }
 
 // updateANA replaces port id's table with what next makes of the current
 // one, with the pinned groups (ana_pin.go) kept as pinned, under t.mu so
-// that no other change of the port's states comes in between.
-func (t *Target) updateANA(id uint16, next func(cur *anaTable) *anaTable) error {
+// that no other change of the port's states comes in between. The
+// commands waiting on a QoS limit that the new states refuse end; it
+// returns the namespaces of the groups that stopped being accessible,
+// whose writes in flight the caller may wait for.
+func (t *Target) updateANA(id uint16, next func(cur *anaTable) *anaTable) ([]*Namespace, error) {
 	t.mu.Lock()
 	p := t.ports[id]
 	if p == nil {
 		t.mu.Unlock()
-		return fmt.Errorf("port %d does not exist", id)
+		return nil, fmt.Errorf("port %d does not exist", id)
 	}
 	tab := next(p.ana.Load())
 	t.pinLocked(tab)
 	changed := false
+	var closed []uint32 // groups no longer accessible
 	for g := uint32(1); g <= nvme.MaxANAGroups; g++ {
 		if from, to := p.ANAState(g), tab[g]; from != to {
 			changed = true
 			t.Log.WithFields(logrus.Fields{"port": id, "ana_group": g, "from": from.String(), "to": to.String()}).Info("ANA state changed")
+			if from.IOStatus() == 0 && to.IOStatus() != 0 {
+				closed = append(closed, g)
+			}
 		}
 	}
 	if !changed {
 		t.mu.Unlock()
-		return nil
+		return nil, nil
 	}
 	t.anaChanges.Add(1)
 	p.ana.Store(tab)
 	subs := t.subsystemsLocked()
 	t.mu.Unlock()
+	var fenced []*Namespace
 	for _, s := range subs {
 		for _, c := range s.Controllers() {
 			if c.Port != nil && c.Port.ID == id {
 				c.raiseEvent(nvme.AsyncTypeNotice, nvme.AsyncNoticeANAChange, nvme.LogANA)
 			}
 		}
+		for _, nsid := range s.NamespaceIDs() {
+			if ns := s.Namespace(nsid); ns != nil && slices.Contains(closed, ns.ANAGroup()) {
+				ns.endRefused()
+				fenced = append(fenced, ns)
+			}
+		}
 	}
-	return nil
+	return fenced, nil
 }
 
 // subsystemsLocked lists the NVM subsystems; called with t.mu held.

@@ -38,7 +38,7 @@ func (t *Target) PinANAGroup(g uint32, s nvme.ANAState) error {
 	t.mu.Unlock()
 	for _, id := range ids {
 		// A port removed meanwhile is not an error: nothing to change.
-		_ = t.updateANA(id, cloneANA)
+		_, _ = t.updateANA(id, cloneANA) // QuiesceANAGroup waits for the writes
 	}
 	return nil
 }

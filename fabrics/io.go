@@ -37,7 +37,7 @@ func (q *Queue) prepareIO(r *Request) nvme.Status {
 	// Counted in flight before the ANA check, as claim does for removal:
 	// a group turned inaccessible either refuses this command here or
 	// has a drain (QuiesceANAGroup) that waits for it.
-	if st := q.claim(r, ns); st != 0 {
+	if st := q.claim(r, ns, c.access == accessWrite); st != 0 {
 		return st
 	}
 	if claimedHook != nil {

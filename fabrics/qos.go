@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
 // Per-namespace QoS: rate limits shared by every queue and controller of a
@@ -281,20 +283,25 @@ type Resumer interface {
 }
 
 // throttle holds r back if its namespace is over its limit, reporting
-// whether it did. Namespaces without limits cost one atomic load.
-func (q *Queue) throttle(r *Request) bool {
+// whether it did, or the status r completes with: a change of access
+// (fence.go) came between its admission and the gate. Namespaces without
+// limits cost one atomic load.
+func (q *Queue) throttle(r *Request) (bool, nvme.Status) {
 	g := r.ns.qos.gate.Load()
-	return g != nil && g.admit(q, r)
+	if g == nil {
+		return false, 0
+	}
+	return g.admit(q, r)
 }
 
 // admit charges r, or queues it behind the host's earlier waiters.
-func (g *qosGate) admit(q *Queue, r *Request) bool {
+func (g *qosGate) admit(q *Queue, r *Request) (bool, nvme.Status) {
 	c := costOf(r.Dir, r.Len)
 	resumable := q.resumer != nil
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.open {
-		return false
+		return false, 0
 	}
 	now := g.now()
 	g.buckets.refill(now, g.waiting > 0)
@@ -302,7 +309,13 @@ func (g *qosGate) admit(q *Queue, r *Request) bool {
 		// A fused pair, or a transport that cannot resume, is charged
 		// but never held: its commands depend on each other.
 		g.buckets.take(&c)
-		return false
+		return false, 0
+	}
+	// Checked again under the gate's mutex: a fence that published a
+	// narrower rule after r's check either finds r among the waiters
+	// (endRefused) or r reads the rule here.
+	if st := q.admission(r); st != 0 {
+		return false, st
 	}
 	h := g.hosts[q.ctrl.HostNQN]
 	if h == nil {
@@ -318,7 +331,7 @@ func (g *qosGate) admit(q *Queue, r *Request) bool {
 	q.hold()
 	g.stats.throttled.Add(1)
 	g.armLocked()
-	return true
+	return true, 0
 }
 
 // release is the timer's: it lets the waiters that fit go, hosts taking
@@ -419,13 +432,46 @@ func (g *qosGate) rearmLocked() {
 func (g *qosGate) cancel(q *Queue) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	n := g.removeLocked(func(r *Request) bool { return r.q == q }, func(r *Request) {
+		r.release()
+		q.unhold()
+	})
+	g.rearmLocked()
+	return n
+}
+
+// endRefused ends the waiters that the rules now in force refuse
+// (Queue.admission): each goes back to its poller, which completes it
+// with the rule's status. A fence calls it after publishing a narrower
+// rule, so that a waiter admitted under the old one never runs.
+func (g *qosGate) endRefused() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.removeLocked(func(r *Request) bool {
+		st := r.q.admission(r)
+		r.status = st
+		return st != 0
+	}, func(r *Request) {
+		q := r.q
+		q.done <- r // room for every request: never blocks
+		q.tr.Wake()
+		q.unhold()
+	}) > 0 {
+		g.rearmLocked()
+	}
+}
+
+// removeLocked takes every waiter that match selects off the gate,
+// keeping the others' order and turns, and hands each to gone. It
+// reports how many went. Called with g.mu held.
+func (g *qosGate) removeLocked(match func(*Request) bool, gone func(*Request)) int {
 	n := 0
 	for i := 0; i < len(g.turn); {
 		h := g.turn[i]
 		var prev, keep *Request
 		for r := h.head; r != nil; {
 			next := r.qos.next
-			if r.q != q {
+			if !match(r) {
 				prev, keep = r, r
 				r = next
 				continue
@@ -436,10 +482,9 @@ func (g *qosGate) cancel(q *Queue) int {
 				prev.qos.next = next
 			}
 			r.qos.next = nil
-			r.release()
-			q.unhold()
 			g.waiting--
 			n++
+			gone(r)
 			r = next
 		}
 		h.tail = keep
@@ -455,7 +500,6 @@ func (g *qosGate) cancel(q *Queue) int {
 	if g.next >= len(g.turn) {
 		g.next = 0
 	}
-	g.rearmLocked()
 	return n
 }
 
@@ -469,9 +513,15 @@ func (q *Queue) cancelThrottled(stats []nsStat) {
 	}
 }
 
-// resume gives a request the gate let go back to its transport.
+// resume gives a request the gate let go back to its transport, unless
+// a change of access since it was admitted refuses it now (fence.go).
 func (q *Queue) resume(r *Request) {
 	r.qos.granted = false
+	if st := q.admission(r); st != 0 {
+		r.status = st
+		q.complete(r)
+		return
+	}
 	q.resumer.Resume(r)
 }
 

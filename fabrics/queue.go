@@ -95,6 +95,7 @@ func (q *Queue) Prepare(r *Request) bool {
 	r.q, r.status, r.result = q, 0, 0
 	r.Data, r.Dir, r.Len, r.ns, r.nsStats, r.handler, r.blocking = nil, DirNone, 0, nil, nil, nil, false
 	r.pair, r.also, r.parked, r.fuseReady, r.fuseAbort = nil, nil, nil, false, false
+	r.resvSeen = false
 	r.started = nanotime()
 	if q.ctrl != nil {
 		q.ctrl.sawTraffic()
@@ -130,8 +131,16 @@ func (q *Queue) Prepare(r *Request) bool {
 		q.Fail(r, nvme.StatusInvalidField|nvme.DNR)
 		return false
 	}
+	if r.ns == nil {
+		return true
+	}
 	// Before the transport takes a data buffer for it.
-	return r.ns == nil || !q.throttle(r)
+	held, st := q.throttle(r)
+	if st != 0 {
+		q.Fail(r, st)
+		return false
+	}
+	return !held
 }
 
 // Fail completes r with status st, as when the transport cannot map its
@@ -258,8 +267,8 @@ func (q *Queue) SQFlowControlDisabled() bool { return q.sqFlowOff }
 
 // complete writes the completion entry and gives r back to the transport.
 func (q *Queue) complete(r *Request) {
-	if ns := r.ns; ns != nil {
-		if s := ns.resv.snap.Load(); s != nil && s.abortGen != r.resvGen {
+	if r.resvSeen {
+		if s := r.ns.resv.snap.Load(); s != nil && s.abortGen != r.resvGen {
 			q.resvAborted(r, s)
 		}
 	}

@@ -129,7 +129,7 @@ func waitZero(count func() int64, timeout time.Duration) bool {
 }
 
 func (ns *Namespace) inflight() int64 {
-	return ns.holds.Load() + ns.sumLive(func(s *IOStats) int64 { return s.Inflight.Load() })
+	return ns.holds.Load() + ns.sumLive(func(s *IOStats) int64 { return s.Inflight.Load() + s.InflightWrites.Load() })
 }
 
 // sumLive adds up one counter of every live queue's IOStats for ns.
@@ -217,23 +217,28 @@ func (s *Subsystem) log() *logrus.Entry {
 	return logrus.NewEntry(logrus.StandardLogger())
 }
 
-// claim counts r as in flight on ns, unless ns is being removed.
-func (q *Queue) claim(r *Request, ns *Namespace) nvme.Status {
+// claim counts r as in flight on ns, unless ns is being removed: write
+// is its reservation access class, whose commands a fence waits for.
+func (q *Queue) claim(r *Request, ns *Namespace, write bool) nvme.Status {
 	st := q.statsFor(ns)
-	st.Inflight.Add(1)
+	n := &st.Inflight
+	if write {
+		n = &st.InflightWrites
+	}
+	n.Add(1)
 	if ns.removed.Load() {
-		st.Inflight.Add(-1)
+		n.Add(-1)
 		return nvme.StatusInvalidNamespace | nvme.DNR
 	}
-	r.ns, r.nsStats, r.held = ns, st, true
+	r.ns, r.nsStats, r.held = ns, st, n
 	return 0
 }
 
 // release ends r's claim on its namespace once its backend call is over.
 func (r *Request) release() {
-	if r.held {
-		r.held = false
-		r.nsStats.Inflight.Add(-1)
+	if n := r.held; n != nil {
+		r.held = nil
+		n.Add(-1)
 	}
 }
 

@@ -1,6 +1,8 @@
 package fabrics
 
 import (
+	"sync/atomic"
+
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
@@ -36,9 +38,9 @@ type Request struct {
 	q         *Queue
 	handler   func(*Queue, *Request) bool // false: completes later (AER)
 	ns        *Namespace
-	nsStats   *IOStats // the queue's counters for ns
-	held      bool     // counted in nsStats.Inflight: ns's backend may be in use
-	blocking  bool     // the handler may sleep: it runs on a worker
+	nsStats   *IOStats      // the queue's counters for ns
+	held      *atomic.Int64 // the nsStats counter r is in flight in: ns's backend may be in use
+	blocking  bool          // the handler may sleep: it runs on a worker
 	status    nvme.Status
 	result    uint64
 	off       int64  // byte offset of I/O commands
@@ -46,6 +48,7 @@ type Request struct {
 	started   int64  // monotonic nanoseconds at Prepare, for latency
 	asyncSlot uint32 // 1 + its slot while with an asynchronous backend, else 0
 	resvGen   uint32 // the namespace's Preempt and Abort count at its reservation check
+	resvSeen  bool   // resvGen is set: r passed a reservation check
 
 	qos qosWait // waiting on its namespace's QoS limit (qos.go)
 

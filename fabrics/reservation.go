@@ -2,6 +2,7 @@ package fabrics
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -51,11 +52,13 @@ type ReservationStore interface {
 type resvSnapshot struct {
 	ReservationState
 	// abortGen changes with every Preempt and Abort; aborted are the
-	// hosts it preempted (and earlier ones, until they register again):
-	// their commands that were in flight complete with Command Aborted
-	// due to Preempt and Abort.
+	// hosts the last one preempted: their commands that were in flight
+	// complete with Command Aborted due to Preempt and Abort.
 	abortGen uint32
 	aborted  [][nvme.HostIDSize]byte
+	// pending is the state a change is fencing for (fence.go): until it
+	// is stored and published, a command must be allowed by both.
+	pending *resvSnapshot
 	// unavailable: the daemon cannot read the shared state, which may
 	// have changed (SetReservationUnavailable); I/O gets a path error.
 	unavailable bool
@@ -118,23 +121,23 @@ func (s *resvSnapshot) conflicts(host *[nvme.HostIDSize]byte, write bool) bool {
 func (q *Queue) resvCheck(r *Request, ns *Namespace, write bool) nvme.Status {
 	s := ns.resv.snap.Load()
 	if s == nil {
-		r.resvGen = 0
 		return 0
 	}
-	r.resvGen = s.abortGen
 	if s.unavailable {
 		return nvme.StatusANAInaccessible
 	}
-	if s.Type == nvme.ResvNone || !s.conflicts(&q.ctrl.HostID, write) {
-		return 0
+	h := &q.ctrl.HostID
+	if s.Type != nvme.ResvNone && s.conflicts(h, write) || s.pending != nil && s.pending.conflicts(h, write) {
+		return nvme.StatusReservationConflict | nvme.DNR
 	}
-	return nvme.StatusReservationConflict | nvme.DNR
+	r.resvGen, r.resvSeen = s.abortGen, true
+	return 0
 }
 
 // resvAborted turns the completion of a command that was in flight when
 // its host was preempted with abort (s is newer than the command's check)
 // into Command Aborted due to Preempt and Abort. The command did run, and
-// left the backend before the Preempt and Abort completed (resvFence):
+// left the backend before the Preempt and Abort completed (the fence):
 // the host learns that it was fenced, and must not retry.
 func (q *Queue) resvAborted(r *Request, s *resvSnapshot) {
 	if slices.Contains(s.aborted, q.ctrl.HostID) {
@@ -157,15 +160,37 @@ func prepareResv(r *Request, ns *Namespace) nvme.Status {
 
 // SetReservations turns the reservation commands on or off. Off, they
 // answer Invalid Opcode and the live state is dropped, so that no
-// reservation restricts I/O; a stored state returns with the next start
-// that has them on.
-func (ns *Namespace) SetReservations(on bool) {
-	ns.resv.mu.Lock()
-	defer ns.resv.mu.Unlock()
-	ns.resv.disabled.Store(!on)
+// reservation restricts I/O. On again, the state the store holds (one
+// that persists, or a shared one) is read back and enforced, with the
+// fence (fence.go) for the hosts it takes write access from: a change
+// made meanwhile on a store other daemons share is never overwritten
+// with an empty state. An error is the store's; the commands stay off.
+func (ns *Namespace) SetReservations(on bool) error {
+	rs := &ns.resv
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
 	if !on {
-		ns.resv.snap.Store(nil)
+		rs.disabled.Store(true)
+		rs.snap.Store(nil)
+		return nil
 	}
+	if !rs.disabled.Load() {
+		return nil
+	}
+	rs.disabled.Store(false)
+	if rs.store == nil {
+		return nil
+	}
+	st, err := rs.store.Load()
+	if err != nil {
+		rs.disabled.Store(true)
+		return fmt.Errorf("namespace %d: reading the reservation state: %w", ns.ID, err)
+	}
+	if !st.PTPL && !isShared(rs.store) {
+		return nil // a state that does not persist ended when they went off
+	}
+	ns.enforceLoaded(st)
+	return nil
 }
 
 // ReservationsEnabled reports what SetReservations set.
@@ -324,6 +349,7 @@ func resvRegister(cur resvSnapshot, host *[nvme.HostIDSize]byte, action uint8, i
 		case iekey:
 			// Replace ignoring the key registers a host that was not.
 			s.Registrants = append(s.Registrants, Registrant{HostID: *host, Key: k.Other})
+			s.aborted = slices.DeleteFunc(s.aborted, func(h [16]byte) bool { return h == *host })
 		default:
 			return ch, nvme.StatusReservationConflict | nvme.DNR
 		}
@@ -570,8 +596,10 @@ func (q *Queue) resvRun(r *Request, change func(resvSnapshot) (resvChange, nvme.
 }
 
 // resvApply computes a change under the namespace's reservation mutex,
-// stores it (PTPL set, or just cleared), publishes it, waits for the
-// commands a Preempt and Abort fenced, and sends the notifications.
+// fences the hosts it takes write access from, stores it (PTPL set, or
+// just cleared, or a shared store), publishes it and sends the
+// notifications. A change that cannot fence or store in time leaves the
+// state as it was.
 func (s *Subsystem) resvApply(ns *Namespace, change func(resvSnapshot) (resvChange, nvme.Status)) nvme.Status {
 	rs := &ns.resv
 	rs.mu.Lock()
@@ -579,6 +607,12 @@ func (s *Subsystem) resvApply(ns *Namespace, change func(resvSnapshot) (resvChan
 	if rs.disabled.Load() {
 		return nvme.StatusInvalidOpcode | nvme.DNR // turned off meanwhile
 	}
+	if rs.unavailable.Load() {
+		// The shared state cannot be read: a change computed on what
+		// this daemon last read could undo another daemon's.
+		return nvme.StatusANAInaccessible
+	}
+	log := s.log().WithField("nsid", ns.ID)
 	var ch resvChange
 	for attempt := 1; ; attempt++ {
 		cur := ns.resvCurrent()
@@ -588,12 +622,12 @@ func (s *Subsystem) resvApply(ns *Namespace, change func(resvSnapshot) (resvChan
 			return st
 		}
 		if len(ch.abort) > 0 {
-			ch.next.abortGen++
-			for _, h := range ch.abort {
-				if !slices.Contains(ch.next.aborted, h) {
-					ch.next.aborted = append(ch.next.aborted, h)
-				}
-			}
+			ch.next.abortGen = cur.abortGen + 1
+			ch.next.aborted = ch.abort
+		}
+		if !s.resvFence(ns, &cur, &ch.next) {
+			log.WithField("timeout", resvFenceTimeout).Warn("reservation change: a write of a host losing access has not left the backend in time; the change is undone and completes with Command Interrupted")
+			return nvme.StatusCommandInterrupted
 		}
 		if rs.store == nil || !(cur.PTPL || ch.next.PTPL || isShared(rs.store)) {
 			break
@@ -602,7 +636,8 @@ func (s *Subsystem) resvApply(ns *Namespace, change func(resvSnapshot) (resvChan
 		if err == nil {
 			break
 		}
-		log := s.log().WithError(err).WithField("nsid", ns.ID)
+		ns.resvUndo(cur, ch.next.abortGen)
+		log = log.WithError(err)
 		if !errors.Is(err, ErrReservationChanged) {
 			log.Error("storing the reservation state failed; the command fails and the state is unchanged")
 			return nvme.StatusInternal
@@ -619,51 +654,43 @@ func (s *Subsystem) resvApply(ns *Namespace, change func(resvSnapshot) (resvChan
 	}
 	ns.publishResv(ch.next)
 	s.resvNotify(ns.ID, ch.notices)
-	if len(ch.abort) > 0 && !s.resvFence(ns, ch.abort) {
-		// The new state holds; the host may retry to learn the fence is done.
-		s.log().WithFields(logrus.Fields{"nsid": ns.ID, "timeout": resvFenceTimeout}).Warn("preempt and abort: a fenced host's command has not left the backend in time; the preempt completes with Command Interrupted")
-		return nvme.StatusCommandInterrupted
-	}
 	return 0
 }
 
-// resvFence waits until the commands of the preempted hosts' controllers
-// that were in flight on ns are out of the backend, so that none of their
-// writes lands after the Preempt and Abort completes. New commands of
-// those hosts already meet the new state. It reports false when one is
-// still in a backend after resvFenceTimeout.
-func (s *Subsystem) resvFence(ns *Namespace, hosts [][nvme.HostIDSize]byte) bool {
-	var stats []*IOStats
-	for _, c := range s.Controllers() {
-		if !slices.Contains(hosts, c.HostID) {
-			continue
-		}
-		c.mu.Lock()
-		for _, q := range c.queues[1:] {
-			if q == nil {
-				continue
-			}
-			if list := q.nsStats.Load(); list != nil {
-				for _, st := range *list {
-					if st.ns == ns {
-						stats = append(stats, st.stats)
-					}
-				}
-			}
-		}
-		c.mu.Unlock()
+// resvFence keeps the fence (fence.go) for a change from cur to next: when
+// it takes write access from a host, it publishes cur restricted by next
+// (a command must be allowed by both) and waits until the writes of those
+// hosts admitted before are out of the backend. Commands of hosts next
+// aborts that complete meanwhile complete as aborted. If the wait does not
+// end in time, cur is published again (under next's abort generation) and
+// it reports false.
+func (s *Subsystem) resvFence(ns *Namespace, cur, next *resvSnapshot) bool {
+	loses := func(c *Controller) bool {
+		h := &c.HostID
+		return !cur.conflicts(h, true) && next.conflicts(h, true)
 	}
-	inflight := func() int64 {
-		var n int64
-		for _, st := range stats {
-			n += st.Inflight.Load()
-		}
-		return n
+	// Published even when no host connected now loses: one that
+	// connects meanwhile must meet the narrower rule, or be counted.
+	fencing := *cur
+	fencing.pending = next
+	fencing.abortGen, fencing.aborted = next.abortGen, next.aborted
+	ns.publishResv(fencing)
+	if ns.fence(loses, resvFenceTimeout) {
+		return true
 	}
-	return waitZero(inflight, resvFenceTimeout)
+	ns.resvUndo(*cur, next.abortGen)
+	return false
 }
 
-// resvFenceTimeout bounds resvFence's wait; tests shorten it.
+// resvUndo publishes cur again after a change that did not complete. Its
+// abort generation stays gen, so that the generations a command compares
+// never repeat, but no host counts as aborted.
+func (ns *Namespace) resvUndo(cur resvSnapshot, gen uint32) {
+	cur.pending, cur.abortGen, cur.aborted = nil, gen, nil
+	ns.publishResv(cur)
+}
+
+// resvFenceTimeout bounds a reservation change's fence; tests shorten it.
 var resvFenceTimeout = drainTimeout
 
 // resvNotify queues each notice on every controller of its host that
@@ -697,6 +724,9 @@ type resvLog struct {
 // (Set Features Reservation Notification Mask), and raises the event
 // when the log was empty.
 func (c *Controller) resvNotice(nsid uint32, typ uint8) {
+	if !c.sees(nsid) {
+		return // the namespace is not there for the host
+	}
 	c.mu.Lock()
 	l := &c.resv
 	if l.masks[nsid]&(1<<typ) != 0 {
@@ -780,6 +810,14 @@ func (c *Controller) resvMask(nsid uint32) uint8 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.resv.masks[nsid]
+}
+
+// dropResvNotices forgets the notifications queued for nsid, which was
+// hidden from the controller.
+func (c *Controller) dropResvNotices(nsid uint32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.resv.pages = slices.DeleteFunc(c.resv.pages, func(n nvme.ResvNotice) bool { return n.NSID == nsid })
 }
 
 // resvResetLocked returns the notification state to a new controller's, at a

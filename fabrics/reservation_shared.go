@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/sirupsen/logrus"
@@ -59,61 +60,92 @@ func (ns *Namespace) reloadLocked() error {
 	if err != nil {
 		return err
 	}
-	before := rs.snap.Load()
-	ns.publishLoaded(st)
-	ns.fenceLost(before, rs.snap.Load())
+	ns.enforceLoaded(st)
 	return nil
 }
 
-// fenceLost waits until no command is in flight on the namespace from a
-// connected host that after denies the access before gave it: another
-// daemon changed the state (a Preempt, with or without Abort, a Release
-// of a registrants-only type, an Unregister), and its change must not
-// complete while such a command, admitted here under the old state, can
-// still reach the backend. Whatever tells the other daemon that this one
-// enforces the new state (the shared record's heartbeat) comes after the
-// reload, and so after this. Commands admitted under the new state see it
-// at once: the snapshot is published first.
-func (ns *Namespace) fenceLost(before, after *resvSnapshot) {
-	s := ns.subsystem.Load()
-	if s == nil || after == nil {
-		return
+// enforceLoaded publishes a state read from the store, fences the hosts
+// it takes write access from, tells the other hosts what changed, and
+// then tells the store the state is enforced. Called with the mutex held.
+func (ns *Namespace) enforceLoaded(st ReservationState) {
+	before := ns.resvCurrent()
+	after := loadedSnapshot(&before, st)
+	ns.publishResv(after)
+	if s := ns.subsystem.Load(); s != nil {
+		ns.fenceLost(s, &before, &after)
+		s.resvNotify(ns.ID, loadedNotices(&before, &after))
 	}
-	var lost [][nvme.HostIDSize]byte
-	for _, c := range s.Controllers() {
-		h := c.HostID
-		if slices.Contains(lost, h) {
-			continue
-		}
-		for _, write := range []bool{false, true} {
-			if (before == nil || !before.conflicts(&h, write)) && after.conflicts(&h, write) {
-				lost = append(lost, h)
-				break
-			}
-		}
-	}
-	if len(lost) > 0 && !s.resvFence(ns, lost) {
-		// Nothing more to do than say so: the command cannot be called
-		// back from the backend, and the new state already holds here.
-		s.log().WithFields(logrus.Fields{"subsystem": s.NQN, "nsid": ns.ID, "timeout": resvFenceTimeout}).
-			Warn("another daemon's reservation change: a command admitted under the old state has not left the backend in time, and may land after the change completes")
+	if e, ok := ns.resv.store.(EnforcingStore); ok {
+		e.Enforced()
 	}
 }
 
-// publishLoaded publishes a state read from the store, keeping this
-// daemon's record of the hosts it fenced.
-func (ns *Namespace) publishLoaded(st ReservationState) {
-	next := resvSnapshot{ReservationState: st}
-	if cur := ns.resv.snap.Load(); cur != nil {
-		next.abortGen = cur.abortGen
-		for _, h := range cur.aborted {
-			if next.registrant(&h) < 0 {
-				next.aborted = append(next.aborted, h)
-			}
+// EnforcingStore is a SharedReservationStore that learns when the state it
+// last loaded is enforced: published, and the writes it takes access from
+// out of the backend (fence.go). Until then the daemon must not tell the
+// others it enforces that state.
+type EnforcingStore interface {
+	SharedReservationStore
+	Enforced()
+}
+
+// loadedSnapshot is the snapshot of a state read from the store, after
+// cur: the hosts whose write access it takes away count as preempted
+// with abort, so that their commands in flight here complete as aborted,
+// as on the daemon that made the change.
+func loadedSnapshot(cur *resvSnapshot, st ReservationState) resvSnapshot {
+	next := resvSnapshot{ReservationState: st, abortGen: cur.abortGen, aborted: cur.aborted}
+	next.Registrants = slices.Clone(st.Registrants)
+	var lost [][nvme.HostIDSize]byte
+	for _, reg := range cur.Registrants {
+		if !cur.conflicts(&reg.HostID, true) && next.conflicts(&reg.HostID, true) {
+			lost = append(lost, reg.HostID)
 		}
 	}
-	next.Registrants = slices.Clone(st.Registrants)
-	ns.publishResv(next)
+	if len(lost) > 0 {
+		next.abortGen, next.aborted = cur.abortGen+1, lost
+	}
+	return next
+}
+
+// loadedNotices are the notifications a change another daemon made owes
+// this daemon's controllers: a registrant that is gone was preempted, and
+// one left registered whose reservation of a registrants-only or
+// all-registrants type ended or changed hands hears it was released.
+func loadedNotices(before, after *resvSnapshot) []resvNotice {
+	var out []resvNotice
+	for _, reg := range before.Registrants {
+		h := reg.HostID
+		switch {
+		case after.registrant(&h) < 0:
+			out = append(out, resvNotice{h, nvme.ResvNoticeRegPreempted})
+		case before.Type != nvme.ResvNone && before.Type != nvme.ResvWriteExclusive && before.Type != nvme.ResvExclusiveAccess &&
+			(after.Type != before.Type || after.Holder != before.Holder) && !after.holds(&h):
+			out = append(out, resvNotice{h, nvme.ResvNoticeReleased})
+		}
+	}
+	return out
+}
+
+// fenceLost keeps the fence (fence.go) for a change another daemon made:
+// after is published; this waits until no write is in flight here from a
+// host after denies the write access before gave it (a Preempt, with or
+// without Abort, a Release of a registrants-only type, an Unregister),
+// so that the other daemon's change does not complete while such a
+// write, admitted here under the old state, can still reach the backend.
+// What tells the other daemon that this one enforces the new state (the
+// shared record's heartbeat, through EnforcingStore) comes after this,
+// however long it takes: the other daemon's change waits for it.
+func (ns *Namespace) fenceLost(s *Subsystem, before, after *resvSnapshot) {
+	loses := func(c *Controller) bool {
+		h := &c.HostID
+		return !before.conflicts(h, true) && after.conflicts(h, true)
+	}
+	if !ns.fence(loses, resvFenceTimeout) {
+		s.log().WithFields(logrus.Fields{"subsystem": s.NQN, "nsid": ns.ID, "timeout": resvFenceTimeout}).
+			Warn("another daemon's reservation change: a write admitted under the old state has not left the backend in time; this daemon does not report the change enforced until it has")
+		ns.fence(loses, 365*24*time.Hour)
+	}
 }
 
 // publishResv publishes next with the namespace's unavailable switch,
@@ -155,6 +187,9 @@ func (ns *Namespace) SetReservationUnavailable(on bool) {
 		if rs.snap.CompareAndSwap(cur, &next) {
 			break
 		}
+	}
+	if on {
+		ns.endRefused() // a command waiting on the QoS limit must not run on a stale state
 	}
 	if s := ns.subsystem.Load(); s != nil {
 		s.anaChanged()

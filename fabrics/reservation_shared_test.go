@@ -280,35 +280,72 @@ func TestResvSharedReloadFences(t *testing.T) {
 	if !r.landed {
 		t.Fatal("A's reload returned while host 1's write, admitted under the old state, was still in the backend")
 	}
-	if rsp := <-inflight; rsp.Status() != 0 {
-		t.Fatalf("host 1's write admitted before the preempt: %v", rsp.Status())
+	// The shared record does not say whether the other daemon's preempt
+	// aborted: a write fenced here reports that it was.
+	if rsp := <-inflight; rsp.Status() != nvme.StatusPreemptAborted|nvme.DNR {
+		t.Fatalf("host 1's write admitted before the preempt: %v, want Command Aborted due to Preempt and Abort", rsp.Status())
 	}
 	blk := make([]byte, 512)
 	wantStatus(t, "host 1's next write through A", h1.rw(nvme.IOWrite, 1, 0, 1, blk, false), conflict)
 }
 
 // TestResvSharedReloadFenceTimeout: a command that does not leave the
-// backend in time does not hold the reload (and the heartbeat) forever;
-// the daemon says so.
+// backend in time is warned of, and the reload goes on waiting for it:
+// the store hears the new state is enforced (and the heartbeat may say
+// so) only once that write is out.
 func TestResvSharedReloadFenceTimeout(t *testing.T) {
 	old := resvFenceTimeout
 	resvFenceTimeout = 20 * time.Millisecond
 	t.Cleanup(func() { resvFenceTimeout = old })
 	nsA, _, g, _ := preemptedElsewhere(t)
-	t.Cleanup(func() { close(g.release) })
+	var once sync.Once
+	open := func() { once.Do(func() { close(g.release) }) }
+	t.Cleanup(open)
+	v := &enforcingView{sharedView: nsA.resv.store.(*sharedView), landed: &g.landed}
+	nsA.resv.store = v
 	logger, hook := logtest.NewNullLogger()
 	nsA.subsystem.Load().target.Log = logrus.NewEntry(logger)
-	if err := nsA.ReloadReservation(); err != nil {
+	done := make(chan error, 1)
+	go func() { done <- nsA.ReloadReservation() }()
+	warned := func() bool {
+		for _, e := range hook.AllEntries() {
+			if e.Level == logrus.WarnLevel && strings.Contains(e.Message, "has not left the backend in time") {
+				return true
+			}
+		}
+		return false
+	}
+	for !warned() {
+		select {
+		case err := <-done:
+			t.Fatalf("the reload returned (%v) with the write still in the backend, before warning of it", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if v.enforced.Load() != 0 || g.landed.Load() {
+		t.Fatalf("the store heard the state is enforced (%d) or the gated write landed (%t) while it is in the backend", v.enforced.Load(), g.landed.Load())
+	}
+	open()
+	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if g.landed.Load() {
-		t.Fatal("the gated write landed")
+	if v.enforced.Load() != 1 || v.early.Load() {
+		t.Fatalf("enforced %d times, before the write landed: %t; want once, after", v.enforced.Load(), v.early.Load())
 	}
-	warned := false
-	for _, e := range hook.AllEntries() {
-		warned = warned || e.Level == logrus.WarnLevel && strings.Contains(e.Message, "has not left the backend in time")
-	}
-	if !warned {
-		t.Fatalf("no warning of the command still in the backend after the fence's timeout; log: %v", hook.AllEntries())
+}
+
+// enforcingView is a sharedView that counts the namespace's Enforced
+// calls, and whether one came before the gated write landed.
+type enforcingView struct {
+	*sharedView
+	landed   *atomic.Bool
+	enforced atomic.Int32
+	early    atomic.Bool
+}
+
+func (v *enforcingView) Enforced() {
+	v.enforced.Add(1)
+	if !v.landed.Load() {
+		v.early.Store(true)
 	}
 }

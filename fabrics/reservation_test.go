@@ -596,8 +596,8 @@ func TestResvPreemptAndAbortFences(t *testing.T) {
 	ns := tg.Subsystem(testNQN).Namespace(1)
 	published := make(chan struct{})
 	go func() {
-		// The new state is visible to I/O before the fence waits.
-		for ns.Reservation().Holder != [16]byte{1} {
+		// The fencing state is visible to I/O before the fence waits.
+		for s := ns.resv.snap.Load(); s == nil || s.pending == nil; s = ns.resv.snap.Load() {
 		}
 		close(published)
 	}()
@@ -628,7 +628,8 @@ func TestResvPreemptAndAbortFences(t *testing.T) {
 }
 
 // A fenced command that does not leave its backend in time: the Preempt
-// and Abort completes with Command Interrupted, its new state in force.
+// and Abort completes with Command Interrupted, and the state is as it was
+// (the caller did not become the holder): the host retries.
 func TestResvPreemptAndAbortTimeout(t *testing.T) {
 	g := &gatedWrites{memBackend: newMem(1<<20, 512), entered: make(chan struct{}, 1), release: make(chan struct{})}
 	tg, p := targetWith(t, g)
@@ -647,7 +648,9 @@ func TestResvPreemptAndAbortTimeout(t *testing.T) {
 	<-g.entered
 	wantStatus(t, "preempt and abort with the write stuck", a.resvAcquire(nvme.ResvPreemptAndAbort, nvme.ResvWriteExclusive, 1, 2),
 		nvme.StatusCommandInterrupted)
-	if s := tg.Subsystem(testNQN).Namespace(1).Reservation(); s.Holder != [16]byte{1} || len(s.Registrants) != 1 {
-		t.Fatalf("state after the interrupted preempt %+v", s)
+	if s := tg.Subsystem(testNQN).Namespace(1).Reservation(); s.Holder != [16]byte{2} || len(s.Registrants) != 2 {
+		t.Fatalf("state after the interrupted preempt %+v, want b holding, both registered", s)
 	}
+	blk := make([]byte, 512)
+	wantStatus(t, "a's write after the interrupted preempt", a.rw(nvme.IOWrite, 1, 0, 1, blk, false), conflict)
 }

@@ -32,8 +32,13 @@ type IOStats struct {
 	ReadNanos, WriteNanos     atomic.Uint64
 	Flushes, Discards, Zeroes atomic.Uint64
 	ReadHist, WriteHist       [LatencyHistSize]atomic.Uint64
-	Inflight                  atomic.Int64 // commands dispatched, not completed
-	Writing                   atomic.Int64 // writes past the fused-pair gate (writeGate)
+	Inflight                  atomic.Int64 // commands dispatched, not completed, but the write class
+	// InflightWrites counts the write-class commands dispatched, not
+	// completed: what a change of who may write waits for (fence.go).
+	InflightWrites atomic.Int64
+	Writing        atomic.Int64 // writes past the fused-pair gate (writeGate)
+
+	ctrl *Controller // of the queue that counts here; fixed
 }
 
 // IOSnapshot is a plain copy of IOStats.
@@ -87,6 +92,8 @@ func bucket(d time.Duration) int {
 }
 
 // nsStat pairs a namespace with one queue's counters for it.
+// IOStats also name the controller whose queue writes them, so that a fence
+// finds a host's commands even on queues that are closing.
 type nsStat struct {
 	ns    *Namespace
 	stats *IOStats
@@ -109,7 +116,7 @@ func (q *Queue) statsFor(ns *Namespace) *IOStats {
 	if list != nil {
 		next = append(next, *list...)
 	}
-	s := &IOStats{}
+	s := &IOStats{ctrl: q.ctrl}
 	next = append(next, nsStat{ns, s})
 	q.nsStats.Store(&next)
 	ns.statsMu.Lock()

@@ -38,9 +38,11 @@ func (c *Controller) sees(nsid uint32) bool {
 // before the namespace is added, so that no host outside hosts ever sees
 // it. Each controller whose view of a published namespace changes gets a
 // Changed Namespace List entry and a Namespace Attribute Changed event;
-// the others hear nothing. Commands a controller already has in flight on
-// a namespace hidden from it complete as usual; its next ones fail with
-// Invalid Namespace or Format.
+// the others hear nothing. Hiding keeps the fence (fence.go): the hidden
+// hosts' commands waiting on the namespace's QoS limit end with Invalid
+// Namespace or Format, as do their next ones, and it returns once their
+// writes already in the backend are out. If one is not within 10 s, the
+// namespace stays hidden and the error says a write may still land.
 func (s *Subsystem) SetNamespaceHosts(nsid uint32, hosts []string) error {
 	if nsid == 0 || nsid > nvme.MaxNamespaces {
 		return fmt.Errorf("namespace id %d out of range 1..%d", nsid, nvme.MaxNamespaces)
@@ -59,16 +61,27 @@ func (s *Subsystem) SetNamespaceHosts(nsid uint32, hosts []string) error {
 		s.visibility[nsid] = set
 	}
 	changed := s.resolveViewsLocked()
-	published := s.Namespace(nsid) != nil
+	ns := s.Namespace(nsid)
 	s.mu.Unlock()
-	if !published {
+	if ns == nil {
 		return nil
 	}
 	// Only nsid's limit changed: a controller whose view changed gained
 	// or lost nsid.
 	for _, v := range changed {
+		if v.next.has(nsid) {
+			v.c.dropResvNotices(nsid)
+		}
 		v.c.namespaceChanged(nsid)
 		v.c.log.WithFields(logrus.Fields{"nsid": nsid, "visible": !v.next.has(nsid)}).Info("namespace visibility changed")
+	}
+	// Every controller the namespace is hidden from, not only those
+	// whose view changed now: a controller that is closing is no longer
+	// in the subsystem's list, and still has its commands counted.
+	hidden := func(c *Controller) bool { return !c.sees(nsid) }
+	if !ns.fence(hidden, drainTimeout) {
+		s.log().WithFields(logrus.Fields{"subsystem": s.NQN, "nsid": nsid}).Warn("namespace hidden, but a write of a host it is hidden from has not left the backend in 10 s")
+		return fmt.Errorf("namespace %d is hidden, but a write of a host it is now hidden from has not left the backend after %v and may still land", nsid, drainTimeout)
 	}
 	return nil
 }

@@ -221,7 +221,15 @@ func (c *change) setANA() {
 	for _, r := range c.plan.Reservations {
 		if s, err := c.subsystem(r.NQN); err == nil {
 			if ns := s.Namespace(r.NSID); ns != nil {
-				ns.SetReservations(r.Reservations.On())
+				if err := ns.SetReservations(r.Reservations.On()); err != nil {
+					ci, cj := findNS(c.cur, r.NQN, r.NSID)
+					old := c.cur.Subsystems[ci].Namespaces[cj].Reservations
+					c.problem(err, func(a *config.Config) {
+						if ai, aj := findNS(a, r.NQN, r.NSID); ai >= 0 && aj >= 0 {
+							a.Subsystems[ai].Namespaces[aj].Reservations = old
+						}
+					})
+				}
 			}
 		}
 	}

@@ -34,7 +34,9 @@ func reservationDir(stateFile string) string {
 // (imageResvStore); file and block namespaces in a file, so that it
 // persists through a restart when a host set PTPL.
 func setupReservations(ns *fabrics.Namespace, nqn string, nc config.Namespace, dir string, log *logrus.Entry) error {
-	ns.SetReservations(nc.Reservations.On())
+	if err := ns.SetReservations(nc.Reservations.On()); err != nil {
+		return err
+	}
 	if nc.SharedReservations.On {
 		return setupSharedReservations(ns, nqn, nc, log)
 	}
