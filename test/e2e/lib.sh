@@ -750,3 +750,80 @@ resv_conflicts() {
 	grep -qi 'reservation.conflict' <<<"$out" || fail "$*: $out (want Reservation Conflict)"
 	echo "ok: $* -> Reservation Conflict"
 }
+
+# --- a block device per controller: native multipath off ---
+
+# NVME_HOST_MODULES: the host's NVMe modules host_multipath_off unloaded,
+# which host_multipath_default loads again; NVME_MULTIPATH_WAS, nvme_core's
+# multipath parameter before.
+NVME_HOST_MODULES=()
+NVME_MULTIPATH_WAS=Y
+
+# host_multipath_off: load the host's NVMe modules again with native
+# multipath off (nvme_core multipath=N), so that every controller of a
+# shared namespace has a block device of its own (ctrl_ns_dev) instead of
+# one device over all of them: each host NQN of this guest then does its
+# I/O through its own controller, and a write one of them had refused is
+# not sent again down another's path. Nothing may be connected. At the
+# scenario's exit, after cleanup, host_multipath_default loads the modules
+# with the kernel's default again, for the scenarios that follow.
+host_multipath_off() {
+	nvme disconnect-all >/dev/null 2>&1 || true
+	NVME_MULTIPATH_WAS=$(cat /sys/module/nvme_core/parameters/multipath 2>/dev/null || echo Y)
+	trap 'cleanup; host_multipath_default' EXIT
+	nvme_host_unload nvme_core || fail "unloading the host's NVMe modules: $(lsmod | grep '^nvme' | tr '\n' ' ')"
+	modprobe nvme_core multipath=N || fail "modprobe nvme_core multipath=N"
+	modprobe nvme_rdma || fail "modprobe nvme_rdma"
+	assert_eq "nvme_core multipath" "$(cat /sys/module/nvme_core/parameters/multipath)" N
+}
+
+# nvme_host_unload MODULE: unload MODULE after every loaded module that
+# uses it, adding each to NVME_HOST_MODULES.
+nvme_host_unload() {
+	local h
+	[ -d "/sys/module/$1" ] || return 0
+	for h in "/sys/module/$1"/holders/*; do
+		[ -e "$h" ] || continue
+		nvme_host_unload "$(basename "$h")" || return 1
+	done
+	NVME_HOST_MODULES+=("$1")
+	rmmod "$1"
+}
+
+# host_multipath_default: undo host_multipath_off (an EXIT trap's, after
+# cleanup disconnected everything); a failure fails the scenario, as the
+# ones that follow would find native multipath off.
+host_multipath_default() {
+	local m ok=1 was=("${NVME_HOST_MODULES[@]}")
+	nvme disconnect-all >/dev/null 2>&1 || true
+	nvme_host_unload nvme_core || ok=""
+	if [ -n "$ok" ]; then
+		for m in "${was[@]}"; do
+			modprobe "$m" || ok=""
+		done
+	fi
+	if [ -z "$ok" ] || [ "$(cat /sys/module/nvme_core/parameters/multipath 2>/dev/null)" != "$NVME_MULTIPATH_WAS" ]; then
+		echo "FAIL: nvme_core multipath not back to $NVME_MULTIPATH_WAS: modules $(lsmod | grep '^nvme' | awk '{print $1}' | tr '\n' ' ')" >&2
+		exit 1
+	fi
+	echo "nvme_core multipath back to $NVME_MULTIPATH_WAS"
+}
+
+# ctrl_ns_dev CTRL NSID: /dev/nvmeXnY of namespace NSID through the
+# controller CTRL (nvmeN), once it appears. Without native multipath
+# (host_multipath_off) each controller has its own.
+ctrl_ns_dev() {
+	poll 10 ctrl_ns "$1" "$2" >/dev/null || fail "no block device for namespace $2 through $1"
+	ctrl_ns "$1" "$2"
+}
+
+# ctrl_ns CTRL NSID: print that device if the host has it.
+ctrl_ns() {
+	local d
+	for d in /sys/class/nvme/"$1"/nvme*n*; do
+		[ -e "$d/nsid" ] && [ "$(cat "$d/nsid")" = "$2" ] && [ -b "/dev/$(basename "$d")" ] || continue
+		echo "/dev/$(basename "$d")"
+		return 0
+	done
+	return 1
+}
