@@ -62,6 +62,9 @@ type resvSnapshot struct {
 	// unavailable: the daemon cannot read the shared state, which may
 	// have changed (SetReservationUnavailable); I/O gets a path error.
 	unavailable bool
+	// leased: the state holds only until the namespace's lease ends
+	// (SetReservationLease); admission reads the clock.
+	leased bool
 }
 
 // reservations is a namespace's reservation engine.
@@ -77,6 +80,10 @@ type reservations struct {
 	// unavailable: SetReservationUnavailable's switch, copied into every
 	// snapshot published (publishResv).
 	unavailable atomic.Bool
+	// lease is when the shared state last read stops holding (nanotime),
+	// and leased whether a store renews it (SetReservationLease).
+	lease  atomic.Int64
+	leased atomic.Bool
 }
 
 func (s *resvSnapshot) registrant(host *[nvme.HostIDSize]byte) int {
@@ -123,7 +130,7 @@ func (q *Queue) resvCheck(r *Request, ns *Namespace, write bool) nvme.Status {
 	if s == nil {
 		return 0
 	}
-	if s.unavailable {
+	if s.unavailable || s.leased && nanotime() > ns.resv.lease.Load() {
 		return nvme.StatusANAInaccessible
 	}
 	h := &q.ctrl.HostID

@@ -155,11 +155,55 @@ func (ns *Namespace) publishResv(next resvSnapshot) {
 	rs := &ns.resv
 	for {
 		cur := rs.snap.Load()
-		next.unavailable = rs.unavailable.Load()
+		next.unavailable, next.leased = rs.unavailable.Load(), rs.leased.Load()
 		if rs.snap.CompareAndSwap(cur, &next) {
 			return
 		}
 	}
+}
+
+// SetReservationLease says the shared state this daemon enforces holds
+// until until, on the monotonic clock: a shared store calls it after
+// each refresh that read the record (and enforces what it read), with the
+// time the read started plus the timeout T after which the other daemon
+// may count this one gone. From the first call on, I/O admitted after
+// until gets ANA Inaccessible, whatever the refresher is doing: a daemon
+// paused past its lease (SIGSTOP, memory pressure) does not serve the
+// commands waiting in its queues under a state the other daemon may have
+// changed meanwhile.
+func (ns *Namespace) SetReservationLease(until time.Time) {
+	rs := &ns.resv
+	rs.lease.Store(int64(until.Sub(start)))
+	if !rs.leased.Swap(true) {
+		ns.republishFlags()
+	}
+}
+
+// republishFlags publishes the current snapshot again with the switches
+// (unavailable, leased) as they are now, without the mutex, which a
+// change may hold while it waits: a change publishing meanwhile read them
+// after they were set, and the compare-and-swap never puts back an older
+// snapshot.
+func (ns *Namespace) republishFlags() {
+	rs := &ns.resv
+	for {
+		cur := rs.snap.Load()
+		var next resvSnapshot
+		if cur != nil {
+			next = *cur
+		}
+		next.unavailable, next.leased = rs.unavailable.Load(), rs.leased.Load()
+		if rs.snap.CompareAndSwap(cur, &next) {
+			return
+		}
+	}
+}
+
+// ReservationLeaseExpired reports whether the namespace has a lease and
+// it has ended.
+func (ns *Namespace) ReservationLeaseExpired() bool {
+	rs := &ns.resv
+	return rs.leased.Load() && nanotime() > rs.lease.Load()
 }
 
 // SetReservationUnavailable turns the namespace's I/O and reservation
@@ -177,17 +221,7 @@ func (ns *Namespace) SetReservationUnavailable(on bool) {
 	if rs.unavailable.Swap(on) == on {
 		return
 	}
-	for {
-		cur := rs.snap.Load()
-		var next resvSnapshot
-		if cur != nil {
-			next = *cur
-		}
-		next.unavailable = rs.unavailable.Load()
-		if rs.snap.CompareAndSwap(cur, &next) {
-			break
-		}
-	}
+	ns.republishFlags()
 	if on {
 		ns.endRefused() // a command waiting on the QoS limit must not run on a stale state
 	}
