@@ -54,8 +54,9 @@ var (
 )
 
 // resvTimeout is T: a daemon whose refreshes have failed for T refuses
-// the namespace's I/O, and a peer whose heartbeat has not moved for 2T
-// has stopped serving. Refreshes run every T/4. Tests shorten a store's.
+// the namespace's I/O (its lease, T from the start of the last good read,
+// has ended), and a peer whose heartbeat has not moved for 2T has stopped
+// serving. Refreshes run every T/4. Tests shorten a store's.
 var resvTimeout = time.Second
 
 // recordID names one write of the record.
@@ -66,16 +67,30 @@ type recordID struct {
 
 func (id recordID) String() string { return fmt.Sprintf("%d (slot %d)", id.seq, id.writer) }
 
-// resvClock is the store's time: the wall clock, or a test's.
+// resvClock is the store's time: the system's, or a test's. Now carries
+// a monotonic reading, which the waits and the lease are measured on.
+// Uptime is the watcher's: it never steps back, and it goes on while the
+// system is suspended, which the monotonic reading does not.
 type resvClock interface {
 	Now() time.Time
 	Sleep(time.Duration)
+	Uptime() time.Duration
 }
 
-type wallResvClock struct{}
+type sysResvClock struct{}
 
-func (wallResvClock) Now() time.Time        { return time.Now() }
-func (wallResvClock) Sleep(d time.Duration) { time.Sleep(d) }
+func (sysResvClock) Now() time.Time        { return time.Now() }
+func (sysResvClock) Sleep(d time.Duration) { time.Sleep(d) }
+
+func (sysResvClock) Uptime() time.Duration {
+	var ts unix.Timespec
+	// It fails only for a clock the kernel lacks (before Linux 2.6.39):
+	// going on would leave the watcher blind.
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		panic(fmt.Sprintf("reading CLOCK_BOOTTIME: %v", err))
+	}
+	return time.Duration(ts.Nano())
+}
 
 // resvDevice is the device under the reservation area.
 type resvDevice interface {
@@ -89,10 +104,11 @@ type resvNamespace interface {
 	TryReloadReservation() (bool, error)
 	ReservationUnavailable() bool
 	SetReservationUnavailable(bool)
+	SetReservationLease(until time.Time)
 }
 
-// sharedResvStore is a fabrics.SharedReservationStore on the reservation
-// area of one device.
+// sharedResvStore is a fabrics.EnforcingStore on the reservation area of
+// one device.
 type sharedResvStore struct {
 	dev     resvDevice
 	name    string // the device, for errors
@@ -104,24 +120,39 @@ type sharedResvStore struct {
 	log     *logrus.Entry
 
 	// mu orders this daemon's reads and writes of the record with what
-	// it enforces. It is never held while waiting for the peer, so the
-	// refresher's heartbeat goes on while a change waits.
-	mu        sync.Mutex
-	published recordID // what the namespace enforces: last loaded or stored
-	last      []byte   // that record's bytes, written back over an older one
-	lastRead  time.Time
+	// it enforces. It is never held while waiting for the peer or for the
+	// namespace's fence, so the refresher's heartbeat goes on meanwhile.
+	mu       sync.Mutex
+	lastID   recordID // the record the next write goes on: last loaded or stored
+	last     []byte   // that record's bytes, written back over an older one
+	lastRead time.Time
+	loaded   recordID // the last Load's, until Enforced confirms it
+	// enforced is what the heartbeat reports: a record loaded once the
+	// namespace fenced the writes it takes access from (Enforced), or one
+	// stored (the namespace fenced before storing).
+	enforced recordID
+	// storing is this daemon's record while its Store waits for the peer:
+	// the namespace fenced for it already, so a refresh reading it counts.
+	storing recordID
 
 	// The refresher's own (tick).
 	beats     uint64
 	beatsRead bool // beats went on from the block's count
 	failing   bool
-	// lastOK is when a refresh last succeeded (Unix ns), for watch.
+	// lastOK is when the last good refresh began (Uptime), for watch.
 	lastOK  atomic.Int64
 	ns      resvNamespace
 	stop    chan struct{}
 	running sync.WaitGroup
 	closed  bool
+
+	// A reload runs beside the refresher, one at a time (reload).
+	reloading     atomic.Bool
+	reloads       sync.WaitGroup
+	reloadFailing bool // the running reload's own
 }
+
+var _ fabrics.EnforcingStore = (*sharedResvStore)(nil)
 
 func (s *sharedResvStore) SharedReservations() {}
 
@@ -146,7 +177,7 @@ func openSharedResv(path string, flags int, slot int, log *logrus.Entry) (*share
 		lbs = 512 // a regular file
 	}
 	s := &sharedResvStore{dev: f, name: path, base: end - config.SharedReservationsArea, lbs: lbs,
-		slot: uint8(slot), timeout: resvTimeout, clock: wallResvClock{}, log: log}
+		slot: uint8(slot), timeout: resvTimeout, clock: sysResvClock{}, log: log}
 	// A beat, clearing a clean stop's flag, before the record is read for
 	// the namespace to serve: a peer's change whose record comes after
 	// that read then waits for this daemon, and one before it is what the
@@ -359,29 +390,29 @@ func (s *sharedResvStore) readRecord() (record, []byte, error) {
 	return best, bestBytes, nil
 }
 
-// current reads the record. One older than what this daemon enforces
-// (the device went back, or a write was lost or torn) is replaced by the
-// one this daemon enforces: a record never goes back. Called with s.mu
-// held.
+// current reads the record. One older than the last this daemon loaded
+// or stored (the device went back, or a write was lost or torn) is
+// replaced by that one: a record never goes back. Called with s.mu held.
 func (s *sharedResvStore) current() (record, []byte, error) {
 	s.lastRead = s.clock.Now() // before the read: what it returns may be that old
 	r, b, err := s.readRecord()
 	if err != nil {
 		return r, nil, err
 	}
-	if r.id.seq >= s.published.seq || s.last == nil {
+	if r.id.seq >= s.lastID.seq || s.last == nil {
 		return r, b, nil
 	}
-	s.log.WithFields(logrus.Fields{"record": r.id.String(), "enforced": s.published.String()}).
-		Warn("the shared reservation record went back to an older one; writing back the one this daemon enforces")
-	if err := s.writeBlock(recordBlock(s.published.seq), s.last); err != nil {
+	s.log.WithFields(logrus.Fields{"record": r.id.String(), "last": s.lastID.String()}).
+		Warn("the shared reservation record went back to an older one; writing back the last one this daemon loaded or stored")
+	if err := s.writeBlock(recordBlock(s.lastID.seq), s.last); err != nil {
 		return r, nil, err
 	}
 	r, err = decodeRecord(s.last)
 	return r, s.last, err
 }
 
-// Load reads the record for the namespace to publish.
+// Load reads the record for the namespace to publish. The heartbeat
+// reports it only once the namespace has fenced for it (Enforced).
 func (s *sharedResvStore) Load() (fabrics.ReservationState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -389,26 +420,37 @@ func (s *sharedResvStore) Load() (fabrics.ReservationState, error) {
 	if err != nil {
 		return r.st, err
 	}
-	s.published, s.last = r.id, b
+	s.lastID, s.last, s.loaded = r.id, b, r.id
 	return r.st, nil
 }
 
-// Store writes st as the next record, on the record the namespace
-// enforces, and returns once the peer enforces it too (or has stopped
-// serving). A record the peer wrote meanwhile, not on ours, is
-// ErrReservationChanged: the engine computes the change again on it.
+// Enforced says the namespace published what Load last returned and
+// no write of a host it took access from is left in the backend.
+func (s *sharedResvStore) Enforced() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.enforced = s.loaded
+}
+
+// Store writes st as the next record, on the last one loaded or stored,
+// and returns once the peer enforces it too (or has stopped serving). A
+// record the peer wrote meanwhile, not on ours, is ErrReservationChanged:
+// the engine computes the change again on it. The namespace fenced for st
+// before storing it, so st is enforced here once stored.
 func (s *sharedResvStore) Store(st fabrics.ReservationState) error {
 	mine, b, err := s.write(st)
 	if err != nil {
 		return err
 	}
-	if err := s.awaitPeer(mine); err != nil {
+	err = s.awaitPeer(mine)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.storing = recordID{}
+	if err != nil {
 		return err
 	}
 	// The peer may have written since: on ours (it holds our change),
 	// or at our sequence number, over ours.
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	r, _, err := s.current()
 	if err != nil {
 		return err
@@ -416,12 +458,12 @@ func (s *sharedResvStore) Store(st fabrics.ReservationState) error {
 	if r.id != mine && r.prev != mine {
 		return fmt.Errorf("record %v replaced ours, %v: %w", r.id, mine, fabrics.ErrReservationChanged)
 	}
-	s.published, s.last = mine, b
+	s.lastID, s.last, s.enforced = mine, b, mine
 	return nil
 }
 
-// write writes st as the record after the one the namespace enforces,
-// on a read of it no older than P.
+// write writes st as the record after the last one loaded or stored, on
+// a read of it no older than P.
 func (s *sharedResvStore) write(st fabrics.ReservationState) (recordID, []byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -430,18 +472,21 @@ func (s *sharedResvStore) write(st fabrics.ReservationState) (recordID, []byte, 
 		if err != nil {
 			return r.id, nil, err
 		}
-		if r.id != s.published {
-			return r.id, nil, fmt.Errorf("record %v, this daemon enforces %v: %w", r.id, s.published, fabrics.ErrReservationChanged)
+		if r.id != s.lastID {
+			return r.id, nil, fmt.Errorf("record %v, not %v, which this daemon last loaded or stored: %w", r.id, s.lastID, fabrics.ErrReservationChanged)
 		}
 		if s.clock.Now().Sub(s.lastRead) <= s.period() {
 			break
 		}
 		// The read took longer than P: the peer may have written since.
 	}
-	mine := recordID{seq: s.published.seq + 1, writer: s.slot}
-	b, err := encodeRecord(record{id: mine, prev: s.published, st: st})
+	mine := recordID{seq: s.lastID.seq + 1, writer: s.slot}
+	b, err := encodeRecord(record{id: mine, prev: s.lastID, st: st})
 	if err == nil {
 		err = s.writeBlock(recordBlock(mine.seq), b)
+	}
+	if err == nil {
+		s.storing = mine
 	}
 	return mine, b, err
 }
@@ -493,22 +538,51 @@ func (s *sharedResvStore) awaitPeer(mine recordID) error {
 	}
 }
 
-// refresh publishes the record if the peer changed it, then beats.
-func (s *sharedResvStore) refresh() error {
+// refresh reads the record, has the namespace reload it if the peer
+// changed it, and beats. It returns when the read began and whether the
+// namespace enforces the record read.
+func (s *sharedResvStore) refresh() (time.Time, bool, error) {
 	s.mu.Lock()
 	r, _, err := s.current()
-	changed := r.id != s.published
+	readStart := s.lastRead
+	storing := s.storing.seq != 0 && r.id == s.storing
+	changed := r.id != s.lastID && !storing
+	enforced := r.id == s.enforced || storing
 	s.mu.Unlock()
 	if err != nil {
-		return err
+		return readStart, false, err
 	}
 	if changed {
-		// A change of this daemon's in progress learns the record itself.
-		if _, err := s.ns.TryReloadReservation(); err != nil {
-			return err
-		}
+		s.reload()
 	}
-	return s.beat(false)
+	if err := s.beat(false); err != nil {
+		return readStart, false, err
+	}
+	return readStart, enforced, nil
+}
+
+// reload has the namespace load the record and enforce it, beside the
+// refresher: enforcing waits for the writes of the hosts that lost
+// access, however long that takes, and the heartbeat goes on meanwhile
+// (with the record enforced before), or the peer would count this daemon
+// gone after 2T while such a write can still land. One runs at a time;
+// the next refresh starts another if the record is still ahead.
+func (s *sharedResvStore) reload() {
+	if !s.reloading.CompareAndSwap(false, true) {
+		return
+	}
+	s.reloads.Add(1)
+	go func() {
+		defer s.reloads.Done()
+		defer s.reloading.Store(false)
+		// Not reloaded (false): a change holds the namespace and learns
+		// the record itself.
+		_, err := s.ns.TryReloadReservation()
+		if err != nil && !s.reloadFailing {
+			s.log.WithError(err).Warn("reloading the shared reservation record failed; retrying")
+		}
+		s.reloadFailing = err != nil
+	}()
 }
 
 // beat writes this daemon's heartbeat: the next count and the record the
@@ -518,7 +592,7 @@ func (s *sharedResvStore) beat(stopped bool) error {
 		return err
 	}
 	s.mu.Lock()
-	hb := heartbeat{count: s.beats + 1, applied: s.published, stopped: stopped}
+	hb := heartbeat{count: s.beats + 1, applied: s.enforced, stopped: stopped}
 	s.mu.Unlock()
 	if err := s.writeBlock(1+int(s.slot), encodeHeartbeat(s.slot, hb)); err != nil {
 		return err
@@ -547,9 +621,14 @@ func (s *sharedResvStore) checkOwnBeat() error {
 	return nil
 }
 
-// tick runs one refresh; a success serves the namespace again.
+// tick runs one refresh. One whose record the namespace enforces renews
+// the lease and serves the namespace again; one whose record it has yet
+// to enforce (a reload still fencing, or a change holding the namespace)
+// does neither.
 func (s *sharedResvStore) tick() {
-	if err := s.refresh(); err != nil {
+	began := s.clock.Uptime()
+	readStart, enforced, err := s.refresh()
+	if err != nil {
 		if !s.failing {
 			s.log.WithError(err).Warn("refreshing the shared reservation record failed; retrying")
 		}
@@ -557,30 +636,48 @@ func (s *sharedResvStore) tick() {
 		return
 	}
 	s.failing = false
-	s.lastOK.Store(s.clock.Now().UnixNano())
+	if !enforced {
+		return
+	}
+	// A change the peer wrote after the read began completes without
+	// this daemon once its heartbeat has stood still for 2T (awaitPeer):
+	// T after this lease ends. One written before, the read found.
+	s.ns.SetReservationLease(readStart.Add(s.timeout))
+	s.lastOK.Store(int64(began))
 	if s.ns.ReservationUnavailable() {
-		s.log.Info("the shared reservation record reads again; the namespace serves I/O")
+		s.log.Info("the namespace enforces the shared reservation record read again; it serves I/O")
 		s.ns.SetReservationUnavailable(false)
 	}
 }
 
-// watch turns the namespace away once no refresh has succeeded for T:
-// what it enforces may be stale by then. It runs beside the refreshes,
-// which a device that stopped answering holds up.
+// watch turns the namespace away once no refresh has read a record it
+// enforces for T: what it enforces may be stale by then. It runs beside
+// the refreshes, which a device that stopped answering holds up.
 func (s *sharedResvStore) watch() {
-	since := s.clock.Now().Sub(time.Unix(0, s.lastOK.Load()))
+	since := s.clock.Uptime() - time.Duration(s.lastOK.Load())
 	if since >= s.timeout && !s.ns.ReservationUnavailable() {
 		s.log.WithFields(logrus.Fields{"since": since, "timeout": s.timeout}).
-			Error("the shared reservation record has not been refreshed within the timeout; the namespace answers ANA Inaccessible until a refresh succeeds")
+			Error("no refresh has read a shared reservation record the namespace enforces within the timeout (the device does not answer, or the namespace still waits for writes the other daemon's change took access from); the namespace answers ANA Inaccessible until one does")
 		s.ns.SetReservationUnavailable(true)
 	}
 }
 
-// start begins refreshing for ns, which has the store set, and watching
-// the refreshes.
-func (s *sharedResvStore) start(ns resvNamespace) {
+// attach gives the refresher ns, which has the store set and serves no
+// host yet: it enforces what it loaded (SetReservationStore, which does
+// not call Enforced), for T from that read.
+func (s *sharedResvStore) attach(ns resvNamespace) {
+	s.mu.Lock()
+	s.enforced = s.loaded
+	until := s.lastRead.Add(s.timeout)
+	s.mu.Unlock()
 	s.ns = ns
-	s.lastOK.Store(s.clock.Now().UnixNano())
+	s.lastOK.Store(int64(s.clock.Uptime()))
+	ns.SetReservationLease(until)
+}
+
+// start begins refreshing for ns (attach), and watching the refreshes.
+func (s *sharedResvStore) start(ns resvNamespace) {
+	s.attach(ns)
 	s.stop = make(chan struct{})
 	s.running.Add(2)
 	every := func(f func()) {
@@ -615,6 +712,7 @@ func (s *sharedResvStore) Close() error {
 		s.running.Wait()
 		s.stop = nil
 	}
+	s.reloads.Wait() // none starts once the refresher stopped
 	if err := s.beat(true); err != nil {
 		s.log.WithError(err).Warn("could not tell the other daemon that this one stopped serving the namespace; its reservation changes wait 2T")
 	}

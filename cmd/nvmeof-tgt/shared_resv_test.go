@@ -19,12 +19,29 @@ import (
 // resvEngine stands for a namespace's reservation engine over a store, as
 // fabrics runs it: a change is computed and stored under the mutex, and
 // computed again on the reloaded state when the store says it changed;
-// the refresher's reload only runs when no change holds the mutex.
+// the refresher's reload only runs when no change holds the mutex. A
+// state loaded is enforced once the fence is over, which fence can hold.
 type resvEngine struct {
 	mu          sync.Mutex
 	st          fabrics.ReservationState
 	store       *sharedResvStore
 	unavailable atomic.Bool
+	lease       atomic.Pointer[time.Time]
+	fence       atomic.Pointer[fenceGate]
+}
+
+// fenceGate holds the next reload between publishing the state and
+// telling the store it is enforced, as a write still in the backend from
+// a host that lost access holds the fence.
+type fenceGate struct{ reached, release chan struct{} }
+
+// holdFence makes e's next reload wait in its fence until release.
+func (e *resvEngine) holdFence(t *testing.T) (reached <-chan struct{}, release func()) {
+	g := &fenceGate{reached: make(chan struct{}), release: make(chan struct{})}
+	e.fence.Store(g)
+	release = sync.OnceFunc(func() { close(g.release) })
+	t.Cleanup(release)
+	return g.reached, release
 }
 
 func (e *resvEngine) TryReloadReservation() (bool, error) {
@@ -32,15 +49,34 @@ func (e *resvEngine) TryReloadReservation() (bool, error) {
 		return false, nil
 	}
 	defer e.mu.Unlock()
-	st, err := e.store.Load()
-	if err == nil {
-		e.st = st
-	}
-	return true, err
+	return true, e.reloadLocked()
 }
 
-func (e *resvEngine) ReservationUnavailable() bool      { return e.unavailable.Load() }
-func (e *resvEngine) SetReservationUnavailable(on bool) { e.unavailable.Store(on) }
+func (e *resvEngine) reloadLocked() error {
+	st, err := e.store.Load()
+	if err != nil {
+		return err
+	}
+	e.st = st
+	if g := e.fence.Swap(nil); g != nil {
+		close(g.reached)
+		<-g.release
+	}
+	e.store.Enforced()
+	return nil
+}
+
+func (e *resvEngine) ReservationUnavailable() bool        { return e.unavailable.Load() }
+func (e *resvEngine) SetReservationUnavailable(on bool)   { e.unavailable.Store(on) }
+func (e *resvEngine) SetReservationLease(until time.Time) { e.lease.Store(&until) }
+
+// leaseEnd is the end of the lease the store last gave, or the zero time.
+func (e *resvEngine) leaseEnd() time.Time {
+	if l := e.lease.Load(); l != nil {
+		return *l
+	}
+	return time.Time{}
+}
 
 func (e *resvEngine) state() fabrics.ReservationState {
 	e.mu.Lock()
@@ -66,7 +102,7 @@ func (e *resvEngine) change(f func(*fabrics.ReservationState)) error {
 		if !errors.Is(err, fabrics.ErrReservationChanged) {
 			return err
 		}
-		if e.st, err = e.store.Load(); err != nil {
+		if err := e.reloadLocked(); err != nil {
 			return err
 		}
 	}
@@ -101,15 +137,20 @@ func (d *failingDevice) ReadAt(p []byte, off int64) (int, error) {
 
 // testClock is a resvClock that moves only when slept on; each Sleep
 // first runs onSleep (another daemon's refresh, say), and past limit it
-// blocks for good and closes stuck.
+// blocks for good and closes stuck. Now is off by the wall clock's steps
+// (stepWall); Uptime is not.
 type testClock struct {
 	mu      sync.Mutex
 	now     time.Time
+	step    time.Duration
 	onSleep func()
 	limit   time.Time
 	stuck   chan struct{}
 	once    sync.Once
 }
+
+// testBoot is the test clock's boot, which Uptime counts from.
+var testBoot = time.Unix(1e9, 0).Add(-time.Hour)
 
 func newTestClock() *testClock {
 	c := &testClock{now: time.Unix(1e9, 0), stuck: make(chan struct{})}
@@ -120,7 +161,20 @@ func newTestClock() *testClock {
 func (c *testClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.now
+	return c.now.Add(c.step)
+}
+
+func (c *testClock) Uptime() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now.Sub(testBoot)
+}
+
+// stepWall sets the wall clock by d, as an operator or NTP may.
+func (c *testClock) stepWall(d time.Duration) {
+	c.mu.Lock()
+	c.step += d
+	c.mu.Unlock()
 }
 
 func (c *testClock) Sleep(d time.Duration) {
@@ -172,10 +226,45 @@ func resvDaemon(t *testing.T, path string, slot int, clock resvClock, timeout ti
 	if e.st, err = s.Load(); err != nil {
 		t.Fatal(err)
 	}
-	s.ns = e
-	s.lastOK.Store(s.clock.Now().UnixNano())
+	s.attach(e)
 	t.Cleanup(func() { s.Close() })
 	return s, e
+}
+
+// settle runs a refresh of s and waits for the reload it started, if any.
+func settle(s *sharedResvStore) {
+	s.tick()
+	s.reloads.Wait()
+}
+
+// tickWithin runs a refresh of s, which must return within 10 s whatever
+// the namespace's reload is waiting for.
+func tickWithin(t *testing.T, s *sharedResvStore) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		s.tick()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a refresh has not returned for 10 s: it waits for the namespace's fence, and the heartbeat stops meanwhile")
+	}
+}
+
+// heartbeatOf reads s's heartbeat block.
+func heartbeatOf(t *testing.T, s *sharedResvStore) heartbeat {
+	t.Helper()
+	b, err := s.readBlock(1 + int(s.slot))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb, err := decodeHeartbeat(b, s.slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hb
 }
 
 // changeWithin10T runs change through e, a's engine, and fails with stuck
@@ -288,7 +377,7 @@ func TestSharedResvConcurrentChanges(t *testing.T) {
 func TestSharedResvPeerApplies(t *testing.T) {
 	clock, a, ea, b, eb := resvPair(t)
 	b.tick()
-	clock.onSleep = b.tick // the peer refreshes while a waits
+	clock.onSleep = func() { settle(b) } // the peer refreshes while a waits
 	if took := timedChange(t, clock, a, ea, "the change still waits after 10T for a peer that refreshes"); took >= 2*a.timeout {
 		t.Fatalf("the change took %v with the peer refreshing; want less than 2T", took)
 	}
@@ -330,7 +419,7 @@ func TestSharedResvRestartedPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	b2, eb2 := resvDaemon(t, b.name, 1, clock, time.Second) // has read the record
-	clock.onSleep = b2.tick
+	clock.onSleep = func() { settle(b2) }
 	timedChange(t, clock, a, ea, "the change still waits after 10T for a restarted peer that refreshes")
 	if st := eb2.state(); len(st.Registrants) != 1 {
 		t.Fatalf("the restarted peer enforces %+v once the change completed; want the change", st)
@@ -407,7 +496,7 @@ func TestSharedResvCorrupt(t *testing.T) {
 	if st, err := a.Load(); err == nil || !strings.Contains(err.Error(), "checksum") {
 		t.Fatalf("a corrupt record loaded as %+v, %v", st, err)
 	}
-	if err := a.refresh(); err == nil {
+	if _, _, err := a.refresh(); err == nil {
 		t.Fatal("a refresh read a corrupt record")
 	}
 	flip()
@@ -491,7 +580,7 @@ func TestSharedResvNeverBack(t *testing.T) {
 	if _, err := f.WriteAt(old, a.base); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.refresh(); err != nil {
+	if _, _, err := a.refresh(); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := resvDaemon(t, path, 1, clock, time.Second)
@@ -499,8 +588,8 @@ func TestSharedResvNeverBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Registrants) != 2 || b.published.seq != 2 {
-		t.Fatalf("the record after the device went back to sequence 1 and a refresh: %v, %+v; want sequence 2", b.published, st)
+	if len(st.Registrants) != 2 || b.lastID.seq != 2 {
+		t.Fatalf("the record after the device went back to sequence 1 and a refresh: %v, %+v; want sequence 2", b.lastID, st)
 	}
 }
 
@@ -578,15 +667,15 @@ func TestSharedResvOverwritten(t *testing.T) {
 				t.Error(err)
 			}
 		}
-		a.tick()
+		settle(a)
 		a.mu.Lock()
-		enforced := a.published
+		enforced := a.enforced
 		a.mu.Unlock()
 		if !bDone && enforced == (recordID{seq: 1, writer: 1}) {
 			bDone = true
 			eb.mu.Unlock()
 		}
-		b.tick()
+		settle(b)
 	}
 	changeWithin10T(t, clock, a, ea, register(1, 0xa), "a's change and b's still wait for each other after 10T")
 	st, err := a.Load()
@@ -607,21 +696,205 @@ func TestSharedResvSameSlot(t *testing.T) {
 	clock := newTestClock()
 	a, _ := resvDaemon(t, path, 0, clock, time.Second)
 	for range 3 {
-		if err := a.refresh(); err != nil {
+		if _, _, err := a.refresh(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	at := a.beats // its opening beat and 3 refreshes
 	restarted, _ := resvDaemon(t, path, 0, clock, time.Second)
-	if err := restarted.refresh(); err != nil {
+	if _, _, err := restarted.refresh(); err != nil {
 		t.Fatalf("a restarted daemon's refresh: %v", err)
 	}
 	if restarted.beats != at+2 {
 		t.Fatalf("heartbeat count %d after a restart at %d, its opening beat and a refresh; want %d", restarted.beats, at, at+2)
 	}
 	// a still runs too: both are slot 0.
-	err := a.refresh()
+	_, _, err := a.refresh()
 	if err == nil || !strings.Contains(err.Error(), "shared_reservations.slot") {
 		t.Fatalf("a refresh with another daemon on slot 0: %v", err)
+	}
+}
+
+// TestSharedResvEnforcedBeat: the heartbeat reports the peer's record only
+// once the namespace has fenced for it (Enforced), not once it has loaded
+// it: the peer's change would otherwise complete while a write of a host
+// it took access from can still land here.
+func TestSharedResvEnforcedBeat(t *testing.T) {
+	path := resvArea(t)
+	clock := newTestClock()
+	a, ea := resvDaemon(t, path, 0, clock, time.Second)
+	f, peers := peerRecord(t, path)
+	if _, err := f.WriteAt(peers, a.base); err != nil {
+		t.Fatal(err)
+	}
+	reached, release := ea.holdFence(t)
+	tickWithin(t, a) // starts the reload
+	select {
+	case <-reached:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the refresh did not reload the peer's record within 10 s")
+	}
+	a.tick()
+	if hb := heartbeatOf(t, a); hb.applied != (recordID{}) {
+		t.Fatalf("the heartbeat reports record %v while the namespace still fences for it; want the record before, %v", hb.applied, recordID{})
+	}
+	release()
+	a.reloads.Wait()
+	a.tick()
+	if hb, want := heartbeatOf(t, a), (recordID{seq: 1, writer: 1}); hb.applied != want {
+		t.Fatalf("the heartbeat reports record %v once the namespace enforces %v", hb.applied, want)
+	}
+}
+
+// TestSharedResvBeatsWhileFencing: while b's namespace fences for a's
+// change (a write of a host that lost access is still in the backend),
+// b's heartbeat goes on with the record before: a's change waits past 2T
+// rather than counting b gone, and completes once the fence is over.
+func TestSharedResvBeatsWhileFencing(t *testing.T) {
+	clock, a, ea, b, eb := resvPair(t)
+	_, release := eb.holdFence(t)
+	end := clock.Now().Add(4 * a.timeout)
+	past, resume := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	clock.onSleep = func() {
+		b.tick()
+		if !clock.Now().Before(end) {
+			once.Do(func() { close(past); <-resume })
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- ea.change(register(1, 0xa)) }()
+	select {
+	case <-past:
+	case err := <-done:
+		t.Fatalf("a's change completed (%v) while b still fenced for it", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("a's change made no progress for 10 s: b's refresh waits for its reload's fence, and its heartbeat stopped")
+	}
+	if hb := heartbeatOf(t, b); hb.applied != (recordID{}) {
+		t.Fatalf("b's heartbeat reports record %v while b still fences for it", hb.applied)
+	}
+	release()
+	b.reloads.Wait()
+	close(resume)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a's change still waits 10 s after b's fence ended")
+	}
+	if st := eb.state(); len(st.Registrants) != 1 {
+		t.Fatalf("b enforces %+v once a's change completed", st)
+	}
+}
+
+// TestSharedResvUnenforcedRefresh: refreshes that read the peer's record
+// while a change holds the namespace, so that it cannot reload it, count
+// as failed: no lease, and the watcher turns the namespace away T after
+// the last refresh whose record it enforced. Once it enforces the record,
+// a refresh serves it again.
+func TestSharedResvUnenforcedRefresh(t *testing.T) {
+	path := resvArea(t)
+	clock := newTestClock()
+	a, ea := resvDaemon(t, path, 0, clock, time.Second)
+	a.tick()
+	lease := ea.leaseEnd()
+	f, peers := peerRecord(t, path)
+	if _, err := f.WriteAt(peers, a.base); err != nil {
+		t.Fatal(err)
+	}
+	ea.mu.Lock() // a change computes on the state before
+	for range 4 {
+		clock.advance(a.period())
+		settle(a)
+		a.watch()
+	}
+	if !ea.ReservationUnavailable() {
+		t.Fatal("serving T after the last refresh whose record the namespace enforced: refreshes that could not reload the peer's record counted")
+	}
+	if got := ea.leaseEnd(); !got.Equal(lease) {
+		t.Fatalf("refreshes of a record the namespace does not enforce renewed the lease to %v; want %v", got, lease)
+	}
+	ea.mu.Unlock()
+	clock.advance(a.period())
+	settle(a) // reloads
+	settle(a)
+	if ea.ReservationUnavailable() {
+		t.Fatal("still unavailable once the namespace enforces the peer's record")
+	}
+	if got, want := ea.leaseEnd(), clock.Now().Add(a.timeout); !got.Equal(want) {
+		t.Fatalf("lease until %v once the namespace enforces the peer's record; want %v", got, want)
+	}
+}
+
+// TestSharedResvClockStep: the wall clock set back does not keep a daemon
+// whose refreshes stopped serving, nor does setting it forward turn away
+// one that refreshes: the watcher measures T on a clock that never steps.
+func TestSharedResvClockStep(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		step        time.Duration
+		after       time.Duration // since the last refresh
+		unavailable bool
+	}{
+		{"set back", -time.Hour, time.Second, true},
+		{"set forward", time.Hour, time.Second / 4, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := newTestClock()
+			a, ea := resvDaemon(t, resvArea(t), 0, clock, time.Second)
+			a.tick()
+			clock.stepWall(tc.step)
+			clock.advance(tc.after)
+			a.watch()
+			if got := ea.ReservationUnavailable(); got != tc.unavailable {
+				t.Fatalf("unavailable %v %v after the last refresh, the wall clock %s an hour meanwhile; want %v", got, tc.after, tc.name, tc.unavailable)
+			}
+		})
+	}
+}
+
+// TestSharedResvLease: the namespace's lease runs T from the start of the
+// last read of a record it enforces, from the start on, and ends before a
+// change the peer writes after that read completes without this daemon
+// (its heartbeat stood still for 2T): a daemon paused past it turns I/O
+// away as soon as it resumes, before its watcher runs.
+func TestSharedResvLease(t *testing.T) {
+	clock, a, ea, b, eb := resvPair(t)
+	if got, want := eb.leaseEnd(), clock.Now().Add(b.timeout); !got.Equal(want) {
+		t.Fatalf("lease at start until %v; want %v, T after the record was read", got, want)
+	}
+	clock.advance(b.period())
+	read := clock.Now()
+	b.tick()
+	if got, want := eb.leaseEnd(), read.Add(b.timeout); !got.Equal(want) {
+		t.Fatalf("lease after a refresh until %v; want %v, T after its read began", got, want)
+	}
+	// b pauses; a's change completes without it.
+	timedChange(t, clock, a, ea, "the change still waits for a paused peer after 10T")
+	if end, done := eb.leaseEnd(), clock.Now(); !end.Before(done) {
+		t.Fatalf("b's lease ends at %v, not before a's change completed without it at %v", end, done)
+	}
+}
+
+// TestSharedResvOwnChangeServes: while a's change waits 2T for a peer
+// that stopped, a's refreshes read a's own record, which its namespace
+// fenced for before storing: they count, and the namespace goes on
+// serving.
+func TestSharedResvOwnChangeServes(t *testing.T) {
+	clock, a, ea, b, _ := resvPair(t)
+	b.tick() // then it stops
+	clock.onSleep = func() {
+		settle(a)
+		a.watch()
+	}
+	timedChange(t, clock, a, ea, "the change still waits for a stopped peer after 10T")
+	if ea.ReservationUnavailable() {
+		t.Fatal("a turned its namespace away while its own change waited for a stopped peer")
+	}
+	if end := ea.leaseEnd(); end.Before(clock.Now()) {
+		t.Fatalf("a's lease ended at %v, while its own change waited (now %v)", end, clock.Now())
 	}
 }
