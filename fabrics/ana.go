@@ -103,8 +103,8 @@ func (t *Target) SetANAStates(id uint16, states map[uint32]nvme.ANAState) error 
 	}
 	onPort := func(c *Controller) bool { return c.Port != nil && c.Port.ID == id }
 	for _, ns := range fenced {
-		if !waitZero(func() int64 { return ns.writesInFlight(onPort) }, drainTimeout) {
-			return fmt.Errorf("port %d: namespace %d's ANA group is no longer accessible, but a write through the port has not left the backend after %v and may still land", id, ns.ID, drainTimeout)
+		if !ns.awaitWrites(onPort, fenceTimeout) {
+			return fmt.Errorf("port %d: namespace %d's ANA group is no longer accessible, but a write through the port has not left the backend after %v and may still land", id, ns.ID, fenceTimeout)
 		}
 	}
 	return nil

@@ -52,8 +52,23 @@ type fenceScope func(c *Controller) bool
 // timeout. The caller published the new rule first.
 func (ns *Namespace) fence(scope fenceScope, timeout time.Duration) bool {
 	ns.endRefused()
+	return ns.awaitWrites(scope, timeout)
+}
+
+// awaitWrites waits until no write-class command of a controller in scope
+// is in flight on ns, reporting false if one still is after timeout.
+func (ns *Namespace) awaitWrites(scope fenceScope, timeout time.Duration) bool {
+	if fenceHook != nil {
+		fenceHook(ns)
+	}
 	return waitZero(func() int64 { return ns.writesInFlight(scope) }, timeout)
 }
+
+// fenceTimeout bounds a fence's wait; tests shorten it.
+var fenceTimeout = drainTimeout
+
+// fenceHook, if set (tests only), runs as a fence starts waiting.
+var fenceHook func(*Namespace)
 
 // endRefused ends the commands waiting on ns's QoS limit that the rules
 // now in force refuse.
@@ -93,8 +108,7 @@ func (q *Queue) admission(r *Request) nvme.Status {
 	if st := q.anaStatus(ns); st != 0 {
 		return st
 	}
-	switch r.Cmd.Opcode() {
-	case nvme.IOResvRegister, nvme.IOResvReport, nvme.IOResvAcquire, nvme.IOResvRelease:
+	if isResvCommand(r.Cmd.Opcode()) {
 		if s := ns.resv.snap.Load(); s != nil && s.unavailable {
 			return nvme.StatusANAInaccessible
 		}
@@ -110,4 +124,13 @@ func (q *Queue) admission(r *Request) nvme.Status {
 		}
 	}
 	return st
+}
+
+// isResvCommand reports whether an I/O opcode is a reservation command.
+func isResvCommand(op uint8) bool {
+	switch op {
+	case nvme.IOResvRegister, nvme.IOResvReport, nvme.IOResvAcquire, nvme.IOResvRelease:
+		return true
+	}
+	return false
 }

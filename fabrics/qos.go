@@ -305,9 +305,11 @@ func (g *qosGate) admit(q *Queue, r *Request) (bool, nvme.Status) {
 	}
 	now := g.now()
 	g.buckets.refill(now, g.waiting > 0)
-	if g.waiting == 0 && g.buckets.fits(&c) || !resumable || r.Cmd.Fuse() != 0 || r.pair != nil {
+	if g.waiting == 0 && g.buckets.fits(&c) || !resumable || r.Cmd.Fuse() != 0 || r.pair != nil || isResvCommand(r.Cmd.Opcode()) {
 		// A fused pair, or a transport that cannot resume, is charged
-		// but never held: its commands depend on each other.
+		// but never held: its commands depend on each other. Nor is a
+		// reservation command: it must not wait behind the writes it
+		// fences.
 		g.buckets.take(&c)
 		return false, 0
 	}

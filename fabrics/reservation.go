@@ -624,7 +624,8 @@ func (s *Subsystem) resvApply(ns *Namespace, change func(resvSnapshot) (resvChan
 	for attempt := 1; ; attempt++ {
 		cur := ns.resvCurrent()
 		var st nvme.Status
-		ch, st = change(cur)
+		ch, st = change(ns.resvCurrent()) // a copy of its own: the fence compares cur with the change
+
 		if st != 0 || ch.unchanged {
 			return st
 		}
@@ -633,7 +634,7 @@ func (s *Subsystem) resvApply(ns *Namespace, change func(resvSnapshot) (resvChan
 			ch.next.aborted = ch.abort
 		}
 		if !s.resvFence(ns, &cur, &ch.next) {
-			log.WithField("timeout", resvFenceTimeout).Warn("reservation change: a write of a host losing access has not left the backend in time; the change is undone and completes with Command Interrupted")
+			log.WithField("timeout", fenceTimeout).Warn("reservation change: a write of a host losing access has not left the backend in time; the change is undone and completes with Command Interrupted")
 			return nvme.StatusCommandInterrupted
 		}
 		if rs.store == nil || !(cur.PTPL || ch.next.PTPL || isShared(rs.store)) {
@@ -682,7 +683,7 @@ func (s *Subsystem) resvFence(ns *Namespace, cur, next *resvSnapshot) bool {
 	fencing.pending = next
 	fencing.abortGen, fencing.aborted = next.abortGen, next.aborted
 	ns.publishResv(fencing)
-	if ns.fence(loses, resvFenceTimeout) {
+	if ns.fence(loses, fenceTimeout) {
 		return true
 	}
 	ns.resvUndo(*cur, next.abortGen)
@@ -696,9 +697,6 @@ func (ns *Namespace) resvUndo(cur resvSnapshot, gen uint32) {
 	cur.pending, cur.abortGen, cur.aborted = nil, gen, nil
 	ns.publishResv(cur)
 }
-
-// resvFenceTimeout bounds a reservation change's fence; tests shorten it.
-var resvFenceTimeout = drainTimeout
 
 // resvNotify queues each notice on every controller of its host that
 // has not masked it for the namespace.

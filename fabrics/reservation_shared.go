@@ -141,8 +141,8 @@ func (ns *Namespace) fenceLost(s *Subsystem, before, after *resvSnapshot) {
 		h := &c.HostID
 		return !before.conflicts(h, true) && after.conflicts(h, true)
 	}
-	if !ns.fence(loses, resvFenceTimeout) {
-		s.log().WithFields(logrus.Fields{"subsystem": s.NQN, "nsid": ns.ID, "timeout": resvFenceTimeout}).
+	if !ns.fence(loses, fenceTimeout) {
+		s.log().WithFields(logrus.Fields{"subsystem": s.NQN, "nsid": ns.ID, "timeout": fenceTimeout}).
 			Warn("another daemon's reservation change: a write admitted under the old state has not left the backend in time; this daemon does not report the change enforced until it has")
 		ns.fence(loses, 365*24*time.Hour)
 	}

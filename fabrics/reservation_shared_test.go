@@ -294,9 +294,9 @@ func TestResvSharedReloadFences(t *testing.T) {
 // the store hears the new state is enforced (and the heartbeat may say
 // so) only once that write is out.
 func TestResvSharedReloadFenceTimeout(t *testing.T) {
-	old := resvFenceTimeout
-	resvFenceTimeout = 20 * time.Millisecond
-	t.Cleanup(func() { resvFenceTimeout = old })
+	old := fenceTimeout
+	fenceTimeout = 20 * time.Millisecond
+	t.Cleanup(func() { fenceTimeout = old })
 	nsA, _, g, _ := preemptedElsewhere(t)
 	var once sync.Once
 	open := func() { once.Do(func() { close(g.release) }) }

@@ -635,9 +635,9 @@ func TestResvPreemptAndAbortTimeout(t *testing.T) {
 	tg, p := targetWith(t, g)
 	a, b := resvHost(t, tg, p, 1), resvHost(t, tg, p, 2)
 	t.Cleanup(func() { close(g.release) })
-	old := resvFenceTimeout
-	resvFenceTimeout = 20 * time.Millisecond
-	t.Cleanup(func() { resvFenceTimeout = old })
+	old := fenceTimeout
+	fenceTimeout = 20 * time.Millisecond
+	t.Cleanup(func() { fenceTimeout = old })
 	must(t, "register a", a.resvRegister(nvme.ResvRegister, false, 0, 0, 1))
 	must(t, "register b", b.resvRegister(nvme.ResvRegister, false, 0, 0, 2))
 	must(t, "acquire b", b.resvAcquire(nvme.ResvAcquire, nvme.ResvWriteExclusive, 2, 0))

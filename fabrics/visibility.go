@@ -75,13 +75,13 @@ func (s *Subsystem) SetNamespaceHosts(nsid uint32, hosts []string) error {
 		v.c.namespaceChanged(nsid)
 		v.c.log.WithFields(logrus.Fields{"nsid": nsid, "visible": !v.next.has(nsid)}).Info("namespace visibility changed")
 	}
-	// Every controller the namespace is hidden from, not only those
-	// whose view changed now: a controller that is closing is no longer
-	// in the subsystem's list, and still has its commands counted.
-	hidden := func(c *Controller) bool { return !c.sees(nsid) }
-	if !ns.fence(hidden, drainTimeout) {
-		s.log().WithFields(logrus.Fields{"subsystem": s.NQN, "nsid": nsid}).Warn("namespace hidden, but a write of a host it is hidden from has not left the backend in 10 s")
-		return fmt.Errorf("namespace %d is hidden, but a write of a host it is now hidden from has not left the backend after %v and may still land", nsid, drainTimeout)
+	// By host, not by the controllers' views: a controller that is
+	// closing is no longer in the subsystem's list, so its view was not
+	// updated, and still has its commands counted.
+	hidden := func(c *Controller) bool { return hosts != nil && !slices.Contains(hosts, c.HostNQN) }
+	if !ns.fence(hidden, fenceTimeout) {
+		s.log().WithFields(logrus.Fields{"subsystem": s.NQN, "nsid": nsid, "timeout": fenceTimeout}).Warn("namespace hidden, but a write of a host it is hidden from has not left the backend in time")
+		return fmt.Errorf("namespace %d is hidden, but a write of a host it is now hidden from has not left the backend after %v and may still land", nsid, fenceTimeout)
 	}
 	return nil
 }
