@@ -359,3 +359,56 @@ func runFence(t *testing.T, ch fenceChange, place string) {
 		t.Fatal("a's write, ended by the change, landed")
 	}
 }
+
+// gatedReads holds the reads of a memBackend until release while holding.
+type gatedReads struct {
+	*memBackend
+	holding atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedReads) ReadAt(p []byte, off int64) error {
+	if g.holding.Load() {
+		g.entered <- struct{}{}
+		<-g.release
+	}
+	return g.memBackend.ReadAt(p, off)
+}
+
+// Command Aborted due to Preempt and Abort is the status of commands that
+// were in flight on the namespace when their host was preempted with
+// abort, and of no other: not of a reservation command, nor of a command
+// that failed before the reservation check, nor of a former preemptee
+// that registered again, with Replace ignoring the key, when a later
+// Preempt and Abort names another host.
+func TestResvAbortStatusOnlyForFencedCommands(t *testing.T) {
+	g := &gatedReads{memBackend: newMem(1<<20, 512), entered: make(chan struct{}, 1), release: make(chan struct{})}
+	tg, p := targetWith(t, g)
+	a, b, c := resvHost(t, tg, p, 1), resvHost(t, tg, p, 2), resvHost(t, tg, p, 3)
+	must(t, "a registers", a.resvRegister(nvme.ResvRegister, false, 0, 0, 0xa))
+	must(t, "a acquires", a.resvAcquire(nvme.ResvAcquire, nvme.ResvWriteExclusive, 0xa, 0))
+	must(t, "b registers", b.resvRegister(nvme.ResvRegister, false, 0, 0, 0xb))
+	blk := make([]byte, 512)
+	must(t, "a reads", a.rw(nvme.IORead, 1, 0, 1, blk, false))
+	must(t, "b preempts and aborts a", b.resvAcquire(nvme.ResvPreemptAndAbort, nvme.ResvWriteExclusive, 0xb, 0xa))
+	if _, st := a.resvReport(4096, true); st != 0 {
+		t.Fatalf("a's Reservation Report after it was preempted: %v, want success", st)
+	}
+	wantStatus(t, "a's read past the end", a.rw(nvme.IORead, 1, 1<<20, 1, blk, false), nvme.StatusLBARange|nvme.DNR)
+	must(t, "a's read under b's write exclusive", a.rw(nvme.IORead, 1, 0, 1, blk, false))
+
+	// A registers again with Replace ignoring the key; C registers; A's
+	// read is in the backend when B preempts and aborts C.
+	must(t, "a registers again, replacing ignoring the key", a.resvRegister(nvme.ResvReplace, true, 0, 0, 0xa2))
+	must(t, "c registers", c.resvRegister(nvme.ResvRegister, false, 0, 0, 0xc))
+	g.holding.Store(true)
+	read := a.io.SubmitAsync(ioCmd(nvme.IORead, 1, 0, 1, 512), make([]byte, 512))
+	<-g.entered
+	g.holding.Store(false)
+	must(t, "b preempts and aborts c", b.resvAcquire(nvme.ResvPreemptAndAbort, nvme.ResvWriteExclusive, 0xb, 0xc))
+	close(g.release)
+	if rsp := <-read; rsp.Status() != 0 {
+		t.Fatalf("a's read in flight while c was preempted completed with %v, want success", rsp.Status())
+	}
+}
