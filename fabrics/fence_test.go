@@ -412,3 +412,92 @@ func TestResvAbortStatusOnlyForFencedCommands(t *testing.T) {
 		t.Fatalf("a's read in flight while c was preempted completed with %v, want success", rsp.Status())
 	}
 }
+
+// Reservations turned off and on again on a shared store read the stored
+// state back and enforce it: the next change builds on the other
+// daemons' registrants and holder instead of overwriting them with a
+// state that has none.
+func TestResvOnAgainReloadsTheStore(t *testing.T) {
+	m := &sharedMedium{state: ReservationState{Generation: 5, Type: nvme.ResvWriteExclusive, Holder: fenceB,
+		Registrants: []Registrant{{fenceA, 0xa}, {fenceB, 0xb}}}}
+	tg, p := restartWith(t, &sharedView{m: m})
+	ns := tg.Subsystem(testNQN).Namespace(1)
+	c := resvHost(t, tg, p, 3)
+	if err := ns.SetReservations(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.SetReservations(true); err != nil {
+		t.Fatal(err)
+	}
+	blk := make([]byte, 512)
+	wantStatus(t, "c's write under b's write exclusive, once on again", c.rw(nvme.IOWrite, 1, 0, 1, blk, false), conflictDNR)
+	must(t, "c registers", c.resvRegister(nvme.ResvRegister, false, 0, 0, 0xc))
+	m.mu.Lock()
+	st := m.state
+	m.mu.Unlock()
+	if st.Type != nvme.ResvWriteExclusive || st.Holder != fenceB || len(st.Registrants) != 3 {
+		t.Fatalf("stored after c registered: %+v; want b's write exclusive, a, b and c registered", st)
+	}
+}
+
+// A Set Features Reservation Persistence (83h) while the shared state
+// cannot be read is turned away like a reservation command: a change
+// computed on a stale state could undo another daemon's.
+func TestResvPersistFeatureWhileUnavailable(t *testing.T) {
+	m := &sharedMedium{}
+	tg, p := restartWith(t, &sharedView{m: m})
+	a := resvHost(t, tg, p, 1)
+	must(t, "a registers", a.resvRegister(nvme.ResvRegister, false, 0, 0, 0xa))
+	stores := m.stores
+	tg.Subsystem(testNQN).Namespace(1).SetReservationUnavailable(true)
+	wantStatus(t, "set features 83h while unavailable", a.setFeature(nvme.FeatResvPersist, 1, nvme.ResvPTPL), nvme.StatusANAInaccessible)
+	if m.stores != stores {
+		t.Fatalf("%d stores while unavailable", m.stores-stores)
+	}
+}
+
+// Reservation notices follow visibility: none is queued for a namespace
+// hidden from the host, and those queued go when it is hidden.
+func TestResvNoticeFollowsVisibility(t *testing.T) {
+	tg, p := targetWith(t, newMem(1<<20, 512))
+	s := tg.Subsystem(testNQN)
+	a, b := resvHost(t, tg, p, 1), resvHost(t, tg, p, 2)
+	must(t, "a registers", a.resvRegister(nvme.ResvRegister, false, 0, 0, 0xa))
+	must(t, "b registers", b.resvRegister(nvme.ResvRegister, false, 0, 0, 0xb))
+	must(t, "b preempts a", b.resvAcquire(nvme.ResvPreempt, nvme.ResvWriteExclusive, 0xb, 0xa))
+	if err := s.SetNamespaceHosts(1, []string{fenceHostNQN(2)}); err != nil {
+		t.Fatal(err)
+	}
+	if n := a.readResvLog(); n.Type != 0 {
+		t.Fatalf("a's notice for a namespace hidden from it: %+v", n)
+	}
+	if err := s.SetNamespaceHosts(1, nil); err != nil {
+		t.Fatal(err)
+	}
+	must(t, "a registers again", a.resvRegister(nvme.ResvRegister, false, 0, 0, 0xa))
+	if err := s.SetNamespaceHosts(1, []string{fenceHostNQN(2)}); err != nil {
+		t.Fatal(err)
+	}
+	must(t, "b preempts a again", b.resvAcquire(nvme.ResvPreempt, nvme.ResvWriteExclusive, 0xb, 0xa))
+	if n := a.readResvLog(); n.Type != 0 {
+		t.Fatalf("a's notice queued while the namespace was hidden from it: %+v", n)
+	}
+}
+
+// A host connected only through this daemon hears of the other daemon's
+// preempt when this daemon reads it from the shared record.
+func TestResvNoticeFromOtherDaemon(t *testing.T) {
+	m := &sharedMedium{state: ReservationState{Generation: 3, Type: nvme.ResvWriteExclusive, Holder: fenceA,
+		Registrants: []Registrant{{fenceA, 0xa}, {fenceB, 0xb}}}}
+	tg, p := restartWith(t, &sharedView{m: m})
+	a := resvHost(t, tg, p, 1)
+	m.mu.Lock()
+	m.state, m.version = bHoldsWE, m.version+1
+	m.mu.Unlock()
+	if err := tg.Subsystem(testNQN).Namespace(1).ReloadReservation(); err != nil {
+		t.Fatal(err)
+	}
+	if n := a.readResvLog(); n.Type != nvme.ResvNoticeRegPreempted || n.NSID != 1 {
+		t.Fatalf("a's notice after the other daemon preempted it: %+v, want Registration Preempted on namespace 1", n)
+	}
+}
