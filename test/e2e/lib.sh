@@ -718,16 +718,17 @@ vblock_verify() {
 }
 
 # Reservations with two host identities in one guest.
-# connect_host TRADDR NQN HOSTNQN [CTRL_LOSS_TMO]: a controller of the host
-# HOSTNQN (its host ID the UUID in it) to NQN at TRADDR:$PORT over RDMA;
-# prints its device, /dev/nvmeN. Through /dev/nvme-fabrics: nvme-cli takes
-# a second controller to one subsystem address for a duplicate of the
-# first, whatever its host NQN.
+# connect_host TRADDR NQN HOSTNQN [CTRL_LOSS_TMO [OPTIONS]]: a controller
+# of the host HOSTNQN (its host ID the UUID in it) to NQN at TRADDR:$PORT
+# over RDMA; prints its device, /dev/nvmeN. OPTIONS are more of the
+# kernel's connect options (",keep_alive_tmo=30"). Through
+# /dev/nvme-fabrics: nvme-cli takes a second controller to one subsystem
+# address for a duplicate of the first, whatever its host NQN.
 connect_host() {
 	local line
 	exec 3<>/dev/nvme-fabrics
-	printf 'transport=rdma,traddr=%s,trsvcid=%s,nqn=%s,hostnqn=%s,hostid=%s,ctrl_loss_tmo=%s,reconnect_delay=1' \
-		"$1" "$PORT" "$2" "$3" "${3##*uuid:}" "${4:-60}" >&3 || fail "connect as $3 to $1"
+	printf 'transport=rdma,traddr=%s,trsvcid=%s,nqn=%s,hostnqn=%s,hostid=%s,ctrl_loss_tmo=%s,reconnect_delay=1%s' \
+		"$1" "$PORT" "$2" "$3" "${3##*uuid:}" "${4:-60}" "${5:-}" >&3 || fail "connect as $3 to $1"
 	read -r line <&3
 	exec 3>&-
 	[[ $line =~ instance=([0-9]+) ]] || fail "connect as $3 to $1: the kernel answered '$line'"
