@@ -16,16 +16,20 @@ import (
 // buffers of all the others.
 //
 // A command over the limit waits in fabrics, between Prepare and the
-// transport's data mapping: it holds no data buffer while it waits. The
-// waiters of a namespace are kept per host (host NQN), in arrival order;
-// hosts take turns, one command each, so a host's share does not grow with
-// its queue count or depth. One timer per limited namespace, armed only
-// while commands wait, hands the commands that fit back to their queues'
-// pollers (the completion handoff and Wake): an idle poller still sleeps,
-// and no poller runs a timer of its own. A poller of an unlimited
-// namespace reads one atomic pointer per command; a limited namespace's
-// commands take its gate's mutex once each (the one cost shared across
-// queues), and the timer takes it once per batch it releases.
+// transport's data mapping: it holds no data buffer while it waits.
+// Waiters wait in lanes (reads, writes, commands without data), so that
+// a limit holds only the commands it applies to, and a command no limit
+// applies to never waits; within a lane each host's (host NQN) wait in
+// arrival order. Hosts take turns, one command each, so a host's share
+// does not grow with its queue count or depth, and a limit shared by the
+// lanes takes their commands in turn. One timer per limited namespace,
+// armed only while commands wait, hands the commands that fit back to
+// their queues' pollers (the completion handoff and Wake): an idle poller
+// still sleeps, and no poller runs a timer of its own. A poller of an
+// unlimited namespace reads one atomic pointer per command; a limited
+// namespace's commands take its gate's mutex once each (the one cost
+// shared across queues), and the timer takes it once per batch it
+// releases.
 
 // QoSLimits are a namespace's rate limits; 0 is no limit. A read is a
 // command that moves data to the host, a write one that moves data from
@@ -137,15 +141,32 @@ func costOf(dir DataDir, n uint32) qosCost {
 }
 
 // fits reports whether a command of cost c may pass now.
-func (q *qosBuckets) fits(c *qosCost) bool {
+func (q *qosBuckets) fits(c *qosCost) bool { return q.short(c) == 0 }
+
+// short is the set (a bit per bucket) of the limits a command of cost c
+// does not fit now.
+func (q *qosBuckets) short(c *qosCost) uint8 {
+	var m uint8
 	for i := range q.b {
 		b := &q.b[i]
 		// A nanosecond's refill of slack absorbs the rounding of wait.
 		if b.rate != 0 && c[i] != 0 && b.level+b.rate*1e-9+1e-9 < b.need(c[i]) {
-			return false
+			m |= 1 << i
 		}
 	}
-	return true
+	return m
+}
+
+// limited is the set of the limits a command of cost c draws from: none,
+// and it never waits.
+func (q *qosBuckets) limited(c *qosCost) uint8 {
+	var m uint8
+	for i := range q.b {
+		if q.b[i].rate != 0 && c[i] != 0 {
+			m |= 1 << i
+		}
+	}
+	return m
 }
 
 // take charges a command of cost c, fitting or not (a fused pair is
@@ -172,35 +193,71 @@ func (q *qosBuckets) wait(c *qosCost) time.Duration {
 
 // qosWait is a request's place among its namespace's waiters.
 type qosWait struct {
-	next    *Request      // the host's next waiter
+	next    *Request      // the next waiter of its host and lane
 	since   time.Duration // on the gate's clock, for the wait time metric
+	seq     uint64        // arrival order: of two waiters that start together, the older goes
 	granted bool          // in the queue's handoff to resume, not to complete
 }
 
-// qosHost is one host's waiters, oldest first.
-type qosHost struct {
-	nqn        string
+// The lanes of a gate: the kinds of command whose limits differ, so that
+// they wait apart. A write waiting on a write limit holds no read.
+const (
+	laneRead  = iota // data to the host
+	laneWrite        // data from the host
+	laneNone         // no data: only IOPS applies
+	numLanes
+)
+
+func laneOf(dir DataDir) int {
+	switch dir {
+	case DirCtrlToHost:
+		return laneRead
+	case DirHostToCtrl:
+		return laneWrite
+	}
+	return laneNone
+}
+
+// qosFIFO is one host's waiters of one lane, oldest first.
+type qosFIFO struct {
+	host       *qosHost
 	head, tail *Request
 }
 
-func (h *qosHost) push(r *Request) {
+func (f *qosFIFO) push(r *Request) {
 	r.qos.next = nil
-	if h.tail == nil {
-		h.head = r
+	if f.tail == nil {
+		f.head = r
 	} else {
-		h.tail.qos.next = r
+		f.tail.qos.next = r
 	}
-	h.tail = r
+	f.tail = r
 }
 
-func (h *qosHost) pop() *Request {
-	r := h.head
-	h.head = r.qos.next
-	if h.head == nil {
-		h.tail = nil
+func (f *qosFIFO) pop() *Request {
+	r := f.head
+	f.head = r.qos.next
+	if f.head == nil {
+		f.tail = nil
 	}
 	r.qos.next = nil
 	return r
+}
+
+// qosHost is one host's waiters, and its place in the turns.
+//
+// Hosts take turns by start-time fair queuing, kept per limit: a
+// command's start on a limit is the later of the limit's virtual time
+// (the start of the last command it let go) and the host's finish there
+// (where the host's previous command on it ended); it finishes its
+// charge later. Of the waiters at the head of their lanes, the one with
+// the earliest start (the latest over the limits it draws from) goes
+// first. A host's share does not grow with its queue count or depth,
+// and its reads do not use up its turns on a limit of writes only.
+type qosHost struct {
+	nqn    string
+	lanes  [numLanes]qosFIFO
+	finish [numBuckets]float64
 }
 
 // namespaceQoS is a namespace's QoS: its gate while it has limits, and
@@ -223,15 +280,17 @@ type qosGate struct {
 	limits  QoSLimits
 	buckets qosBuckets
 	hosts   map[string]*qosHost // every host that ever waited: a few per namespace
-	turn    []*qosHost          // hosts with waiters, in turn order
-	next    int                 // index in turn of the host whose command goes next
+	active  []*qosFIFO          // the lanes of hosts that have waiters
+	vtime   [numBuckets]float64 // per limit: the fair queuing's virtual time
+	seq     uint64
 	waiting int
 	open    bool // limits gone or the namespace removed: nothing waits any more
 
 	timer Timer
 	reset func(time.Duration) bool // timer's Reset, when its clock has one
 	armed bool
-	fire  func() // g.release, bound once: arming allocates nothing
+	at    time.Duration // when the armed timer fires
+	fire  func()        // g.release, bound once: arming allocates nothing
 }
 
 // nower is a clock that can tell the time: the wall clock and ManualClock.
@@ -294,7 +353,8 @@ func (q *Queue) throttle(r *Request) (bool, nvme.Status) {
 	return g.admit(q, r)
 }
 
-// admit charges r, or queues it behind the host's earlier waiters.
+// admit charges r, or queues it in its lane behind its host's earlier
+// waiters there.
 func (g *qosGate) admit(q *Queue, r *Request) (bool, nvme.Status) {
 	c := costOf(r.Dir, r.Len)
 	resumable := q.resumer != nil
@@ -305,9 +365,11 @@ func (g *qosGate) admit(q *Queue, r *Request) (bool, nvme.Status) {
 	}
 	now := g.now()
 	g.buckets.refill(now, g.waiting > 0)
-	if g.waiting == 0 && g.buckets.fits(&c) || !resumable || r.Cmd.Fuse() != 0 || r.pair != nil || isResvCommand(r.Cmd.Opcode()) {
-		// A fused pair, or a transport that cannot resume, is charged
-		// but never held: its commands depend on each other. Nor is a
+	if g.buckets.limited(&c) == 0 || g.waiting == 0 && g.buckets.fits(&c) ||
+		!resumable || r.Cmd.Fuse() != 0 || r.pair != nil || isResvCommand(r.Cmd.Opcode()) {
+		// A command no limit applies to never waits. A fused pair,
+		// or a transport that cannot resume, is charged but never
+		// held: its commands depend on each other. Nor is a
 		// reservation command: it must not wait behind the writes it
 		// fences.
 		g.buckets.take(&c)
@@ -322,74 +384,170 @@ func (g *qosGate) admit(q *Queue, r *Request) (bool, nvme.Status) {
 	h := g.hosts[q.ctrl.HostNQN]
 	if h == nil {
 		h = &qosHost{nqn: q.ctrl.HostNQN}
+		for i := range h.lanes {
+			h.lanes[i].host = h
+		}
 		g.hosts[h.nqn] = h
 	}
-	if h.head == nil {
-		g.turn = append(g.turn, h)
+	f := &h.lanes[laneOf(r.Dir)]
+	if f.head == nil {
+		g.active = append(g.active, f)
 	}
-	r.qos.since = now
-	h.push(r)
+	r.qos.since, r.qos.seq = now, g.seq
+	g.seq++
+	f.push(r)
 	g.waiting++
+	// Others may wait on limits r does not draw from, or after r in
+	// the turns: r goes now if it would be let go now.
+	gone, next := g.passLocked(now, r)
+	g.armLocked(now, next)
+	if gone {
+		return false, 0
+	}
 	q.hold()
 	g.stats.throttled.Add(1)
-	g.armLocked()
 	return true, 0
 }
 
-// release is the timer's: it lets the waiters that fit go, hosts taking
-// turns, and arms the timer for the next one.
+// release is the timer's: it lets the waiters that fit go and arms the
+// timer for the next one.
 func (g *qosGate) release() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.armed = false
-	now := g.now()
-	g.buckets.refill(now, g.waiting > 0)
-	for g.waiting > 0 {
-		h := g.turn[g.next]
-		r := h.head
-		c := costOf(r.Dir, r.Len)
-		if !g.open && !g.buckets.fits(&c) {
-			break
-		}
-		g.buckets.take(&c)
-		g.grantLocked(h, now)
-	}
-	g.armLocked()
+	g.settleLocked()
 }
 
-// grantLocked hands the next waiter of h, the host whose turn it is, back
-// to its poller, and moves the turn on.
-func (g *qosGate) grantLocked(h *qosHost, now time.Duration) {
-	r := h.pop()
+// settleLocked brings the buckets up to now, lets go the waiters that fit
+// and arms the timer for what still waits.
+func (g *qosGate) settleLocked() {
+	now := g.now()
+	g.buckets.refill(now, g.waiting > 0)
+	_, next := g.passLocked(now, nil)
+	g.armLocked(now, next)
+}
+
+// passLocked lets go the waiters that fit now, earliest start first, each
+// back to its poller but self, the command being admitted: it reports
+// whether self went (its caller lets it go on), and how long until the
+// next waiter may fit (-1: none waits).
+//
+// A waiter that does not fit reserves the limits it is short of for the
+// rest of the pass: no later command draws from them before it, so small
+// commands do not pass a large one forever. Waiters that draw only from
+// other limits still go: one lane short of its limit holds no other.
+func (g *qosGate) passLocked(now time.Duration, self *Request) (bool, time.Duration) {
+	selfGone := false
+	next := time.Duration(-1)
+	var reserved uint8
+	for {
+		var best *qosFIFO
+		var bestCost qosCost
+		var bestStart float64
+		for _, f := range g.active {
+			c := costOf(f.head.Dir, f.head.Len)
+			m := g.buckets.limited(&c)
+			if m&reserved != 0 {
+				continue
+			}
+			s := g.startOf(f.host, m)
+			if best == nil || s < bestStart || s == bestStart && f.head.qos.seq < best.head.qos.seq {
+				best, bestCost, bestStart = f, c, s
+			}
+		}
+		if best == nil {
+			return selfGone, next
+		}
+		if short := g.buckets.short(&bestCost); short != 0 {
+			reserved |= short
+			if w := g.buckets.wait(&bestCost); next < 0 || w < next {
+				next = w
+			}
+			continue
+		}
+		g.buckets.take(&bestCost)
+		g.charge(best.host, &bestCost)
+		r := g.popLocked(best)
+		if r == self {
+			selfGone = true
+			continue
+		}
+		g.grantLocked(r, now)
+	}
+}
+
+// startOf is the start of host h's next command on the limits of set m.
+func (g *qosGate) startOf(h *qosHost, m uint8) float64 {
+	var s float64
+	for i := range numBuckets {
+		if m&(1<<i) != 0 {
+			s = max(s, g.vtime[i], h.finish[i])
+		}
+	}
+	return s
+}
+
+// charge moves h's finish and the virtual time on for a command of cost c
+// let go.
+func (g *qosGate) charge(h *qosHost, c *qosCost) {
+	for i := range numBuckets {
+		if g.buckets.b[i].rate == 0 || c[i] == 0 {
+			continue
+		}
+		start := max(g.vtime[i], h.finish[i])
+		h.finish[i] = start + 1
+		g.vtime[i] = start
+	}
+}
+
+// popLocked takes the head waiter of f off the gate.
+func (g *qosGate) popLocked(f *qosFIFO) *Request {
+	r := f.pop()
 	g.waiting--
-	if h.head == nil {
-		g.turn = slices.Delete(g.turn, g.next, g.next+1)
-	} else {
-		g.next++
+	if f.head == nil {
+		i := slices.Index(g.active, f)
+		g.active = slices.Delete(g.active, i, i+1)
 	}
-	if g.next >= len(g.turn) {
-		g.next = 0
-	}
+	return r
+}
+
+// grantLocked hands r, taken off the gate, back to its poller to resume.
+func (g *qosGate) grantLocked(r *Request, now time.Duration) {
 	g.stats.waitNanos.Add(uint64(max(0, now-r.qos.since)))
 	r.qos.granted = true
+	handBack(r)
+}
+
+// handBack gives r, taken off the gate, to its poller: to resume if
+// granted, else to complete with r.status.
+func handBack(r *Request) {
 	q := r.q
 	q.done <- r // room for every request: never blocks
 	q.tr.Wake()
 	q.unhold()
 }
 
-// armLocked arms the timer for when the next waiter fits.
-func (g *qosGate) armLocked() {
-	if g.armed || g.waiting == 0 {
+// armLocked arms the timer to fire d from now (d < 0: nothing waits, it
+// need not fire), unless it fires sooner already.
+func (g *qosGate) armLocked(now, d time.Duration) {
+	if d < 0 {
+		if g.armed {
+			g.timer.Stop()
+			g.armed = false
+		}
 		return
 	}
-	h := g.turn[g.next]
-	c := costOf(h.head.Dir, h.head.Len)
-	d := max(g.buckets.wait(&c)-(g.now()-g.buckets.last), qosMinTick)
-	g.armed = true
+	d = max(d, qosMinTick)
+	if g.armed && g.at <= now+d {
+		return
+	}
+	g.armed, g.at = true, now+d
 	if g.timer != nil && g.reset != nil {
 		g.reset(d)
 		return
+	}
+	if g.timer != nil {
+		g.timer.Stop()
 	}
 	g.timer = g.clock.AfterFunc(d, g.fire)
 	if rs, ok := g.timer.(interface{ Reset(time.Duration) bool }); ok {
@@ -397,14 +555,14 @@ func (g *qosGate) armLocked() {
 	}
 }
 
-// setLimits changes the limits in place: waiters stay in their order and
-// the timer is armed for the new rate.
+// setLimits changes the limits in place: waiters keep their order and go
+// at the new rate.
 func (g *qosGate) setLimits(l QoSLimits) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.limits = l
 	g.buckets.set(l, g.now())
-	g.rearmLocked()
+	g.settleLocked()
 }
 
 // openUp lets every waiter go at once and every later command pass: the
@@ -414,19 +572,10 @@ func (g *qosGate) openUp() {
 	defer g.mu.Unlock()
 	g.open = true
 	now := g.now()
-	for g.waiting > 0 {
-		g.grantLocked(g.turn[g.next], now)
+	for len(g.active) > 0 {
+		g.grantLocked(g.popLocked(g.active[0]), now)
 	}
-	g.rearmLocked()
-}
-
-// rearmLocked stops the timer and arms it again for what waits now.
-func (g *qosGate) rearmLocked() {
-	if g.armed && g.timer != nil {
-		g.timer.Stop()
-	}
-	g.armed = false
-	g.armLocked()
+	g.armLocked(now, -1)
 }
 
 // cancel takes q's waiters off the gate as q closes: they never run, and
@@ -438,7 +587,7 @@ func (g *qosGate) cancel(q *Queue) int {
 		r.release()
 		q.unhold()
 	})
-	g.rearmLocked()
+	g.settleLocked()
 	return n
 }
 
@@ -453,13 +602,8 @@ func (g *qosGate) endRefused() {
 		st := r.q.admission(r)
 		r.status = st
 		return st != 0
-	}, func(r *Request) {
-		q := r.q
-		q.done <- r // room for every request: never blocks
-		q.tr.Wake()
-		q.unhold()
-	}) > 0 {
-		g.rearmLocked()
+	}, handBack) > 0 {
+		g.settleLocked()
 	}
 }
 
@@ -468,18 +612,18 @@ func (g *qosGate) endRefused() {
 // reports how many went. Called with g.mu held.
 func (g *qosGate) removeLocked(match func(*Request) bool, gone func(*Request)) int {
 	n := 0
-	for i := 0; i < len(g.turn); {
-		h := g.turn[i]
-		var prev, keep *Request
-		for r := h.head; r != nil; {
+	for i := 0; i < len(g.active); {
+		f := g.active[i]
+		var prev *Request
+		for r := f.head; r != nil; {
 			next := r.qos.next
 			if !match(r) {
-				prev, keep = r, r
+				prev = r
 				r = next
 				continue
 			}
 			if prev == nil {
-				h.head = next
+				f.head = next
 			} else {
 				prev.qos.next = next
 			}
@@ -489,18 +633,12 @@ func (g *qosGate) removeLocked(match func(*Request) bool, gone func(*Request)) i
 			gone(r)
 			r = next
 		}
-		h.tail = keep
-		if h.head != nil {
+		f.tail = prev
+		if f.head != nil {
 			i++
 			continue
 		}
-		g.turn = slices.Delete(g.turn, i, i+1)
-		if g.next > i {
-			g.next--
-		}
-	}
-	if g.next >= len(g.turn) {
-		g.next = 0
+		g.active = slices.Delete(g.active, i, i+1)
 	}
 	return n
 }

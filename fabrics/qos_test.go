@@ -183,6 +183,12 @@ func newQoSRig(t *testing.T, l QoSLimits) *qosRig {
 
 // host connects a controller for hostNQN with n I/O queues.
 func (g *qosRig) host(hostNQN string, n int) []*LoopQueue {
+	_, qs := g.hostAdmin(hostNQN, n)
+	return qs
+}
+
+// hostAdmin is host, and the controller's admin queue.
+func (g *qosRig) hostAdmin(hostNQN string, n int) (*LoopQueue, []*LoopQueue) {
 	t := g.t
 	admin := NewLoopQueue(g.tg, g.p, 0, 32)
 	t.Cleanup(admin.Close)
@@ -204,13 +210,19 @@ func (g *qosRig) host(hostNQN string, n int) []*LoopQueue {
 			t.Fatalf("io connect qid %d: %v %v", qid, err, rsp)
 		}
 	}
-	return qs
+	return admin, qs
 }
 
 // read submits a 512-byte read on lq; its tag goes to g.done once it
 // completes.
 func (g *qosRig) read(lq *LoopQueue, tag string) {
-	ch := lq.SubmitAsync(ioCmd(nvme.IORead, 1, 0, 1, 512), make([]byte, 512))
+	g.submit(lq, ioCmd(nvme.IORead, 1, 0, 1, 512), 512, tag)
+}
+
+// submit submits c, with n bytes of data, on lq; its tag, with the
+// status if it failed, goes to g.done once it completes.
+func (g *qosRig) submit(lq *LoopQueue, c nvme.Command, n int, tag string) {
+	ch := lq.SubmitAsync(c, make([]byte, n))
 	go func() {
 		if rsp := <-ch; rsp != nil && rsp.Status() != 0 {
 			tag += fmt.Sprintf(" failed %v", rsp.Status())
@@ -226,7 +238,7 @@ func (g *qosRig) next() string {
 	case tag := <-g.done:
 		return tag
 	case <-time.After(10 * time.Second):
-		g.t.Fatal("no command completed in 10 s")
+		g.t.Fatalf("no command completed in 10 s; %d wait on the limit", g.waiting())
 		return ""
 	}
 }
@@ -257,8 +269,8 @@ func TestQoSGateRate(t *testing.T) {
 	}
 	gate := g.ns.qos.gate.Load()
 	gate.mu.Lock()
-	for _, h := range gate.turn {
-		for r := h.head; r != nil; r = r.qos.next {
+	for _, f := range gate.active {
+		for r := f.head; r != nil; r = r.qos.next {
 			if r.Data != nil {
 				t.Errorf("a waiting command holds a data buffer of %d bytes", len(r.Data))
 			}
@@ -567,4 +579,103 @@ func TestQoSCloseWithReleasedWaiters(t *testing.T) {
 			t.Fatalf("completion %q", tag)
 		}
 	}
+}
+
+// qosHostB is a second host for the tests of turns between hosts.
+const qosHostB = "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-000000000002"
+
+// A limit holds only the commands it applies to: a write waiting on a
+// write limit holds no read or flush, of its host or another; a timer run
+// lets go whatever fits, not only up to the first command that does not;
+// a limit of every command still takes them in their order, hosts in turn.
+func TestQoSLanes(t *testing.T) {
+	write := func() nvme.Command { return ioCmd(nvme.IOWrite, 1, 0, 1, 512) }
+	flush := func() nvme.Command { c := newCmd(nvme.IOFlush); c.SetNSID(1); return c }
+	t.Run("write limit holds no read", func(t *testing.T) {
+		g := newQoSRig(t, QoSLimits{WriteIOPS: 10}) // a burst of 1
+		a := g.host(testHost, 1)[0]
+		b := g.host(qosHostB, 1)[0]
+		g.submit(a, write(), 512, "w0")
+		if tag := g.next(); tag != "w0" {
+			t.Fatalf("completion %q, want the write of the burst", tag)
+		}
+		g.submit(a, write(), 512, "w1")
+		for range 5 {
+			g.read(a, "read a")
+			g.read(b, "read b")
+			g.submit(b, flush(), 0, "flush b")
+		}
+		for range 15 {
+			if tag := g.next(); tag != "read a" && tag != "read b" && tag != "flush b" {
+				t.Fatalf("completion %q while a write waits on the write limit, want the reads and flushes", tag)
+			}
+		}
+		if n := g.waiting(); n != 1 {
+			t.Fatalf("%d wait, want the write", n)
+		}
+		g.clk.Advance(100 * time.Millisecond)
+		if tag := g.next(); tag != "w1" {
+			t.Fatalf("completion %q, want the write", tag)
+		}
+	})
+	t.Run("release past a lane that does not fit", func(t *testing.T) {
+		g := newQoSRig(t, QoSLimits{ReadIOPS: 10, WriteIOPS: 100}) // bursts of 1 and 10
+		a := g.host(testHost, 1)[0]
+		g.read(a, "burst")
+		for range 10 {
+			g.submit(a, write(), 512, "burst")
+		}
+		g.completions(11)
+		g.read(a, "r") // goes in 100 ms
+		for i := range 5 {
+			g.submit(a, write(), 512, fmt.Sprint("w", i)) // one each 10 ms
+		}
+		for i := range 5 {
+			g.clk.Advance(10 * time.Millisecond)
+			if tag := g.next(); tag != fmt.Sprint("w", i) {
+				t.Fatalf("completion %q after %d ms, want w%d: the read waiting on the read limit holds it", tag, (i+1)*10, i)
+			}
+		}
+		g.clk.Advance(50 * time.Millisecond)
+		if tag := g.next(); tag != "r" {
+			t.Fatalf("completion %q, want the read", tag)
+		}
+	})
+	t.Run("shared limit in order", func(t *testing.T) {
+		g := newQoSRig(t, QoSLimits{IOPS: 100})
+		a := g.host(testHost, 1)[0]
+		b := g.host(qosHostB, 1)[0]
+		for range 10 {
+			g.read(a, "burst")
+		}
+		g.completions(10)
+		var want []string
+		for i := range 6 {
+			tag := fmt.Sprint("a", i)
+			switch i % 3 {
+			case 0:
+				g.read(a, tag)
+			case 1:
+				g.submit(a, write(), 512, tag)
+			default:
+				g.submit(a, flush(), 0, tag)
+			}
+			want = append(want, tag)
+		}
+		for i := range 6 {
+			g.submit(b, write(), 512, fmt.Sprint("b", i))
+		}
+		// The hosts take turns; each host's commands go in the order
+		// they came, whatever their kind.
+		for i := range 12 {
+			g.clk.Advance(10 * time.Millisecond)
+			w := fmt.Sprint("b", i/2)
+			if i%2 == 0 {
+				w = want[i/2]
+			}
+			if tag := g.next(); tag != w {
+				t.Fatalf("grant %d is %q, want %q", i, tag, w)
+			}
+		}
+	})
 }
