@@ -20,9 +20,10 @@ import (
 // Waiters wait in lanes (reads, writes, commands without data), so that
 // a limit holds only the commands it applies to, and a command no limit
 // applies to never waits; within a lane each host's (host NQN) wait in
-// arrival order. Hosts take turns, one command each, so a host's share
-// does not grow with its queue count or depth, and a limit shared by the
-// lanes takes their commands in turn. One timer per limited namespace,
+// arrival order. Hosts take turns weighted by what each command takes of
+// the limits (bytes under a bandwidth limit), so a host's share does not
+// grow with its queue count, depth or command size, and a limit shared by
+// the lanes takes their commands in turn. One timer per limited namespace,
 // armed only while commands wait, hands the commands that fit back to
 // their queues' pollers (the completion handoff and Wake): an idle poller
 // still sleeps, and no poller runs a timer of its own. A poller of an
@@ -249,11 +250,13 @@ func (f *qosFIFO) pop() *Request {
 // Hosts take turns by start-time fair queuing, kept per limit: a
 // command's start on a limit is the later of the limit's virtual time
 // (the start of the last command it let go) and the host's finish there
-// (where the host's previous command on it ended); it finishes its
-// charge later. Of the waiters at the head of their lanes, the one with
-// the earliest start (the latest over the limits it draws from) goes
-// first. A host's share does not grow with its queue count or depth,
-// and its reads do not use up its turns on a limit of writes only.
+// (where the host's previous command on it ended); it finishes the time
+// it takes of the limit later (its bytes over the rate, or one over the
+// IOPS). Of the waiters at the head of their lanes, the one with the
+// earliest start (the latest over the limits it draws from) goes first.
+// A host's share does not grow with its queue count or depth, nor with
+// the size of its commands, and its reads do not use up its turns on a
+// limit of writes only.
 type qosHost struct {
 	nqn    string
 	lanes  [numLanes]qosFIFO
@@ -488,14 +491,16 @@ func (g *qosGate) startOf(h *qosHost, m uint8) float64 {
 }
 
 // charge moves h's finish and the virtual time on for a command of cost c
-// let go.
+// let go: by the time the command takes of each limit, so that under a
+// bandwidth limit hosts share bytes, not commands.
 func (g *qosGate) charge(h *qosHost, c *qosCost) {
 	for i := range numBuckets {
-		if g.buckets.b[i].rate == 0 || c[i] == 0 {
+		b := &g.buckets.b[i]
+		if b.rate == 0 || c[i] == 0 {
 			continue
 		}
 		start := max(g.vtime[i], h.finish[i])
-		h.finish[i] = start + 1
+		h.finish[i] = start + c[i]/b.rate
 		g.vtime[i] = start
 	}
 }

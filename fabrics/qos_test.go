@@ -679,3 +679,44 @@ func TestQoSLanes(t *testing.T) {
 		}
 	})
 }
+
+// Under a bandwidth limit hosts share bytes, not commands: a host sending
+// 1 MiB reads and one sending 4 KiB reads, both keeping their queues full,
+// each get about half the bytes.
+func TestQoSFairnessByBytes(t *testing.T) {
+	g := newQoSRig(t, QoSLimits{Bandwidth: 1 << 20})
+	a := g.host(testHost, 1)[0]
+	b := g.host(qosHostB, 2)
+	submitted := 0
+	send := func(tag string) {
+		submitted++
+		if tag == "a" {
+			g.submit(a, ioCmd(nvme.IORead, 1, 0, 2048, 1<<20), 1<<20, tag)
+			return
+		}
+		g.submit(b[submitted%2], ioCmd(nvme.IORead, 1, 0, 8, 4096), 4096, tag)
+	}
+	for range 8 {
+		send("a")
+	}
+	for range 128 {
+		send("b")
+	}
+	const step, warmup, window = 10 * time.Millisecond, time.Second, 20 * time.Second
+	bytes := map[string]int{}
+	drained := 0
+	for at := step; at <= warmup+window; at += step {
+		g.clk.Advance(step)
+		for granted := submitted - g.waiting(); drained < granted; drained++ {
+			tag := g.next()
+			if at > warmup {
+				bytes[tag] += map[string]int{"a": 1 << 20, "b": 4096}[tag]
+			}
+			send(tag) // the host keeps its queue full
+		}
+	}
+	lo, hi := min(bytes["a"], bytes["b"]), max(bytes["a"], bytes["b"])
+	if float64(lo) < 0.8*float64(hi) {
+		t.Fatalf("in %v at 1 MiB/s the host of 1 MiB reads got %d B, the host of 4 KiB reads %d B: want them within 20 %%", window, bytes["a"], bytes["b"])
+	}
+}
