@@ -40,10 +40,25 @@ func execAsyncEvent(q *Queue, r *Request) bool {
 	return false
 }
 
-// execAbort reports that the command was not aborted: commands run to
-// completion quickly, and the host then waits for them.
+// execAbort ends the named command if it waits on a namespace's QoS
+// limit, the one place a command may wait long. Any other runs to
+// completion quickly, and the host then waits for it: it is not aborted.
 func execAbort(q *Queue, r *Request) bool {
-	r.result = 1
+	r.result = nvme.AbortNotAborted
+	sqid := r.Cmd.AbortSQID()
+	if sqid == 0 {
+		return true
+	}
+	c := q.ctrl
+	c.mu.Lock()
+	var target *Queue
+	if int(sqid) < len(c.queues) {
+		target = c.queues[sqid]
+	}
+	c.mu.Unlock()
+	if target != nil && target.abortWaiter(r.Cmd.AbortCID()) {
+		r.result = 0
+	}
 	return true
 }
 

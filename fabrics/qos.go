@@ -612,6 +612,36 @@ func (g *qosGate) endRefused() {
 	}
 }
 
+// abortWaiter ends q's command cid with Command Aborted by Request if it
+// waits on the QoS limit of a namespace q used, reporting whether it did.
+// It runs on the admin queue's poller: the command goes back to its own.
+func (q *Queue) abortWaiter(cid uint16) bool {
+	list := q.nsStats.Load()
+	if list == nil {
+		return false
+	}
+	for _, e := range *list {
+		if g := e.ns.qos.gate.Load(); g != nil && g.abort(q, cid) {
+			return true
+		}
+	}
+	return false
+}
+
+// abort ends q's waiter cid, if it waits here.
+func (g *qosGate) abort(q *Queue, cid uint16) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.removeLocked(func(r *Request) bool { return r.q == q && r.Cmd.CID() == cid }, func(r *Request) {
+		r.status = nvme.StatusAbortRequested
+		handBack(r)
+	}) == 0 {
+		return false
+	}
+	g.settleLocked()
+	return true
+}
+
 // removeLocked takes every waiter that match selects off the gate,
 // keeping the others' order and turns, and hands each to gone. It
 // reports how many went. Called with g.mu held.

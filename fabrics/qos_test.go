@@ -720,3 +720,53 @@ func TestQoSFairnessByBytes(t *testing.T) {
 		t.Fatalf("in %v at 1 MiB/s the host of 1 MiB reads got %d B, the host of 4 KiB reads %d B: want them within 20 %%", window, bytes["a"], bytes["b"])
 	}
 }
+
+// Abort ends a command waiting on a QoS limit with Command Aborted by
+// Request, and answers that it did (Dword 0 bit 0 cleared); a command that
+// is not waiting, or not there, is not aborted.
+func TestQoSAbortWaiter(t *testing.T) {
+	g := newQoSRig(t, QoSLimits{IOPS: 1}) // a burst of 1
+	admin, qs := g.hostAdmin(testHost, 1)
+	read := func(cid uint16, tag string) {
+		c := ioCmd(nvme.IORead, 1, 0, 1, 512)
+		c.SetCID(cid)
+		g.submit(qs[0], c, 512, tag)
+	}
+	abort := func(sqid, cid uint16) uint64 {
+		t.Helper()
+		c := newCmd(nvme.AdminAbort)
+		c.SetAbort(sqid, cid)
+		rsp, err := admin.Submit(c, nil)
+		if err != nil || rsp.Status() != 0 {
+			t.Fatalf("abort: %v %v", err, rsp)
+		}
+		return rsp.Result()
+	}
+	read(1, "ran")
+	if tag := g.next(); tag != "ran" {
+		t.Fatalf("completion %q", tag)
+	}
+	read(2, "kept")
+	read(3, "aborted")
+	if res := abort(1, 3); res&nvme.AbortNotAborted != 0 {
+		t.Fatalf("Abort of a command waiting on the limit answered %#x: not aborted", res)
+	}
+	if tag, want := g.next(), "aborted failed "+nvme.StatusAbortRequested.String(); tag != want {
+		t.Fatalf("completion %q, want %q", tag, want)
+	}
+	for _, tc := range []struct {
+		name      string
+		sqid, cid uint16
+	}{{"aborted already", 1, 3}, {"completed", 1, 1}, {"another queue", 2, 2}, {"the admin queue", 0, 2}} {
+		if res := abort(tc.sqid, tc.cid); res&nvme.AbortNotAborted == 0 {
+			t.Fatalf("Abort of SQID %d CID %d (%s) answered %#x: aborted", tc.sqid, tc.cid, tc.name, res)
+		}
+	}
+	if n := g.waiting(); n != 1 {
+		t.Fatalf("%d wait, want the command not aborted", n)
+	}
+	g.clk.Advance(time.Second)
+	if tag := g.next(); tag != "kept" {
+		t.Fatalf("completion %q, want the command not aborted", tag)
+	}
+}

@@ -74,6 +74,14 @@ const (
 	featureSV       = 1 << 31
 )
 
+// CDW10 of Abort: SQID (bits 15:0) and CID (31:16) of the command to
+// abort. Bit 0 of the result (Dword 0) is set when it was not aborted.
+const (
+	abortSQIDMask   = 0xffff
+	abortCIDShift   = 16
+	AbortNotAborted = 1
+)
+
 // CDW12 of Read, Write, Compare and Write Zeroes: NLB (bits 15:0, 0-based),
 // DEAC (25, Write Zeroes), PRINFO (29:26), FUA (30) and LR (31).
 const (
@@ -322,6 +330,15 @@ func (c Command) IdentifyCNTID() uint16 { return uint16(c.CDW(10) >> identifyCNT
 
 // IdentifyCSI is the command set identifier of Identify.
 func (c Command) IdentifyCSI() uint8 { return uint8(c.CDW(11) >> identifyCSIShift) }
+
+// AbortSQID is the submission queue of the command Abort names.
+func (c Command) AbortSQID() uint16 { return uint16(c.CDW(10) & abortSQIDMask) }
+
+// AbortCID is the command identifier of the command Abort names.
+func (c Command) AbortCID() uint16 { return uint16(c.CDW(10) >> abortCIDShift) }
+
+// SetAbort names the command to abort, for test hosts.
+func (c Command) SetAbort(sqid, cid uint16) { c.SetCDW(10, uint32(cid)<<abortCIDShift|uint32(sqid)) }
 
 // FeatureID is the feature of Get/Set Features (CDW10 bits 0-7).
 func (c Command) FeatureID() uint8 { return uint8(c.CDW(10) & featureFIDMask) }

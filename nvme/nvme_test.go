@@ -2,6 +2,7 @@ package nvme
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"testing"
 )
@@ -164,5 +165,18 @@ func TestParseCMRequest(t *testing.T) {
 func TestCCEntrySizes(t *testing.T) {
 	if 1<<CCIOSQE != CommandSize || 1<<CCIOCQE != CompletionSize {
 		t.Fatalf("IOSQES %d, IOCQES %d for %d- and %d-byte entries", CCIOSQE, CCIOCQE, CommandSize, CompletionSize)
+	}
+}
+
+// Abort names its command in CDW10: the SQID in bits 15:0, the CID in
+// 31:16.
+func TestAbortFields(t *testing.T) {
+	c := make(Command, CommandSize)
+	c.SetAbort(3, 0xbeef)
+	if got := binary.LittleEndian.Uint32(c[40:]); got != 0xbeef0003 {
+		t.Fatalf("CDW10 %#x, want 0xbeef0003", got)
+	}
+	if c.AbortSQID() != 3 || c.AbortCID() != 0xbeef {
+		t.Fatalf("SQID %d CID %#x", c.AbortSQID(), c.AbortCID())
 	}
 }
