@@ -59,6 +59,14 @@ const qosCatchUp = time.Second
 // limits one timer run releases a batch instead of one command each.
 const qosMinTick = 500 * time.Microsecond
 
+// qosMaxWait bounds a command's wait on a limit. Beyond it, the command
+// completes with Command Interrupted, which the host retries, instead of
+// waiting on until the host's I/O timeout (Linux: 30 s) resets the
+// controller: a host whose queues hold more than the limit serves in that
+// time (3 queues of 128 at 10 IOPS: 38 s) would otherwise reach it. Tests
+// shorten it; it must be above 0.
+var qosMaxWait = 10 * time.Second
+
 // The buckets of a gate, one per limit.
 const (
 	bucketIOPS = iota
@@ -270,6 +278,7 @@ type namespaceQoS struct {
 	mu        sync.Mutex // serialises SetQoS
 	throttled atomic.Uint64
 	waitNanos atomic.Uint64
+	timedOut  atomic.Uint64
 }
 
 // qosGate enforces one set of limits. Requests wait on it between Prepare
@@ -440,6 +449,7 @@ func (g *qosGate) settleLocked() {
 // commands do not pass a large one forever. Waiters that draw only from
 // other limits still go: one lane short of its limit holds no other.
 func (g *qosGate) passLocked(now time.Duration, self *Request) (bool, time.Duration) {
+	g.expireLocked(now)
 	selfGone := false
 	next := time.Duration(-1)
 	var reserved uint8
@@ -459,6 +469,12 @@ func (g *qosGate) passLocked(now time.Duration, self *Request) (bool, time.Durat
 			}
 		}
 		if best == nil {
+			// The oldest waiter of each lane reaches the bound first.
+			for _, f := range g.active {
+				if d := f.head.qos.since + qosMaxWait - now; next < 0 || d < next {
+					next = d
+				}
+			}
 			return selfGone, next
 		}
 		if short := g.buckets.short(&bestCost); short != 0 {
@@ -476,6 +492,27 @@ func (g *qosGate) passLocked(now time.Duration, self *Request) (bool, time.Durat
 			continue
 		}
 		g.grantLocked(r, now)
+	}
+}
+
+// expireLocked ends the waiters that waited qosMaxWait: each goes back to
+// its poller, which completes it with Command Interrupted.
+func (g *qosGate) expireLocked(now time.Duration) {
+	for i := 0; i < len(g.active); {
+		f := g.active[i]
+		for f.head != nil && now-f.head.qos.since >= qosMaxWait {
+			r := f.pop()
+			g.waiting--
+			g.stats.timedOut.Add(1)
+			g.stats.waitNanos.Add(uint64(now - r.qos.since))
+			r.status = nvme.StatusCommandInterrupted
+			handBack(r)
+		}
+		if f.head != nil {
+			i++
+			continue
+		}
+		g.active = slices.Delete(g.active, i, i+1)
 	}
 }
 
@@ -761,11 +798,13 @@ type QoSStats struct {
 	Throttled uint64        // commands that waited on a limit
 	Waited    time.Duration // their total wait
 	Waiting   int           // commands waiting now
+	TimedOut  uint64        // commands that waited qosMaxWait and were ended
 }
 
 // QoSStats reads the namespace's QoS counters.
 func (ns *Namespace) QoSStats() QoSStats {
-	s := QoSStats{Throttled: ns.qos.throttled.Load(), Waited: time.Duration(ns.qos.waitNanos.Load())}
+	s := QoSStats{Throttled: ns.qos.throttled.Load(), Waited: time.Duration(ns.qos.waitNanos.Load()),
+		TimedOut: ns.qos.timedOut.Load()}
 	if g := ns.qos.gate.Load(); g != nil {
 		g.mu.Lock()
 		s.Waiting = g.waiting

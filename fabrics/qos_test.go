@@ -2,6 +2,7 @@ package fabrics
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -768,5 +769,47 @@ func TestQoSAbortWaiter(t *testing.T) {
 	g.clk.Advance(time.Second)
 	if tag := g.next(); tag != "kept" {
 		t.Fatalf("completion %q, want the command not aborted", tag)
+	}
+}
+
+// A command waits on a limit no longer than qosMaxWait: then it completes
+// with Command Interrupted, without DNR, which the host retries, and the
+// others keep their turn.
+func TestQoSWaitBound(t *testing.T) {
+	old := qosMaxWait
+	qosMaxWait = 2500 * time.Millisecond
+	t.Cleanup(func() { qosMaxWait = old })
+	g := newQoSRig(t, QoSLimits{IOPS: 1}) // a burst of 1
+	q := g.host(testHost, 1)[0]
+	for i := range 6 {
+		g.read(q, fmt.Sprint(i)) // at 0, 1, 2 s; 3 s and after is past the bound
+	}
+	if tag := g.next(); tag != "0" {
+		t.Fatalf("completion %q, want the burst", tag)
+	}
+	for _, want := range []string{"1", "2"} {
+		g.clk.Advance(time.Second)
+		if tag := g.next(); tag != want {
+			t.Fatalf("completion %q, want %q", tag, want)
+		}
+	}
+	g.clk.Advance(500 * time.Millisecond)
+	interrupted := " failed " + nvme.StatusCommandInterrupted.String()
+	for range 3 {
+		if tag := g.next(); !strings.HasSuffix(tag, interrupted) {
+			t.Fatalf("completion %q at the bound, want it to end with %q", tag, interrupted)
+		}
+	}
+	if st := g.ns.QoSStats(); st.TimedOut != 3 || st.Waiting != 0 {
+		t.Fatalf("stats %+v, want 3 timed out, none waiting", st)
+	}
+	if g.clk.Pending() != 0 {
+		t.Fatalf("%d timers armed with nothing waiting", g.clk.Pending())
+	}
+	// The bucket is full again at 3 s.
+	g.read(q, "later")
+	g.clk.Advance(500 * time.Millisecond)
+	if tag := g.next(); tag != "later" {
+		t.Fatalf("completion %q, want the command that came after", tag)
 	}
 }
