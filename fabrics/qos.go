@@ -26,7 +26,9 @@ import (
 // the lanes takes their commands in turn. One timer per limited namespace,
 // armed only while commands wait, hands the commands that fit back to
 // their queues' pollers (the completion handoff and Wake): an idle poller
-// still sleeps, and no poller runs a timer of its own. A poller of an
+// still sleeps, and no poller runs a timer of its own. A command waits
+// qosMaxWait at most, and an Abort naming it ends it: either way it goes
+// back to its poller the same way, to complete. A poller of an
 // unlimited namespace reads one atomic pointer per command; a limited
 // namespace's commands take its gate's mutex once each (the one cost
 // shared across queues), and the timer takes it once per batch it
