@@ -444,7 +444,7 @@ func (g *qosGate) settleLocked() {
 // passLocked lets go the waiters that fit now, earliest start first, each
 // back to its poller but self, the command being admitted: it reports
 // whether self went (its caller lets it go on), and how long until the
-// next waiter may fit (-1: none waits).
+// next waiter may fit or reaches the bound (-1: none waits).
 //
 // A waiter that does not fit reserves the limits it is short of for the
 // rest of the pass: no later command draws from them before it, so small
