@@ -193,7 +193,7 @@ func (ns *Namespace) SetReservations(on bool) error {
 		rs.disabled.Store(true)
 		return fmt.Errorf("namespace %d: reading the reservation state: %w", ns.ID, err)
 	}
-	if !st.PTPL && !isShared(rs.store) {
+	if !rs.restores(&st) {
 		return nil // a state that does not persist ended when they went off
 	}
 	ns.enforceLoaded(st)
@@ -223,7 +223,7 @@ func (ns *Namespace) SetReservationStore(st ReservationStore) error {
 	if err != nil {
 		return err
 	}
-	if state.PTPL || isShared(st) {
+	if ns.resv.restores(&state) {
 		ns.publishResv(resvSnapshot{ReservationState: state})
 	}
 	return nil
@@ -637,7 +637,9 @@ func (s *Subsystem) resvApply(ns *Namespace, change func(resvSnapshot) (resvChan
 			log.WithField("timeout", fenceTimeout).Warn("reservation change: a write of a host losing access has not left the backend in time; the change is undone and completes with Command Interrupted")
 			return nvme.StatusCommandInterrupted
 		}
-		if rs.store == nil || !(cur.PTPL || ch.next.PTPL || isShared(rs.store)) {
+		// Stored when the new state persists, or the old one did (it
+		// must not come back).
+		if rs.store == nil || !rs.restores(&cur.ReservationState) && !rs.restores(&ch.next.ReservationState) {
 			break
 		}
 		err := rs.store.Store(ch.next.ReservationState)
@@ -673,10 +675,7 @@ func (s *Subsystem) resvApply(ns *Namespace, change func(resvSnapshot) (resvChan
 // end in time, cur is published again (under next's abort generation) and
 // it reports false.
 func (s *Subsystem) resvFence(ns *Namespace, cur, next *resvSnapshot) bool {
-	loses := func(c *Controller) bool {
-		h := &c.HostID
-		return !cur.conflicts(h, true) && next.conflicts(h, true)
-	}
+	loses := func(c *Controller) bool { return losesWrite(cur, next, &c.HostID) }
 	// Published even when no host connected now loses: one that
 	// connects meanwhile must meet the narrower rule, or be counted.
 	fencing := *cur
@@ -688,6 +687,19 @@ func (s *Subsystem) resvFence(ns *Namespace, cur, next *resvSnapshot) bool {
 	}
 	ns.resvUndo(*cur, next.abortGen)
 	return false
+}
+
+// losesWrite reports whether host may write under before and not under
+// after: the hosts a change fences.
+func losesWrite(before, after *resvSnapshot, host *[nvme.HostIDSize]byte) bool {
+	return !before.conflicts(host, true) && after.conflicts(host, true)
+}
+
+// restores reports whether the namespace's store keeps st, so that it
+// holds again after a restart or reservations turned on again: a state
+// that persists through power loss, or any state of a shared store.
+func (rs *reservations) restores(st *ReservationState) bool {
+	return st.PTPL || isShared(rs.store)
 }
 
 // resvUndo publishes cur again after a change that did not complete. Its

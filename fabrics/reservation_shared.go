@@ -98,7 +98,7 @@ func loadedSnapshot(cur *resvSnapshot, st ReservationState) resvSnapshot {
 	next.Registrants = slices.Clone(st.Registrants)
 	var lost [][nvme.HostIDSize]byte
 	for _, reg := range cur.Registrants {
-		if !cur.conflicts(&reg.HostID, true) && next.conflicts(&reg.HostID, true) {
+		if losesWrite(cur, &next, &reg.HostID) {
 			lost = append(lost, reg.HostID)
 		}
 	}
@@ -137,10 +137,7 @@ func loadedNotices(before, after *resvSnapshot) []resvNotice {
 // shared record's heartbeat, through EnforcingStore) comes after this,
 // however long it takes: the other daemon's change waits for it.
 func (ns *Namespace) fenceLost(s *Subsystem, before, after *resvSnapshot) {
-	loses := func(c *Controller) bool {
-		h := &c.HostID
-		return !before.conflicts(h, true) && after.conflicts(h, true)
-	}
+	loses := func(c *Controller) bool { return losesWrite(before, after, &c.HostID) }
 	if !ns.fence(loses, fenceTimeout) {
 		s.log().WithFields(logrus.Fields{"subsystem": s.NQN, "nsid": ns.ID, "timeout": fenceTimeout}).
 			Warn("another daemon's reservation change: a write admitted under the old state has not left the backend in time; this daemon does not report the change enforced until it has")
