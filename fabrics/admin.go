@@ -186,7 +186,8 @@ func (q *Queue) identifyController(b []byte) {
 		id.ANATT = anaTransitionTime
 		id.ANAGRPMAX = nvme.MaxANAGroups
 		id.NANAGRPID = nvme.MaxANAGroups
-		id.LPA |= nvme.LPACmdEffects
+		// The SMART log per namespace too, as the Linux target's.
+		id.LPA |= nvme.LPACmdEffects | nvme.LPAPerNamespaceSMART
 		id.FRMW = 1<<1 | 1 // one slot, slot 1 read-only
 		id.NN = nvme.MaxNamespaces
 		id.MNAN = nvme.MaxNamespaces
@@ -253,7 +254,7 @@ func execGetLogPage(q *Queue, r *Request) bool {
 			return true
 		}
 		page = grow(page, nvme.SMARTLogSize)
-		smart := c.smart()
+		smart := c.smart(cmd.NSID())
 		smart.Encode(page)
 	case lid == nvme.LogFirmwareSlot:
 		page = grow(page, nvme.FirmwareLogSize)

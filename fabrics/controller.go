@@ -573,13 +573,14 @@ func (c *Controller) recordError(r *Request, q *Queue) {
 	}
 }
 
-// smart builds the health page. Its counters belong to the subsystem,
+// smart builds the health page of namespace nsid, or of every namespace
+// the host sees for 0 and FFFFFFFFh. Its counters belong to the subsystem,
 // so they survive reconnects; power-on time, power cycles and unsafe
 // shutdowns belong to the daemon and survive restarts (Target.SetLifetime).
 // Data units are thousands of 512-byte units, rounded up.
-func (c *Controller) smart() nvme.SMARTLog {
+func (c *Controller) smart(nsid uint32) nvme.SMARTLog {
 	s := c.Subsystem
-	io, busy := s.healthCounters()
+	io, busy := c.healthCounters(nsid)
 	var errs uint64
 	for _, n := range s.ErrorsByType() {
 		errs += n

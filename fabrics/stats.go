@@ -209,7 +209,14 @@ type SubsystemStats struct {
 	mu               sync.Mutex
 	errorsRetired    [nvme.StatusCodeTypes]uint64 // by status code type, of closed queues
 	busyRetired      uint64                       // busy nanoseconds of closed queues
-	removedIO        IOSnapshot                   // counters of removed namespaces
+	// The counters of removed namespaces, kept for the SMART log of the
+	// hosts that saw them: removedIO of those every host saw, removedFor
+	// of those limited to some hosts, by host. removing holds the hosts
+	// of a limited namespace from its removal until its counters are
+	// final (retireNamespace).
+	removedIO  IOSnapshot
+	removedFor map[string]*IOSnapshot
+	removing   map[uint32]map[string]bool
 }
 
 // Refusals counts refused connects by reason and port.
@@ -260,35 +267,65 @@ func (s *Subsystem) ErrorsByType() [nvme.StatusCodeTypes]uint64 {
 	return out
 }
 
-// healthCounters sums the I/O counters of every namespace the subsystem
-// has or had, and its queues' busy time, for the SMART log.
-func (s *Subsystem) healthCounters() (io IOSnapshot, busyNanos uint64) {
+// healthCounters sums, for the controller's SMART log, the I/O counters
+// of the namespaces its host sees, present and removed, or of namespace
+// nsid alone unless it is 0 or FFFFFFFFh (the caller checked that the host
+// sees it), and the busy time of the subsystem's queues. Counting the
+// namespaces hidden from the host would tell it how busy other tenants
+// are.
+func (c *Controller) healthCounters(nsid uint32) (io IOSnapshot, busyNanos uint64) {
+	s := c.Subsystem
+	whole := nsid == 0 || nsid == nvme.NSIDBroadcast
 	s.Stats.mu.Lock()
-	io, busyNanos = s.Stats.removedIO, s.Stats.busyRetired
+	if whole {
+		io = s.Stats.removedIO
+		if r := s.Stats.removedFor[c.HostNQN]; r != nil {
+			io.add(r)
+		}
+	}
+	busyNanos = s.Stats.busyRetired
 	s.Stats.mu.Unlock()
-	for _, id := range s.NamespaceIDs() {
+	ids := []uint32{nsid}
+	if whole {
+		ids = c.visibleNamespaceIDs()
+	}
+	for _, id := range ids {
 		if ns := s.Namespace(id); ns != nil {
 			snap := s.NamespaceStats(ns)
 			io.add(&snap)
 		}
 	}
-	for _, c := range s.Controllers() {
-		c.mu.Lock()
-		for _, q := range c.queues {
+	for _, other := range s.Controllers() {
+		other.mu.Lock()
+		for _, q := range other.queues {
 			if q != nil {
 				busyNanos += q.Stats.BusyNanos.Load()
 			}
 		}
-		c.mu.Unlock()
+		other.mu.Unlock()
 	}
 	return io, busyNanos
 }
 
-// retireNamespace keeps a removed namespace's counters in the subsystem's
-// health totals.
+// retireNamespace keeps a removed namespace's counters in the health
+// totals of the hosts that saw it.
 func (s *Subsystem) retireNamespace(ns *Namespace) {
 	snap := s.NamespaceStats(ns)
 	s.Stats.mu.Lock()
-	s.Stats.removedIO.add(&snap)
-	s.Stats.mu.Unlock()
+	defer s.Stats.mu.Unlock()
+	hosts, limited := s.Stats.removing[ns.ID]
+	if !limited {
+		s.Stats.removedIO.add(&snap)
+		return
+	}
+	delete(s.Stats.removing, ns.ID)
+	if s.Stats.removedFor == nil {
+		s.Stats.removedFor = map[string]*IOSnapshot{}
+	}
+	for h := range hosts {
+		if s.Stats.removedFor[h] == nil {
+			s.Stats.removedFor[h] = new(IOSnapshot)
+		}
+		s.Stats.removedFor[h].add(&snap)
+	}
 }

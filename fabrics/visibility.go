@@ -105,10 +105,18 @@ func (s *Subsystem) NamespaceHosts(nsid uint32) ([]string, bool) {
 
 // forgetNamespaceHosts lifts the limit of a removed namespace: an ID used
 // again starts visible to every host unless its new hosts say otherwise.
+// Its hosts are kept until its counters are final, which count in their
+// SMART log only (retireNamespace).
 func (s *Subsystem) forgetNamespaceHosts(nsid uint32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.visibility[nsid]; ok {
+	if set, ok := s.visibility[nsid]; ok {
+		s.Stats.mu.Lock()
+		if s.Stats.removing == nil {
+			s.Stats.removing = map[uint32]map[string]bool{}
+		}
+		s.Stats.removing[nsid] = set
+		s.Stats.mu.Unlock()
 		delete(s.visibility, nsid)
 		s.resolveViewsLocked()
 	}
