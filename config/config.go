@@ -42,6 +42,15 @@ type Limits struct {
 	// MaxQueuePairs is the most queue pairs (admin and I/O, every host,
 	// every port) connected at once (default DefaultMaxQueuePairs).
 	MaxQueuePairs int `yaml:"max_queue_pairs"`
+	// UnconnectedPerAddress is the most queue pairs one peer address may
+	// hold before their Connect command (default: half of
+	// max_queue_pairs, at most DefaultUnconnectedPerAddress). A Linux
+	// host opens all of a controller's I/O queues before it connects
+	// them, so keep it above the subsystems' max_io_queues.
+	UnconnectedPerAddress int `yaml:"unconnected_per_address"`
+	// QueuePairsPerHost is the most queue pairs one host NQN may hold
+	// connected, on every subsystem and port (default 0: no cap).
+	QueuePairsPerHost int `yaml:"queue_pairs_per_host"`
 }
 
 // RDMA sizes the transport's shared resources. They are set up when the

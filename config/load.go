@@ -57,6 +57,9 @@ const (
 	// and 64 hosts at 8 I/O queues each (576 queue pairs, about 12 GiB
 	// pinned) leave room for a second path to most of them.
 	DefaultMaxQueuePairs = 1024
+	// Enough for the I/O queues of two controllers of one host being
+	// set up at once at max_io_queues 32.
+	DefaultUnconnectedPerAddress = 64
 	// Two paths for each of 64 hosts.
 	DefaultMaxControllers = 128
 	// 8 queues of 128 commands: 1024 commands in flight per host and
@@ -90,6 +93,9 @@ func (c *Config) ApplyDefaults() {
 	}
 	if c.Limits.MaxQueuePairs == 0 {
 		c.Limits.MaxQueuePairs = DefaultMaxQueuePairs
+	}
+	if c.Limits.UnconnectedPerAddress == 0 {
+		c.Limits.UnconnectedPerAddress = min(DefaultUnconnectedPerAddress, max(c.Limits.MaxQueuePairs/2, 1))
 	}
 	if c.RDMA.BufferPool == 0 {
 		c.RDMA.BufferPool = DefaultBufferPool

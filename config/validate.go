@@ -43,8 +43,12 @@ const (
 	MaxNSID           = nvme.MaxNamespaces // Identify NN: hosts see no namespace above it
 	maxNQNLength      = 223
 
-	// A queue pair limit below 2 admits no I/O queue at all.
-	maxQueuePairs = 1 << 16
+	// A queue pair limit below 2 admits no I/O queue at all. Each queue
+	// pair may take up to fabrics.ThreadsPerQueuePair (9) OS threads:
+	// 8192 of them keep the daemon under 75000 threads, which the daemon
+	// raises the Go runtime's limit to, and which Linux's default
+	// threads-max (RAM / 128 KiB) allows from 10 GiB of RAM on.
+	maxQueuePairs = 8192
 	maxBufferPool = 64 << 30
 	maxCPU        = 1 << 12
 )
@@ -91,6 +95,12 @@ func (c *Config) Validate() error {
 	}
 	if n := c.Limits.MaxQueuePairs; n < 2 || n > maxQueuePairs {
 		v.add("limits.max_queue_pairs", "%d is out of range 2..%d (an admin and an I/O queue at least)", n, maxQueuePairs)
+	}
+	if n := c.Limits.UnconnectedPerAddress; n < 1 {
+		v.add("limits.unconnected_per_address", "%d is below 1 (a host's admin queue)", n)
+	}
+	if n := c.Limits.QueuePairsPerHost; n != 0 && n < 2 {
+		v.add("limits.queue_pairs_per_host", "%d admits no I/O queue: 2 at least (an admin and an I/O queue), or 0 for no cap", n)
 	}
 	v.rdma(c.RDMA)
 	v.tcp(c.TCP)

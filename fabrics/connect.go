@@ -127,6 +127,12 @@ func execConnect(q *Queue, r *Request) bool {
 		r.result = uint64(nvme.ConnectInvalidParam(nvme.ConnectDataHostNQN, true))
 		return true
 	}
+	if !q.place.connect(d.HostNQN) {
+		// As for a subsystem at max_controllers: the host tries again
+		// once it has given a queue pair back.
+		r.status = nvme.StatusConnectControllerBusy | nvme.DNR
+		return true
+	}
 	if q.QID == 0 {
 		return connectAdmin(q, r, s, d, log)
 	}

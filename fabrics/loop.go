@@ -2,6 +2,7 @@ package fabrics
 
 import (
 	"errors"
+	"net/netip"
 	"sync"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
@@ -24,7 +25,7 @@ type LoopQueue struct {
 	gone    chan struct{}
 	once    sync.Once
 
-	reserved  bool // holds a Target.ReserveQueue reservation
+	place     *Place // from Target.ReserveQueue, or nil
 	closeOnce sync.Once
 
 	resumes map[*Request]func() // commands waiting on a QoS limit: their data mapping
@@ -52,11 +53,18 @@ var ErrNoResources = errors.New("loop queue refused: queue pair limit reached")
 // DialLoopQueue is NewLoopQueue with the daemon-wide queue pair limit
 // applied first, as the RDMA listener does: Close gives the reservation back.
 func DialLoopQueue(t *Target, p *Port, qid uint16, depth int) (*LoopQueue, error) {
-	if !t.ReserveQueue(p.ID) {
+	return DialLoopQueueFrom(t, p, qid, depth, netip.Addr{})
+}
+
+// DialLoopQueueFrom is DialLoopQueue for a host at peer address addr.
+func DialLoopQueueFrom(t *Target, p *Port, qid uint16, depth int, addr netip.Addr) (*LoopQueue, error) {
+	place := t.ReserveQueue(p.ID, addr)
+	if place == nil {
 		return nil, ErrNoResources
 	}
 	lq := NewLoopQueue(t, p, qid, depth)
-	lq.reserved = true
+	lq.place = place
+	lq.Queue.SetPlace(place)
 	return lq, nil
 }
 
@@ -319,8 +327,6 @@ func (lq *LoopQueue) Close() {
 		lq.mu.Lock()
 		lq.Queue.Close()
 		lq.mu.Unlock()
-		if lq.reserved {
-			lq.Queue.target.ReleaseQueue()
-		}
+		lq.place.Release()
 	})
 }

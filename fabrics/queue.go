@@ -12,6 +12,11 @@ import (
 // I/O queue. Backends see up to this many concurrent requests per queue.
 const workersPerQueue = 8
 
+// ThreadsPerQueuePair is the most OS threads one queue pair takes: its
+// poller's, and one for each worker blocked in a backend call. The
+// daemon sizes the Go runtime's thread limit by it.
+const ThreadsPerQueuePair = 1 + workersPerQueue
+
 // Queue is the fabrics side of one queue pair: admin (QID 0) or I/O. All
 // methods but the ones documented otherwise run on the queue's poller.
 type Queue struct {
@@ -47,6 +52,7 @@ type Queue struct {
 	auth      *queueAuth               // in-band authentication; nil when the host has no secret
 
 	connectDeadline connectDeadline // until the first successful Connect (connectdeadline.go)
+	place           *Place          // the transport's hold on a queue pair place (places.go)
 }
 
 // QueueStats are counters of one queue, written by its poller only. I/O

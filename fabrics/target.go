@@ -49,6 +49,7 @@ type Target struct {
 	// allowed at once; 0 is no limit.
 	queuePairs    atomic.Int64
 	maxQueuePairs atomic.Int64
+	places        places // who holds them (places.go)
 
 	// clock starts the keep alive timers (clock.go).
 	clock Clock
@@ -99,28 +100,6 @@ func NewTarget(log *logrus.Entry) *Target {
 	t.discovery.maxIOQueues = 0 // admin queue only
 	return t
 }
-
-// ReserveQueue counts one more queue pair against the daemon-wide limit. A
-// transport calls it when a host asks to connect, before it allocates
-// anything, and refuses the connection when it reports false (the refusal
-// is counted, reason "queue_pair_limit"). Each reservation is given back
-// with ReleaseQueue once the queue pair is gone.
-func (t *Target) ReserveQueue(port uint16) bool {
-	for {
-		n, limit := t.queuePairs.Load(), t.maxQueuePairs.Load()
-		if limit > 0 && n >= limit {
-			t.Refused.Refuse("queue_pair_limit", port)
-			t.Log.WithFields(logrus.Fields{"port": port, "max_queue_pairs": limit}).Warn("connection refused: the daemon has as many queue pairs as limits.max_queue_pairs allows")
-			return false
-		}
-		if t.queuePairs.CompareAndSwap(n, n+1) {
-			return true
-		}
-	}
-}
-
-// ReleaseQueue gives back a reservation of ReserveQueue.
-func (t *Target) ReleaseQueue() { t.queuePairs.Add(-1) }
 
 // SetMaxQueuePairs sets the daemon-wide queue pair limit (0: none). Queue
 // pairs already connected beyond a lower limit stay.

@@ -9,6 +9,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -345,14 +346,16 @@ func (l *Listener) connectRequest(ev *C.struct_rdma_cm_event, id *C.struct_rdma_
 	}
 	// The daemon-wide queue pair limit, before anything is allocated; the
 	// queue pair's teardown gives the place back, every refusal below too.
-	if !l.target.ReserveQueue(l.port.ID) {
+	// The daemon logs a refusal, rate-limited.
+	place := l.target.ReserveQueue(l.port.ID, peerAddr(peer))
+	if place == nil {
 		l.reject(id, nvme.CMRejectNoResources, "queue_pair_limit")
 		return destroyID
 	}
 	log = log.WithField("qid", req.QID)
 	dev, err := acquireDevice(C.nt_id_verbs(id), l.log)
 	if err != nil {
-		l.target.ReleaseQueue()
+		place.Release()
 		log.WithError(err).Error("cannot use the RDMA device; refusing the connection")
 		l.reject(id, nvme.CMRejectNoResources, rejectReason(nvme.CMRejectNoResources))
 		return destroyID
@@ -361,26 +364,28 @@ func (l *Listener) connectRequest(ev *C.struct_rdma_cm_event, id *C.struct_rdma_
 	if refused != nil {
 		log.WithError(refused).WithField("device", dev.name).Warn("connection request refused")
 		dev.release()
-		l.target.ReleaseQueue()
+		place.Release()
 		l.reject(id, refused.Reject, rejectReason(refused.Reject))
 		return destroyID
 	}
 	qp, err := newQueuePair(l, id, dev, req, peer, initiator)
 	if err != nil {
 		dev.release()
-		l.target.ReleaseQueue()
+		place.Release()
 		log.WithError(err).WithField("fix", setUpFix(err, l.port.ID)).
 			Error("cannot set up queue pair; refusing this connection, others are unaffected")
 		l.reject(id, nvme.CMRejectNoResources, rejectReason(nvme.CMRejectNoResources))
 		return destroyID
 	}
+	qp.place = place
+	qp.fq.SetPlace(place)
 	// Close either sees this queue pair and disconnects it, or it is
 	// refused here.
 	if !l.qps.add(id, qp) {
 		qp.fq.Close() // stops its connect deadline
 		qp.free()
 		dev.release()
-		l.target.ReleaseQueue()
+		place.Release()
 		l.reject(id, nvme.CMRejectNoResources, "port_closing")
 		return destroyID
 	}
@@ -499,4 +504,14 @@ func (l *Listener) Close(timeout time.Duration) {
 		l.log.WithField("queue_pairs", l.qps.liveCount()).
 			Warn("queue pairs still busy after the port closed; they are freed when their commands finish")
 	}
+}
+
+// peerAddr is the address of a peer given as host:port, or the zero
+// address (counted as one peer) if it does not parse.
+func peerAddr(peer string) netip.Addr {
+	ap, err := netip.ParseAddrPort(peer)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr()
 }

@@ -56,17 +56,20 @@ const pollBatch = 32
 // QueuePair is one accepted NVMe-oF queue: an RC queue pair, its completion
 // queue and channel, its registered memory and its poller.
 type QueuePair struct {
-	l    *Listener
-	id   *C.struct_rdma_cm_id
-	dev  *device
-	qp   *C.struct_ibv_qp
-	cq   *C.struct_ibv_cq
-	cc   *C.struct_ibv_comp_channel
-	fq   *fabrics.Queue
-	log  *logrus.Entry
-	peer string
-	qid  uint16
-	port int // the device port, for port events
+	l   *Listener
+	id  *C.struct_rdma_cm_id
+	dev *device
+	qp  *C.struct_ibv_qp
+	cq  *C.struct_ibv_cq
+	cc  *C.struct_ibv_comp_channel
+	fq  *fabrics.Queue
+	log *logrus.Entry
+	// place is the queue pair's hold on a limits.max_queue_pairs place,
+	// given back at teardown.
+	place *fabrics.Place
+	peer  string
+	qid   uint16
+	port  int // the device port, for port events
 
 	budget  sendBudget
 	sendInv bool // the device can Send with Invalidate
@@ -489,7 +492,7 @@ func (qp *QueuePair) teardown() {
 	qp.spill() // Close may wait long for the backend
 	qp.fq.Close()
 	qp.drain()
-	qp.l.target.ReleaseQueue()
+	qp.place.Release()
 	qp.l.forget(qp)
 	qp.mu.Lock()
 	qp.destroyed = true

@@ -66,7 +66,7 @@ type Conn struct {
 	started  atomic.Bool // fq exists: the pre-connect deadline is over
 	timer    *time.Timer
 	done     chan struct{}
-	reserved bool // holds a Target.ReserveQueue place
+	place    *fabrics.Place // from Target.ReserveQueue; nil in tests that serve a socket pair
 
 	// Negotiated by ICReq.
 	initialized bool
@@ -293,9 +293,7 @@ func (c *Conn) teardown() {
 	}
 	unix.Close(c.fd)
 	unix.Close(c.efd)
-	if c.reserved {
-		c.srv.target.ReleaseQueue()
-	}
+	c.place.Release()
 	c.srv.stats.Connections.Add(-1)
 	if c.srv.gone != nil {
 		c.srv.gone(c)
@@ -344,4 +342,5 @@ func (c *Conn) openQueue(cmd nvme.Command) {
 	c.tx.init(depth)
 	c.log = c.log.WithField("qid", qid)
 	c.fq = fabrics.NewQueue(c.srv.target, c.srv.port, qid, depth, c)
+	c.fq.SetPlace(c.place)
 }

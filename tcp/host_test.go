@@ -76,10 +76,11 @@ func pair(t testing.TB, l *Listener) *testHost {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !l.srv.target.ReserveQueue(l.srv.port.ID) {
+	place := l.srv.target.ReserveQueue(l.srv.port.ID, netip.Addr{})
+	if place == nil {
 		t.Fatal("queue pair limit")
 	}
-	if err := l.Serve(fds[0], "socketpair"); err != nil {
+	if err := l.serve(fds[0], "socketpair", place); err != nil {
 		t.Fatal(err)
 	}
 	f := os.NewFile(uintptr(fds[1]), "host")

@@ -132,23 +132,27 @@ func (l *Listener) accept(nc *net.TCPConn) {
 		log.WithError(err).Warn("cannot take the connection's socket; closing it")
 		return
 	}
-	if !l.srv.target.ReserveQueue(l.srv.port.ID) {
+	// The daemon logs the refusal, rate-limited.
+	place := l.srv.target.ReserveQueue(l.srv.port.ID, nc.RemoteAddr().(*net.TCPAddr).AddrPort().Addr())
+	if place == nil {
 		l.srv.stats.Refused.Add(1)
-		log.Warn("connection refused: limits.max_queue_pairs reached")
 		unix.Close(fd)
 		return
 	}
-	if err := l.Serve(fd, peer); err != nil {
-		l.srv.target.ReleaseQueue()
+	if err := l.serve(fd, peer, place); err != nil {
+		place.Release()
 		log.WithError(err).Warn("cannot set up the connection; closing it")
 		unix.Close(fd)
 	}
 }
 
-// Serve runs the connection on socket fd, which it then owns, holding a
-// place the caller reserved with Target.ReserveQueue. Tests serve one end
-// of a socket pair.
-func (l *Listener) Serve(fd int, peer string) error {
+// Serve runs the connection on socket fd, which it then owns, holding no
+// queue pair place. Tests serve one end of a socket pair.
+func (l *Listener) Serve(fd int, peer string) error { return l.serve(fd, peer, nil) }
+
+// serve runs the connection on socket fd, which it then owns, holding
+// place, which its teardown gives back.
+func (l *Listener) serve(fd int, peer string, place *fabrics.Place) error {
 	if err := unix.SetNonblock(fd, true); err != nil {
 		return err
 	}
@@ -156,7 +160,7 @@ func (l *Listener) Serve(fd int, peer string) error {
 	if err != nil {
 		return err
 	}
-	c.reserved = true
+	c.place = place
 	l.mu.Lock()
 	if l.closing {
 		l.mu.Unlock()

@@ -192,8 +192,10 @@ func (c *change) retune() {
 				"cntlid_min": lo, "cntlid_max": hi}).Info("subsystem limits changed; connected controllers keep what they have")
 		}
 	}
+	c.d.target.SetQueuePairCaps(c.next.Limits.UnconnectedPerAddress, c.next.Limits.QueuePairsPerHost)
 	if _, limit := c.d.target.QueuePairs(); limit != c.next.Limits.MaxQueuePairs {
 		c.d.target.SetMaxQueuePairs(c.next.Limits.MaxQueuePairs)
+		raiseThreadLimit(c.next.Limits.MaxQueuePairs)
 		if limit != 0 {
 			c.log.WithFields(logrus.Fields{"from": limit, "to": c.next.Limits.MaxQueuePairs}).Info("limits.max_queue_pairs changed; queue pairs already connected stay")
 		}
