@@ -84,8 +84,10 @@ func newANATable(states map[uint32]nvme.ANAState) (*anaTable, error) {
 // SetANAStates changes the states of port id's groups (those not in
 // states become optimized). Each group whose state changed is logged, the
 // ANA change count goes up, and every controller connected through the
-// port gets an ANA change event (if its host enabled them); hosts keep
-// their connections.
+// port that sees a namespace of such a group gets an ANA change event (if
+// its host enabled them): to the others its ANA log is the same, and the
+// event would tell them of namespaces they may not see. Hosts keep their
+// connections.
 //
 // A group that stops being accessible keeps the fence (fence.go): its
 // commands from the port's controllers waiting on a QoS limit end with
@@ -125,18 +127,17 @@ func (t *Target) updateANA(id uint16, next func(cur *anaTable) *anaTable) ([]*Na
 	}
 	tab := next(p.ana.Load())
 	t.pinLocked(tab)
-	changed := false
-	var closed []uint32 // groups no longer accessible
+	var changed, closed []uint32 // groups whose state changed, groups no longer accessible
 	for g := uint32(1); g <= nvme.MaxANAGroups; g++ {
 		if from, to := p.ANAState(g), tab[g]; from != to {
-			changed = true
+			changed = append(changed, g)
 			t.Log.WithFields(logrus.Fields{"port": id, "ana_group": g, "from": from.String(), "to": to.String()}).Info("ANA state changed")
 			if from.IOStatus() == 0 && to.IOStatus() != 0 {
 				closed = append(closed, g)
 			}
 		}
 	}
-	if !changed {
+	if changed == nil {
 		t.mu.Unlock()
 		return nil, nil
 	}
@@ -147,7 +148,7 @@ func (t *Target) updateANA(id uint16, next func(cur *anaTable) *anaTable) ([]*Na
 	var fenced []*Namespace
 	for _, s := range subs {
 		for _, c := range s.Controllers() {
-			if c.Port != nil && c.Port.ID == id {
+			if c.Port != nil && c.Port.ID == id && c.seesANAGroup(changed) {
 				c.raiseEvent(nvme.AsyncTypeNotice, nvme.AsyncNoticeANAChange, nvme.LogANA)
 			}
 		}
@@ -184,7 +185,7 @@ func (ns *Namespace) SetANAGroup(g uint32) error {
 }
 
 // SetANAGroup moves namespace nsid to group g in place: hosts keep it, and
-// every controller of the subsystem gets an ANA change event, after which
+// every controller that sees it gets an ANA change event, after which
 // the Linux host reads the ANA log and takes the namespace's new group and
 // state from it.
 func (s *Subsystem) SetANAGroup(nsid, g uint32) error {
@@ -200,17 +201,34 @@ func (s *Subsystem) SetANAGroup(nsid, g uint32) error {
 		return err
 	}
 	s.log().WithFields(logrus.Fields{"subsystem": s.NQN, "nsid": nsid, "from": from, "to": g}).Info("namespace moved to another ANA group")
-	s.anaChanged()
+	s.anaChanged(nsid)
 	return nil
 }
 
-// anaChanged counts an ANA change and tells every controller of the
-// subsystem, whose Linux hosts then read the ANA log again.
-func (s *Subsystem) anaChanged() {
+// anaChanged counts an ANA change of namespace nsid and tells the
+// controllers that see it, whose Linux hosts then read the ANA log again.
+// The ANA log of the others, which list only what they see, is the same.
+func (s *Subsystem) anaChanged(nsid uint32) {
 	if s.target != nil {
 		s.target.anaChanges.Add(1)
 	}
-	s.raiseEvent(nvme.AsyncTypeNotice, nvme.AsyncNoticeANAChange, nvme.LogANA)
+	for _, c := range s.Controllers() {
+		if c.sees(nsid) {
+			c.raiseEvent(nvme.AsyncTypeNotice, nvme.AsyncNoticeANAChange, nvme.LogANA)
+		}
+	}
+}
+
+// seesANAGroup reports whether the controller sees a namespace of one of
+// groups: only then does a change of theirs change its ANA log.
+func (c *Controller) seesANAGroup(groups []uint32) bool {
+	s := c.Subsystem
+	for _, id := range c.visibleNamespaceIDs() {
+		if ns := s.Namespace(id); ns != nil && slices.Contains(groups, ns.ANAGroup()) {
+			return true
+		}
+	}
+	return false
 }
 
 // anaStatus is the status an I/O command to ns gets on the queue's port:

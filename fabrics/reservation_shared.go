@@ -223,7 +223,7 @@ func (ns *Namespace) SetReservationUnavailable(on bool) {
 		ns.endRefused() // a command waiting on the QoS limit must not run on a stale state
 	}
 	if s := ns.subsystem.Load(); s != nil {
-		s.anaChanged()
+		s.anaChanged(ns.ID)
 	}
 }
 

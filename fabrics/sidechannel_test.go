@@ -2,6 +2,9 @@ package fabrics
 
 import (
 	"encoding/binary"
+	"fmt"
+	"maps"
+	"slices"
 	"testing"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
@@ -81,4 +84,90 @@ func TestSMARTLogCountsOnlyVisibleNamespaces(t *testing.T) {
 		a: {nvme.NSIDBroadcast: {2, 1}},
 		b: {nvme.NSIDBroadcast: {10, 2}},
 	})
+}
+
+// anaGroups is the host's ANA log as group → state and namespaces.
+func anaGroups(t *testing.T, h *host) map[uint32]string {
+	t.Helper()
+	out := map[uint32]string{}
+	for _, g := range h.readANALog().Groups {
+		out[g.ID] = fmt.Sprintf("%v %v", g.State, g.NSIDs)
+	}
+	return out
+}
+
+// An ANA change tells the controllers that see a namespace it concerns,
+// and no other: to them the ANA log, which lists only what they see, is
+// the same, and the event would say that namespaces they cannot see exist
+// and changed.
+func TestANAChangeEventsOnlyControllersThatSeeTheNamespace(t *testing.T) {
+	tg, p, _ := twoTenants(t)
+	s := tg.Subsystem(testNQN)
+	if err := s.SetANAGroup(3, 5); err != nil { // B's alone
+		t.Fatal(err)
+	}
+	a, b := connectAs(t, tg, p, hostA), connectAs(t, tg, p, hostB)
+	hosts := map[string]*host{"A": a, "B": b}
+	aers := map[string]<-chan nvme.Completion{}
+	for name, h := range hosts {
+		aers[name] = enableAEN(t, h, nvme.OAESANAChange)
+		holdsAERs(t, h.ctrl(), 1)
+	}
+	want := uint64(nvme.AsyncEventResult(nvme.AsyncTypeNotice, nvme.AsyncNoticeANAChange, nvme.LogANA))
+	// expect checks who got the event; each of them reads the ANA log
+	// (which unmasks the event) and sends a new AER.
+	expect := func(step string, told ...string) {
+		t.Helper()
+		for name, h := range hosts {
+			aersHeld, events := pendingEvents(h.ctrl())
+			if !slices.Contains(told, name) {
+				if aersHeld != 1 || events != 0 {
+					t.Errorf("%s: host %s, which sees no namespace of the change, was told (%d AERs held, %d events)", step, name, aersHeld, events)
+				}
+				continue
+			}
+			if aersHeld != 0 {
+				t.Fatalf("%s: host %s was not told", step, name)
+			}
+			if rsp := <-aers[name]; rsp == nil || rsp.Result() != want {
+				t.Fatalf("%s: host %s: AER completion %v, want ANA change", step, name, rsp)
+			}
+			h.readANALog()
+			aers[name] = h.admin.SubmitAsync(newCmd(nvme.AdminAsyncEvent), nil)
+			holdsAERs(t, h.ctrl(), 1)
+		}
+	}
+	if err := tg.SetANAStates(p.ID, map[uint32]nvme.ANAState{5: nvme.ANAInaccessible}); err != nil {
+		t.Fatal(err)
+	}
+	expect("group 5 (namespace 3) inaccessible", "B")
+	// Each host's ANA log lists what it sees, with the states it has.
+	for name, w := range map[string]map[uint32]string{
+		"A": {1: "optimized [1 2]"},
+		"B": {1: "optimized [1]", 5: "inaccessible [3]"},
+	} {
+		if got := anaGroups(t, hosts[name]); !maps.Equal(got, w) {
+			t.Errorf("host %s: ANA log %v, want %v", name, got, w)
+		}
+	}
+	if err := tg.SetANAStates(p.ID, map[uint32]nvme.ANAState{5: nvme.ANAInaccessible, 9: nvme.ANAChange}); err != nil {
+		t.Fatal(err)
+	}
+	expect("group 9, which has no namespace, changing")
+	if err := s.SetANAGroup(2, 7); err != nil { // A's alone
+		t.Fatal(err)
+	}
+	expect("namespace 2 moved to group 7", "A")
+	s.Namespace(3).SetReservationUnavailable(true)
+	expect("namespace 3's reservation state unavailable", "B")
+	s.Namespace(3).SetReservationUnavailable(false)
+	expect("namespace 3's reservation state available again", "B")
+	if err := tg.SetANAStates(p.ID, map[uint32]nvme.ANAState{1: nvme.ANANonOptimized}); err != nil {
+		t.Fatal(err)
+	}
+	expect("group 1 (the shared namespace 1) non-optimized, 5 optimized", "A", "B")
+	if err := s.SetANAGroup(1, 9); err != nil {
+		t.Fatal(err)
+	}
+	expect("the shared namespace moved", "A", "B")
 }
