@@ -103,7 +103,7 @@ func newController(s *Subsystem, q *Queue, d nvme.ConnectData, kato uint32) *Con
 		ioQueues:    maxIO,
 	}
 	c.kato.Store(kato)
-	c.vwc = s.volatileCache()
+	c.vwc = s.volatileCacheFor(d.HostNQN)
 	c.writeThrough.Store(!c.vwc)
 	return c
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
@@ -170,4 +171,37 @@ func TestANAChangeEventsOnlyControllersThatSeeTheNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect("the shared namespace moved", "A", "B")
+}
+
+// Identify VWC reports a volatile write cache when a namespace the host
+// sees has one: a cache only a hidden namespace has would say it exists.
+// A cached namespace the host comes to see later is written through for
+// it, as the host, told of no cache, never flushes.
+func TestVolatileWriteCacheOnlyOfVisibleNamespaces(t *testing.T) {
+	tg, p := targetWith(t, newRecorder(backend.Traits{}))
+	s := tg.Subsystem(testNQN)
+	cached := newRecorder(backend.Traits{VolatileCache: true})
+	if err := s.SetNamespaceHosts(2, []string{hostA}); err != nil {
+		t.Fatal(err)
+	}
+	addNamespace(t, tg, 2, cached)
+	a, b := connectAs(t, tg, p, hostA), connectAs(t, tg, p, hostB)
+	if vwc := identifyVWC(t, a); vwc != nvme.VWCPresent|nvme.VWCFlushBroadcast {
+		t.Errorf("host A, which sees the cached namespace 2: VWC %#x, want %#x", vwc, nvme.VWCPresent|nvme.VWCFlushBroadcast)
+	}
+	if vwc := identifyVWC(t, b); vwc != 0 {
+		t.Errorf("host B, which sees only uncached namespace 1: VWC %#x, want 0", vwc)
+	}
+	if _, st := b.feature(false, nvme.FeatVolatileWC, 0); st != nvme.StatusInvalidField {
+		t.Errorf("host B: Get Features Volatile Write Cache: %v, want Invalid Field", st)
+	}
+	if err := s.SetNamespaceHosts(2, []string{hostA, hostB}); err != nil {
+		t.Fatal(err)
+	}
+	if st := b.rw(nvme.IOWrite, 2, 0, 1, make([]byte, 512), false); st != 0 {
+		t.Fatal(st)
+	}
+	if w, sync := cached.writes.Load(), cached.syncWrites.Load(); w != 0 || sync != 1 {
+		t.Errorf("host B's write to the cached namespace it now sees: %d cached, %d durable writes; want 0 and 1", w, sync)
+	}
 }

@@ -185,6 +185,24 @@ func (c *Controller) visibleNamespace(nsid uint32) *Namespace {
 	return c.Subsystem.Namespace(nsid)
 }
 
+// volatileCacheFor reports whether a namespace host sees keeps completed
+// writes in a volatile cache: Identify VWC of the host's new controller.
+// A cache only a hidden namespace has is no concern of the host's, and
+// reporting it would tell the host that namespace exists. A namespace with
+// a cache the host comes to see later is written through for a controller
+// that reported none, as one added later is.
+func (s *Subsystem) volatileCacheFor(host string) bool {
+	s.mu.Lock()
+	hidden := s.hiddenFromLocked(host)
+	s.mu.Unlock()
+	for _, ns := range s.namespaces.Load().byID {
+		if ns.traits.VolatileCache && !hidden.has(ns.ID) {
+			return true
+		}
+	}
+	return false
+}
+
 // flushNamespaces flushes every namespace the controller sees: a broadcast
 // Flush, a shutdown notification or turning the write cache off concerns
 // what the host wrote, which is only there.
