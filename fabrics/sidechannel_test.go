@@ -205,3 +205,75 @@ func TestVolatileWriteCacheOnlyOfVisibleNamespaces(t *testing.T) {
 		t.Errorf("host B's write to the cached namespace it now sees: %d cached, %d durable writes; want 0 and 1", w, sync)
 	}
 }
+
+// Every admin command that takes an NSID answers a namespace hidden from
+// the host exactly as one that does not exist: the same status, result
+// and data.
+func TestHiddenNSIDAnswersAsAnAbsentOne(t *testing.T) {
+	tg, p, _ := twoTenants(t)
+	a, b := connectAs(t, tg, p, hostA), connectAs(t, tg, p, hostB)
+	const hidden, absent = 3, 9 // B's alone; none
+	// Something to tell, were the hidden namespace's pages shown.
+	if st := b.rw(nvme.IOWrite, hidden, 0, 1, make([]byte, 512), false); st != 0 {
+		t.Fatal(st)
+	}
+	identify := func(cns uint8, csi uint8) func(uint32) (nvme.Command, int) {
+		return func(nsid uint32) (nvme.Command, int) {
+			c := keyed(newCmd(nvme.AdminIdentify), nvme.IdentifySize)
+			c.SetNSID(nsid)
+			c.SetCDW(10, uint32(cns))
+			c.SetCDW(11, uint32(csi)<<24)
+			return c, nvme.IdentifySize
+		}
+	}
+	log := func(lid uint8, n int) func(uint32) (nvme.Command, int) {
+		return func(nsid uint32) (nvme.Command, int) {
+			c := keyed(newCmd(nvme.AdminGetLogPage), n)
+			c.SetNSID(nsid)
+			c.SetCDW(10, uint32(lid)|uint32(n/4-1)<<16|1<<15) // RAE: the pages stay as they are
+			return c, n
+		}
+	}
+	feature := func(op, fid uint8, v uint32) func(uint32) (nvme.Command, int) {
+		return func(nsid uint32) (nvme.Command, int) {
+			c := newCmd(op)
+			c.SetNSID(nsid)
+			c.SetCDW(10, uint32(fid))
+			c.SetCDW(11, v)
+			return c, 0
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		cmd  func(nsid uint32) (nvme.Command, int)
+	}{
+		{"Identify Namespace", identify(nvme.CNSNamespace, 0)},
+		{"Identify Namespace Identification Descriptor list", identify(nvme.CNSNSDescList, 0)},
+		{"Identify Namespace of the NVM command set", identify(nvme.CNSCSINamespace, nvme.CSINVM)},
+		{"Identify Active Namespace ID list after it", identify(nvme.CNSActiveNSList, 0)},
+		{"SMART / Health Information log", log(nvme.LogSMART, nvme.SMARTLogSize)},
+		{"Commands Supported and Effects log", log(nvme.LogCmdEffects, nvme.EffectsLogSize)},
+		{"Changed Namespace List log", log(nvme.LogChangedNS, nvme.ChangedNSLogSize)},
+		{"Reservation Notification log", log(nvme.LogReservation, nvme.ResvLogSize)},
+		{"ANA log", log(nvme.LogANA, 4096)},
+		{"Get Features Reservation Notification Mask", feature(nvme.AdminGetFeatures, nvme.FeatResvMask, 0)},
+		{"Get Features Reservation Persistence", feature(nvme.AdminGetFeatures, nvme.FeatResvPersist, 0)},
+		{"Set Features Reservation Notification Mask", feature(nvme.AdminSetFeatures, nvme.FeatResvMask, 0xe)},
+		{"Set Features Reservation Persistence", feature(nvme.AdminSetFeatures, nvme.FeatResvPersist, 0)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			answer := func(nsid uint32) (nvme.Status, uint64, []byte) {
+				c, n := tc.cmd(nsid)
+				b := make([]byte, n)
+				rsp := a.submit(a.admin, c, b)
+				return rsp.Status(), rsp.Result(), b
+			}
+			hst, hres, hdata := answer(hidden)
+			ast, ares, adata := answer(absent)
+			if hst != ast || hres != ares || !slices.Equal(hdata, adata) {
+				t.Errorf("hidden namespace %d: status %v, result %#x; absent namespace %d: status %v, result %#x; data equal %v",
+					hidden, hst, hres, absent, ast, ares, slices.Equal(hdata, adata))
+			}
+		})
+	}
+}
