@@ -166,7 +166,12 @@ func buildForGuest(root, results, tgt string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(env, "RDMA_TEST="+rdmaTest, "RDMAHOST="+rdmahost), nil
+	// The hostile NVMe/TCP host of the isolation scenario.
+	tcphost, err := goBuild(root, results, "./test/tcphost/cmd/tcphost")
+	if err != nil {
+		return nil, err
+	}
+	return append(env, "RDMA_TEST="+rdmaTest, "RDMAHOST="+rdmahost, "TCPHOST="+tcphost), nil
 }
 
 // goTestBuild builds the test binary of package pkg into dir as

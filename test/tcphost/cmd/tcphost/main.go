@@ -1,0 +1,122 @@
+// Command tcphost holds what one NVMe/TCP host can take from a target
+// until it is killed or -hold passes:
+//
+//	tcphost stall -addr A:P -n 1000
+//	    opens n connections and sends nothing on them;
+//	tcphost hold -addr A:P -nqn SUBNQN -queues 4 -depth 127 -size 1048576
+//	    connects a controller with that many I/O queues and fills each
+//	    with commands of -size bytes: writes on odd queues, whose data it
+//	    never sends after the target's R2T, and reads on even queues,
+//	    whose data it never reads from the socket. The admin queue keeps
+//	    the controller alive.
+//
+// It prints one line of counts when it ends.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+	"github.com/nvmeof-tgt/nvmeof-tgt/test/tcphost"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: tcphost stall|hold [flags]")
+		os.Exit(2)
+	}
+	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
+	addr := fs.String("addr", "", "the target's address:port")
+	n := fs.Int("n", 1000, "stall: connections to open")
+	nqn := fs.String("nqn", "", "hold: the subsystem NQN")
+	queues := fs.Int("queues", 4, "hold: I/O queues")
+	depth := fs.Int("depth", 127, "hold: commands per I/O queue")
+	size := fs.Uint("size", 1<<20, "hold: bytes per command")
+	nsid := fs.Uint("nsid", 1, "hold: namespace")
+	lba := fs.Uint("lba", 512, "hold: the namespace's block size")
+	hold := fs.Duration("hold", time.Hour, "how long to hold before ending")
+	fs.Parse(os.Args[2:])
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	deadline := time.After(*hold)
+	switch os.Args[1] {
+	case "stall":
+		var conns []*tcphost.Conn
+		failed := 0
+		for range *n {
+			c, err := tcphost.Dial(*addr)
+			if err != nil {
+				failed++
+				continue
+			}
+			conns = append(conns, c)
+		}
+		fmt.Printf("stall: %d connections opened, %d dials failed\n", len(conns), failed)
+		select {
+		case <-stop:
+		case <-deadline:
+		}
+		for _, c := range conns {
+			c.Close()
+		}
+	case "hold":
+		admin, err := tcphost.Dial(*addr)
+		if err != nil {
+			fatal(err)
+		}
+		if err := admin.ConnectAdmin(*nqn, 15000, uint16(*queues)); err != nil {
+			fatal(err)
+		}
+		sent := 0
+		for qid := 1; qid <= *queues; qid++ {
+			c, err := tcphost.Dial(*addr)
+			if err != nil {
+				fatal(err)
+			}
+			if err := c.ConnectIO(*nqn, admin.Controller(), uint16(qid), uint16(*depth)+1); err != nil {
+				fatal(err)
+			}
+			op := uint8(nvme.IOWrite)
+			if qid%2 == 0 {
+				op = nvme.IORead
+			}
+			for i := range *depth {
+				slba := uint64(i) * uint64(*size) / uint64(*lba)
+				if err := c.ReadWrite(op, uint32(*nsid), slba, uint32(*size), uint32(*lba)); err != nil {
+					fmt.Fprintf(os.Stderr, "queue %d: command %d: %v\n", qid, i, err)
+					break
+				}
+				sent++
+			}
+		}
+		fmt.Printf("hold: controller %d, %d I/O queues, %d commands of %d bytes sent\n", admin.Controller(), *queues, sent, *size)
+		tick := time.NewTicker(5 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-deadline:
+				return
+			case <-tick.C:
+				if err := admin.KeepAlive(); err != nil {
+					fmt.Printf("hold: admin queue closed: %v\n", err)
+					return
+				}
+			}
+		}
+	default:
+		fmt.Fprintf(os.Stderr, "tcphost: unknown mode %q\n", os.Args[1])
+		os.Exit(2)
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "tcphost:", err)
+	os.Exit(1)
+}
