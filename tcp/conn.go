@@ -76,6 +76,7 @@ type Conn struct {
 	reqs     []request
 	free     []int32
 	bufWait  []int32 // requests waiting for a pool buffer, in arrival order
+	acct     account // the pool's buffers lent to this connection
 	granted  atomic.Bool
 	maxInl   uint32 // in-capsule data of this queue's commands
 	closing  bool   // a fatal error: send what is queued, then close
@@ -289,7 +290,10 @@ func (c *Conn) teardown() {
 	}
 	c.srv.pool.forget(c)
 	for i := range c.reqs {
-		c.reqs[i].dropBuffer(c.srv.pool)
+		c.dropBuffer(&c.reqs[i])
+	}
+	if c.fq != nil {
+		c.srv.pool.leave(&c.acct)
 	}
 	unix.Close(c.fd)
 	unix.Close(c.efd)
@@ -341,6 +345,7 @@ func (c *Conn) openQueue(cmd nvme.Command) {
 	c.bufWait = make([]int32, 0, depth)
 	c.tx.init(depth)
 	c.log = c.log.WithField("qid", qid)
+	c.srv.pool.join()
 	c.fq = fabrics.NewQueue(c.srv.target, c.srv.port, qid, depth, c)
 	c.fq.SetPlace(c.place)
 }

@@ -10,15 +10,32 @@ import (
 // buffers of 4 KiB to 1 MiB (powers of two), at most Limit bytes of them
 // lent out at once. A command the pool cannot serve waits for a buffer to
 // come back, on any connection, and never fails.
+//
+// No connection can hold the others up. Each gets a share of the pool
+// (Share): a connection over its share borrows only while no other
+// connection waits for a buffer within its own share. And a reserve at the
+// top of the pool (Reserve) is for admin commands and small transfers
+// only, so that Identify and a 4 KiB read proceed while large transfers
+// hold the rest. A host that pins what it borrowed by never sending the
+// data or never reading the responses loses its connection after the data
+// timeout (SetDataTimeout), which gives the buffers back.
 type Pool struct {
-	limit atomic.Int64
-	used  atomic.Int64
-	sizes [numClasses]sync.Pool // *[]byte of each class
+	limit    atomic.Int64
+	used     atomic.Int64
+	conns    atomic.Int32 // connections with a queue: the pool is shared among them
+	starving atomic.Int32 // connections waiting for a buffer within their share
+	sizes    [numClasses]sync.Pool // *[]byte of each class
 
 	waiters  atomic.Int32 // len(waiting), read without mu by put
 	mu       sync.Mutex
 	waiting  []*Conn
 	lentPeak atomic.Int64
+}
+
+// account is one connection's part of the pool, kept by its poller.
+type account struct {
+	held     int64 // bytes lent to the connection now
+	starving bool  // counted in Pool.starving
 }
 
 const (
@@ -27,6 +44,17 @@ const (
 	numClasses    = maxClassShift - minClassShift + 1
 	// MaxBuffer is the largest buffer the pool lends.
 	MaxBuffer = 1 << maxClassShift
+
+	// SmallTransfer is the largest transfer the reserve serves: the 4 KiB
+	// to 16 KiB of metadata and database I/O, whose latency a stream of
+	// 1 MiB transfers must not set.
+	SmallTransfer = 16 << 10
+	// maxReserve bounds the reserve: 256 small transfers in flight.
+	maxReserve = 4 << 20
+	// MinShare is the least share of a connection: two transfers of the
+	// largest size, one receiving its data while the other executes, so
+	// that a connection streams at full size however many share the pool.
+	MinShare = 2 * MaxBuffer
 )
 
 // DefaultPoolBytes is the pool's size unless configured: 64 MiB, the data
@@ -48,6 +76,19 @@ func (p *Pool) SetLimit(limit int64) {
 	}
 }
 
+// reserve is the part of a pool of limit bytes that only admin commands
+// and small transfers take: a sixteenth, at most maxReserve, and never so
+// much that a transfer of MaxBuffer cannot be served.
+func reserve(limit int64) int64 { return max(0, min(limit/16, maxReserve, limit-MaxBuffer)) }
+
+// share is what each connection may hold while others wait: the pool
+// past the reserve split evenly, at least MinShare. With more connections
+// than fit MinShare each, the shares overcommit the pool and what is left
+// of the promise is that connections within their share come first.
+func (p *Pool) share(limit int64) int64 {
+	return max((limit-reserve(limit))/int64(max(p.conns.Load(), 1)), MinShare)
+}
+
 // class is the size class of an n-byte buffer.
 func class(n uint32) int {
 	if n <= 1<<minClassShift {
@@ -56,32 +97,73 @@ func class(n uint32) int {
 	return bits.Len32(n-1) - minClassShift
 }
 
-// get lends a buffer of at least n bytes (n <= MaxBuffer), or nil if the
-// pool is at its limit.
-func (p *Pool) get(n uint32) *[]byte {
-	c := class(n)
-	size := int64(1) << (c + minClassShift)
-	if used := p.used.Add(size); used > p.limit.Load() {
+func classSize(n uint32) int64 { return int64(1) << (class(n) + minClassShift) }
+
+// get lends a buffer of at least n bytes (n <= MaxBuffer) to the
+// connection of a, or returns nil: the pool is at its limit (the reserve
+// counts for large transfers only), or a is over its share while another
+// connection waits within its own. small is an admin command's or a
+// transfer of at most SmallTransfer.
+func (p *Pool) get(n uint32, a *account, small bool) *[]byte {
+	size := classSize(n)
+	limit := p.limit.Load()
+	if p.starving.Load() > 0 && a.held+size > p.share(limit) {
+		return nil
+	}
+	room := limit
+	if !small {
+		room -= reserve(limit)
+	}
+	if used := p.used.Add(size); used > room {
 		p.used.Add(-size)
 		return nil
 	} else if used > p.lentPeak.Load() {
 		p.lentPeak.Store(used)
 	}
-	if b, ok := p.sizes[c].Get().(*[]byte); ok {
+	a.held += size
+	if b, ok := p.sizes[class(n)].Get().(*[]byte); ok {
 		return b
 	}
 	b := make([]byte, size)
 	return &b
 }
 
-// put takes a buffer back and wakes the connections waiting for one.
-func (p *Pool) put(b *[]byte) {
+// put takes a buffer of a's connection back and wakes the connections
+// waiting for one.
+func (p *Pool) put(b *[]byte, a *account) {
 	c := class(uint32(len(*b)))
 	p.sizes[c].Put(b)
 	p.used.Add(-int64(len(*b)))
+	a.held -= int64(len(*b))
 	if p.waiters.Load() > 0 {
 		p.wakeWaiters()
 	}
+}
+
+// waitingFor records whether a's connection waits for a buffer of n
+// bytes (0: it waits for none) within its share. While any connection
+// does, connections over their share borrow nothing more; when the last
+// one stops, those that were refused are woken.
+func (p *Pool) waitingFor(a *account, n uint32) {
+	starving := n > 0 && a.held+classSize(n) <= p.share(p.limit.Load())
+	if starving == a.starving {
+		return
+	}
+	a.starving = starving
+	if starving {
+		p.starving.Add(1)
+	} else if p.starving.Add(-1) == 0 && p.waiters.Load() > 0 {
+		p.wakeWaiters()
+	}
+}
+
+// join counts a connection that takes buffers in the shares.
+func (p *Pool) join() { p.conns.Add(1) }
+
+// leave is join's undo, once the connection gave back all it held.
+func (p *Pool) leave(a *account) {
+	p.waitingFor(a, 0)
+	p.conns.Add(-1)
 }
 
 // wait registers c to be woken when a buffer comes back. The caller tries
@@ -131,3 +213,11 @@ func (p *Pool) Peak() int64 { return p.lentPeak.Load() }
 
 // Limit is the pool's size.
 func (p *Pool) Limit() int64 { return p.limit.Load() }
+
+// Reserve is the part of the pool that only admin commands and transfers
+// of at most SmallTransfer take.
+func (p *Pool) Reserve() int64 { return reserve(p.limit.Load()) }
+
+// Share is what each connection may hold while another waits for a
+// buffer within its own share.
+func (p *Pool) Share() int64 { return p.share(p.limit.Load()) }

@@ -7,8 +7,9 @@ import "testing"
 // lends no more until enough comes back.
 func TestPoolSetLimit(t *testing.T) {
 	p := NewPool(MaxBuffer)
-	big := p.get(MaxBuffer)
-	if big == nil || p.get(4096) != nil {
+	var a account
+	big := p.get(MaxBuffer, &a, false)
+	if big == nil || p.get(4096, &a, true) != nil {
 		t.Fatal("a 1 MiB pool lent more than 1 MiB")
 	}
 	c := &Conn{}
@@ -17,7 +18,7 @@ func TestPoolSetLimit(t *testing.T) {
 	if !c.granted.Load() {
 		t.Fatal("a waiting connection was not woken when the pool grew")
 	}
-	small := p.get(4096)
+	small := p.get(4096, &a, true)
 	if small == nil || p.Limit() != 2*MaxBuffer {
 		t.Fatalf("grown pool: buffer %v, limit %d", small != nil, p.Limit())
 	}
@@ -25,12 +26,12 @@ func TestPoolSetLimit(t *testing.T) {
 	if p.Limit() != MaxBuffer {
 		t.Fatalf("limit %d, want at least MaxBuffer", p.Limit())
 	}
-	p.put(small)
-	if p.get(4096) != nil {
+	p.put(small, &a)
+	if p.get(4096, &a, true) != nil {
 		t.Fatal("a shrunk pool lent past its limit")
 	}
-	p.put(big)
-	if p.get(4096) == nil {
+	p.put(big, &a)
+	if p.get(4096, &a, true) == nil {
 		t.Fatal("nothing lent, yet the pool refused 4 KiB")
 	}
 }

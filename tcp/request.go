@@ -37,10 +37,10 @@ type request struct {
 	rsp     [CapsuleRspHLen + DigestSize]byte
 }
 
-// dropBuffer gives the request's pool buffer back.
-func (r *request) dropBuffer(p *Pool) {
+// dropBuffer gives r's pool buffer back.
+func (c *Conn) dropBuffer(r *request) {
 	if r.buf != nil {
-		p.put(r.buf)
+		c.srv.pool.put(r.buf, &c.acct)
 		r.buf = nil
 	}
 	r.Data = nil
@@ -59,7 +59,7 @@ func (c *Conn) takeRequest() *request {
 
 // release returns a request whose response is sent.
 func (c *Conn) release(r *request) {
-	r.dropBuffer(c.srv.pool)
+	c.dropBuffer(r)
 	r.state = reqFree
 	c.free = append(c.free, int32(r.Tag))
 }
@@ -121,6 +121,7 @@ func (c *Conn) needBuffer(r *request) {
 	}
 	r.state = reqNeedBuffer
 	c.bufWait = append(c.bufWait, int32(r.Tag))
+	c.srv.pool.waitingFor(&c.acct, c.reqs[c.bufWait[0]].Len)
 }
 
 // tryBuffer takes a buffer for r, or registers the connection with the
@@ -135,7 +136,8 @@ func (c *Conn) tryBuffer(r *request) bool {
 }
 
 func (c *Conn) takeBuffer(r *request) bool {
-	b := c.srv.pool.get(r.Len)
+	small := r.Len <= SmallTransfer || c.fq.QID == 0
+	b := c.srv.pool.get(r.Len, &c.acct, small)
 	if b == nil {
 		return false
 	}
@@ -156,6 +158,11 @@ func (c *Conn) retryBuffers() {
 		c.startTransfer(r)
 	}
 	c.bufWait = c.bufWait[:copy(c.bufWait, c.bufWait[n:])]
+	var head uint32
+	if len(c.bufWait) > 0 {
+		head = c.reqs[c.bufWait[0]].Len
+	}
+	c.srv.pool.waitingFor(&c.acct, head)
 }
 
 // startTransfer asks for a write's data with one R2T for all of it, or
