@@ -99,6 +99,14 @@ func (c *Conn) Exec(cmd nvme.Command, inline []byte) (nvme.Completion, error) {
 			return nil, err
 		}
 		h := tcp.Header(c.hdr[:])
+		if h.Type() == tcp.TypeC2HData {
+			// Data of this command or of one sent without waiting: read
+			// past it.
+			if _, err := io.CopyN(io.Discard, c.nc, int64(h.PLen())-tcp.CommonHeaderSize); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if h.PLen() > uint32(len(c.hdr)) || h.PLen() < tcp.CommonHeaderSize {
 			return nil, fmt.Errorf("PDU type %#x of %d bytes while waiting for a response", h.Type(), h.PLen())
 		}
@@ -193,4 +201,29 @@ func (c *Conn) ReadWrite(op uint8, nsid uint32, slba uint64, n, lba uint32) erro
 	cmd.SetSLBA(slba)
 	cmd.SetCDW(12, n/lba-1)
 	return c.Send(cmd, nil)
+}
+
+// Identify runs an Identify of cns and waits for it, reading past its data.
+func (c *Conn) Identify(cns uint8) (nvme.Status, error) {
+	cmd := command(nvme.AdminIdentify, nvme.IdentifySize)
+	cmd.SetCDW(10, uint32(cns))
+	rsp, err := c.Exec(cmd, nil)
+	if err != nil {
+		return 0, err
+	}
+	return rsp.Status(), nil
+}
+
+// Read reads n bytes at slba of namespace nsid and waits for it, reading
+// past its data.
+func (c *Conn) Read(nsid uint32, slba uint64, n, lba uint32) (nvme.Status, error) {
+	cmd := command(nvme.IORead, n)
+	cmd.SetNSID(nsid)
+	cmd.SetSLBA(slba)
+	cmd.SetCDW(12, n/lba-1)
+	rsp, err := c.Exec(cmd, nil)
+	if err != nil {
+		return 0, err
+	}
+	return rsp.Status(), nil
 }

@@ -8,7 +8,10 @@
 //	    with commands of -size bytes: writes on odd queues, whose data it
 //	    never sends after the target's R2T, and reads on even queues,
 //	    whose data it never reads from the socket. The admin queue keeps
-//	    the controller alive.
+//	    the controller alive;
+//	tcphost probe -addr A:P -nqn SUBNQN
+//	    connects a controller and one I/O queue, and times an Identify, a
+//	    4 KiB read and a 1 MiB read, as a well-behaved host would see them.
 //
 // It prints one line of counts when it ends.
 package main
@@ -110,6 +113,8 @@ func main() {
 				}
 			}
 		}
+	case "probe":
+		probe(*addr, *nqn, uint32(*nsid), uint32(*lba))
 	default:
 		fmt.Fprintf(os.Stderr, "tcphost: unknown mode %q\n", os.Args[1])
 		os.Exit(2)
@@ -119,4 +124,38 @@ func main() {
 func fatal(err error) {
 	fmt.Fprintln(os.Stderr, "tcphost:", err)
 	os.Exit(1)
+}
+
+// probe times what a well-behaved host does first.
+func probe(addr, nqn string, nsid, lba uint32) {
+	t0 := time.Now()
+	admin, err := tcphost.Dial(addr)
+	if err != nil {
+		fatal(err)
+	}
+	admin.Host = "nqn.2014-08.org.nvmexpress:uuid:7e57ca5e-0000-4000-8000-0000000000ff"
+	if err := admin.ConnectAdmin(nqn, 15000, 1); err != nil {
+		fatal(err)
+	}
+	fmt.Printf("probe: admin connect %v\n", time.Since(t0).Round(time.Millisecond))
+	t0 = time.Now()
+	if st, err := admin.Identify(1); err != nil || st != 0 {
+		fatal(fmt.Errorf("Identify: %v %v", st, err))
+	}
+	fmt.Printf("probe: identify %v\n", time.Since(t0).Round(time.Millisecond))
+	io, err := tcphost.Dial(addr)
+	if err != nil {
+		fatal(err)
+	}
+	io.Host = admin.Host
+	if err := io.ConnectIO(nqn, admin.Controller(), 1, 32); err != nil {
+		fatal(err)
+	}
+	for _, n := range []uint32{4096, 1 << 20} {
+		t0 = time.Now()
+		if st, err := io.Read(nsid, 0, n, lba); err != nil || st != 0 {
+			fatal(fmt.Errorf("read of %d bytes: %v %v", n, st, err))
+		}
+		fmt.Printf("probe: read of %d bytes %v\n", n, time.Since(t0).Round(time.Millisecond))
+	}
 }
