@@ -36,8 +36,9 @@ import (
 
 // QoSLimits are a namespace's rate limits; 0 is no limit. A read is a
 // command that moves data to the host, a write one that moves data from
-// it; commands without data (Flush, Write Zeroes, Dataset Management)
-// count against IOPS only.
+// it; commands without data (Flush, Write Zeroes) count against IOPS
+// only. Dataset Management (deallocate) is a write of no bytes: its range
+// descriptors name blocks, they are not data.
 type QoSLimits struct {
 	IOPS, ReadIOPS, WriteIOPS                uint64 // commands per second
 	Bandwidth, ReadBandwidth, WriteBandwidth uint64 // bytes per second
@@ -137,6 +138,15 @@ func (q *qosBuckets) refill(now time.Duration, backlogged bool) {
 
 // qosCost is what one command takes from each bucket.
 type qosCost [numBuckets]float64
+
+// requestCost is r's cost: a Dataset Management command is one write and
+// no bytes (QoSLimits).
+func requestCost(r *Request) qosCost {
+	if r.Cmd.Opcode() == nvme.IODatasetMgmt {
+		return costOf(r.Dir, 0)
+	}
+	return costOf(r.Dir, r.Len)
+}
 
 // costOf is the cost of a command moving n bytes in direction dir.
 func costOf(dir DataDir, n uint32) qosCost {
@@ -370,7 +380,7 @@ func (q *Queue) throttle(r *Request) (bool, nvme.Status) {
 // admit charges r, or queues it in its lane behind its host's earlier
 // waiters there.
 func (g *qosGate) admit(q *Queue, r *Request) (bool, nvme.Status) {
-	c := costOf(r.Dir, r.Len)
+	c := requestCost(r)
 	resumable := q.resumer != nil
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -460,7 +470,7 @@ func (g *qosGate) passLocked(now time.Duration, self *Request) (bool, time.Durat
 		var bestCost qosCost
 		var bestStart float64
 		for _, f := range g.active {
-			c := costOf(f.head.Dir, f.head.Len)
+			c := requestCost(f.head)
 			m := g.buckets.limited(&c)
 			if m&reserved != 0 {
 				continue
