@@ -82,9 +82,9 @@ func newANATable(states map[uint32]nvme.ANAState) (*anaTable, error) {
 }
 
 // SetANAStates changes the states of port id's groups (those not in
-// states become optimized). Each group whose state changed is logged, the
-// ANA change count goes up, and every controller connected through the
-// port that sees a namespace of such a group gets an ANA change event (if
+// states become optimized). Each group whose state changed is logged, and
+// every controller connected through the port that sees a namespace of
+// such a group counts an ANA log change and gets an ANA change event (if
 // its host enabled them): to the others its ANA log is the same, and the
 // event would tell them of namespaces they may not see. Hosts keep their
 // connections.
@@ -141,7 +141,6 @@ func (t *Target) updateANA(id uint16, next func(cur *anaTable) *anaTable) ([]*Na
 		t.mu.Unlock()
 		return nil, nil
 	}
-	t.anaChanges.Add(1)
 	p.ana.Store(tab)
 	subs := t.subsystemsLocked()
 	t.mu.Unlock()
@@ -149,7 +148,7 @@ func (t *Target) updateANA(id uint16, next func(cur *anaTable) *anaTable) ([]*Na
 	for _, s := range subs {
 		for _, c := range s.Controllers() {
 			if c.Port != nil && c.Port.ID == id && c.seesANAGroup(changed) {
-				c.raiseEvent(nvme.AsyncTypeNotice, nvme.AsyncNoticeANAChange, nvme.LogANA)
+				c.anaLogChanged()
 			}
 		}
 		for _, nsid := range s.NamespaceIDs() {
@@ -205,18 +204,24 @@ func (s *Subsystem) SetANAGroup(nsid, g uint32) error {
 	return nil
 }
 
-// anaChanged counts an ANA change of namespace nsid and tells the
-// controllers that see it, whose Linux hosts then read the ANA log again.
-// The ANA log of the others, which list only what they see, is the same.
+// anaChanged tells the controllers that see namespace nsid of an ANA
+// change of it; their Linux hosts then read the ANA log again. The ANA
+// log of the others, which list only what they see, is the same.
 func (s *Subsystem) anaChanged(nsid uint32) {
-	if s.target != nil {
-		s.target.anaChanges.Add(1)
-	}
 	for _, c := range s.Controllers() {
 		if c.sees(nsid) {
-			c.raiseEvent(nvme.AsyncTypeNotice, nvme.AsyncNoticeANAChange, nvme.LogANA)
+			c.anaLogChanged()
 		}
 	}
+}
+
+// anaLogChanged counts a change of the controller's ANA log and raises
+// the ANA change event. The count is the controller's own: one shared by
+// every controller would move with changes of namespaces, ports and
+// subsystems its host knows nothing of.
+func (c *Controller) anaLogChanged() {
+	c.anaChanges.Add(1)
+	c.raiseEvent(nvme.AsyncTypeNotice, nvme.AsyncNoticeANAChange, nvme.LogANA)
 }
 
 // seesANAGroup reports whether the controller sees a namespace of one of
@@ -243,7 +248,7 @@ func (q *Queue) anaStatus(ns *Namespace) nvme.Status {
 // Groups Only), the IDs of its namespaces.
 func (q *Queue) anaLog(page []byte, rgo bool) []byte {
 	s := q.ctrl.Subsystem
-	chg := q.target.anaChanges.Load()
+	chg := q.ctrl.anaChanges.Load()
 	l := nvme.ANALog{ChangeCount: chg}
 	byGroup := map[uint32][]uint32{}
 	for _, id := range q.ctrl.visibleNamespaceIDs() { // ascending

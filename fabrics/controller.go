@@ -46,6 +46,9 @@ type Controller struct {
 	writeThrough atomic.Bool
 	// hidden is the namespaces the host may not see (visibility.go).
 	hidden atomic.Pointer[hiddenSet]
+	// anaChanges is the ANA log's change count: the changes of what this
+	// controller's ANA log reports (ana.go), not of others' namespaces.
+	anaChanges atomic.Uint64
 
 	// cc and csts change only under mu, so that a register write, the
 	// keep alive timer and a shutdown finishing never undo each other;

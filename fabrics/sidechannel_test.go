@@ -277,3 +277,36 @@ func TestHiddenNSIDAnswersAsAnAbsentOne(t *testing.T) {
 		})
 	}
 }
+
+// The ANA log's change count moves with what the host's ANA log reports,
+// not with changes of namespaces hidden from it.
+func TestANALogChangeCountOnlyOfVisibleChanges(t *testing.T) {
+	tg, p, _ := twoTenants(t)
+	s := tg.Subsystem(testNQN)
+	a, b := connectAs(t, tg, p, hostA), connectAs(t, tg, p, hostB)
+	counts := func() [2]uint64 { return [2]uint64{a.readANALog().ChangeCount, b.readANALog().ChangeCount} }
+	before := counts()
+	for _, step := range []struct {
+		name   string
+		change func() error
+		moved  [2]uint64 // how much A's and B's counts go up
+	}{
+		{"namespace 3 (B's) moved to group 5", func() error { return s.SetANAGroup(3, 5) }, [2]uint64{0, 1}},
+		{"group 5 inaccessible", func() error {
+			return tg.SetANAStates(p.ID, map[uint32]nvme.ANAState{5: nvme.ANAInaccessible})
+		}, [2]uint64{0, 1}},
+		{"namespace 2 (A's) moved to group 7", func() error { return s.SetANAGroup(2, 7) }, [2]uint64{1, 0}},
+		{"group 1 (the shared namespace 1) non-optimized", func() error {
+			return tg.SetANAStates(p.ID, map[uint32]nvme.ANAState{1: nvme.ANANonOptimized, 5: nvme.ANAInaccessible})
+		}, [2]uint64{1, 1}},
+	} {
+		if err := step.change(); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		after := counts()
+		if moved := [2]uint64{after[0] - before[0], after[1] - before[1]}; moved != step.moved {
+			t.Errorf("%s: the change counts of A and B went up by %v, want %v", step.name, moved, step.moved)
+		}
+		before = after
+	}
+}
