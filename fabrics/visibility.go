@@ -12,8 +12,9 @@ import (
 // hosts its subsystem allows in; to the controllers of every other host it
 // does not exist: not in the Active Namespace ID list, zeros for Identify
 // Namespace, no descriptors, no Changed Namespace List entry nor event, not
-// in the ANA log, and its I/O commands fail with Invalid Namespace or
-// Format.
+// in the ANA log nor its events and change count, not in the SMART log's
+// counters nor in Identify VWC, every command naming it answers as for an
+// absent one, and its I/O commands fail with Invalid Namespace or Format.
 //
 // Each controller holds what it must not see as an immutable bitmap,
 // resolved when a controller is created and whenever a namespace's hosts
