@@ -8,7 +8,17 @@ type TCP struct {
 	// (default DefaultTCPBufferPool): what bounds the data in flight over
 	// TCP, not the number of connections.
 	BufferPool Size `yaml:"buffer_pool"`
+	// DataTimeoutSeconds is how long a connection may go without sending
+	// the data the target asked for with an R2T, or without reading its
+	// responses, before it is closed to give its buffers back (0: the
+	// transport's default, 10 s).
+	DataTimeoutSeconds int `yaml:"data_timeout_seconds,omitempty"`
 }
+
+// MaxTCPDataTimeout bounds tcp.data_timeout_seconds: past the hosts' own
+// I/O timeout (30 s on Linux) a longer one only keeps stalled buffers
+// from the others for longer.
+const MaxTCPDataTimeout = 300
 
 // DefaultTCPBufferPool is the TCP ports' shared data buffers: 64
 // transfers of 1 MiB, or 16384 of 4 KiB, in flight at once.
@@ -24,5 +34,8 @@ func (v *validator) tcp(t TCP) {
 	const mib = 1 << 20
 	if t.BufferPool < mib || t.BufferPool > maxBufferPool || t.BufferPool%mib != 0 {
 		v.add("tcp.buffer_pool", "%d bytes: want a whole number of MiB from 1MiB to 64GiB", int64(t.BufferPool))
+	}
+	if t.DataTimeoutSeconds < 0 || t.DataTimeoutSeconds > MaxTCPDataTimeout {
+		v.add("tcp.data_timeout_seconds", "%d: want 1 to %d seconds, or 0 for the default of 10", t.DataTimeoutSeconds, MaxTCPDataTimeout)
 	}
 }

@@ -47,3 +47,38 @@ subsystems: [{nqn: "nqn.2026-11.io.example:a", allow_any_host: true}]
 		}
 	}
 }
+
+// tcp.data_timeout_seconds: 0 (the transport's default) when left out,
+// and -check names it when out of range.
+func TestTCPDataTimeout(t *testing.T) {
+	c, err := Parse([]byte(`
+tcp: {data_timeout_seconds: 20}
+ports: [{id: 1, transport: tcp, address: 10.0.0.1}]
+subsystems: [{nqn: "nqn.2026-11.io.example:a", allow_any_host: true}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.TCP.DataTimeoutSeconds != 20 {
+		t.Fatalf("tcp.data_timeout_seconds %d, want 20", c.TCP.DataTimeoutSeconds)
+	}
+	for _, tc := range []struct {
+		seconds int
+		want    string
+	}{
+		{-1, "tcp.data_timeout_seconds: -1: want 1 to 300 seconds, or 0 for the default of 10"},
+		{301, "tcp.data_timeout_seconds: 301: want 1 to 300 seconds, or 0 for the default of 10"},
+		{0, ""},
+		{300, ""},
+	} {
+		c := validConfig()
+		c.TCP.DataTimeoutSeconds = tc.seconds
+		err := c.Validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%d s rejected: %v", tc.seconds, err)
+		case tc.want != "" && (err == nil || err.Error() != tc.want):
+			t.Errorf("%d s: got %v, want %s", tc.seconds, err, tc.want)
+		}
+	}
+}

@@ -47,6 +47,7 @@ type server struct {
 	log    *logrus.Entry
 	stats  *PortStats
 	gone   func(*Conn) // the listener forgets a connection
+	warns  warnLimiter
 }
 
 // Conn is one NVMe/TCP connection: one queue pair. A single poller
@@ -77,6 +78,7 @@ type Conn struct {
 	free     []int32
 	bufWait  []int32 // requests waiting for a pool buffer, in arrival order
 	acct     account // the pool's buffers lent to this connection
+	st       stalls  // the data deadline (stall.go)
 	granted  atomic.Bool
 	maxInl   uint32 // in-capsule data of this queue's commands
 	closing  bool   // a fatal error: send what is queued, then close
@@ -121,8 +123,8 @@ func (c *Conn) connectExpired() {
 		return
 	}
 	c.srv.stats.ConnectTimeouts.Add(1)
-	c.log.WithField("connect_timeout", connectTimeout.String()).
-		Warn("no ICReq and command capsule on the connection in time; closing it (a peer that does not speak NVMe/TCP, or one that stalled)")
+	c.srv.warn(warnConnectTimeout, c.log.WithField("connect_timeout", connectTimeout.String()),
+		"no ICReq and command capsule on the connection in time; closing it (a peer that does not speak NVMe/TCP, or one that stalled)")
 	c.Disconnect()
 }
 
@@ -133,6 +135,9 @@ func (c *Conn) poll() {
 	for !c.stopping.Load() {
 		if !c.pass() {
 			c.sleep()
+		}
+		if c.watching() {
+			c.checkStalls()
 		}
 	}
 	c.teardown()
@@ -195,8 +200,8 @@ func (c *Conn) receiveFailed(err error) {
 // connection once it is sent. The offending PDU header goes with it.
 func (c *Conn) fatal(pe *PDUError) {
 	c.srv.stats.TermReqs.Add(1)
-	c.log.WithFields(logrus.Fields{"fes": pe.FES, "fei": pe.FEI}).
-		Warnf("fatal NVMe/TCP error from the host: %s; sending C2HTermReq and closing the connection", pe.Msg)
+	c.srv.warn(warnFatal, c.log.WithFields(logrus.Fields{"fes": pe.FES, "fei": pe.FEI}),
+		"fatal NVMe/TCP error from the host: "+pe.Msg+"; sending C2HTermReq and closing the connection")
 	data := c.rx.hdr[:min(c.rx.hdrLen(), MaxTermReqData)]
 	PutTermReq(c.term[:], TypeC2HTermReq, pe.FES, pe.FEI, len(data))
 	n := copy(c.term[TermReqHdrSize:], data)
@@ -221,7 +226,7 @@ func (c *Conn) sleep() {
 	}
 	c.pollFDs = [2]unix.PollFd{{Fd: int32(c.fd), Events: ev}, {Fd: int32(c.efd), Events: unix.POLLIN}}
 	c.polls++
-	_, err := unix.Poll(c.pollFDs[:], -1)
+	_, err := unix.Poll(c.pollFDs[:], c.pollTimeout())
 	c.sleeping.Store(false)
 	if err != nil && err != unix.EINTR {
 		c.log.WithError(err).Error("poll on the connection failed; closing it")

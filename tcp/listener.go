@@ -22,6 +22,7 @@ type PortStats struct {
 	TermReqs         atomic.Uint64 // C2HTermReq sent: fatal errors of the host's PDUs
 	DataDigestErrors atomic.Uint64 // commands failed on a data digest error
 	Overruns         atomic.Uint64 // more commands than the queue size
+	DataTimeouts     atomic.Uint64 // closed: no R2T data, or no response read, within the data timeout
 }
 
 var (

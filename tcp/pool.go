@@ -22,8 +22,8 @@ import (
 type Pool struct {
 	limit    atomic.Int64
 	used     atomic.Int64
-	conns    atomic.Int32 // connections with a queue: the pool is shared among them
-	starving atomic.Int32 // connections waiting for a buffer within their share
+	conns    atomic.Int32          // connections with a queue: the pool is shared among them
+	starving atomic.Int32          // connections waiting for a buffer within their share
 	sizes    [numClasses]sync.Pool // *[]byte of each class
 
 	waiters  atomic.Int32 // len(waiting), read without mu by put

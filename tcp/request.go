@@ -186,6 +186,8 @@ func (c *Conn) startTransfer(r *request) {
 // dataArrived runs a write whose data is all in.
 func (c *Conn) dataArrived(r *request) {
 	r.state = reqFabrics
+	c.st.r2tOut--
+	c.st.r2tDone++
 	if r.badData {
 		c.fq.Fail(&r.Request, nvme.StatusTransientTransport)
 		return

@@ -92,6 +92,7 @@ func (c *Conn) advance(n int) {
 		n -= len(s)
 		if r := tx.owners[tx.head]; r != nil {
 			c.release(r)
+			c.st.sent++
 		}
 		tx.segs[tx.head], tx.owners[tx.head] = nil, nil
 		tx.head++
@@ -132,6 +133,7 @@ func (c *Conn) sendR2T(r *request) {
 	PutData(r.r2t[:], r.Cmd.CID(), uint16(r.Tag), 0, r.Len)
 	c.putHeaderDigest(r.r2t[:], R2TSize)
 	c.tx.queue(r.r2t[:R2TSize+hd], nil)
+	c.st.r2tOut++
 }
 
 // Complete implements fabrics.QueueTransport: a read's data goes in one

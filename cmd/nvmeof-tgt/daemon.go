@@ -96,6 +96,9 @@ func start(cfg *config.Config, logger *logrus.Logger) (*daemon, error) {
 	if n := cfg.TCP.BufferPool; n > 0 { // 0: a configuration without defaults (tests)
 		tcp.SetPoolBytes(int64(n))
 	}
+	if n := cfg.TCP.DataTimeoutSeconds; n > 0 {
+		tcp.SetDataTimeout(time.Duration(n) * time.Second)
+	}
 	engine, err := chooseEngine(cfg.IOEngine, log)
 	if err != nil {
 		return nil, err

@@ -11,17 +11,18 @@ import (
 
 // Metrics of the NVMe/TCP transport, by port.
 var (
-	dTCPConns     = prometheus.NewDesc(prefix+"tcp_connections", "Open NVMe/TCP connections (queue pairs) of a port.", []string{"port"}, nil)
-	dTCPTermReqs  = prometheus.NewDesc(prefix+"tcp_term_requests_total", "Connections closed with a C2HTermReq: the host sent a PDU the protocol does not allow (the log names the error).", []string{"port"}, nil)
-	dTCPDigests   = prometheus.NewDesc(prefix+"tcp_data_digest_errors_total", "Commands failed with Transient Transport Error on a data digest mismatch (the host retries them): a damaged network path.", []string{"port"}, nil)
-	dTCPOverruns  = prometheus.NewDesc(prefix+"tcp_queue_overruns_total", "Connections closed because the host sent more commands than its queue size.", []string{"port"}, nil)
-	dTCPRefused   = prometheus.NewDesc(prefix+"tcp_refused_total", "Connections closed at once: limits.max_queue_pairs was reached.", []string{"port"}, nil)
-	dTCPPoolSize  = prometheus.NewDesc(prefix+"tcp_buffer_pool_bytes", "Data buffer memory the TCP ports may lend to commands in flight.", nil, nil)
-	dTCPPoolInUse = prometheus.NewDesc(prefix+"tcp_buffer_pool_in_use_bytes", "TCP data buffer memory lent to commands in flight.", nil, nil)
+	dTCPConns        = prometheus.NewDesc(prefix+"tcp_connections", "Open NVMe/TCP connections (queue pairs) of a port.", []string{"port"}, nil)
+	dTCPTermReqs     = prometheus.NewDesc(prefix+"tcp_term_requests_total", "Connections closed with a C2HTermReq: the host sent a PDU the protocol does not allow (the log names the error).", []string{"port"}, nil)
+	dTCPDigests      = prometheus.NewDesc(prefix+"tcp_data_digest_errors_total", "Commands failed with Transient Transport Error on a data digest mismatch (the host retries them): a damaged network path.", []string{"port"}, nil)
+	dTCPOverruns     = prometheus.NewDesc(prefix+"tcp_queue_overruns_total", "Connections closed because the host sent more commands than its queue size.", []string{"port"}, nil)
+	dTCPDataTimeouts = prometheus.NewDesc(prefix+"tcp_data_timeouts_total", "Connections closed because the host sent no R2T's data, or read no response, within tcp.data_timeout_seconds: a stalled host, whose buffers went back to the pool.", []string{"port"}, nil)
+	dTCPRefused      = prometheus.NewDesc(prefix+"tcp_refused_total", "Connections closed at once: limits.max_queue_pairs was reached.", []string{"port"}, nil)
+	dTCPPoolSize     = prometheus.NewDesc(prefix+"tcp_buffer_pool_bytes", "Data buffer memory the TCP ports may lend to commands in flight.", nil, nil)
+	dTCPPoolInUse    = prometheus.NewDesc(prefix+"tcp_buffer_pool_in_use_bytes", "TCP data buffer memory lent to commands in flight.", nil, nil)
 )
 
 func describeTCP(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{dTCPConns, dTCPTermReqs, dTCPDigests, dTCPOverruns, dTCPRefused, dTCPPoolSize, dTCPPoolInUse} {
+	for _, d := range []*prometheus.Desc{dTCPConns, dTCPTermReqs, dTCPDigests, dTCPOverruns, dTCPDataTimeouts, dTCPRefused, dTCPPoolSize, dTCPPoolInUse} {
 		ch <- d
 	}
 }
@@ -38,6 +39,7 @@ func collectTCP(e emit) {
 		e.counter(dTCPTermReqs, float64(s.TermReqs.Load()), port)
 		e.counter(dTCPDigests, float64(s.DataDigestErrors.Load()), port)
 		e.counter(dTCPOverruns, float64(s.Overruns.Load()), port)
+		e.counter(dTCPDataTimeouts, float64(s.DataTimeouts.Load()), port)
 		e.counter(dTCPRefused, float64(s.Refused.Load()), port)
 	}
 	p := tcp.SharedPool()

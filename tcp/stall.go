@@ -1,0 +1,113 @@
+package tcp
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// The data deadline. Buffers lent to a connection come back when its
+// host sends the data of an R2T, or reads the C2HData and responses
+// queued for it. A host that does neither pins its buffers, and its share
+// of the pool with them, for as long as it keeps the connection. So while
+// a connection has R2Ts outstanding, one of them must get all its data
+// within the data timeout; while the socket is full, one response must
+// go out whole within it. Otherwise the connection alone closes, which
+// gives its buffers back. Only this connection's own progress counts: keep
+// alive on the admin queue, or reads on this one, do not excuse an R2T
+// whose data never comes.
+
+// DefaultDataTimeout is the data timeout unless configured
+// (tcp.data_timeout_seconds): ten seconds is 1 MiB at 100 KiB/s, far
+// beyond any working path, and returns the buffers of a stalled host well
+// within the 30 s I/O timeout of the other hosts, whose commands wait for
+// them.
+const DefaultDataTimeout = 10 * time.Second
+
+var dataTimeout atomic.Int64
+
+func init() { dataTimeout.Store(int64(DefaultDataTimeout)) }
+
+// SetDataTimeout sets how long a connection may go without the data of
+// its R2Ts or without reading its responses (tcp.data_timeout_seconds).
+func SetDataTimeout(d time.Duration) { dataTimeout.Store(int64(d)) }
+
+// DataTimeout is the data timeout in force.
+func DataTimeout() time.Duration { return time.Duration(dataTimeout.Load()) }
+
+var epoch = time.Now()
+
+// monotonic is nanoseconds on the monotonic clock.
+func monotonic() int64 { return int64(time.Since(epoch)) }
+
+// stallWatch watches one kind of progress: while the connection waits for
+// it (active), the progress count must move within the data timeout.
+type stallWatch struct {
+	on    bool
+	since int64  // monotonic time the count was last seen to move
+	mark  uint64 // the count then
+}
+
+// stalled reports whether the wait has lasted the timeout without the
+// count moving.
+func (w *stallWatch) stalled(active bool, count uint64, now, timeout int64) bool {
+	switch {
+	case !active:
+		w.on = false
+	case !w.on || count != w.mark:
+		w.on, w.since, w.mark = true, now, count
+	default:
+		return now-w.since >= timeout
+	}
+	return false
+}
+
+// deadline is when the watch fires, if on.
+func (w *stallWatch) deadline(timeout int64) (int64, bool) { return w.since + timeout, w.on }
+
+// stalls is a connection's two watches.
+type stalls struct {
+	r2tOut  int    // R2Ts whose data has not all come
+	r2tDone uint64 // R2Ts whose data all came
+	sent    uint64 // requests whose last PDU went out
+	r2t, tx stallWatch
+}
+
+// watching reports whether the connection waits on its host.
+func (c *Conn) watching() bool { return c.st.r2tOut > 0 || c.wantOut || c.st.r2t.on || c.st.tx.on }
+
+// checkStalls closes the connection if it waited on its host for the data
+// timeout without progress.
+func (c *Conn) checkStalls() {
+	now, timeout := monotonic(), dataTimeout.Load()
+	var what string
+	switch {
+	case c.st.r2t.stalled(c.st.r2tOut > 0, c.st.r2tDone, now, timeout):
+		what = "the host sent no R2T's data in full"
+	case c.st.tx.stalled(c.wantOut, c.st.sent, now, timeout):
+		what = "the host read no response in full"
+	default:
+		return
+	}
+	c.srv.stats.DataTimeouts.Add(1)
+	c.srv.warn(warnDataTimeout, c.log.WithFields(logrus.Fields{"data_timeout": DataTimeout().String(), "r2ts": c.st.r2tOut}),
+		what+" within the data timeout; closing the connection to give its buffers back")
+	c.Disconnect()
+}
+
+// pollTimeout is poll(2)'s timeout in milliseconds: until the first
+// watch fires, or -1.
+func (c *Conn) pollTimeout() int {
+	timeout := dataTimeout.Load()
+	first, on := int64(0), false
+	for _, w := range []*stallWatch{&c.st.r2t, &c.st.tx} {
+		if d, ok := w.deadline(timeout); ok && (!on || d < first) {
+			first, on = d, true
+		}
+	}
+	if !on {
+		return -1
+	}
+	return int(max(0, first-monotonic())/int64(time.Millisecond)) + 1
+}

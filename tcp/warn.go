@@ -1,0 +1,57 @@
+package tcp
+
+import (
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// Warnings a peer can cause are rate limited per port and kind: the first
+// is logged, then at most one every warnEvery, with the number left out
+// since. A stalled or hostile peer that reconnects in a loop would flood
+// the log otherwise. The metrics count every event.
+
+type warnKind uint8
+
+const (
+	warnConnectTimeout warnKind = iota
+	warnDataTimeout
+	warnFatal // a fatal error of the host's PDUs
+	numWarnKinds
+)
+
+const warnEvery = 10 * time.Second
+
+type warnLimiter struct {
+	mu         sync.Mutex
+	last       [numWarnKinds]time.Time
+	suppressed [numWarnKinds]int
+}
+
+// allow reports whether a warning of kind may be logged at now, and how
+// many were left out before it.
+func (l *warnLimiter) allow(kind warnKind, now time.Time) (int, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.last[kind].IsZero() && now.Sub(l.last[kind]) < warnEvery {
+		l.suppressed[kind]++
+		return 0, false
+	}
+	n := l.suppressed[kind]
+	l.last[kind], l.suppressed[kind] = now, 0
+	return n, true
+}
+
+// warn logs msg at warning level unless a warning of kind was logged on
+// the port within warnEvery.
+func (s *server) warn(kind warnKind, log *logrus.Entry, msg string) {
+	n, ok := s.warns.allow(kind, time.Now())
+	if !ok {
+		return
+	}
+	if n > 0 {
+		log = log.WithField("suppressed", n)
+	}
+	log.Warn(msg)
+}
