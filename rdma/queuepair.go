@@ -282,14 +282,15 @@ func (qp *QueuePair) start() { go qp.poll() }
 
 // poll is the queue pair's poller goroutine.
 func (qp *QueuePair) poll() {
+	// Never unlocked: a goroutine that returns locked takes its thread
+	// with it. Unlocked, the runtime would keep the thread idle in its
+	// pool, one for every queue pair that ever polled, and a pinned one
+	// would carry its CPU mask to whatever ran on it next.
 	runtime.LockOSThread()
 	if cpus := qp.dev.settings.PollerCPUs; len(cpus) > 0 {
-		// Never unlocked: the pinned thread ends with the poller.
 		if err := pinPoller(cpus); err != nil {
 			qp.log.WithError(err).Warn("poller left unpinned")
 		}
-	} else {
-		defer runtime.UnlockOSThread()
 	}
 	qp.awake = time.Now()
 	defer func() { pollerBusy.Add(int64(time.Since(qp.awake))) }()

@@ -14,7 +14,8 @@ grep -E -- "^(--- |ok|FAIL|PASS)" "$out" || true
 [ "$rc" = 0 ] || fail "rdma guest tests failed (exit $rc): $(grep -B2 -A12 -- '--- FAIL' "$out" | head -60; tail -20 "$out")"
 # Each of these must have run and passed; a skip here means the address
 # did not reach them.
-required=(TestGuestConnectIdentify TestGuestSRQEntriesSurviveTeardown TestGuestFloodPastQueueSize)
+required=(TestGuestConnectIdentify TestGuestSRQEntriesSurviveTeardown TestGuestFloodPastQueueSize
+	TestGuestQueuePairsGiveTheirThreadsBack)
 for t in "${required[@]}"; do
 	grep -q -- "^--- PASS: $t " "$out" || fail "$t did not run and pass in the guest: $(grep -A2 -- " $t" "$out" | head -5)"
 	echo "ok: $t ran and passed"
