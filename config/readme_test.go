@@ -33,20 +33,20 @@ func yamlKeys(t reflect.Type, prefix string) []string {
 	return keys
 }
 
-// readmeKey is the first cell of a row of the configuration table.
+// readmeKey is the first cell of a row of the key table.
 var readmeKey = regexp.MustCompile("^\\| `([a-z_.\\[\\]]+)` \\|")
 
-// TestReadmeListsEveryKey keeps the README's configuration table true: a
-// key added to the configuration must be documented there, and a row for
-// a key that no longer exists must go.
+// TestReadmeListsEveryKey keeps the key table of docs/configuration.md
+// true: a key added to the configuration must be documented there, and a
+// row for a key that no longer exists must go.
 func TestReadmeListsEveryKey(t *testing.T) {
-	data, err := os.ReadFile("../README.md")
+	data, err := os.ReadFile("../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(data), "\n## Configuration\n")
+	_, section, ok := strings.Cut(string(data), "\n## Every key\n")
 	if !ok {
-		t.Fatal("README.md has no \"## Configuration\" section")
+		t.Fatal("docs/configuration.md has no \"## Every key\" section")
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	rows := map[string]bool{}
@@ -61,11 +61,11 @@ func TestReadmeListsEveryKey(t *testing.T) {
 	}
 	for _, k := range keys {
 		if !rows[k] {
-			t.Errorf("README configuration table has no row for `%s`", k)
+			t.Errorf("docs/configuration.md's key table has no row for `%s`", k)
 		}
 		delete(rows, k)
 	}
 	for k := range rows {
-		t.Errorf("README configuration table documents `%s`, which is not a configuration key", k)
+		t.Errorf("docs/configuration.md's key table documents `%s`, which is not a configuration key", k)
 	}
 }
