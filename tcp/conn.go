@@ -128,10 +128,12 @@ func (c *Conn) connectExpired() {
 	c.Disconnect()
 }
 
-// poll is the connection's poller goroutine.
+// poll is the connection's poller goroutine. It returns with its thread
+// still locked, so that the thread exits with it: Go keeps an unlocked
+// thread for reuse, and the threads of a thousand connections gone would
+// stay.
 func (c *Conn) poll() {
 	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	for !c.stopping.Load() {
 		if !c.pass() {
 			c.sleep()
