@@ -50,6 +50,7 @@ func (qp *QueuePair) carve(sz queueSizes) {
 	qp.granted = make(chan grant, sz.nreq)
 	qp.reqs = make([]request, sz.nreq)
 	qp.freeReqs = make([]int32, 0, sz.nreq)
+	qp.waitBufs = make([][]byte, 0, sz.nreq)
 	for i := range qp.reqs {
 		r := &qp.reqs[i]
 		r.Rsp = nvme.Completion(slot(rsp, i*nvme.CompletionSize, nvme.CompletionSize))

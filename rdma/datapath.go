@@ -106,8 +106,11 @@ func (qp *QueuePair) onRecv(ri int32, n int) {
 		qp.returnRecv(ri)
 		return
 	}
-	if qp.fq.Prepare(&r.Request) { // else completed with an error already
+	if qp.fq.Prepare(&r.Request) {
 		qp.mapData(r)
+	} else if r.state == stateExecuting && r.recv >= 0 {
+		// Not completed, so it waits on its namespace's QoS limit.
+		qp.letGoOfRecv(r)
 	}
 	qp.endPair(r)
 }

@@ -84,6 +84,7 @@ type QueuePair struct {
 	cache    qpCache    // free data blocks kept back from pool
 	held     int        // data blocks requests hold
 	granted  chan grant // blocks pool handed to waiting requests
+	waitBufs [][]byte   // free copies for in-capsule data waiting on QoS (qos.go)
 
 	reqs      []request
 	freeReqs  []int32

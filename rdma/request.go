@@ -103,6 +103,7 @@ type request struct {
 	spare      int32 // a fused first command's block for its second, -1 if none
 	pairWait   int32 // a fused first command's second, waiting for spare; -1 if none
 	inline     []byte
+	waitBuf    []byte   // in-capsule data copied out while it waited on QoS (qos.go), nil if none
 	cmd        [64]byte // the command, copied out of its receive buffer
 	descs      [fabrics.MaxKeyedDescriptors]fabrics.Keyed
 	ndesc      int
@@ -154,6 +155,10 @@ func (qp *QueuePair) release(r *request) {
 	if r.recv >= 0 {
 		qp.returnRecv(r.recv) // torn down before its response
 		r.recv = -1
+	}
+	if r.waitBuf != nil {
+		qp.waitBufs = append(qp.waitBufs, r.waitBuf)
+		r.waitBuf = nil
 	}
 	r.Data, r.inline = nil, nil
 	qp.freeReqs = append(qp.freeReqs, int32(r.Tag))

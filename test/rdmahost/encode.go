@@ -99,6 +99,31 @@ func ReadCommand(cid uint16, nsid uint32, slba uint64, nlb uint16, addr uint64, 
 	return c
 }
 
+// WriteInlineCommand writes nlb blocks (1-based) to slba of namespace
+// nsid from length bytes of in-capsule data (an offset data block SGL):
+// the capsule carries the data, as the Linux host sends small writes.
+func WriteInlineCommand(cid uint16, nsid uint32, slba uint64, nlb uint16, length uint32) Command {
+	var c Command
+	v := newCommand(&c, nvme.IOWrite, cid)
+	v.SetNSID(nsid)
+	v.SetSLBA(slba)
+	v.SetCDW(12, uint32(nlb-1))
+	v.SGL().SetOffset(nvme.SGLDataBlockOffset, 0, length)
+	return c
+}
+
+// WriteCommand writes nlb blocks (1-based) to slba of namespace nsid from
+// length bytes at addr (rkey), which the target reads with RDMA READs.
+func WriteCommand(cid uint16, nsid uint32, slba uint64, nlb uint16, addr uint64, length, rkey uint32) Command {
+	var c Command
+	v := newCommand(&c, nvme.IOWrite, cid)
+	v.SetNSID(nsid)
+	v.SetSLBA(slba)
+	v.SetCDW(12, uint32(nlb-1))
+	keyed(v, addr, length, rkey)
+	return c
+}
+
 // KeepAliveCommand is a Keep Alive, which carries no data.
 func KeepAliveCommand(cid uint16) Command {
 	var c Command

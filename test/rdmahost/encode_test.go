@@ -65,6 +65,16 @@ func TestKeyedCommands(t *testing.T) {
 	if v.Opcode() != nvme.AdminIdentify || v.CNS() != nvme.CNSNamespace || v.NSID() != 1 || v.SGL().KeyedLength() != 4096 {
 		t.Fatalf("identify %x", c)
 	}
+	c = WriteCommand(6, 2, 16, 256, 0x3000, 1<<20, 0x77)
+	v = nvme.Command(c[:])
+	if v.Opcode() != nvme.IOWrite || v.NSID() != 2 || v.SLBA() != 16 || v.NLB() != 255 || v.SGL().KeyedLength() != 1<<20 || v.SGL().Key() != 0x77 {
+		t.Fatalf("write %x", c)
+	}
+	c = WriteInlineCommand(7, 1, 3, 1, 512)
+	v = nvme.Command(c[:])
+	if s := v.SGL(); v.Opcode() != nvme.IOWrite || v.NLB() != 0 || s.ID() != nvme.SGLDataBlockOffset || s.Address() != 0 || s.Length() != 512 {
+		t.Fatalf("in-capsule write %x", c)
+	}
 	c = KeepAliveCommand(5)
 	v = nvme.Command(c[:])
 	if v.Opcode() != nvme.AdminKeepAlive || v.SGL().KeyedLength() != 0 || v.SGL().ID() != nvme.SGLKeyed {
