@@ -58,6 +58,11 @@ type Conn struct {
 	srv  *server
 	fd   int
 	efd  int // eventfd: Wake, the pool, Disconnect and the queue's io_uring write it
+	// efdUse counts the writers of efd in flight, plus efdClosed once
+	// teardown closes it: a writer that passed its checks just before
+	// the teardown would otherwise write into the descriptor's next
+	// owner, another host's socket perhaps.
+	efdUse atomic.Int64
 	peer string
 	log  *logrus.Entry
 
@@ -251,8 +256,23 @@ func (c *Conn) Wake() {
 }
 
 func (c *Conn) kick() {
-	one := [8]byte{1}
-	unix.Write(c.efd, one[:])
+	if c.efdUse.Add(1) < efdClosed {
+		one := [8]byte{1}
+		unix.Write(c.efd, one[:])
+	}
+	c.efdUse.Add(-1)
+}
+
+const efdClosed = 1 << 32
+
+// closeEventFD closes the eventfd once no writer is in kick; later ones
+// write nothing.
+func (c *Conn) closeEventFD() {
+	for c.efdUse.Add(efdClosed) != efdClosed {
+		c.efdUse.Add(-efdClosed)
+		runtime.Gosched() // a writer is within its write(2)
+	}
+	unix.Close(c.efd)
 }
 
 // poolWake is the pool's call when a buffer came back.
@@ -303,7 +323,7 @@ func (c *Conn) teardown() {
 		c.srv.pool.leave(&c.acct)
 	}
 	unix.Close(c.fd)
-	unix.Close(c.efd)
+	c.closeEventFD()
 	c.place.Release()
 	c.srv.stats.Connections.Add(-1)
 	if c.srv.gone != nil {
