@@ -58,13 +58,14 @@ type Conn struct {
 	srv  *server
 	fd   int
 	efd  int // eventfd: Wake, the pool, Disconnect and the queue's io_uring write it
+	peer string
+	log  *logrus.Entry
+
 	// efdUse counts the writers of efd in flight, plus efdClosed once
 	// teardown closes it: a writer that passed its checks just before
 	// the teardown would otherwise write into the descriptor's next
 	// owner, another host's socket perhaps.
 	efdUse atomic.Int64
-	peer string
-	log  *logrus.Entry
 
 	fq       *fabrics.Queue // nil until the first command capsule names the queue
 	stopping atomic.Bool
