@@ -44,10 +44,12 @@ type Conn struct {
 	qid     uint16
 	hsqsize uint16
 
-	mem              []byte // registered: send slots, receive slots, data
+	mem              []byte // registered: send slots, receive slots, data, the large buffer
 	nSend, nRecv     int
 	sendOff, dataOff int
 	nData            int
+	largeOff, nLarge int
+	starved          bool // receives that complete are not posted again
 
 	sendNext, sending int // next send slot; sends not yet completed
 	nextCID           uint16
@@ -61,8 +63,21 @@ type Conn struct {
 // and receives for the responses are posted before the request goes out.
 // A rejected connection returns a *RejectError.
 func Dial(addr string, port int, qid, hsqsize uint16) (*Conn, error) {
+	return DialOptions(addr, port, qid, hsqsize, Options{})
+}
+
+// Options are a connection's memory beyond Dial's.
+type Options struct {
+	// Large is the bytes of one more data buffer, for transfers larger
+	// than DataSize (LargeData): every command may use it at once,
+	// as a host that cares nothing for its data would.
+	Large int
+}
+
+// DialOptions is Dial with o.
+func DialOptions(addr string, port int, qid, hsqsize uint16, o Options) (*Conn, error) {
 	depth := int(hsqsize) + 1
-	cn := &Conn{qid: qid, hsqsize: hsqsize, nSend: 2 * depth, nRecv: 2 * depth, nData: depth}
+	cn := &Conn{qid: qid, hsqsize: hsqsize, nSend: 2 * depth, nRecv: 2 * depth, nData: depth, nLarge: o.Large}
 	caddr, cport := C.CString(addr), C.CString(strconv.Itoa(port))
 	defer C.free(unsafe.Pointer(caddr))
 	defer C.free(unsafe.Pointer(cport))
@@ -110,7 +125,8 @@ func (cn *Conn) register() error {
 	sendSlot := nvme.CommandSize + MaxInline
 	cn.sendOff = cn.nRecv * nvme.CompletionSize
 	cn.dataOff = (cn.sendOff + cn.nSend*sendSlot + DataSize - 1) / DataSize * DataSize
-	size := cn.dataOff + cn.nData*DataSize
+	cn.largeOff = cn.dataOff + cn.nData*DataSize
+	size := cn.largeOff + cn.nLarge
 	buf, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANONYMOUS)
 	if err != nil {
 		return fmt.Errorf("mmap %d bytes: %w", size, err)
@@ -141,6 +157,21 @@ func (cn *Conn) Data(cid uint16) (addr uint64, rkey uint32, buf []byte) {
 	off := cn.dataOff + int(cid)%cn.nData*DataSize
 	return cn.addr(off), uint32(cn.c.mr.rkey), cn.mem[off : off+DataSize]
 }
+
+// LargeData is the buffer of Options.Large bytes: its address and remote
+// key for a keyed SGL, and its bytes.
+func (cn *Conn) LargeData() (addr uint64, rkey uint32, buf []byte) {
+	if cn.nLarge == 0 {
+		return 0, 0, nil
+	}
+	return cn.addr(cn.largeOff), uint32(cn.c.mr.rkey), cn.mem[cn.largeOff : cn.largeOff+cn.nLarge]
+}
+
+// StopReceiving posts no more receives: once the ones posted are used,
+// the target's responses find none, and its device retries each (RNR)
+// for as long as the target's queue pair allows, with the command's data
+// buffer held. A host that stops reading its responses.
+func (cn *Conn) StopReceiving() { cn.starved = true }
 
 // SendCapsule posts cmd with inline (at most MaxInline bytes) as its
 // in-capsule data and returns without waiting for the send to complete.
@@ -214,8 +245,10 @@ func (cn *Conn) reap(timeout time.Duration, forResponse bool) error {
 				var r Response
 				copy(r[:], cn.mem[slot*nvme.CompletionSize:])
 				cn.pending = append(cn.pending, r)
-				if err := cn.postRecv(slot); err != nil {
-					return err
+				if !cn.starved {
+					if err := cn.postRecv(slot); err != nil {
+						return err
+					}
 				}
 				got = got || forResponse
 				continue

@@ -6,6 +6,8 @@
 //	rdmahost flood     -addr A [-port P] -nqn NQN [-n 64]
 //	rdmahost connect   -addr A [-port P] -nqn NQN
 //	rdmahost read      -addr A [-port P] -nqn NQN -nsid N[,N...] [-host HOSTNQN]
+//	rdmahost hold      -addr A [-port P] [-nqn NQN] [-noconnect N] [-readers N] [-writers N]
+//	                   [-qsize 128] [-size 1048576] [-nsid N] [-slba LBA]
 //
 // abandon connects a controller (admin queue, enable, one I/O queue), posts
 // -cmds reads on the I/O queue and Identify commands on the admin queue
@@ -17,7 +19,8 @@
 // controller and an I/O queue and reads block 0 of each namespace of
 // -nsid, whatever the namespace list says, and prints each read's status: a
 // command the Linux host does not send to an NSID it has no namespace
-// for (its passthrough refuses an NSID other than the device's).
+// for (its passthrough refuses an NSID other than the device's). hold is
+// a hostile host that runs until SIGINT or SIGTERM (hold.go).
 //
 // Each prints one line of key=value results; it exits 1 on an error.
 package main
@@ -48,6 +51,10 @@ type options struct {
 	closed bool
 	host   string
 	nsids  string
+
+	noConnect, readers, writers int
+	size                        int
+	slba                        uint64
 }
 
 func main() {
@@ -65,7 +72,12 @@ func main() {
 	fs.DurationVar(&o.hold, "hold", 15*time.Second, "noconnect: how long to wait for the target to close the queue pair")
 	fs.BoolVar(&o.closed, "want-closed", false, "noconnect: exit 1 unless the target closed the queue pair within -hold")
 	fs.StringVar(&o.host, "host", hostNQN, "the host NQN to connect as")
-	fs.StringVar(&o.nsids, "nsid", "1", "read: the namespace IDs to read from, comma-separated")
+	fs.StringVar(&o.nsids, "nsid", "1", "read: the namespace IDs to read from, comma-separated; hold: the namespace")
+	fs.IntVar(&o.noConnect, "noconnect", 0, "hold: queue pairs to keep connected without a Connect")
+	fs.IntVar(&o.readers, "readers", 0, "hold: controllers whose I/O queue is kept full of reads it never takes the responses of")
+	fs.IntVar(&o.writers, "writers", 0, "hold: the same with writes (they overwrite -size bytes at -slba)")
+	fs.IntVar(&o.size, "size", 1<<20, "hold: bytes of each read or write")
+	fs.Uint64Var(&o.slba, "slba", 0, "hold: the first block of every read and write")
 	fs.Parse(os.Args[2:])
 	if o.addr == "" || o.qsize < 2 || o.qsize > 1024 {
 		fmt.Fprintln(os.Stderr, "rdmahost: -addr is required and -qsize must be 2 to 1024")
@@ -83,6 +95,8 @@ func main() {
 		err = connect(o)
 	case "read":
 		err = read(o)
+	case "hold":
+		err = hold(o)
 	default:
 		usage()
 	}
@@ -93,7 +107,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: rdmahost abandon|noconnect|flood|connect|read -addr ADDR [-port PORT] [-nqn NQN] [flags]")
+	fmt.Fprintln(os.Stderr, "usage: rdmahost abandon|noconnect|flood|connect|read|hold -addr ADDR [-port PORT] [-nqn NQN] [flags]")
 	os.Exit(2)
 }
 
@@ -120,14 +134,14 @@ func controller(o options) (*rdmahost.Conn, uint16, error) {
 	return admin, cntlid, nil
 }
 
-// blockSize is namespace 1's LBA data size, from Identify Namespace.
-func blockSize(admin *rdmahost.Conn) (int, error) {
-	id, st, err := admin.Identify(nvme.CNSNamespace, 1)
+// blockSize is namespace nsid's LBA data size, from Identify Namespace.
+func blockSize(admin *rdmahost.Conn, nsid uint32) (int, error) {
+	id, st, err := admin.Identify(nvme.CNSNamespace, nsid)
 	if err != nil {
 		return 0, err
 	}
 	if st != 0 {
-		return 0, fmt.Errorf("Identify Namespace 1: status %#x", st)
+		return 0, fmt.Errorf("Identify Namespace %d: status %#x", nsid, st)
 	}
 	lbaf := int(id[26] & 0xf)
 	return 1 << id[128+4*lbaf+2], nil
@@ -148,7 +162,7 @@ func abandon(o options) error {
 			return fmt.Errorf("controller %d: %w", i, err)
 		}
 		if bs == 0 {
-			if bs, err = blockSize(admin); err != nil {
+			if bs, err = blockSize(admin, 1); err != nil {
 				admin.Abandon()
 				return err
 			}
@@ -261,13 +275,9 @@ func connect(o options) error {
 // read prints the status of a 512-byte read of block 0 of each of o.nsids
 // on I/O queue 1 of a new controller of o.host.
 func read(o options) error {
-	var nsids []uint32
-	for _, f := range strings.Split(o.nsids, ",") {
-		n, err := strconv.ParseUint(f, 0, 32)
-		if err != nil {
-			return fmt.Errorf("-nsid %q: %w", o.nsids, err)
-		}
-		nsids = append(nsids, uint32(n))
+	nsids, err := parseNSIDs(o.nsids)
+	if err != nil {
+		return err
 	}
 	admin, cntlid, err := controller(o)
 	if err != nil {
@@ -303,6 +313,19 @@ func read(o options) error {
 		return err
 	}
 	return admin.Close()
+}
+
+// parseNSIDs parses -nsid.
+func parseNSIDs(s string) ([]uint32, error) {
+	var nsids []uint32
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.ParseUint(f, 0, 32)
+		if err != nil {
+			return nil, fmt.Errorf("-nsid %q: %w", s, err)
+		}
+		nsids = append(nsids, uint32(n))
+	}
+	return nsids, nil
 }
 
 func cstring(b []byte) string {
