@@ -52,7 +52,7 @@ type SyncWriter interface {
 
 // Traits are what a backend's data path guarantees. They decide what the
 // target advertises (Identify VWC and DLFEAT) and how it honours Flush and
-// FUA; README's durability contract lists them per backend.
+// FUA; the durability contract in docs/design.md lists them per backend.
 type Traits struct {
 	// VolatileCache: a completed write may be lost on power failure until
 	// Flush (page cache, file system metadata, a device's write-back cache).

@@ -348,7 +348,7 @@ func benchRBDAsync(b *testing.B, write bool) {
 	env := cephtest.Use(b)
 	img := openTestImage(b, env, "bench", 64<<20)
 	a := img.(AsyncIO)
-	// Every object written first, as rbd bench's image is in the README.
+	// Every object written first, as rbd bench's image is in docs/ceph.md.
 	fill := make([]byte, 4<<20)
 	for off := int64(0); off < 64<<20; off += int64(len(fill)) {
 		if err := img.WriteAt(fill, off); err != nil {

@@ -44,7 +44,7 @@ func TestExamples(t *testing.T) {
 // checkExampleHeader: an example either starts as installed or says at
 // its top what to edit, and marks each value to edit on its line. Port
 // addresses always need editing; a block device is named by
-// /dev/disk/by-id, as the README recommends.
+// /dev/disk/by-id, as docs/configuration.md recommends.
 func checkExampleHeader(t *testing.T, name, text string, c *Config) {
 	t.Helper()
 	var header []string

@@ -46,7 +46,7 @@ func TestAlertRulesUseServedMetrics(t *testing.T) {
 			}
 		}
 	}
-	// What an operator was promised (README, "Alerts").
+	// What an operator was promised (docs/operations.md, "Alerts").
 	for _, want := range []string{"NvmeofTgtDown", "NvmeofTgtReloadFailed", "NvmeofTgtKeepAliveExpired",
 		"NvmeofTgtConnectsRefused", "NvmeofTgtRDMAConnectionsRejected", "NvmeofTgtMediaErrors", "NvmeofTgtCommandErrors"} {
 		if !alerts[want] {

@@ -63,7 +63,7 @@ func typed[P, R any](f func(*session, P) (R, error), changes bool) method {
 	}}
 }
 
-// methods is the management API: the README documents each entry.
+// methods is the management API: docs/operations.md documents each entry.
 var methods = map[string]method{
 	"get_version":       typed((*session).getVersion, false),
 	"get_state":         typed((*session).getState, false),

@@ -11,7 +11,7 @@ import (
 
 // Error codes of the management API. The first five are JSON-RPC 2.0's;
 // the others are ours, stable, in the range the specification leaves to
-// applications. The README lists them.
+// applications. docs/operations.md lists them.
 const (
 	codeParseError     = -32700 // not JSON; the connection closes
 	codeInvalidRequest = -32600 // not a request object, or larger than maxRequest (the connection closes)

@@ -21,7 +21,7 @@ import (
 
 // A block namespace with shared_reservations keeps its reservation in the
 // device's last 1 MiB, the reservation area, which both daemons of an HA
-// pair read and write (README "HA with two daemons"). The area's 4 KiB
+// pair read and write (docs/ha-and-gateways.md, "HA with two daemons"). The area's 4 KiB
 // blocks:
 //
 //	0, 3   the record: the reservation state, its sequence number (one

@@ -63,7 +63,7 @@ func visibilityNote(hosts *[]string) string {
 	return strings.Join(*hosts, ", ")
 }
 
-// The API methods (README: The management API).
+// The API methods (docs/operations.md: The management API).
 func init() {
 	methods["add_namespace_host"] = typed((*session).addNamespaceHost, true)
 	methods["remove_namespace_host"] = typed((*session).removeNamespaceHost, true)

@@ -4,7 +4,7 @@
 # by itself once the daemon runs again (another binary file, as in an
 # upgrade), the device keeps its name, UUID and serial, and a write issued
 # while no daemon ran completes after the reconnect. The figures (seconds
-# down, seconds to reconnect) are printed for the README.
+# down, seconds to reconnect) are printed for docs/operations.md.
 nqn=nqn.2026-11.io.example:vol1
 # Our serial is derived from the NQN; the kernel target, the suite's
 # reference, makes up a new one per configuration unless told.

@@ -1,7 +1,7 @@
 # Both I/O engines on a file namespace (O_DIRECT on ext4): each reports
 # itself in the start log and in nvmeof_tgt_io_engine, passes a fio verify
 # run, and a 4 KiB random read at queue depth 32 is measured with each,
-# for README's performance section (recorded, not asserted: timings in a
+# for docs/performance.md (recorded, not asserted: timings in a
 # shared TCG guest are noise).
 daemon_only "io_engine is nvmeof-tgt's"
 nqn=nqn.2026-11.io.example:engines

@@ -4,7 +4,7 @@
 # follow the data in flight, not the number of queues: with per-queue
 # buffers this was 21 MiB a queue, 5.4 GiB here. The ceiling asserted is
 # the one documented for this size (256 MiB); RSS, set-up times and the
-# buffer pool are printed for the README.
+# buffer pool are printed for docs/performance.md.
 daemon_only "registered memory and the buffer pool are nvmeof-tgt's"
 nsubs=43
 verified=4

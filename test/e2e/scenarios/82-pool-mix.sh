@@ -3,7 +3,7 @@
 # (four 1 MiB blocks: the streamer alone keeps it dry) while another reads
 # 4 KiB at queue depth 1. The 4 KiB reads must go on, and the streamer too;
 # the 4 KiB completion latency and the pool's waits are printed for the
-# README's Performance section.
+# Performance section of docs/performance.md.
 daemon_only "the buffer pool is nvmeof-tgt's"
 big=nqn.2026-11.io.example:stream
 small=nqn.2026-11.io.example:small

@@ -1,7 +1,7 @@
 # 4 KiB random reads and writes at queue depth 32 on an RBD namespace,
 # next to `rbd bench` (librbd directly, 32 in flight) on the same image:
 # the ratio is what the NVMe-oF path costs. Figures only; everything runs
-# emulated on 2 vCPUs, so only the ratio means anything. README "Ceph RBD"
+# emulated on 2 vCPUs, so only the ratio means anything. docs/ceph.md
 # quotes it.
 daemon_only "the rbd backend is nvmeof-tgt's"
 ceph_up
