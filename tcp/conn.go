@@ -84,6 +84,7 @@ type Conn struct {
 	free     []int32
 	bufWait  []int32 // requests waiting for a pool buffer, in arrival order
 	acct     account // the pool's buffers lent to this connection
+	rxWait   uint32  // the receiver waits for a pool buffer of this many bytes of in-capsule data
 	st       stalls  // the data deadline (stall.go)
 	granted  atomic.Bool
 	maxInl   uint32 // in-capsule data of this queue's commands
@@ -163,6 +164,11 @@ func (c *Conn) pass() bool {
 		}
 	}
 	if c.granted.Swap(false) {
+		if c.rxWait > 0 {
+			if err := c.resumeCapsule(); err != nil {
+				c.receiveFailed(err)
+			}
+		}
 		c.retryBuffers()
 		did = true
 	}
@@ -226,7 +232,7 @@ func (c *Conn) sleep() {
 		return
 	}
 	var ev int16
-	if !c.closing && !c.eof {
+	if !c.closing && !c.eof && c.rxWait == 0 {
 		ev = unix.POLLIN
 	}
 	if c.wantOut {

@@ -117,7 +117,21 @@ func (p *Pool) get(n uint32, a *account, small bool) *[]byte {
 	if used := p.used.Add(size); used > room {
 		p.used.Add(-size)
 		return nil
-	} else if used > p.lentPeak.Load() {
+	}
+	return p.lend(n, size, a)
+}
+
+// getOver lends a buffer of at least n bytes past the limit if need be:
+// for in-capsule data that cannot wait (inCapsuleBuffer).
+func (p *Pool) getOver(n uint32, a *account) *[]byte {
+	size := classSize(n)
+	p.used.Add(size)
+	return p.lend(n, size, a)
+}
+
+// lend hands out a buffer of size bytes already counted in used.
+func (p *Pool) lend(n uint32, size int64, a *account) *[]byte {
+	if used := p.used.Load(); used > p.lentPeak.Load() {
 		p.lentPeak.Store(used)
 	}
 	a.held += size

@@ -7,9 +7,9 @@ import (
 
 // Resume implements fabrics.Resumer: a command that waited on its
 // namespace's QoS limit continues where startCommand left it after
-// Prepare. It held no pool buffer while it waited: its in-capsule data is
-// in the request's own inline buffer, which the next PDUs never reuse
-// (they go to the stage buffer or to other requests). On a connection
+// Prepare. It held no pool buffer for R2T data while it waited; its
+// in-capsule data stays in its own pool buffer, which the next PDUs never
+// reuse (they go to the stage buffer or to other requests). On a connection
 // going away it completes aborted instead: no R2T or execution starts
 // there.
 func (c *Conn) Resume(fr *fabrics.Request) {

@@ -90,7 +90,7 @@ func (h *testHost) expectResponse(cid uint16, data []byte, want nvme.Status) {
 }
 
 // Commands over a namespace's limit wait on TCP as on RDMA, holding no
-// pool buffer, and go in order as the clock lets them: a write with
+// pool buffer but their in-capsule data's, and go in order as the clock lets them: a write with
 // in-capsule data keeps its data while the connection receives more
 // PDUs, and a write whose data comes on R2T gets its R2T only then.
 func TestQoSHoldsCommands(t *testing.T) {
@@ -103,8 +103,8 @@ func TestQoSHoldsCommands(t *testing.T) {
 	h.sendWrite(100, 8, inl, true)
 	h.sendWrite(101, 64, r2t, false)
 	waitWaiting(t, ns, 2)
-	if n := l.srv.pool.Lent(); n != 0 {
-		t.Fatalf("waiting commands hold %d pool bytes", n)
+	if n := l.srv.pool.Lent(); n != int64(len(inl)) {
+		t.Fatalf("waiting commands hold %d pool bytes, want the in-capsule data's %d only", n, len(inl))
 	}
 
 	clk.Advance(100 * time.Millisecond)

@@ -91,6 +91,9 @@ func (c *Conn) receive() (int, error) {
 	}
 	total := 0
 	for range readsPerPass {
+		if c.rxWait > 0 {
+			return total, nil
+		}
 		if rx.start == rx.end {
 			if rx.drained { // this pass's short read
 				return total, nil
@@ -134,7 +137,7 @@ func (c *Conn) receive() (int, error) {
 			if err := c.landed(n); err != nil {
 				return total, err
 			}
-			if c.closing || c.stopping.Load() {
+			if c.closing || c.stopping.Load() || c.rxWait > 0 {
 				return total, nil
 			}
 		}
@@ -181,10 +184,54 @@ func (c *Conn) nextPhase() error {
 			return err
 		}
 		rx.got = 0
-		if len(rx.want()) > 0 {
+		if c.rxWait > 0 || len(rx.want()) > 0 {
 			return nil
 		}
 	}
+}
+
+// inCapsuleBuffer gives a capsule's n bytes of in-capsule data a pool
+// buffer: the pool counts them as it counts the data of R2Ts. With none
+// to be had, the receiver stops until a buffer comes back (rxWait) and
+// the host's next bytes wait in its socket. Unless the connection has
+// R2Ts outstanding: their data may be behind this capsule in the stream,
+// and the buffers they hold would come back only once the receiver went
+// on; then the buffer is lent past the limit, and the data deadline
+// bounds how long such a connection keeps it.
+func (c *Conn) inCapsuleBuffer(r *request, n uint32) {
+	b := c.srv.pool.get(n, &c.acct, n <= SmallTransfer || c.fq.QID == 0)
+	if b == nil {
+		c.srv.pool.wait(c)
+		b = c.srv.pool.get(n, &c.acct, n <= SmallTransfer || c.fq.QID == 0)
+	}
+	if b == nil && c.st.r2tOut > 0 {
+		b = c.srv.pool.getOver(n, &c.acct)
+	}
+	if b == nil {
+		c.rxWait = n
+		c.updateWaiting()
+		return
+	}
+	r.buf = b
+	c.rx.dst = (*b)[:n]
+}
+
+// resumeCapsule continues receiving a capsule's in-capsule data once the
+// pool lends a buffer for it.
+func (c *Conn) resumeCapsule() error {
+	rx := &c.rx
+	n := c.rxWait
+	c.rxWait = 0
+	c.inCapsuleBuffer(rx.req, n)
+	if c.rxWait > 0 {
+		return nil
+	}
+	c.updateWaiting()
+	rx.drained = false // the stage may hold the data
+	if len(rx.want()) == 0 {
+		return c.nextPhase()
+	}
+	return nil
 }
 
 // onCommon validates the common header.
@@ -236,13 +283,10 @@ func (c *Conn) onCapsuleHeader(h Header) error {
 		return pduErr(FESSequence, 0, "more commands than the queue size (%d) the host connected with", len(c.reqs))
 	}
 	copy(r.cmd[:], h.Capsule())
-	if n := rx.layout.Data; n > 0 {
-		if cap(r.inline) < n {
-			r.inline = make([]byte, max(n, int(c.maxInl)))
-		}
-		rx.dst = r.inline[:n]
-	}
 	rx.req = r
+	if n := rx.layout.Data; n > 0 {
+		c.inCapsuleBuffer(r, uint32(n))
+	}
 	c.lim.MaxInline = c.maxInl
 	return nil
 }

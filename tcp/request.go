@@ -22,9 +22,8 @@ type request struct {
 	fabrics.Request
 	state   reqState
 	cmd     [nvme.CommandSize]byte
-	inline  []byte  // in-capsule data, kept for the request's next commands
-	capData []byte  // this command's in-capsule data (in inline): kept while it waits on QoS
-	buf     *[]byte // pool buffer of Data, nil for in-capsule data
+	capData []byte  // this command's in-capsule data (in buf): kept while it waits on QoS
+	buf     *[]byte // pool buffer of Data or of the in-capsule data
 	recvd   uint32  // data bytes received so far (the next H2CData's offset)
 	badData bool    // a data digest error: the command fails once its data is in
 
@@ -121,7 +120,17 @@ func (c *Conn) needBuffer(r *request) {
 	}
 	r.state = reqNeedBuffer
 	c.bufWait = append(c.bufWait, int32(r.Tag))
-	c.srv.pool.waitingFor(&c.acct, c.reqs[c.bufWait[0]].Len)
+	c.updateWaiting()
+}
+
+// updateWaiting tells the pool the buffer the connection waits for
+// first: its receiver's, or its first waiting command's.
+func (c *Conn) updateWaiting() {
+	n := c.rxWait
+	if n == 0 && len(c.bufWait) > 0 {
+		n = c.reqs[c.bufWait[0]].Len
+	}
+	c.srv.pool.waitingFor(&c.acct, n)
 }
 
 // tryBuffer takes a buffer for r, or registers the connection with the
@@ -158,11 +167,7 @@ func (c *Conn) retryBuffers() {
 		c.startTransfer(r)
 	}
 	c.bufWait = c.bufWait[:copy(c.bufWait, c.bufWait[n:])]
-	var head uint32
-	if len(c.bufWait) > 0 {
-		head = c.reqs[c.bufWait[0]].Len
-	}
-	c.srv.pool.waitingFor(&c.acct, head)
+	c.updateWaiting()
 }
 
 // startTransfer asks for a write's data with one R2T for all of it, or
