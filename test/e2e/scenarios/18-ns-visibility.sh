@@ -99,5 +99,20 @@ assert_eq "raw reads of namespaces 1, 2 and 3 as host A" "$(echo $out)" "nsid=1 
 assert_eq "namespace 2's hosts in ctl list -json" \
 	"$(ctl list -json | jq -c '.subsystems[0].namespaces[] | select(.nsid == 2) | .hosts')" "[\"$hb\"]"
 
+# The SMART log counts only the namespaces the host sees: 8 MiB written
+# through host B to namespace 3, hidden from host A, moves B's counters
+# and not A's (which has some of its own, of the shared namespace 1).
+smart_of() { nvme smart-log "/dev/$1" -o json | jq -r ".$2 | tonumber"; }
+dd if=/dev/zero of="$(wait_dev "$nqn" 1)" bs=1M count=1 oflag=direct status=none || fail "write of namespace 1"
+dev3=$(wait_dev "$nqn" 3)
+a_before="$(smart_of "$ca" data_units_written) $(smart_of "$ca" host_write_commands)"
+b_units=$(smart_of "$cb" data_units_written)
+dd if=/dev/zero of="$dev3" bs=1M count=8 oflag=direct status=none || fail "write of namespace 3 through host B"
+assert_eq "host A's data units written and write commands after host B wrote 8 MiB to namespace 3" \
+	"$(smart_of "$ca" data_units_written) $(smart_of "$ca" host_write_commands)" "$a_before"
+b_moved=$(($(smart_of "$cb" data_units_written) - b_units))
+[ "$b_moved" -ge 16 ] || fail "host B's data units written moved by $b_moved for 8 MiB, want at least 16"
+echo "ok: 8 MiB to namespace 3 through host B: B's data units written +$b_moved, host A's still $a_before (units, commands)"
+
 nvme disconnect-all >/dev/null
 stop_target
