@@ -86,6 +86,7 @@ type Conn struct {
 	acct     account // the pool's buffers lent to this connection
 	rxWait   uint32  // the receiver waits for a pool buffer of this many bytes of in-capsule data
 	st       stalls  // the data deadline (stall.go)
+	sq       sqCount // the host's submission queue, to find overruns
 	granted  atomic.Bool
 	maxInl   uint32 // in-capsule data of this queue's commands
 	closing  bool   // a fatal error: send what is queued, then close

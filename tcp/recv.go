@@ -277,10 +277,11 @@ func (c *Conn) onCapsuleHeader(h Header) error {
 	if c.fq == nil {
 		c.openQueue(nvme.Command(h.Capsule()))
 	}
+	c.sq.received++
 	r := c.takeRequest()
-	if r == nil {
+	if r == nil || c.sqOverrun() {
 		c.srv.stats.Overruns.Add(1)
-		return pduErr(FESSequence, 0, "more commands than the queue size (%d) the host connected with", len(c.reqs))
+		return pduErr(FESSequence, 0, "more commands than the queue size (%d) the host connected with", c.sqLimit())
 	}
 	copy(r.cmd[:], h.Capsule())
 	rx.req = r
@@ -289,6 +290,33 @@ func (c *Conn) onCapsuleHeader(h Header) error {
 	}
 	c.lim.MaxInline = c.maxInl
 	return nil
+}
+
+// sqCount follows the host's view of its submission queue.
+type sqCount struct {
+	received uint64 // command capsules received
+	reported uint64 // received when the last completion was queued
+}
+
+// sqOverrun reports whether the host submitted to a full submission
+// queue. Its SQ holds the commands sent since the head (SQHD) of the last
+// completion it could have seen; the target consumes each on arrival,
+// so every completion queued reports all received as consumed (counted
+// generously: one may still wait for its in-capsule data). Like the
+// Linux host, a host may fill all SQSIZE entries. The Linux target
+// instead allows twice SQSIZE commands in flight; counting by SQHD is
+// the specification's rule and needs no guess.
+func (c *Conn) sqOverrun() bool {
+	n := c.fq.SQSize()
+	return n > 0 && c.sq.received-c.sq.reported > uint64(n)
+}
+
+// sqLimit is the most commands the host may have submitted unseen.
+func (c *Conn) sqLimit() int {
+	if n := c.fq.SQSize(); n > 0 {
+		return n
+	}
+	return len(c.reqs)
 }
 
 // onDataHeader checks an H2CData PDU against its command's R2T.

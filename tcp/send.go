@@ -144,6 +144,7 @@ func (c *Conn) sendR2T(r *request) {
 // response would carry the SQ head.
 func (c *Conn) Complete(fr *fabrics.Request) {
 	r := &c.reqs[fr.Tag]
+	c.sq.reported = c.sq.received
 	if r.Dir == fabrics.DirCtrlToHost && r.Status() == 0 && r.Len > 0 {
 		if c.fq.SQFlowControlDisabled() && nvme.Completion(r.Rsp).Result() == 0 {
 			c.queueC2HData(r, FlagDataSuccess, r)
