@@ -125,6 +125,28 @@ func TestMalformedPeers(t *testing.T) {
 			h.sendH2C(r2t.CID(), r2t.TTag(), 4096, make([]byte, 8192), true)
 			expectTerm(t, h, FESDataOutOfRange, 0)
 		}},
+		{"H2CData of no data", func(t *testing.T, l *Listener) {
+			// With a data digest, PLEN covers more than the header:
+			// the common header's checks find nothing wrong.
+			h := ioHost(t, l, false, true)
+			r2t := startWrite(t, h, 8192)
+			h.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			h.sendH2C(r2t.CID(), r2t.TTag(), 0, nil, false)
+			expectTerm(t, h, FESInvalidHeader, dataLength)
+		}},
+		{"LAST_PDU before the end of the R2T", func(t *testing.T, l *Listener) {
+			h := ioHost(t, l, false, false)
+			r2t := startWrite(t, h, 8192)
+			h.sendH2C(r2t.CID(), r2t.TTag(), 0, make([]byte, 4096), true)
+			expectTerm(t, h, FESInvalidHeader, FieldFlags)
+		}},
+		{"no LAST_PDU at the end of the R2T", func(t *testing.T, l *Listener) {
+			h := ioHost(t, l, false, false)
+			r2t := startWrite(t, h, 8192)
+			h.sendH2C(r2t.CID(), r2t.TTag(), 0, make([]byte, 4096), false)
+			h.sendH2C(r2t.CID(), r2t.TTag(), 4096, make([]byte, 4096), false)
+			expectTerm(t, h, FESInvalidHeader, FieldFlags)
+		}},
 		{"header digest error", func(t *testing.T, l *Listener) {
 			h := ioHost(t, l, true, false)
 			rwCmd(h.cmd[:], nvme.IORead, 0, 512, false)
@@ -258,5 +280,29 @@ func waitReleased(t *testing.T, l *Listener) {
 			t.Fatalf("%d connections still open", l.QueuePairs())
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// In-capsule data longer than the command's transfer, whether the
+// descriptor says so or the capsule carries more than the descriptor,
+// fails the command with Data SGL Length Invalid; the connection goes on.
+func TestInCapsuleDataLongerThanTheTransfer(t *testing.T) {
+	tg, p, _ := testTarget(t)
+	l := testListener(t, tg, p)
+	h := ioHost(t, l, false, false)
+	data := make([]byte, 8192)
+	for _, c := range []struct {
+		name    string
+		sglLen  uint32
+		capsule int
+	}{{"descriptor longer than the transfer", 8192, 8192}, {"capsule longer than the descriptor", 4096, 8192}} {
+		rwCmd(h.cmd[:], nvme.IOWrite, 0, 4096, true)
+		nvme.Command(h.cmd[:]).SGL().SetOffset(nvme.SGLDataBlockOffset, 0, c.sglLen)
+		if st := h.exec(h.cmd[:], data[:c.capsule], nil, nil).Status(); st != nvme.StatusSGLInvalidData|nvme.DNR {
+			t.Errorf("%s: status %v, want Data SGL Length Invalid", c.name, st)
+		}
+	}
+	if st := h.write(0, data[:4096], true); st != 0 {
+		t.Fatalf("a write after: %v", st)
 	}
 }

@@ -334,8 +334,21 @@ func (c *Conn) onDataHeader(h Header) error {
 	if n != uint32(rx.layout.Data) {
 		return pduErr(FESInvalidHeader, dataLength, "H2CData length %d, the PDU carries %d", n, rx.layout.Data)
 	}
+	if n == 0 {
+		// Data that moves nothing: no host sends it, and the Linux
+		// target (nvmet_tcp_handle_h2c_data_pdu) refuses it as we do,
+		// so that PDUs which carry nothing cannot keep a transfer
+		// looking alive.
+		return pduErr(FESInvalidHeader, dataLength, "H2CData of no data")
+	}
 	if off != r.recvd || uint64(off)+uint64(n) > uint64(r.Len) {
 		return pduErr(FESDataOutOfRange, 0, "H2CData offset %d length %d, the transfer is %d bytes and %d arrived", off, n, r.Len, r.recvd)
+	}
+	// LAST_PDU marks the PDU that ends the R2T's data, and only that one
+	// (NVMe/TCP 1.0, H2CData). The Linux target does not look at the
+	// flag; a host that sets it wrong has lost count of its transfer.
+	if last := h.Flags()&FlagDataLast != 0; last != (off+n == r.Len) {
+		return pduErr(FESInvalidHeader, FieldFlags, "H2CData LAST_PDU %v at offset %d length %d of a %d-byte transfer", last, off, n, r.Len)
 	}
 	rx.dst = r.Data[off : off+n]
 	rx.req = r

@@ -87,6 +87,14 @@ func (c *Conn) mapData(r *request) {
 	sgl := r.Cmd.SGL()
 	switch sgl.ID() {
 	case nvme.SGLDataBlockOffset:
+		// The descriptor describes exactly the capsule's data, and that
+		// is the command's transfer: SGLS offers no SGL longer than the
+		// transfer (bit 16), so a longer one is Data SGL Length
+		// Invalid, as on the Linux target (nvmet_check_transfer_len).
+		if sgl.Length() > r.Len || uint64(len(inline)) > uint64(sgl.Length()) {
+			c.fq.Fail(&r.Request, nvme.StatusSGLInvalidData|nvme.DNR)
+			return
+		}
 		if r.Len > 0 {
 			if st := r.MapInline(inline); st != 0 {
 				c.fq.Fail(&r.Request, st)
