@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -26,5 +27,39 @@ func TestTCPBufferPoolFromConfig(t *testing.T) {
 	}
 	if got := tcp.SharedPool().Limit(); got != 8<<20 || d.cfg.TCP.BufferPool != 8<<20 {
 		t.Fatalf("after a reload to 16MiB: pool %d, running tcp.buffer_pool %d; want 8MiB until restart", got, d.cfg.TCP.BufferPool)
+	}
+}
+
+// tcp.data_timeout_seconds sets the TCP data deadline at start, and the
+// connections it closes are counted by port.
+func TestTCPDataTimeoutFromConfig(t *testing.T) {
+	useFakeRDMA(t)
+	t.Cleanup(func() { tcp.SetDataTimeout(tcp.DefaultDataTimeout) })
+	dir := t.TempDir()
+	port := freeTCPPort(t)
+	cfg := parse(t, baseConfig(dir, "tcp: {data_timeout_seconds: 3}"))
+	cfg.Ports = append(cfg.Ports, parse(t, fmt.Sprintf("ports: [{id: 2, transport: tcp, address: 127.0.0.1, port: %d}]\nsubsystems: []", port)).Ports...)
+	d, err := start(cfg, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.stop(time.Second) })
+	if got := tcp.DataTimeout(); got != 3*time.Second {
+		t.Fatalf("TCP data timeout %v, want tcp.data_timeout_seconds' 3s", got)
+	}
+	stats := tcp.Stats()[2]
+	if stats == nil {
+		t.Fatal("no counters for TCP port 2")
+	}
+	stats.DataTimeouts.Add(1)
+	want := float64(stats.DataTimeouts.Load())
+	var got []float64
+	for _, s := range scrape(t, testCollector(d.target), "nvmeof_tgt_tcp_data_timeouts_total") {
+		if s.labels["port"] == "2" {
+			got = append(got, s.value)
+		}
+	}
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("nvmeof_tgt_tcp_data_timeouts_total{port=\"2\"} %v, want %v", got, want)
 	}
 }
