@@ -16,15 +16,22 @@
 // queues the PDUs it produced, headers written in their request and data in
 // place, and sends them in one writev (send.go). Write data not in the
 // capsule is asked for with one R2T per command; the host splits it into
-// H2CData PDUs of at most MaxH2CData. Data buffers come from a pool shared
-// by every connection with a byte limit (pool.go): a command the pool
-// cannot serve waits for a buffer and never fails.
+// H2CData PDUs of at most MaxH2CData. Data buffers, in-capsule data's
+// included, come from a pool shared by every connection with a byte limit
+// (pool.go): a command the pool cannot serve waits for a buffer and never
+// fails. No connection can hold the others up: each has a share of the
+// pool, past which it borrows only while nobody waits within theirs, and
+// a reserve serves admin commands and small transfers alone. A connection
+// whose host sends no R2T's data, or reads none of its responses, within
+// the data timeout is closed and gives its buffers back (stall.go).
 //
 // A host's PDU that breaks the protocol gets a C2HTermReq with the fatal
 // error status the specification gives it, and the connection closes; a
 // data digest error fails only its command, with Transient Transport Error,
 // which the host retries. A connection that sends no ICReq and command
 // capsule within fabrics.ConnectTimeout is closed; from Connect on, keep
-// alive bounds it as on RDMA. TLS is not offered: a host that starts a TLS
+// alive bounds it as on RDMA. Warnings a peer can cause are rate limited
+// per port (warn.go); the metrics count every event. The poller's thread
+// exits with it. TLS is not offered: a host that starts a TLS
 // handshake is told so in the log and closed.
 package tcp
