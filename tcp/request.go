@@ -91,7 +91,9 @@ func (c *Conn) mapData(r *request) {
 		// is the command's transfer: SGLS offers no SGL longer than the
 		// transfer (bit 16), so a longer one is Data SGL Length
 		// Invalid, as on the Linux target (nvmet_check_transfer_len).
-		if sgl.Length() > r.Len || uint64(len(inline)) > uint64(sgl.Length()) {
+		// Commands that take no data (Set Features of a feature we keep
+		// no data for) go on without it, as before.
+		if r.Dir == fabrics.DirHostToCtrl && (sgl.Length() > r.Len || uint64(len(inline)) > uint64(sgl.Length())) {
 			c.fq.Fail(&r.Request, nvme.StatusSGLInvalidData|nvme.DNR)
 			return
 		}
