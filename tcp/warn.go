@@ -17,7 +17,8 @@ type warnKind uint8
 const (
 	warnConnectTimeout warnKind = iota
 	warnDataTimeout
-	warnFatal // a fatal error of the host's PDUs
+	warnFatal   // a fatal error of the host's PDUs
+	warnRefused // a connection refused at a queue pair limit (listener.go)
 	numWarnKinds
 )
 
