@@ -39,6 +39,12 @@ func (qp *QueuePair) takeMemory(sz queueSizes) error {
 		return fmt.Errorf("%w (%d queue pairs of depth 128 fit)", errNoResponseMemory, controlPool/unitSize)
 	}
 	qp.carve(sz)
+	if qp.qid != 0 {
+		// Admin queues carry small transfers, from the region kept for
+		// them: the main region is shared among the I/O queues.
+		qp.pool.join()
+		qp.joined = true
+	}
 	return nil
 }
 
@@ -50,6 +56,7 @@ func (qp *QueuePair) carve(sz queueSizes) {
 	qp.granted = make(chan grant, sz.nreq)
 	qp.reqs = make([]request, sz.nreq)
 	qp.freeReqs = make([]int32, 0, sz.nreq)
+	qp.parked = make([]int32, 0, sz.nreq)
 	qp.waitBufs = make([][]byte, 0, sz.nreq)
 	for i := range qp.reqs {
 		r := &qp.reqs[i]
@@ -64,6 +71,10 @@ func (qp *QueuePair) carve(sz queueSizes) {
 
 // freeMemory gives back what takeMemory took.
 func (qp *QueuePair) freeMemory() {
+	if qp.joined {
+		qp.pool.leave()
+		qp.joined = false
+	}
 	if qp.ctl != nil && qp.rspUnit >= 0 {
 		qp.ctl.give(qp.rspOrder, qp.rspUnit, nil)
 		qp.rspUnit = -1

@@ -13,7 +13,10 @@
 // in-capsule size (recvring.go). Connecting a queue pair registers
 // nothing; where the device has no SRQ, or it is turned off, a queue pair
 // gets its own receive ring. A command the pool cannot serve waits in
-// line, and never fails.
+// line, and never fails. No queue pair holds the pool from the others:
+// each I/O queue pair has a share of it, and borrows past its share only
+// while a reserve stays free (share.go). A command waiting on a QoS limit
+// holds neither a data buffer nor its shared receive buffer (qos.go).
 //
 // A single poller goroutine, locked to its OS thread, drives the queue
 // pair: it polls the completion queue in batches, runs each command

@@ -32,7 +32,8 @@ import (
 // most takes and gives touch no lock another queue contends. The caches
 // are bounded to a small share of the pool, spill back when a queue pair
 // goes idle, and are bypassed and emptied while anyone waits, so an idle
-// queue pair never starves a busy one.
+// queue pair never starves a busy one. How much of the pool one queue
+// pair may hold, whatever its host does with it, is share.go's.
 type dataPool struct {
 	mem *memoryRegion
 
@@ -54,6 +55,12 @@ type dataPool struct {
 	nwait atomic.Int32 // waiters, read without mu on the hot path
 	inUse atomic.Int64 // bytes out of the buddy: held by requests or in caches
 	waits atomic.Uint64
+
+	// The queue pairs' shares (share.go).
+	qps       atomic.Int32  // queue pairs drawing on the pool
+	share     atomic.Int64  // each one's share of the main region, in bytes
+	mainFree  atomic.Int64  // bytes free in the main region
+	overShare atomic.Uint64 // requests that waited past their queue pair's share
 }
 
 // defaultMaxBypass bounds how long smaller transfers may overtake a
@@ -99,6 +106,8 @@ func newDataPool(mem *memoryRegion) *dataPool {
 	if smallUnits > 0 {
 		p.small, p.smallBase = newBuddy(smallUnits), int32(units-smallUnits)
 	}
+	p.setShare(0)
+	p.mainFree.Store(p.mainBytes())
 	return p
 }
 
@@ -370,6 +379,7 @@ func (p *dataPool) drop(qp *QueuePair) {
 
 func (p *dataPool) account() {
 	free := p.b.freeUnits
+	p.mainFree.Store(int64(free) << unitShift)
 	if p.small != nil {
 		free += p.small.freeUnits
 	}
@@ -459,6 +469,13 @@ func (qp *QueuePair) takeBlock(r *request) bool {
 		n = 2
 		qp.cache.pairFirst = int32(r.Tag)
 	}
+	bytes := int64(n) * shareBytes(r.order)
+	if n == 1 && bytes > 0 && !qp.mayTake(bytes) {
+		// A fused pair is left out: its two small blocks come and go
+		// together, and a parked first would hold its second.
+		qp.park(r)
+		return false
+	}
 	c := &qp.cache.free[r.order]
 	if len(*c) >= int(n) && qp.pool.nwait.Load() == 0 {
 		r.data = (*c)[len(*c)-1]
@@ -467,8 +484,12 @@ func (qp *QueuePair) takeBlock(r *request) bool {
 		}
 		*c = (*c)[:len(*c)-int(n)]
 		qp.held += int(n)
+		qp.heldBytes += bytes
 		return true
 	}
+	// Counted now, taken or not: a request waiting in the pool's line is
+	// granted its block later whatever the queue pair took meanwhile.
+	qp.heldBytes += bytes
 	u, spare := qp.pool.take(qp, int32(r.Tag), r.order, n, c, cap(*c)/2-len(*c))
 	if u < 0 {
 		return false
@@ -525,6 +546,7 @@ func (qp *QueuePair) dropSpare(r *request) {
 // the cache is full or anyone waits.
 func (qp *QueuePair) giveBlock(u int32, o int8) {
 	qp.held--
+	qp.heldBytes -= shareBytes(o)
 	c := &qp.cache.free[o]
 	if qp.pool.nwait.Load() > 0 {
 		qp.pool.giveAll(o, u, &qp.cache)
@@ -567,7 +589,7 @@ func (qp *QueuePair) runGrants() {
 			}
 			continue
 		}
-		qp.held++
+		qp.held++ // its bytes counted as it queued (takeBlock)
 		r.data = g.unit
 		if qp.stopping.Load() {
 			qp.release(r)

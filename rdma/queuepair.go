@@ -75,16 +75,19 @@ type QueuePair struct {
 	sendInv bool // the device can Send with Invalidate
 	failed  bool // a failed completion was logged; the rest are debug
 
-	rq       *recvRing // the device's shared receive queue, or ownRing
-	ownRing  bool
-	pool     *dataPool // the device's data buffers
-	ctl      *dataPool // the device's response memory
-	rspUnit  int32     // this queue pair's block of ctl, -1 if none
-	rspOrder int8
-	cache    qpCache    // free data blocks kept back from pool
-	held     int        // data blocks requests hold
-	granted  chan grant // blocks pool handed to waiting requests
-	waitBufs [][]byte   // free copies for in-capsule data waiting on QoS (qos.go)
+	rq        *recvRing // the device's shared receive queue, or ownRing
+	ownRing   bool
+	pool      *dataPool // the device's data buffers
+	ctl       *dataPool // the device's response memory
+	rspUnit   int32     // this queue pair's block of ctl, -1 if none
+	rspOrder  int8
+	cache     qpCache    // free data blocks kept back from pool
+	held      int        // data blocks requests hold
+	heldBytes int64      // their bytes and those its requests wait for, against its share (share.go)
+	parked    []int32    // requests waiting past the share for held blocks to come back
+	joined    bool       // counted in the pool's shares
+	granted   chan grant // blocks pool handed to waiting requests
+	waitBufs  [][]byte   // free copies for in-capsule data waiting on QoS (qos.go)
 
 	reqs      []request
 	freeReqs  []int32
@@ -345,6 +348,9 @@ func (qp *QueuePair) process(n int) int {
 	if qp.fq.Pending() {
 		qp.fq.Reap()
 		n++
+	}
+	if len(qp.parked) > 0 {
+		qp.runParked()
 	}
 	if err := qp.flushPosts(); err != nil {
 		qp.log.WithError(err).Error("posting work requests failed; disconnecting the queue")

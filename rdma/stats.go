@@ -163,6 +163,8 @@ type PoolStats struct {
 	Device      string
 	Size, InUse int64
 	Waits       uint64 // requests that found the pool dry and waited
+	Share       int64  // each I/O queue pair's share of the main region (share.go)
+	OverShare   uint64 // requests that waited on their queue pair past its share
 }
 
 // Pools reports the buffer pool of every device in use.
@@ -172,7 +174,8 @@ func Pools() []PoolStats {
 	var out []PoolStats
 	for _, d := range devices {
 		if d.pool != nil {
-			out = append(out, PoolStats{Device: d.name, Size: d.pool.size(), InUse: d.pool.inUse.Load(), Waits: d.pool.waits.Load()})
+			out = append(out, PoolStats{Device: d.name, Size: d.pool.size(), InUse: d.pool.inUse.Load(), Waits: d.pool.waits.Load(),
+				Share: d.pool.share.Load(), OverShare: d.pool.overShare.Load()})
 		}
 	}
 	return out

@@ -82,6 +82,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	describeGateway(ch)
 	describeTCP(ch)
 	describeQoS(ch)
+	describeRDMAShare(ch)
 }
 
 // histogram builds a cumulative Prometheus histogram from bucket counts.
@@ -135,6 +136,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	e.gauge(dIOEngine, 1, c.target.IOEngine().String())
 	c.collectConfig(e)
 	collectRDMA(e)
+	collectRDMAShare(e)
 	collectTCP(e)
 }
 

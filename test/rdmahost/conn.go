@@ -66,18 +66,25 @@ func Dial(addr string, port int, qid, hsqsize uint16) (*Conn, error) {
 	return DialOptions(addr, port, qid, hsqsize, Options{})
 }
 
-// Options are a connection's memory beyond Dial's.
+// Options change what Dial sets up.
 type Options struct {
 	// Large is the bytes of one more data buffer, for transfers larger
 	// than DataSize (LargeData): every command may use it at once,
 	// as a host that cares nothing for its data would.
 	Large int
+	// Receives is how many receives are posted before the connection
+	// request goes out (0: twice the queue's depth). With one, and
+	// StopReceiving before Connect, only Connect's response finds one.
+	Receives int
 }
 
 // DialOptions is Dial with o.
 func DialOptions(addr string, port int, qid, hsqsize uint16, o Options) (*Conn, error) {
 	depth := int(hsqsize) + 1
 	cn := &Conn{qid: qid, hsqsize: hsqsize, nSend: 2 * depth, nRecv: 2 * depth, nData: depth, nLarge: o.Large}
+	if o.Receives > 0 {
+		cn.nRecv = min(o.Receives, cn.nRecv)
+	}
 	caddr, cport := C.CString(addr), C.CString(strconv.Itoa(port))
 	defer C.free(unsafe.Pointer(caddr))
 	defer C.free(unsafe.Pointer(cport))

@@ -15,7 +15,8 @@ grep -E -- "^(--- |ok|FAIL|PASS)" "$out" || true
 # Each of these must have run and passed; a skip here means the address
 # did not reach them.
 required=(TestGuestConnectIdentify TestGuestSRQEntriesSurviveTeardown TestGuestFloodPastQueueSize
-	TestGuestQueuePairsGiveTheirThreadsBack TestGuestQoSWaitersLeaveTheSharedReceiveQueue)
+	TestGuestQueuePairsGiveTheirThreadsBack TestGuestQoSWaitersLeaveTheSharedReceiveQueue
+	TestGuestHostThatNeverTakesResponsesHoldsItsShare)
 for t in "${required[@]}"; do
 	grep -q -- "^--- PASS: $t " "$out" || fail "$t did not run and pass in the guest: $(grep -A2 -- " $t" "$out" | head -5)"
 	echo "ok: $t ran and passed"

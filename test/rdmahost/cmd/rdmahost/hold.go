@@ -141,17 +141,19 @@ func holdLarge(o options, nsid uint32, op uint8, stop <-chan struct{}, st *holdS
 	if err != nil {
 		return err
 	}
-	io, err := rdmahost.DialOptions(o.addr, o.port, 1, uint16(o.qsize-1), rdmahost.Options{Large: o.size})
+	// One receive, for Connect's response: every other response finds
+	// none.
+	io, err := rdmahost.DialOptions(o.addr, o.port, 1, uint16(o.qsize-1), rdmahost.Options{Large: o.size, Receives: 1})
 	if err != nil {
 		return err
 	}
 	defer io.Abandon()
+	io.StopReceiving()
 	if st, _, err := io.Connect(o.host, o.nqn, cntlid, 0); err != nil || st != 0 {
 		return fmt.Errorf("I/O Connect: status %#x, %v", st, err)
 	}
 	st.queuePairs.Add(2)
 	defer st.queuePairs.Add(-2)
-	io.StopReceiving()
 	addr, rkey, _ := io.LargeData()
 	nlb := uint16(o.size / bs)
 	posted := 0

@@ -1,0 +1,95 @@
+package rdma
+
+// No queue pair holds the buffer pool from the others. A host can keep a
+// command's data block for as long as it likes: a read whose response
+// SEND it never takes (the device retries it, RNR, for ever), with every
+// later response of the queue pair behind it. Without a bound, one queue
+// full of 1 MiB reads pins a whole pool of the default size, and every
+// other host's large transfers wait for ever.
+//
+// So each I/O queue pair of a device has a share of the pool's main
+// region for its transfers larger than 32 KiB: the region split evenly
+// among the I/O queue pairs using it, at least minShare. Within its share
+// a queue pair takes blocks as before. Past it, it borrows only while
+// nobody waits for a block and the main region keeps a reserve free (a
+// quarter of it, at least minShare): a queue pair holds at most max(its
+// share, what is free past the reserve). A request that may not borrow
+// waits on its own queue pair (parked), not in the pool's lines, and tries
+// again as the queue pair's own blocks come back: its queue pair holds
+// more than its share, so they come back unless the host holds them, and
+// then it is that host that waits. Transfers of 32 KiB and less, admin
+// commands' among them, draw first on the region kept for them (pool.go)
+// and count against no share: a queue pair holds at most one per request.
+//
+// The hot path pays one comparison with the queue pair's own count, and
+// one atomic load of the share, which changes only as queue pairs come
+// and go; the pool's free count is read only past the share.
+
+// minShare is the least share of a queue pair, and the least reserve: two
+// transfers of the largest size, one moving its data while the other
+// executes, so that a queue pair streams at full size however many share
+// the pool.
+const minShare = 2 * maxBlock
+
+// join counts a queue pair in the pool's shares; leave, as it goes.
+func (p *dataPool) join()  { p.setShare(p.qps.Add(1)) }
+func (p *dataPool) leave() { p.setShare(p.qps.Add(-1)) }
+
+func (p *dataPool) setShare(qps int32) {
+	p.share.Store(max(minShare, p.mainBytes()/int64(max(qps, 1))))
+}
+
+// mainBytes is the size of the main region: the pool less the part kept
+// for small transfers.
+func (p *dataPool) mainBytes() int64 { return int64(len(p.b.freeOrder)) << unitShift }
+
+// borrowReserve is what borrowing past a share leaves free of the main
+// region.
+func (p *dataPool) borrowReserve() int64 { return max(minShare, p.mainBytes()/4) }
+
+// mayTake reports whether qp may take n more bytes of data blocks: within
+// its share always, past it only while nobody waits for a block and the
+// main region keeps its reserve free.
+func (qp *QueuePair) mayTake(n int64) bool {
+	p := qp.pool
+	if qp.heldBytes+n <= p.share.Load() {
+		return true
+	}
+	return p.nwait.Load() == 0 && p.mainFree.Load()-n >= p.borrowReserve()
+}
+
+// park keeps r, which may not take a block past its queue pair's share,
+// waiting on the queue pair until its blocks come back (runParked).
+func (qp *QueuePair) park(r *request) {
+	qp.parked = append(qp.parked, int32(r.Tag))
+	qp.pool.overShare.Add(1)
+}
+
+// runParked starts the parked requests that may take their block now,
+// oldest first. A stopping queue pair leaves them to teardown.
+func (qp *QueuePair) runParked() {
+	for len(qp.parked) > 0 && !qp.stopping.Load() {
+		r := &qp.reqs[qp.parked[0]]
+		if r.state == stateNeedBuffer && !qp.mayTake(shareBytes(r.order)) {
+			return
+		}
+		qp.parked = qp.parked[:copy(qp.parked, qp.parked[1:])]
+		if r.state != stateNeedBuffer {
+			invalidTransitions.Add(1) // a bug: it waits for a block no more
+			continue
+		}
+		if qp.takeBlock(r) {
+			qp.startTransfer(r)
+		} // else it waits in the pool's line now, for a grant
+	}
+}
+
+// shareBytes is what a block of order o counts against a share: its size,
+// or nothing for a small transfer's. Those take the region kept for them
+// first, and a queue pair holds at most one per request of them.
+func shareBytes(o int8) int64 {
+	if o <= smallOrder {
+		return 0
+	}
+	return unitSize << o
+}

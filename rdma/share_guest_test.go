@@ -1,0 +1,140 @@
+package rdma
+
+import (
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+	"github.com/nvmeof-tgt/nvmeof-tgt/test/rdmahost"
+	"github.com/sirupsen/logrus"
+)
+
+// shareTestPort is apart from the daemon's 4420 and the other guest tests'.
+const shareTestPort = 4433
+
+const (
+	shareTestNQN  = "nqn.2026-11.io.example:rdma-share"
+	shareTestHost = "nqn.2026-11.io.example:rdma-share-host"
+	shareTestPool = 16 * maxBlock
+	shareTestLBA  = 512
+)
+
+// A host that fills its I/O queue with 1 MiB reads and never takes a
+// response holds their data blocks for as long as it likes: its device
+// never acknowledges the first response SEND (RNR), and every later
+// response waits behind it. It holds at most its share of the pool, or
+// what is free past the reserve: another host's 1 MiB reads are served
+// meanwhile.
+func TestGuestHostThatNeverTakesResponsesHoldsItsShare(t *testing.T) {
+	a := os.Getenv("NVMEOF_RDMA_TEST_ADDR")
+	if a == "" {
+		t.Skip("needs an RDMA device: set NVMEOF_RDMA_TEST_ADDR to an address of an RDMA link (the e2e guest does)")
+	}
+	addr, err := netip.ParseAddr(a)
+	if err != nil {
+		t.Fatalf("NVMEOF_RDMA_TEST_ADDR=%q: %v", a, err)
+	}
+	before := currentSettings()
+	if err := Configure(Settings{BufferPool: shareTestPool, SharedReceiveQueue: true, ReceiveQueueDepth: DefaultReceiveQueueDepth}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { Configure(before) })
+	tg := fabrics.NewTarget(nil)
+	p := &fabrics.Port{ID: 9, Address: addr, ServiceID: shareTestPort, InlineDataSize: 8192, MaxQueueSize: 128}
+	if err := tg.AddPort(p); err != nil {
+		t.Fatal(err)
+	}
+	s := fabrics.NewSubsystem(shareTestNQN, "", "", true)
+	b, err := backend.Open("nullblk", backend.Options{Size: 64 << 20, BlockSize: shareTestLBA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := fabrics.NewNamespace(1, b, false, [16]byte{9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddNamespace(ns); err != nil {
+		t.Fatal(err)
+	}
+	if err := tg.AddSubsystem(s); err != nil {
+		t.Fatal(err)
+	}
+	log := logrus.New()
+	log.SetLevel(logrus.WarnLevel)
+	l, err := Listen(tg, p, logrus.NewEntry(log))
+	if err != nil {
+		t.Fatalf("listen on %s:%d: %v", addr, shareTestPort, err)
+	}
+	t.Cleanup(func() { l.Close(10 * time.Second) })
+
+	// The well-behaved host first, so that both I/O queues count in the
+	// shares when the other fills its queue.
+	good := shareController(t, a, 32, rdmahost.Options{Large: maxBlock})
+	hostile := shareController(t, a, 32, rdmahost.Options{Large: maxBlock, Receives: 1})
+	inUse := poolInUse()
+
+	nlb := uint16(maxBlock / shareTestLBA)
+	bufAddr, rkey, _ := hostile.LargeData()
+	for range 32 {
+		if err := hostile.SendCapsule(rdmahost.ReadCommand(hostile.NextCID(), 1, 0, nlb, bufAddr, maxBlock, rkey), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// It holds blocks once its reads executed: their responses wait on
+	// its device. Past the reserve it may hold nothing; before the fix
+	// it held the whole main region.
+	least := int64(shareTestPool/2 - 2*maxBlock)
+	deadline := time.Now().Add(10 * time.Second)
+	for poolInUse()-inUse < least && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // spaces the checks; the count decides
+	}
+	held := poolInUse() - inUse
+	t.Logf("the host that takes no responses holds %d MiB of a %d MiB pool", held>>20, shareTestPool>>20)
+	if held < least {
+		t.Fatalf("the host that takes no responses holds %d MiB, want at least %d MiB for this test to mean anything", held>>20, least>>20)
+	}
+
+	bufAddr, rkey, _ = good.LargeData()
+	for i := range 8 {
+		cid := good.NextCID()
+		r, err := good.Command(rdmahost.ReadCommand(cid, 1, uint64(i)*uint64(nlb), nlb, bufAddr, maxBlock, rkey), nil)
+		if err != nil || rdmahost.Status(r) != 0 {
+			t.Fatalf("1 MiB read %d of the other host, with %d MiB of the pool held: %x, %v", i, (poolInUse()-inUse)>>20, r, err)
+		}
+	}
+}
+
+// shareController connects a controller to the share test's subsystem
+// and returns its I/O queue 1 of depth entries, dialled with o. Both
+// queues are abandoned when the test ends.
+func shareController(t *testing.T, addr string, depth int, o rdmahost.Options) *rdmahost.Conn {
+	t.Helper()
+	admin, err := rdmahost.Dial(addr, shareTestPort, 0, 31)
+	if err != nil {
+		t.Fatalf("dial the admin queue: %v", err)
+	}
+	t.Cleanup(admin.Abandon)
+	st, cntlid, err := admin.Connect(shareTestHost, shareTestNQN, nvme.ControllerIDDynamic, 0)
+	if err != nil || st != 0 {
+		t.Fatalf("admin Connect: status %#x, %v", st, err)
+	}
+	if err := admin.Enable(); err != nil {
+		t.Fatal(err)
+	}
+	io, err := rdmahost.DialOptions(addr, shareTestPort, 1, uint16(depth-1), o)
+	if err != nil {
+		t.Fatalf("dial the I/O queue: %v", err)
+	}
+	t.Cleanup(io.Abandon)
+	if o.Receives == 1 {
+		io.StopReceiving() // Connect's response takes the one receive
+	}
+	if st, _, err := io.Connect(shareTestHost, shareTestNQN, cntlid, 0); err != nil || st != 0 {
+		t.Fatalf("I/O Connect: status %#x, %v", st, err)
+	}
+	return io
+}

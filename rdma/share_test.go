@@ -1,0 +1,110 @@
+package rdma
+
+import (
+	"testing"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+)
+
+// A queue pair that never gives its 1 MiB blocks back (a host that never
+// takes its responses) holds at most max(its share, what is free past the
+// reserve) of the main region, and the other queue pairs' 1 MiB transfers
+// still get blocks. Its request past that waits on its own queue pair, not
+// in the pool's lines, and goes once enough of its own blocks came back.
+func TestQueuePairHoldsAtMostItsShare(t *testing.T) {
+	p := newDataPool(&memoryRegion{buf: make([]byte, 8*maxBlock)})
+	hostile := stubQueuePair(t, simSizes)
+	others := []*QueuePair{stubQueuePair(t, simSizes), stubQueuePair(t, simSizes)}
+	for _, qp := range append(others, hostile) {
+		qp.pool, qp.cache = p, p.newCache()
+		p.join()
+	}
+	share, reserve := p.share.Load(), p.borrowReserve()
+	most := max(share, p.mainBytes()-reserve)
+	t.Logf("main region %d MiB, share %.2f MiB, reserve %d MiB: a queue pair holds at most %d MiB",
+		p.mainBytes()>>20, float64(share)/maxBlock, reserve>>20, most>>20)
+
+	var held []*request
+	var over *request
+	for range len(hostile.reqs) {
+		r := need(hostile, maxOrder)
+		r.Dir, r.Len = fabrics.DirHostToCtrl, maxBlock
+		if !hostile.takeBlock(r) {
+			over = r
+			hostile.move(r, stateNeedBuffer)
+			break
+		}
+		held = append(held, r)
+	}
+	if got := hostile.heldBytes; got > most {
+		t.Fatalf("one queue pair took %d MiB of the %d MiB main region, at most %d MiB allowed", got>>20, p.mainBytes()>>20, most>>20)
+	}
+	if over == nil || len(hostile.parked) != 1 || p.nwait.Load() != 0 {
+		t.Fatalf("past its share: %d parked, %d in the pool's lines; want its request parked on its queue pair", len(hostile.parked), p.nwait.Load())
+	}
+	for i, qp := range others {
+		if !qp.takeBlock(need(qp, maxOrder)) {
+			t.Fatalf("queue pair %d found no 1 MiB block with %d MiB held by one queue pair", i, hostile.heldBytes>>20)
+		}
+	}
+
+	// Its own blocks coming back let it go, within its share again.
+	for len(held) > 1 {
+		r := held[len(held)-1]
+		held = held[:len(held)-1]
+		hostile.giveBlock(r.data, r.order)
+		r.data = -1
+		hostile.runParked()
+	}
+	if len(hostile.parked) != 0 || over.state != stateReading {
+		t.Fatalf("%d still parked, the request is %s, with %d MiB held; want it reading its data", len(hostile.parked), over.state, hostile.heldBytes>>20)
+	}
+}
+
+// The blocks a queue pair's requests wait for in the pool's lines count
+// against its share: the pool grants them later whatever the queue pair
+// took meanwhile, so requests past its share park instead of queueing.
+func TestWaitedForBlocksCountAgainstTheShare(t *testing.T) {
+	p := newDataPool(&memoryRegion{buf: make([]byte, 8*maxBlock)})
+	qps := []*QueuePair{stubQueuePair(t, simSizes), stubQueuePair(t, simSizes), stubQueuePair(t, simSizes)}
+	for _, qp := range qps {
+		qp.pool, qp.cache = p, p.newCache()
+		p.join()
+	}
+	// The first two take the main region between them.
+	for _, qp := range qps[:2] {
+		for qp.takeBlock(need(qp, maxOrder)) {
+		}
+	}
+	late := qps[2]
+	for range len(late.reqs) {
+		r := need(late, maxOrder)
+		if late.takeBlock(r) {
+			t.Fatalf("a block out of a main region with %d MiB free", p.mainFree.Load()>>20)
+		}
+		late.move(r, stateNeedBuffer)
+		if len(late.parked) > 0 {
+			break
+		}
+	}
+	if want := p.share.Load() / maxBlock; int64(p.nwait.Load()) != want {
+		t.Fatalf("%d requests of the queue pair wait in the pool's lines, want its share's %d blocks", p.nwait.Load(), want)
+	}
+	if len(late.parked) != 1 {
+		t.Fatalf("%d requests parked, want the one past the share", len(late.parked))
+	}
+}
+
+// Taking and giving a block that counts against the share allocates
+// nothing either.
+func BenchmarkTakeGiveSharedBlock(b *testing.B) {
+	qp := stubQueuePair(b, stubSizes)
+	qp.pool.join()
+	r := qp.takeForTest()
+	r.order = maxOrder
+	b.ReportAllocs()
+	for b.Loop() {
+		qp.takeBlock(r)
+		qp.giveBlock(r.data, r.order)
+	}
+}
