@@ -64,25 +64,40 @@ func (q *Queue) connectExpired(log *logrus.Entry) {
 	if !expired {
 		return
 	}
-	q.target.connectTimeouts.add(q.port.ID)
-	log.WithField("connect_timeout", ConnectTimeout.String()).
-		Warn("no Connect command on the queue pair in time; disconnecting it (a host that does not speak NVMe-oF, or one that stalled)")
+	if suppressed, ok := q.target.connectTimeouts.add(q.port.ID, time.Now()); ok {
+		if suppressed > 0 {
+			log = log.WithField("suppressed", suppressed)
+		}
+		log.WithField("connect_timeout", ConnectTimeout.String()).
+			Warn("no Connect command on the queue pair in time; disconnecting it (a host that does not speak NVMe-oF, or one that stalled)")
+	}
 	q.tr.Disconnect()
 }
 
-// portCounts counts events by port.
+// portCounts counts events by port, and lets their warnings through at
+// most once per placeLogEvery per port: a peer that opens queue pairs and
+// stays silent would otherwise write a line for each.
 type portCounts struct {
-	mu sync.Mutex
-	m  map[uint16]uint64
+	mu   sync.Mutex
+	m    map[uint16]uint64
+	logs map[uint16]*rateLog
 }
 
-func (c *portCounts) add(port uint16) {
+// add counts an event on port at now, and reports whether to log it and
+// how many were not logged since the last that was.
+func (c *portCounts) add(port uint16, now time.Time) (suppressed uint64, log bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
-		c.m = map[uint16]uint64{}
+		c.m, c.logs = map[uint16]uint64{}, map[uint16]*rateLog{}
 	}
 	c.m[port]++
+	l := c.logs[port]
+	if l == nil {
+		l = &rateLog{every: placeLogEvery}
+		c.logs[port] = l
+	}
+	return l.allow(now)
 }
 
 func (c *portCounts) counts() map[uint16]uint64 {

@@ -159,3 +159,33 @@ func TestPlaceRefusalLogRateLimited(t *testing.T) {
 		t.Fatalf("first line after the period: allowed %v, suppressed %d; want allowed, 5", ok, n)
 	}
 }
+
+// Five silent queue pairs past the connect deadline at once are five
+// timeouts counted and one warning, not five.
+func TestConnectTimeoutLogRateLimited(t *testing.T) {
+	tg, p, _ := testTarget(t)
+	logger, hook := logtest.NewNullLogger()
+	tg.Log = logrus.NewEntry(logger)
+	clk := &ManualClock{}
+	tg.SetClock(clk)
+	for range 5 {
+		q, err := DialLoopQueue(tg, p, 0, 32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+	}
+	clk.Advance(ConnectTimeout)
+	if n := tg.ConnectTimeouts()[p.ID]; n != 5 {
+		t.Fatalf("%d connect timeouts, want 5", n)
+	}
+	warned := 0
+	for _, e := range hook.AllEntries() {
+		if e.Level == logrus.WarnLevel {
+			warned++
+		}
+	}
+	if warned != 1 {
+		t.Fatalf("%d warnings for 5 connect timeouts at once, want 1", warned)
+	}
+}
