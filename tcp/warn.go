@@ -18,7 +18,6 @@ const (
 	warnConnectTimeout warnKind = iota
 	warnDataTimeout
 	warnFatal   // a fatal error of the host's PDUs
-	warnRefused // a connection refused at a queue pair limit (listener.go)
 	numWarnKinds
 )
 
