@@ -17,7 +17,7 @@ type warnKind uint8
 const (
 	warnConnectTimeout warnKind = iota
 	warnDataTimeout
-	warnFatal   // a fatal error of the host's PDUs
+	warnFatal // a fatal error of the host's PDUs
 	numWarnKinds
 )
 
