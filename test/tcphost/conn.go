@@ -9,6 +9,7 @@ import (
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/nvmeof-tgt/nvmeof-tgt/tcp"
+	"golang.org/x/sys/unix"
 )
 
 // Timeout bounds each synchronous step: the ICResp, and the responses of
@@ -226,4 +227,21 @@ func (c *Conn) Read(nsid uint32, slba uint64, n, lba uint32) (nvme.Status, error
 		return 0, err
 	}
 	return rsp.Status(), nil
+}
+
+// PeerClosed reports whether the target closed the connection, without
+// reading from it (a host that never reads its reads' data must not).
+func (c *Conn) PeerClosed() bool {
+	rc, err := c.nc.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		return true
+	}
+	closed := false
+	rc.Control(func(fd uintptr) {
+		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+		if n, err := unix.Poll(p, 0); err == nil && n > 0 {
+			closed = p[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR) != 0
+		}
+	})
+	return closed
 }

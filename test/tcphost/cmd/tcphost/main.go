@@ -21,6 +21,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -68,51 +70,7 @@ func main() {
 			c.Close()
 		}
 	case "hold":
-		admin, err := tcphost.Dial(*addr)
-		if err != nil {
-			fatal(err)
-		}
-		if err := admin.ConnectAdmin(*nqn, 15000, uint16(*queues)); err != nil {
-			fatal(err)
-		}
-		sent := 0
-		for qid := 1; qid <= *queues; qid++ {
-			c, err := tcphost.Dial(*addr)
-			if err != nil {
-				fatal(err)
-			}
-			if err := c.ConnectIO(*nqn, admin.Controller(), uint16(qid), uint16(*depth)+1); err != nil {
-				fatal(err)
-			}
-			op := uint8(nvme.IOWrite)
-			if qid%2 == 0 {
-				op = nvme.IORead
-			}
-			for i := range *depth {
-				slba := uint64(i) * uint64(*size) / uint64(*lba)
-				if err := c.ReadWrite(op, uint32(*nsid), slba, uint32(*size), uint32(*lba)); err != nil {
-					fmt.Fprintf(os.Stderr, "queue %d: command %d: %v\n", qid, i, err)
-					break
-				}
-				sent++
-			}
-		}
-		fmt.Printf("hold: controller %d, %d I/O queues, %d commands of %d bytes sent\n", admin.Controller(), *queues, sent, *size)
-		tick := time.NewTicker(5 * time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-deadline:
-				return
-			case <-tick.C:
-				if err := admin.KeepAlive(); err != nil {
-					fmt.Printf("hold: admin queue closed: %v\n", err)
-					return
-				}
-			}
-		}
+		holdQueues(*addr, *nqn, *queues, *depth, uint32(*size), uint32(*nsid), uint32(*lba), stop, deadline)
 	case "probe":
 		probe(*addr, *nqn, uint32(*nsid), uint32(*lba))
 	default:
@@ -157,5 +115,96 @@ func probe(addr, nqn string, nsid, lba uint32) {
 			fatal(fmt.Errorf("read of %d bytes: %v %v", n, st, err))
 		}
 		fmt.Printf("probe: read of %d bytes %v\n", n, time.Since(t0).Round(time.Millisecond))
+	}
+}
+
+// holdQueues connects a controller and fills its I/O queues (writes on
+// odd ones, reads on even ones), then keeps them full: a queue the target
+// closes is connected and filled again a second later. It prints a "hold"
+// line once every queue is full, and one with what it did at the end.
+func holdQueues(addr, nqn string, queues, depth int, size, nsid, lba uint32, stop <-chan os.Signal, deadline <-chan time.Time) {
+	admin, err := tcphost.Dial(addr)
+	if err != nil {
+		fatal(err)
+	}
+	if err := admin.ConnectAdmin(nqn, 15000, uint16(queues)); err != nil {
+		fatal(err)
+	}
+	var sent, closed atomic.Int64
+	var full sync.WaitGroup
+	done := make(chan struct{})
+	for qid := 1; qid <= queues; qid++ {
+		op := uint8(nvme.IOWrite)
+		if qid%2 == 0 {
+			op = nvme.IORead
+		}
+		full.Add(1)
+		go func() {
+			var once sync.Once
+			for {
+				err := fill(addr, nqn, admin.Controller(), uint16(qid), depth, op, size, nsid, lba, &sent, func() { once.Do(full.Done) }, done)
+				if err != nil {
+					fmt.Fprintf(os.Stderr, "queue %d: %v\n", qid, err)
+				}
+				closed.Add(1)
+				select {
+				case <-done:
+					return
+				case <-time.After(time.Second):
+				}
+			}
+		}()
+	}
+	full.Wait()
+	fmt.Printf("hold: controller %d, %d I/O queues, %d commands of %d bytes sent\n", admin.Controller(), queues, sent.Load(), size)
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+		case <-deadline:
+		case <-tick.C:
+			if err := admin.KeepAlive(); err == nil {
+				continue
+			}
+			fmt.Println("held: the admin queue closed")
+		}
+		close(done)
+		fmt.Printf("held: %d commands sent, %d I/O queues closed by the target and taken again\n", sent.Load(), closed.Load())
+		return
+	}
+}
+
+// fill connects I/O queue qid, sends depth commands that it never
+// finishes, calls full, and returns once the target closes the queue or
+// done closes.
+func fill(addr, nqn string, cntlid, qid uint16, depth int, op uint8, size, nsid, lba uint32, sent *atomic.Int64, full func(), done <-chan struct{}) error {
+	c, err := tcphost.Dial(addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.ConnectIO(nqn, cntlid, qid, uint16(depth)+1); err != nil {
+		return err
+	}
+	for i := range depth {
+		slba := uint64(i) * uint64(size) / uint64(lba)
+		if err := c.ReadWrite(op, nsid, slba, size, lba); err != nil {
+			return err
+		}
+		sent.Add(1)
+	}
+	full()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return nil
+		case <-tick.C:
+			if c.PeerClosed() {
+				return nil
+			}
+		}
 	}
 }
