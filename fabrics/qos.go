@@ -148,6 +148,13 @@ func requestCost(r *Request) qosCost {
 	return costOf(r.Dir, r.Len)
 }
 
+// add adds o to c: a fused pair costs both its commands.
+func (c *qosCost) add(o qosCost) {
+	for i := range c {
+		c[i] += o[i]
+	}
+}
+
 // costOf is the cost of a command moving n bytes in direction dir.
 func costOf(dir DataDir, n uint32) qosCost {
 	var c qosCost
@@ -190,8 +197,8 @@ func (q *qosBuckets) limited(c *qosCost) uint8 {
 	return m
 }
 
-// take charges a command of cost c, fitting or not (a fused pair is
-// charged but never held back).
+// take charges a command of cost c, fitting or not (one that is charged
+// but never held: a reservation command, or its transport cannot resume).
 func (q *qosBuckets) take(c *qosCost) {
 	for i := range q.b {
 		if b := &q.b[i]; b.rate != 0 {
@@ -380,7 +387,16 @@ func (q *Queue) throttle(r *Request) (bool, nvme.Status) {
 // admit charges r, or queues it in its lane behind its host's earlier
 // waiters there.
 func (g *qosGate) admit(q *Queue, r *Request) (bool, nvme.Status) {
+	if r.Cmd.Fuse() == nvme.FuseFirst {
+		// A fused pair is charged, and waits, as its second command:
+		// the first only waits for its second, which it cannot do
+		// behind it.
+		return false, 0
+	}
 	c := requestCost(r)
+	if r.pair != nil {
+		c.add(requestCost(r.pair))
+	}
 	resumable := q.resumer != nil
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -390,12 +406,11 @@ func (g *qosGate) admit(q *Queue, r *Request) (bool, nvme.Status) {
 	now := g.now()
 	g.buckets.refill(now, g.waiting > 0)
 	if g.buckets.limited(&c) == 0 || g.waiting == 0 && g.buckets.fits(&c) ||
-		!resumable || r.Cmd.Fuse() != 0 || r.pair != nil || isResvCommand(r.Cmd.Opcode()) {
-		// A command no limit applies to never waits. A fused pair,
-		// or a transport that cannot resume, is charged but never
-		// held: its commands depend on each other. Nor is a
-		// reservation command: it must not wait behind the writes it
-		// fences.
+		!resumable || isResvCommand(r.Cmd.Opcode()) {
+		// A command no limit applies to never waits. A command of a
+		// transport that cannot resume is charged but never held.
+		// Nor is a reservation command: it must not wait behind the
+		// writes it fences.
 		g.buckets.take(&c)
 		return false, 0
 	}
@@ -742,8 +757,7 @@ func (q *Queue) cancelThrottled(stats []nsStat) {
 func (q *Queue) resume(r *Request) {
 	r.qos.granted = false
 	if st := q.admission(r); st != 0 {
-		r.status = st
-		q.complete(r)
+		q.Fail(r, st) // a fused second's first fails with it
 		return
 	}
 	q.resumer.Resume(r)

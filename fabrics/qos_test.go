@@ -2,6 +2,7 @@ package fabrics
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -811,5 +812,58 @@ func TestQoSWaitBound(t *testing.T) {
 	g.clk.Advance(500 * time.Millisecond)
 	if tag := g.next(); tag != "later" {
 		t.Fatalf("completion %q, want the command that came after", tag)
+	}
+}
+
+// A fused Compare and Write pair is charged both its commands and waits
+// like any other, as its second: pairs sent faster than the limit go at
+// its rate instead of all at once, running up a debt that other hosts'
+// commands would then wait out. A second the wait's bound ends fails its
+// first with it.
+func TestQoSFusedPairsWait(t *testing.T) {
+	g := newQoSRig(t, QoSLimits{IOPS: 10}) // a burst of 1 command; a pair costs 2
+	q := g.host(testHost, 1)[0]
+	pair := func(i int) {
+		c := ioCmd(nvme.IOCompare, 1, uint64(i), 1, 512)
+		c.SetFlags(c.Flags() | nvme.FuseFirst)
+		g.submit(q, c, 512, fmt.Sprintf("compare %d", i))
+		w := ioCmd(nvme.IOWrite, 1, uint64(i), 1, 512)
+		w.SetFlags(w.Flags() | nvme.FuseSecond)
+		g.submit(q, w, 512, fmt.Sprintf("write %d", i))
+	}
+	for i := range 4 {
+		pair(i)
+	}
+	got := g.completions(2)
+	slices.Sort(got)
+	if want := []string{"compare 0", "write 0"}; !slices.Equal(got, want) {
+		t.Fatalf("completions %q, want the first pair's alone", got)
+	}
+	if n := g.waiting(); n != 3 {
+		t.Fatalf("%d commands wait after the first pair, want 3 (the later pairs' seconds)", n)
+	}
+	g.clk.Advance(time.Second) // 6 commands' worth at 10 IOPS, and the debt
+	got = g.completions(6)
+	slices.Sort(got)
+	if want := []string{"compare 1", "compare 2", "compare 3", "write 1", "write 2", "write 3"}; !slices.Equal(got, want) {
+		t.Fatalf("completions %q after 1 s, want the other pairs', all good", got)
+	}
+
+	old := qosMaxWait
+	qosMaxWait = 200 * time.Millisecond
+	t.Cleanup(func() { qosMaxWait = old })
+	pair(4) // the bucket is full again: runs at once, 1 in debt
+	pair(5) // fits after 300 ms, past the bound
+	got = g.completions(2)
+	slices.Sort(got)
+	if want := []string{"compare 4", "write 4"}; !slices.Equal(got, want) {
+		t.Fatalf("completions %q, want the pair that fits", got)
+	}
+	g.clk.Advance(200 * time.Millisecond)
+	got = g.completions(2)
+	slices.Sort(got)
+	want := []string{"compare 5 failed " + nvme.StatusFusedFail.String(), "write 5 failed " + nvme.StatusCommandInterrupted.String()}
+	if !slices.Equal(got, want) {
+		t.Fatalf("completions at the bound %q, want %q", got, want)
 	}
 }

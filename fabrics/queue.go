@@ -247,6 +247,13 @@ func (q *Queue) Reap() {
 			if r.asyncSlot != 0 {
 				q.async.release(r)
 			}
+			if first := r.pair; first != nil && r.also == nil {
+				// A fused second the QoS gate ended before it ran
+				// (its wait's bound, an Abort, a change of access):
+				// its first fails with it.
+				r.pair = nil
+				q.abortFirst(first, nvme.StatusFusedFail)
+			}
 			q.complete(r)
 		default:
 			return
