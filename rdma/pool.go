@@ -59,6 +59,7 @@ type dataPool struct {
 	// The queue pairs' shares (share.go).
 	qps       atomic.Int32  // queue pairs drawing on the pool
 	share     atomic.Int64  // each one's share of the main region, in bytes
+	reserve   atomic.Int64  // what only queue pairs under minShare take
 	mainFree  atomic.Int64  // bytes free in the main region
 	overShare atomic.Uint64 // requests that waited past their queue pair's share
 }

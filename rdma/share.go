@@ -7,25 +7,34 @@ package rdma
 // full of 1 MiB reads pins a whole pool of the default size, and every
 // other host's large transfers wait for ever.
 //
-// So each I/O queue pair of a device has a share of the pool's main
-// region for its transfers larger than 32 KiB: the region split evenly
-// among the I/O queue pairs using it, at least minShare. Within its share
-// a queue pair takes blocks as before. Past it, it borrows only while
-// nobody waits for a block and the main region keeps a reserve free (a
-// quarter of it, at least minShare): a queue pair holds at most max(its
-// share, what is free past the reserve). A request that may not borrow
-// waits on its own queue pair (parked), not in the pool's lines, and tries
-// again as the queue pair's own blocks come back: its queue pair holds
-// more than its share, so they come back unless the host holds them, and
-// then it is that host that waits. Transfers of 32 KiB and less, admin
-// commands' among them, draw first on the region kept for them (pool.go)
-// and count against no share: a queue pair holds at most one per request.
+// So each I/O queue pair of a device may hold, of the pool's main region
+// and for its transfers larger than 32 KiB (counting the blocks its
+// requests wait for in the pool's lines):
 //
-// The hot path pays one comparison with the queue pair's own count, and
-// one atomic load of the share, which changes only as queue pairs come
-// and go; the pool's free count is read only past the share.
+//   - minShare, always: what it needs to stream at all;
+//   - up to its share (the region split evenly among the I/O queue pairs,
+//     at least minShare) while the region keeps a reserve free (a quarter
+//     of it, at least minShare);
+//   - past its share, borrowing, only while nobody waits for a block, and
+//     the reserve stays free.
+//
+// So whatever queue pairs hold, and however many connected since they
+// took it, the reserve is left for queue pairs under minShare: a host that
+// holds its buffers keeps at most what is free past the reserve, and
+// every other queue pair still streams. A request that may not take its
+// block waits on its own queue pair (parked), not in the pool's lines, and
+// tries again as the queue pair's own blocks come back: its queue pair
+// holds more than minShare, so they come back unless its host holds them,
+// and then it is that host that waits. Transfers of 32 KiB and less,
+// admin commands' among them, draw first on the region kept for them
+// (pool.go) and count against no share: a queue pair holds at most one
+// per request.
+//
+// The hot path pays a comparison with the queue pair's own count and, past
+// minShare, atomic loads of the pool's free count, share and reserve: the
+// cache line of the waiter count it reads already.
 
-// minShare is the least share of a queue pair, and the least reserve: two
+// minShare is what a queue pair may always hold, and the least reserve: two
 // transfers of the largest size, one moving its data while the other
 // executes, so that a queue pair streams at full size however many share
 // the pool.
@@ -37,25 +46,27 @@ func (p *dataPool) leave() { p.setShare(p.qps.Add(-1)) }
 
 func (p *dataPool) setShare(qps int32) {
 	p.share.Store(max(minShare, p.mainBytes()/int64(max(qps, 1))))
+	// Kept even from a queue pair alone: the next to connect finds it.
+	p.reserve.Store(max(minShare, p.mainBytes()/4))
 }
 
 // mainBytes is the size of the main region: the pool less the part kept
 // for small transfers.
 func (p *dataPool) mainBytes() int64 { return int64(len(p.b.freeOrder)) << unitShift }
 
-// borrowReserve is what borrowing past a share leaves free of the main
-// region.
-func (p *dataPool) borrowReserve() int64 { return max(minShare, p.mainBytes()/4) }
-
-// mayTake reports whether qp may take n more bytes of data blocks: within
-// its share always, past it only while nobody waits for a block and the
-// main region keeps its reserve free.
+// mayTake reports whether qp may take n more bytes of data blocks: up to
+// minShare always; past it only while the main region keeps its reserve
+// free, and past its share only while nobody waits for a block either.
 func (qp *QueuePair) mayTake(n int64) bool {
 	p := qp.pool
-	if qp.heldBytes+n <= p.share.Load() {
+	held := qp.heldBytes + n
+	if held <= minShare {
 		return true
 	}
-	return p.nwait.Load() == 0 && p.mainFree.Load()-n >= p.borrowReserve()
+	if p.mainFree.Load()-n < p.reserve.Load() {
+		return false
+	}
+	return held <= p.share.Load() || p.nwait.Load() == 0
 }
 
 // park keeps r, which may not take a block past its queue pair's share,

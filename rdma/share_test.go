@@ -19,7 +19,7 @@ func TestQueuePairHoldsAtMostItsShare(t *testing.T) {
 		qp.pool, qp.cache = p, p.newCache()
 		p.join()
 	}
-	share, reserve := p.share.Load(), p.borrowReserve()
+	share, reserve := p.share.Load(), p.reserve.Load()
 	most := max(share, p.mainBytes()-reserve)
 	t.Logf("main region %d MiB, share %.2f MiB, reserve %d MiB: a queue pair holds at most %d MiB",
 		p.mainBytes()>>20, float64(share)/maxBlock, reserve>>20, most>>20)
@@ -92,6 +92,24 @@ func TestWaitedForBlocksCountAgainstTheShare(t *testing.T) {
 	}
 	if len(late.parked) != 1 {
 		t.Fatalf("%d requests parked, want the one past the share", len(late.parked))
+	}
+}
+
+// A queue pair alone on the pool leaves the reserve too: the queue pair
+// that connects next streams from it, whatever the first one holds.
+func TestReserveOutlastsAnEarlierQueuePair(t *testing.T) {
+	p := newDataPool(&memoryRegion{buf: make([]byte, 8*maxBlock)})
+	first, next := stubQueuePair(t, simSizes), stubQueuePair(t, simSizes)
+	first.pool, first.cache = p, p.newCache()
+	p.join()
+	for first.takeBlock(need(first, maxOrder)) {
+	}
+	next.pool, next.cache = p, p.newCache()
+	p.join()
+	for i := range minShare / maxBlock {
+		if !next.takeBlock(need(next, maxOrder)) {
+			t.Fatalf("the queue pair that came second got %d MiB, with %d MiB held by the first: want %d MiB", i, first.heldBytes>>20, minShare>>20)
+		}
 	}
 }
 
