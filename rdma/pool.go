@@ -60,7 +60,6 @@ type dataPool struct {
 	qps       atomic.Int32  // queue pairs drawing on the pool
 	share     atomic.Int64  // each one's share of the main region, in bytes
 	reserve   atomic.Int64  // what only queue pairs under minShare take
-	mainFree  atomic.Int64  // bytes free in the main region
 	overShare atomic.Uint64 // requests that waited past their queue pair's share
 }
 
@@ -108,7 +107,6 @@ func newDataPool(mem *memoryRegion) *dataPool {
 		p.small, p.smallBase = newBuddy(smallUnits), int32(units-smallUnits)
 	}
 	p.setShare(0)
-	p.mainFree.Store(p.mainBytes())
 	return p
 }
 
@@ -380,7 +378,6 @@ func (p *dataPool) drop(qp *QueuePair) {
 
 func (p *dataPool) account() {
 	free := p.b.freeUnits
-	p.mainFree.Store(int64(free) << unitShift)
 	if p.small != nil {
 		free += p.small.freeUnits
 	}

@@ -54,6 +54,12 @@ func (p *dataPool) setShare(qps int32) {
 // for small transfers.
 func (p *dataPool) mainBytes() int64 { return int64(len(p.b.freeOrder)) << unitShift }
 
+// mainFree is at most the bytes free in the main region: the main region
+// less all that is in use, the small transfers' region and the queue
+// pairs' caches included. It is read from the count the pool keeps
+// anyway, so that taking a block stores nothing more.
+func (p *dataPool) mainFree() int64 { return p.mainBytes() - p.inUse.Load() }
+
 // mayTake reports whether qp may take n more bytes of data blocks: up to
 // minShare always; past it only while the main region keeps its reserve
 // free, and past its share only while nobody waits for a block either.
@@ -63,7 +69,7 @@ func (qp *QueuePair) mayTake(n int64) bool {
 	if held <= minShare {
 		return true
 	}
-	if p.mainFree.Load()-n < p.reserve.Load() {
+	if p.mainFree()-n < p.reserve.Load() {
 		return false
 	}
 	return held <= p.share.Load() || p.nwait.Load() == 0

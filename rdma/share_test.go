@@ -80,7 +80,7 @@ func TestWaitedForBlocksCountAgainstTheShare(t *testing.T) {
 	for range len(late.reqs) {
 		r := need(late, maxOrder)
 		if late.takeBlock(r) {
-			t.Fatalf("a block out of a main region with %d MiB free", p.mainFree.Load()>>20)
+			t.Fatalf("a block out of a main region with %d MiB free", p.mainFree()>>20)
 		}
 		late.move(r, stateNeedBuffer)
 		if len(late.parked) > 0 {
