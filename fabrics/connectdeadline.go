@@ -80,7 +80,7 @@ func (q *Queue) connectExpired(log *logrus.Entry) {
 type portCounts struct {
 	mu   sync.Mutex
 	m    map[uint16]uint64
-	logs map[uint16]*rateLog
+	logs map[uint16]*LogLimit
 }
 
 // add counts an event on port at now, and reports whether to log it and
@@ -89,15 +89,15 @@ func (c *portCounts) add(port uint16, now time.Time) (suppressed uint64, log boo
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
-		c.m, c.logs = map[uint16]uint64{}, map[uint16]*rateLog{}
+		c.m, c.logs = map[uint16]uint64{}, map[uint16]*LogLimit{}
 	}
 	c.m[port]++
 	l := c.logs[port]
 	if l == nil {
-		l = &rateLog{every: placeLogEvery}
+		l = &LogLimit{Every: placeLogEvery}
 		c.logs[port] = l
 	}
-	return l.allow(now)
+	return l.Allow(now)
 }
 
 func (c *portCounts) counts() map[uint16]uint64 {

@@ -44,7 +44,7 @@ type places struct {
 	byHost      map[string]int
 	perAddr     int // 0: no cap
 	perHost     int // 0: no cap
-	logs        map[string]*rateLog
+	logs        map[string]*LogLimit
 }
 
 // SetQueuePairCaps sets limits.unconnected_per_address and
@@ -170,14 +170,14 @@ func (t *Target) refusePlace(reason string, port uint16, f logrus.Fields, msg st
 	t.Refused.Refuse(reason, port)
 	ps := &t.places
 	if ps.logs == nil {
-		ps.logs = map[string]*rateLog{}
+		ps.logs = map[string]*LogLimit{}
 	}
 	l := ps.logs[reason]
 	if l == nil {
-		l = &rateLog{every: placeLogEvery}
+		l = &LogLimit{Every: placeLogEvery}
 		ps.logs[reason] = l
 	}
-	if suppressed, ok := l.allow(time.Now()); ok {
+	if suppressed, ok := l.Allow(time.Now()); ok {
 		f["port"] = port
 		if suppressed > 0 {
 			f["suppressed"] = suppressed
@@ -186,18 +186,19 @@ func (t *Target) refusePlace(reason string, port uint16, f logrus.Fields, msg st
 	}
 }
 
-// rateLog lets one line through per period and counts the rest, which
-// the next line reports. Not safe for concurrent use: its owner locks.
-type rateLog struct {
-	every      time.Duration
+// LogLimit lets one log line through per period and counts the rest,
+// which the next line reports: a peer that retries in a loop would
+// otherwise flood the log. Not safe for concurrent use: its owner locks.
+type LogLimit struct {
+	Every      time.Duration
 	last       time.Time
 	suppressed uint64
 }
 
-// allow reports whether a line may be logged at now, and how many were
-// suppressed since the last one.
-func (l *rateLog) allow(now time.Time) (suppressed uint64, ok bool) {
-	if !l.last.IsZero() && now.Sub(l.last) < l.every {
+// Allow reports whether a line may be logged at now, and how many were
+// left out since the last one.
+func (l *LogLimit) Allow(now time.Time) (suppressed uint64, ok bool) {
+	if !l.last.IsZero() && now.Sub(l.last) < l.Every {
 		l.suppressed++
 		return 0, false
 	}

@@ -144,18 +144,17 @@ func TestPlaceRefusalLogRateLimited(t *testing.T) {
 		t.Fatalf("%d warnings for 50 refusals within %v, want 1", warned, placeLogEvery)
 	}
 
-	var l rateLog
-	l.every = placeLogEvery
+	l := LogLimit{Every: placeLogEvery}
 	t0 := time.Unix(1000, 0)
-	if _, ok := l.allow(t0); !ok {
+	if _, ok := l.Allow(t0); !ok {
 		t.Fatal("first line held back")
 	}
 	for i := range 5 {
-		if _, ok := l.allow(t0.Add(time.Duration(i+1) * time.Second)); ok {
+		if _, ok := l.Allow(t0.Add(time.Duration(i+1) * time.Second)); ok {
 			t.Fatalf("line %d within the period let through", i+2)
 		}
 	}
-	if n, ok := l.allow(t0.Add(placeLogEvery)); !ok || n != 5 {
+	if n, ok := l.Allow(t0.Add(placeLogEvery)); !ok || n != 5 {
 		t.Fatalf("first line after the period: allowed %v, suppressed %d; want allowed, 5", ok, n)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 	"github.com/sirupsen/logrus"
 )
 
@@ -24,23 +25,18 @@ const (
 const warnEvery = 10 * time.Second
 
 type warnLimiter struct {
-	mu         sync.Mutex
-	last       [numWarnKinds]time.Time
-	suppressed [numWarnKinds]int
+	mu    sync.Mutex
+	kinds [numWarnKinds]fabrics.LogLimit
 }
 
 // allow reports whether a warning of kind may be logged at now, and how
 // many were left out before it.
-func (l *warnLimiter) allow(kind warnKind, now time.Time) (int, bool) {
+func (l *warnLimiter) allow(kind warnKind, now time.Time) (uint64, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.last[kind].IsZero() && now.Sub(l.last[kind]) < warnEvery {
-		l.suppressed[kind]++
-		return 0, false
-	}
-	n := l.suppressed[kind]
-	l.last[kind], l.suppressed[kind] = now, 0
-	return n, true
+	k := &l.kinds[kind]
+	k.Every = warnEvery
+	return k.Allow(now)
 }
 
 // warn logs msg at warning level unless a warning of kind was logged on
