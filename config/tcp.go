@@ -1,8 +1,8 @@
 package config
 
-// TCP sizes the NVMe/TCP transport's shared resources. They are set up
-// when the daemon starts; a reload that changes them takes effect at
-// restart.
+// TCP sizes the NVMe/TCP transport's shared resources. The buffer pool
+// is set up when the daemon starts, and a reload that changes it takes
+// effect at restart; the data timeout changes live.
 type TCP struct {
 	// BufferPool is the data buffer memory every TCP port shares
 	// (default DefaultTCPBufferPool): what bounds the data in flight over

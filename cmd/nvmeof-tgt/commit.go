@@ -10,6 +10,7 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/dhchap"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/nvmeof-tgt/nvmeof-tgt/tcp"
 	"github.com/sirupsen/logrus"
 )
 
@@ -312,9 +313,13 @@ func (c *change) applyDaemonSettings() {
 		c.log.Warn("rdma: buffer pool, shared receive queue and poller CPUs are set up at start; the change takes effect at restart")
 		c.applied.RDMA = c.cur.RDMA
 	}
-	if c.next.TCP != c.cur.TCP && c.cur.TCP.BufferPool != 0 {
+	if c.next.TCP.BufferPool != c.cur.TCP.BufferPool && c.cur.TCP.BufferPool != 0 {
 		c.log.WithField("buffer_pool", int64(c.cur.TCP.BufferPool)).Warn("tcp.buffer_pool: the TCP buffer pool is sized at start; the change takes effect at restart")
-		c.applied.TCP = c.cur.TCP
+		c.applied.TCP.BufferPool = c.cur.TCP.BufferPool
+	}
+	if n := c.next.TCP.DataTimeoutSeconds; n != c.cur.TCP.DataTimeoutSeconds {
+		setTCPDataTimeout(n)
+		c.log.WithField("data_timeout", tcp.DataTimeout().String()).Info("tcp.data_timeout_seconds changed: it applies to connections stalled from now on")
 	}
 	if c.next.IOEngine != c.cur.IOEngine && c.cur.IOEngine != "" {
 		c.log.WithField("io_engine", c.cur.IOEngine).Warn("io_engine: the new engine takes effect at restart")

@@ -96,9 +96,7 @@ func start(cfg *config.Config, logger *logrus.Logger) (*daemon, error) {
 	if n := cfg.TCP.BufferPool; n > 0 { // 0: a configuration without defaults (tests)
 		tcp.SetPoolBytes(int64(n))
 	}
-	if n := cfg.TCP.DataTimeoutSeconds; n > 0 {
-		tcp.SetDataTimeout(time.Duration(n) * time.Second)
-	}
+	setTCPDataTimeout(cfg.TCP.DataTimeoutSeconds)
 	engine, err := chooseEngine(cfg.IOEngine, log)
 	if err != nil {
 		return nil, err
@@ -236,4 +234,13 @@ func (d *daemon) running() *config.Config {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.cfg.Clone()
+}
+
+// setTCPDataTimeout applies tcp.data_timeout_seconds (0: the default).
+func setTCPDataTimeout(secs int) {
+	d := tcp.DefaultDataTimeout
+	if secs > 0 {
+		d = time.Duration(secs) * time.Second
+	}
+	tcp.SetDataTimeout(d)
 }

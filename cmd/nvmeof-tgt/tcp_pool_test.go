@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -61,5 +63,41 @@ func TestTCPDataTimeoutFromConfig(t *testing.T) {
 	}
 	if len(got) != 1 || got[0] != want {
 		t.Fatalf("nvmeof_tgt_tcp_data_timeouts_total{port=\"2\"} %v, want %v", got, want)
+	}
+}
+
+// tcp.data_timeout_seconds changes with a reload, and back to the default
+// when the key goes; tcp.buffer_pool waits for a restart.
+func TestTCPDataTimeoutReloads(t *testing.T) {
+	useFakeRDMA(t)
+	t.Cleanup(func() { tcp.SetDataTimeout(tcp.DefaultDataTimeout) })
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tgt.yaml")
+	write := func(extra string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(baseConfig(dir, extra)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("tcp: {data_timeout_seconds: 3}")
+	d, err := start(parse(t, baseConfig(dir, "tcp: {data_timeout_seconds: 3}")), quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.stop(time.Second) })
+	for _, step := range []struct {
+		extra string
+		want  time.Duration
+	}{
+		{"tcp: {data_timeout_seconds: 20, buffer_pool: 32MiB}", 20 * time.Second},
+		{"", tcp.DefaultDataTimeout},
+	} {
+		write(step.extra)
+		if err := d.reload(path); err != nil {
+			t.Fatalf("reload with %q: %v", step.extra, err)
+		}
+		if got := tcp.DataTimeout(); got != step.want {
+			t.Fatalf("after a reload with %q: data timeout %v, want %v", step.extra, got, step.want)
+		}
 	}
 }
