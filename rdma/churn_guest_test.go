@@ -2,7 +2,6 @@ package rdma
 
 import (
 	"fmt"
-	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -10,10 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/nvmeof-tgt/nvmeof-tgt/test/rdmahost"
-	"github.com/sirupsen/logrus"
 )
 
 // The shared receive queue tests over real verbs (TestGuest*): they listen
@@ -41,36 +38,9 @@ type srqTarget struct {
 // listener closes and the settings are restored when the test ends.
 func startSRQTarget(t *testing.T, s Settings) *srqTarget {
 	t.Helper()
-	a := os.Getenv("NVMEOF_RDMA_TEST_ADDR")
-	if a == "" {
-		t.Skip("needs an RDMA device: set NVMEOF_RDMA_TEST_ADDR to an address of an RDMA link (the e2e guest does)")
-	}
-	addr, err := netip.ParseAddr(a)
-	if err != nil {
-		t.Fatalf("NVMEOF_RDMA_TEST_ADDR=%q: %v", a, err)
-	}
-	before := currentSettings()
-	if err := Configure(s); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { Configure(before) })
 	t.Cleanup(func() { pollHook.Store(nil) })
-	tg := fabrics.NewTarget(nil)
-	p := &fabrics.Port{ID: 7, Address: addr, ServiceID: srqTestPort, InlineDataSize: 8192, MaxQueueSize: 128}
-	if err := tg.AddPort(p); err != nil {
-		t.Fatal(err)
-	}
-	if err := tg.AddSubsystem(fabrics.NewSubsystem(srqTestNQN, "", "", true)); err != nil {
-		t.Fatal(err)
-	}
-	log := logrus.New()
-	log.SetLevel(logrus.WarnLevel)
-	l, err := Listen(tg, p, logrus.NewEntry(log))
-	if err != nil {
-		t.Fatalf("listen on %s:%d: %v", addr, srqTestPort, err)
-	}
-	t.Cleanup(func() { l.Close(10 * time.Second) })
-	return &srqTarget{addr: a, l: l, port: p.ID}
+	g := listenGuest(t, guestSetup{portID: 7, serviceID: srqTestPort, nqn: srqTestNQN, settings: &s})
+	return &srqTarget{addr: g.addr, l: g.l, port: 7}
 }
 
 // connect brings up a controller: its admin queue, enabled, and one I/O

@@ -40,6 +40,37 @@ type guestTarget struct {
 // when it is unset. The listener closes when the test ends.
 func startGuestTarget(t *testing.T) *guestTarget {
 	t.Helper()
+	b, err := backend.Open("nullblk", backend.Options{Size: 64 << 20, BlockSize: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := listenGuest(t, guestSetup{portID: 1, serviceID: guestPort, nqn: guestNQN, ns: b})
+	return &guestTarget{addr: g.addr, tg: g.tg, l: g.l}
+}
+
+// guestSetup is what a guest test's target is made of.
+type guestSetup struct {
+	portID, serviceID uint16 // the service ID apart from the daemon's 4420 and the other tests'
+	nqn               string
+	settings          *Settings       // the transport's while the test runs; nil: as they are
+	clock             fabrics.Clock   // nil: the wall clock
+	ns                backend.Backend // namespace 1; nil: none
+}
+
+// guestListener is a target listening on the test address.
+type guestListener struct {
+	addr string
+	tg   *fabrics.Target
+	s    *fabrics.Subsystem
+	ns   *fabrics.Namespace // nil without one
+	l    *Listener
+}
+
+// listenGuest configures the transport, builds setup's target and listens
+// on NVMEOF_RDMA_TEST_ADDR, or skips the test when that is unset. The
+// listener closes and the settings are restored when the test ends.
+func listenGuest(t *testing.T, setup guestSetup) *guestListener {
+	t.Helper()
 	a := os.Getenv("NVMEOF_RDMA_TEST_ADDR")
 	if a == "" {
 		t.Skip("needs an RDMA device: set NVMEOF_RDMA_TEST_ADDR to an address of an RDMA link (e2e scenario 78-rdma-guest-tests does, in the guest)")
@@ -48,34 +79,40 @@ func startGuestTarget(t *testing.T) *guestTarget {
 	if err != nil {
 		t.Fatalf("NVMEOF_RDMA_TEST_ADDR=%q: %v", a, err)
 	}
-	tg := fabrics.NewTarget(nil)
-	p := &fabrics.Port{ID: 1, Address: addr, ServiceID: guestPort, InlineDataSize: 8192, MaxQueueSize: 128}
-	if err := tg.AddPort(p); err != nil {
+	if setup.settings != nil {
+		before := currentSettings()
+		if err := Configure(*setup.settings); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { Configure(before) })
+	}
+	g := &guestListener{addr: a, tg: fabrics.NewTarget(nil)}
+	if setup.clock != nil {
+		g.tg.SetClock(setup.clock)
+	}
+	p := &fabrics.Port{ID: setup.portID, Address: addr, ServiceID: setup.serviceID, InlineDataSize: 8192, MaxQueueSize: 128}
+	if err := g.tg.AddPort(p); err != nil {
 		t.Fatal(err)
 	}
-	s := fabrics.NewSubsystem(guestNQN, "", "", true)
-	b, err := backend.Open("nullblk", backend.Options{Size: 64 << 20, BlockSize: 512})
-	if err != nil {
-		t.Fatal(err)
+	g.s = fabrics.NewSubsystem(setup.nqn, "", "", true)
+	if setup.ns != nil {
+		if g.ns, err = fabrics.NewNamespace(1, setup.ns, false, [16]byte{byte(setup.portID)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.s.AddNamespace(g.ns); err != nil {
+			t.Fatal(err)
+		}
 	}
-	ns, err := fabrics.NewNamespace(1, b, false, [16]byte{7})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.AddNamespace(ns); err != nil {
-		t.Fatal(err)
-	}
-	if err := tg.AddSubsystem(s); err != nil {
+	if err := g.tg.AddSubsystem(g.s); err != nil {
 		t.Fatal(err)
 	}
 	log := logrus.New()
 	log.SetLevel(logrus.WarnLevel)
-	l, err := Listen(tg, p, logrus.NewEntry(log))
-	if err != nil {
-		t.Fatalf("listen on %s:%d: %v", addr, guestPort, err)
+	if g.l, err = Listen(g.tg, p, logrus.NewEntry(log)); err != nil {
+		t.Fatalf("listen on %s:%d: %v", addr, setup.serviceID, err)
 	}
-	t.Cleanup(func() { l.Close(10 * time.Second) })
-	return &guestTarget{addr: a, tg: tg, l: l}
+	t.Cleanup(func() { g.l.Close(10 * time.Second) })
+	return g
 }
 
 // dial connects queue qid of depth entries to the target.

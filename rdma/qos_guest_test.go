@@ -2,8 +2,6 @@ package rdma
 
 import (
 	"bytes"
-	"net/netip"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -12,7 +10,6 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/nvmeof-tgt/nvmeof-tgt/test/rdmahost"
-	"github.com/sirupsen/logrus"
 )
 
 // qosTestPort is apart from the daemon's 4420 and the other guest tests'.
@@ -38,50 +35,16 @@ const (
 // one at the wait's bound) until the test lifts the limit, so that a
 // shared receive queue held by waiters stays held.
 func TestGuestQoSWaitersLeaveTheSharedReceiveQueue(t *testing.T) {
-	a := os.Getenv("NVMEOF_RDMA_TEST_ADDR")
-	if a == "" {
-		t.Skip("needs an RDMA device: set NVMEOF_RDMA_TEST_ADDR to an address of an RDMA link (the e2e guest does)")
-	}
-	addr, err := netip.ParseAddr(a)
-	if err != nil {
-		t.Fatalf("NVMEOF_RDMA_TEST_ADDR=%q: %v", a, err)
-	}
-	before := currentSettings()
-	if err := Configure(Settings{BufferPool: DefaultBufferPool, SharedReceiveQueue: true, ReceiveQueueDepth: qosTestSRQ}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { Configure(before) })
-	tg := fabrics.NewTarget(nil)
-	tg.SetClock(&fabrics.ManualClock{})
-	p := &fabrics.Port{ID: 8, Address: addr, ServiceID: qosTestPort, InlineDataSize: 8192, MaxQueueSize: 128}
-	if err := tg.AddPort(p); err != nil {
-		t.Fatal(err)
-	}
-	s := fabrics.NewSubsystem(qosTestNQN, "", "", true)
 	b, err := backend.Open("file", backend.Options{Path: filepath.Join(t.TempDir(), "ns1"), Size: 16 << 20, BlockSize: qosTestBlock, Buffered: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns, err := fabrics.NewNamespace(1, b, false, [16]byte{8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.AddNamespace(ns); err != nil {
-		t.Fatal(err)
-	}
-	if err := tg.AddSubsystem(s); err != nil {
-		t.Fatal(err)
-	}
+	g := listenGuest(t, guestSetup{portID: 8, serviceID: qosTestPort, nqn: qosTestNQN, ns: b, clock: &fabrics.ManualClock{},
+		settings: &Settings{BufferPool: DefaultBufferPool, SharedReceiveQueue: true, ReceiveQueueDepth: qosTestSRQ}})
+	a, s, ns := g.addr, g.s, g.ns
 	if err := s.SetQoS(1, fabrics.QoSLimits{WriteIOPS: 1}); err != nil {
 		t.Fatal(err)
 	}
-	log := logrus.New()
-	log.SetLevel(logrus.WarnLevel)
-	l, err := Listen(tg, p, logrus.NewEntry(log))
-	if err != nil {
-		t.Fatalf("listen on %s:%d: %v", addr, qosTestPort, err)
-	}
-	t.Cleanup(func() { l.Close(10 * time.Second) })
 
 	throttled := dialController(t, a, qosTestHostA, 128)
 	other := dialController(t, a, qosTestHostB, 32)

@@ -1,16 +1,12 @@
 package rdma
 
 import (
-	"net/netip"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
-	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/nvmeof-tgt/nvmeof-tgt/test/rdmahost"
-	"github.com/sirupsen/logrus"
 )
 
 // shareTestPort is apart from the daemon's 4420 and the other guest tests'.
@@ -30,46 +26,13 @@ const (
 // what is free past the reserve: another host's 1 MiB reads are served
 // meanwhile.
 func TestGuestHostThatNeverTakesResponsesHoldsItsShare(t *testing.T) {
-	a := os.Getenv("NVMEOF_RDMA_TEST_ADDR")
-	if a == "" {
-		t.Skip("needs an RDMA device: set NVMEOF_RDMA_TEST_ADDR to an address of an RDMA link (the e2e guest does)")
-	}
-	addr, err := netip.ParseAddr(a)
-	if err != nil {
-		t.Fatalf("NVMEOF_RDMA_TEST_ADDR=%q: %v", a, err)
-	}
-	before := currentSettings()
-	if err := Configure(Settings{BufferPool: shareTestPool, SharedReceiveQueue: true, ReceiveQueueDepth: DefaultReceiveQueueDepth}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { Configure(before) })
-	tg := fabrics.NewTarget(nil)
-	p := &fabrics.Port{ID: 9, Address: addr, ServiceID: shareTestPort, InlineDataSize: 8192, MaxQueueSize: 128}
-	if err := tg.AddPort(p); err != nil {
-		t.Fatal(err)
-	}
-	s := fabrics.NewSubsystem(shareTestNQN, "", "", true)
 	b, err := backend.Open("nullblk", backend.Options{Size: 64 << 20, BlockSize: shareTestLBA})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns, err := fabrics.NewNamespace(1, b, false, [16]byte{9})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.AddNamespace(ns); err != nil {
-		t.Fatal(err)
-	}
-	if err := tg.AddSubsystem(s); err != nil {
-		t.Fatal(err)
-	}
-	log := logrus.New()
-	log.SetLevel(logrus.WarnLevel)
-	l, err := Listen(tg, p, logrus.NewEntry(log))
-	if err != nil {
-		t.Fatalf("listen on %s:%d: %v", addr, shareTestPort, err)
-	}
-	t.Cleanup(func() { l.Close(10 * time.Second) })
+	g := listenGuest(t, guestSetup{portID: 9, serviceID: shareTestPort, nqn: shareTestNQN, ns: b,
+		settings: &Settings{BufferPool: shareTestPool, SharedReceiveQueue: true, ReceiveQueueDepth: DefaultReceiveQueueDepth}})
+	a := g.addr
 
 	// The well-behaved host first, so that both I/O queues count in the
 	// shares when the other fills its queue.

@@ -3,10 +3,14 @@
 package e2e
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -261,17 +265,28 @@ func TestScenarios(t *testing.T) {
 	if extra := os.Getenv("E2E_EXTRA"); extra != "" {
 		scripts = append(scripts, extra)
 	}
+	// The guest matches E2E_ONLY with bash's =~ (POSIX extended regular
+	// expressions); the suite's expressions mean the same in Go's syntax.
+	only, err := regexp.Compile(os.Getenv("E2E_ONLY"))
+	if err != nil {
+		t.Fatalf("E2E_ONLY: %v", err)
+	}
 	ran := 0
+	var times []scenarioTime
 	for _, s := range scripts {
 		name := strings.TrimSuffix(filepath.Base(s), ".sh")
 		t.Run(name, func(t *testing.T) {
 			logText := read(res, name+".log")
 			rc := read(res, name+".rc")
 			if rc == "" {
-				if only := os.Getenv("E2E_ONLY"); only != "" {
+				if !only.MatchString(name) {
 					t.Skipf("not selected by E2E_ONLY=%s", only)
 				}
+				// Selected: the guest stopped before it, or lost its result.
 				t.Fatalf("scenario produced no result\n%s", logText)
+			}
+			if secs, err := strconv.ParseFloat(read(res, name+".secs"), 64); err == nil {
+				times = append(times, scenarioTime{name, secs})
 			}
 			if rc != "0" {
 				t.Fatalf("exit status %s after %s s\n--- scenario log\n%s\n--- target log\n%s",
@@ -284,7 +299,31 @@ func TestScenarios(t *testing.T) {
 			t.Logf("passed in %s s\n%s", read(res, name+".secs"), logText)
 		})
 	}
+	printTimes(booted.results, times)
 	if ran == 0 {
 		t.Fatal("no scenario ran")
 	}
+}
+
+// scenarioTime is a scenario's time in the guest.
+type scenarioTime struct {
+	name string
+	secs float64
+}
+
+// printTimes prints the scenarios' guest times, longest first, and their
+// sum beside the guest's boot, so a run shows where its time went.
+func printTimes(results string, times []scenarioTime) {
+	if len(times) == 0 {
+		return
+	}
+	slices.SortFunc(times, func(a, b scenarioTime) int { return cmp.Compare(b.secs, a.secs) })
+	var sum float64
+	var b strings.Builder
+	for _, st := range times {
+		sum += st.secs
+		fmt.Fprintf(&b, "  %7.1f s  %s\n", st.secs, st.name)
+	}
+	fmt.Printf("e2e: scenario times in the guest, longest first (%d scenarios, %.0f s, boot %s s):\n%s",
+		len(times), sum, read(results, "guest/boot.secs"), b.String())
 }
