@@ -25,7 +25,7 @@ func (n *nullTransport) TRType() uint8     { return nvme.TransportRDMA }
 // benchController connects a controller to a subsystem whose namespace 1
 // is a 1 GiB nullblk backend (non-blocking, run on the poller) and returns
 // the controller ID for its I/O queues.
-func benchController(b *testing.B) (*Target, *Port, *Subsystem, uint16) {
+func benchController(b testing.TB) (*Target, *Port, *Subsystem, uint16) {
 	tg, p, _ := testTarget(b)
 	s := NewSubsystem("nqn.2026-11.io.example:bench", "", "", true)
 	null, err := backend.Open("nullblk", backend.Options{Size: 1 << 30})
@@ -82,20 +82,69 @@ func benchQueue(b testing.TB, tg *Target, p *Port, s *Subsystem, cntlid, qid uin
 // ioLoop runs n 4 KiB commands of opcode op on q, as a transport's poller
 // does: decode, validate, execute against the non-blocking backend,
 // complete. It must not allocate.
-func ioLoop(b *testing.B, q *Queue, op uint8, n int) {
+func ioLoop(b testing.TB, q *Queue, op uint8, n int) {
+	step := ioStep(b, q, op)
+	for i := 0; i < n; i++ {
+		if !step(i) {
+			return
+		}
+	}
+}
+
+// ioStep returns a function that runs the i-th 4 KiB command of opcode op
+// on q, reusing one request and buffer, and reports whether it was
+// prepared.
+func ioStep(b testing.TB, q *Queue, op uint8) func(i int) bool {
 	buf := make([]byte, MaxDataTransfer)
 	r := &Request{Cmd: newCmd(op), Rsp: make(nvme.Completion, nvme.CompletionSize)}
 	r.Cmd.SetNSID(1)
 	r.Cmd.SetCDW(12, 7)
 	keyed(r.Cmd, 4096)
-	for i := 0; i < n; i++ {
+	return func(i int) bool {
 		r.Cmd.SetSLBA(uint64(i*8) % (1 << 21))
 		if !q.Prepare(r) {
 			b.Errorf("prepare failed: %v", r.status)
-			return
+			return false
 		}
 		r.Data = buf[:r.Len]
 		q.Execute(r)
+		return true
+	}
+}
+
+// The I/O path allocates nothing per command, checked on every test run
+// rather than only by the benchmarks: reads, writes, and writes checked
+// against a reservation whose registrants they scan.
+func TestIOPathAllocatesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		op       uint8
+		reserved bool
+	}{
+		{"read", nvme.IORead, false},
+		{"write", nvme.IOWrite, false},
+		{"write-reserved", nvme.IOWrite, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tg, p, s, cntlid := benchController(t)
+			if tc.reserved {
+				reserveForBench(s.Namespace(1))
+			}
+			q, tr := benchQueue(t, tg, p, s, cntlid, 1)
+			step := ioStep(t, q, tc.op)
+			ioLoop(t, q, tc.op, 64) // warm up: the namespace's counters, the pools
+			i := 0
+			allocs := testing.AllocsPerRun(200, func() {
+				step(i)
+				i++
+			})
+			if allocs != 0 {
+				t.Fatalf("%v allocations per command, want 0", allocs)
+			}
+			if tr.completed != 64+201 { // AllocsPerRun runs once more to warm up
+				t.Fatalf("%d completions, want %d", tr.completed, 64+201)
+			}
+		})
 	}
 }
 

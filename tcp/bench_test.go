@@ -70,3 +70,53 @@ func BenchmarkIO(b *testing.B) {
 		})
 	}
 }
+
+// Reads and writes of 4 KiB and 128 KiB allocate nothing per command, on
+// the target's side or the test host's, checked on every test run rather
+// than only by BenchmarkIO.
+func TestIOAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on this path: test/run-tests.sh runs the AllocatesNothing tests without it")
+	}
+	for _, tc := range []struct {
+		name  string
+		size  int
+		write bool
+	}{
+		{"read-4k", 4 << 10, false},
+		{"write-4k", 4 << 10, true},
+		{"read-128k", 128 << 10, false},
+		{"write-128k", 128 << 10, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tg, p, _ := testTarget(t)
+			l := testListener(t, tg, p)
+			admin := pair(t, l)
+			admin.icreq(false, false)
+			admin.connectAdmin(testNQN)
+			h := pair(t, l)
+			h.icreq(false, false)
+			if st := h.connectIO(testNQN, admin.cntl, true); st != 0 {
+				t.Fatalf("I/O connect: %v", st)
+			}
+			buf := make([]byte, tc.size)
+			io := func() {
+				var st nvme.Status
+				if tc.write {
+					st = h.write(0, buf, false)
+				} else {
+					st = h.read(0, buf)
+				}
+				if st != 0 {
+					t.Fatal(st)
+				}
+			}
+			for range 16 { // the pool's buffers, the queue's workers
+				io()
+			}
+			if allocs := testing.AllocsPerRun(100, io); allocs != 0 {
+				t.Fatalf("%v allocations per command, want 0", allocs)
+			}
+		})
+	}
+}
