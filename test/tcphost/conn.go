@@ -30,8 +30,15 @@ type Conn struct {
 }
 
 // Dial opens a TCP connection and sends nothing.
-func Dial(addr string) (*Conn, error) {
-	nc, err := net.DialTimeout("tcp", addr, Timeout)
+func Dial(addr string) (*Conn, error) { return DialFrom("", addr) }
+
+// DialFrom is Dial from local address from ("": any).
+func DialFrom(from, addr string) (*Conn, error) {
+	d := net.Dialer{Timeout: Timeout}
+	if from != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(from)}
+	}
+	nc, err := d.Dial("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
@@ -93,6 +100,17 @@ func (c *Conn) Exec(cmd nvme.Command, inline []byte) (nvme.Completion, error) {
 	if err := c.Send(cmd, inline); err != nil {
 		return nil, err
 	}
+	for {
+		rsp, err := c.Next()
+		if err != nil || rsp.CID() == c.cid {
+			return rsp, err
+		}
+		// A response to a command sent without waiting.
+	}
+}
+
+// Next reads past data to the next response, of any command.
+func (c *Conn) Next() (nvme.Completion, error) {
 	c.nc.SetReadDeadline(time.Now().Add(Timeout))
 	defer c.nc.SetReadDeadline(time.Time{})
 	for {
@@ -116,11 +134,7 @@ func (c *Conn) Exec(cmd nvme.Command, inline []byte) (nvme.Completion, error) {
 		}
 		switch h.Type() {
 		case tcp.TypeCapsuleRsp:
-			rsp := nvme.Completion(append([]byte(nil), h.Response()...))
-			if rsp.CID() != c.cid {
-				continue // a response to a command sent without waiting
-			}
-			return rsp, nil
+			return nvme.Completion(append([]byte(nil), h.Response()...)), nil
 		case tcp.TypeC2HTermReq:
 			return nil, fmt.Errorf("C2HTermReq FES %#x", h.FES())
 		}

@@ -44,7 +44,8 @@ func main() {
 	size := fs.Uint("size", 1<<20, "hold: bytes per command")
 	nsid := fs.Uint("nsid", 1, "hold: namespace")
 	lba := fs.Uint("lba", 512, "hold: the namespace's block size")
-	hold := fs.Duration("hold", time.Hour, "how long to hold before ending")
+	hold := fs.Duration("hold", time.Hour, "how long to hold before ending (rate: to measure)")
+	from := fs.String("from", "", "the local address to connect from")
 	fs.Parse(os.Args[2:])
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
@@ -73,6 +74,8 @@ func main() {
 		holdQueues(*addr, *nqn, *queues, *depth, uint32(*size), uint32(*nsid), uint32(*lba), stop, deadline)
 	case "probe":
 		probe(*addr, *nqn, uint32(*nsid), uint32(*lba))
+	case "rate":
+		rate(*from, *addr, *nqn, *depth, uint32(*size), uint32(*nsid), uint32(*lba), *hold)
 	default:
 		fmt.Fprintf(os.Stderr, "tcphost: unknown mode %q\n", os.Args[1])
 		os.Exit(2)
@@ -91,6 +94,7 @@ func probe(addr, nqn string, nsid, lba uint32) {
 	if err != nil {
 		fatal(err)
 	}
+	defer admin.Close() // keeps it reachable: a collected connection closes
 	admin.Host = "nqn.2014-08.org.nvmexpress:uuid:7e57ca5e-0000-4000-8000-0000000000ff"
 	if err := admin.ConnectAdmin(nqn, 15000, 1); err != nil {
 		fatal(err)
@@ -207,4 +211,43 @@ func fill(addr, nqn string, cntlid, qid uint16, depth int, op uint8, size, nsid,
 			}
 		}
 	}
+}
+
+// rate keeps depth reads of size bytes in flight on one I/O queue for d
+// and prints the rate, as a well-behaved host's fio would see it.
+func rate(from, addr, nqn string, depth int, size, nsid, lba uint32, d time.Duration) {
+	admin, err := tcphost.DialFrom(from, addr)
+	if err != nil {
+		fatal(err)
+	}
+	defer admin.Close() // keeps it reachable: a collected connection closes
+	admin.Host = "nqn.2014-08.org.nvmexpress:uuid:7e57ca5e-0000-4000-8000-0000000000fe"
+	if err := admin.ConnectAdmin(nqn, 15000, 1); err != nil {
+		fatal(err)
+	}
+	c, err := tcphost.DialFrom(from, addr)
+	if err != nil {
+		fatal(err)
+	}
+	c.Host = admin.Host
+	if err := c.ConnectIO(nqn, admin.Controller(), 1, uint16(depth)+1); err != nil {
+		fatal(err)
+	}
+	for i := range depth {
+		if err := c.ReadWrite(nvme.IORead, nsid, uint64(i)*uint64(size/lba), size, lba); err != nil {
+			fatal(err)
+		}
+	}
+	done, end := 0, time.Now().Add(d)
+	for time.Now().Before(end) {
+		rsp, err := c.Next()
+		if err != nil || rsp.Status() != 0 {
+			fatal(fmt.Errorf("read %d: %v %v", done, rsp, err))
+		}
+		done++
+		if err := c.ReadWrite(nvme.IORead, nsid, uint64(done%1024)*uint64(size/lba), size, lba); err != nil {
+			fatal(err)
+		}
+	}
+	fmt.Printf("rate: %.0f reads/s of %d bytes at depth %d\n", float64(done)/d.Seconds(), size, depth)
 }
