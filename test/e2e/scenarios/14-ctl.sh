@@ -44,9 +44,26 @@ want=$(sha256sum </tmp/pattern)
 ctl remove namespace "$nqn" 5 || fail "ctl remove namespace"
 wait_ns_gone "$nqn" 5
 
-# A host removed from the allow-list loses its controller.
-ctl add host "$nqn" nqn.2014-08.org.nvmexpress:uuid:99999999-9999-9999-9999-999999999999 || fail "ctl add host"
-ctl remove host "$nqn" nqn.2014-08.org.nvmexpress:uuid:99999999-9999-9999-9999-999999999999 || fail "ctl remove host"
+# A host removed from the allow-list loses its controller; the other
+# host keeps its own.
+other_id=99999999-9999-4999-8999-999999999999
+other=nqn.2014-08.org.nvmexpress:uuid:$other_id
+ctl add host "$nqn" "$other" || fail "ctl add host"
+# Through port 2: nvme-cli takes a second connect to the same address and
+# port for one already made, whatever the host NQN.
+nvme connect -t rdma -a "$ADDR" -s 4421 -n "$nqn" --hostnqn="$other" --hostid="$other_id" >&2 ||
+	fail "nvme connect as the added host"
+controllers_of() { ctl list -json | jq --arg n "$nqn" --arg h "$1" '[.subsystems[] | select(.nqn == $n) | .controllers[] | select(.host == $h)] | length'; }
+assert_eq "controllers of the added host" "$(controllers_of "$other")" 1
+ctl remove host "$nqn" "$other" || fail "ctl remove host"
+none_of() { [ "$(controllers_of "$1")" = 0 ]; }
+wait_for 10 "the removed host's controller ended" none_of "$other"
+assert_eq "controllers of the host still allowed" "$(controllers_of "$hostnqn")" 1
+for c in /sys/class/nvme/nvme*; do
+	# The removed host's controller, retrying to reconnect and refused.
+	[ "$(cat "$c/hostnqn" 2>/dev/null)" = "$other" ] && nvme disconnect -d "$(basename "$c")" >/dev/null 2>&1
+done
+echo "ok: the removed host lost its controller, the other kept its own"
 
 state() { ctl list -json | jq -S 'del(.generation) | .subsystems[].controllers = []'; }
 before=$(state)

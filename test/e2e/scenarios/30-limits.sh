@@ -85,10 +85,9 @@ for x in /sys/class/nvme/nvme*; do
 	[ "$(cat "$x/subsysnqn")" = nqn.2014-08.org.nvmexpress.discovery ] && dc=$(basename "$x")
 done
 [ -n "$dc" ] || fail "no persistent discovery controller on the host"
-if kato=$(nvme get-feature "/dev/$dc" -f 0x0f -H 2>/dev/null); then
-	echo "$kato" | grep -q 120000 || fail "get-feature KATO on the discovery controller: $kato"
-	echo "ok: get-feature KATO: $(echo "$kato" | head -1)"
-fi
+kato=$(nvme get-feature "/dev/$dc" -f 0x0f -H 2>&1) || fail "get-feature KATO on the discovery controller: $kato"
+echo "$kato" | grep -q 120000 || fail "get-feature KATO on the discovery controller: $kato"
+echo "ok: get-feature KATO: $(echo "$kato" | head -1)"
 nvme disconnect-all >/dev/null
 wait_reserved 0
 stop_target

@@ -3,8 +3,9 @@
 # checked during the run). While the OSD is down, I/O fails in the daemon
 # after rados_osd_op_timeout (10 s by default) with the retryable status
 # Namespace Not Ready, which the host retries; once the OSD is back, I/O
-# resumes. fio must end with 0 errors and no verify failure, and the
-# daemon's generic error count shows the retries happened.
+# resumes. fio must end with 0 errors and no verify failure; the daemon's
+# generic error count shows the retries happened, and the host's error
+# log that they were Namespace Not Ready without DNR.
 daemon_only "the rbd backend is nvmeof-tgt's"
 ceph_up
 nqn=nqn.2026-11.io.example:rbd3
@@ -33,6 +34,14 @@ echo "OSD down after $((SECONDS - stop_at)) s"
 errors_over() { gone "$fio_pid" && fail "fio ended while the OSD was down: $(tail -5 "$out")"; [ "$(generic_errors)" -gt "$1" ]; }
 wait_for 40 "commands failing with a retryable status while the OSD is down" errors_over "$errs0"
 echo "first retryable errors $((SECONDS - stop_at)) s after the stop"
+# The errors are Namespace Not Ready (SCT 0, SC 82h) without DNR, as the
+# host's view of the error log says: status_field holds the status
+# without its phase bit (SC in bits 0-7, SCT in 8-10, DNR in 14).
+errlog=$RESULTS/$SCENARIO-error-log.json
+nvme error-log "/dev/$(ctrl_of "$nqn")" -e 64 -o json >"$errlog" || fail "nvme error-log"
+jq -e '[.errors[] | select(.status_field % 2048 == 130 and (.status_field / 16384 | floor) % 2 == 0)] | length > 0' "$errlog" >/dev/null ||
+	fail "no Namespace Not Ready without DNR in the host's error log: $(jq -c '[.errors[] | .status_field] | unique' "$errlog")"
+echo "ok: the host's error log holds Namespace Not Ready (82h) without DNR"
 "$E2E_DIR/../ceph/cluster.sh" start-osd "$CEPH_DIR" >>"$RESULTS/$SCENARIO-ceph.log" 2>&1 ||
 	fail "starting the OSD: $(cat "$RESULTS/$SCENARIO-ceph.log"; tail -5 "$CEPH_DIR/log/osd-start.log")"
 cat "$RESULTS/$SCENARIO-ceph.log"
