@@ -49,6 +49,7 @@ type Runner struct {
 	released  chan struct{} // a release op finished
 	done      chan struct{}
 	ops       sync.WaitGroup // the op in flight, if any
+	opsDone   uint64         // lease operations finished, under mu
 }
 
 // Status is a snapshot of a lease for the API and metrics.
@@ -58,6 +59,9 @@ type Status struct {
 	Takeovers uint64
 	Fencings  uint64
 	Failbacks uint64
+	// Ops counts the lease operations finished (tries to acquire,
+	// renewals, releases, rebuilds), whatever their result.
+	Ops uint64
 	// Rebuilds and RebuildFailures count the client's rebuilds after a
 	// blocklist; RebuildIn is the wait before the next, if one failed.
 	Rebuilds        uint64
@@ -71,7 +75,7 @@ func (r *Runner) Status() Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := Status{Group: r.Lease.Group, State: r.Lease.State(), Takeovers: r.Lease.Takeovers, Fencings: r.Lease.Fencings, Failbacks: r.Lease.Failbacks,
-		Rebuilds: r.Lease.Rebuilds, RebuildFailures: r.Lease.RebuildFailures}
+		Rebuilds: r.Lease.Rebuilds, RebuildFailures: r.Lease.RebuildFailures, Ops: r.opsDone}
 	if r.Now != nil {
 		s.RebuildIn = r.Lease.RebuildBackoff(r.Now())
 	}
@@ -138,6 +142,7 @@ func (r *Runner) loop(ctx context.Context) {
 			prev, failbacks := r.Lease.State(), r.Lease.Failbacks
 			now := r.Now()
 			r.Lease.Done(now, res)
+			r.opsDone++
 			st, failedBack, retryIn := r.Lease.State(), r.Lease.Failbacks != failbacks, r.Lease.RebuildBackoff(now)
 			r.mu.Unlock()
 			r.logResult(res, prev, st, retryIn)

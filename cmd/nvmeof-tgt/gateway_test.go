@@ -93,7 +93,14 @@ func TestGatewayPairOnCluster(t *testing.T) {
 		t.Fatalf("b started %v", anaOf(b))
 	}
 	// b tries a few times and stays standby.
-	time.Sleep(2 * time.Second) // long enough for several of b's tries: checking that nothing happens
+	tries := b.gateway.runner(1).Status().Ops
+	deadline := time.Now().Add(30 * time.Second)
+	for b.gateway.runner(1).Status().Ops < tries+3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("b finished %d lease operations in 30 s, want 3", b.gateway.runner(1).Status().Ops-tries)
+		}
+		time.Sleep(10 * time.Millisecond) // spaces the checks; the count decides
+	}
 	if s := b.gateway.runner(1).Status(); s.State != gateway.Standby || anaOf(b) != nvme.ANAInaccessible {
 		t.Fatalf("b while a owns the group: %+v, %v", s, anaOf(b))
 	}
