@@ -90,15 +90,7 @@ func TestIOAllocatesNothing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tg, p, _ := testTarget(t)
-			l := testListener(t, tg, p)
-			admin := pair(t, l)
-			admin.icreq(false, false)
-			admin.connectAdmin(testNQN)
-			h := pair(t, l)
-			h.icreq(false, false)
-			if st := h.connectIO(testNQN, admin.cntl, true); st != 0 {
-				t.Fatalf("I/O connect: %v", st)
-			}
+			h := ioHost(t, testListener(t, tg, p), false, false)
 			buf := make([]byte, tc.size)
 			io := func() {
 				var st nvme.Status
