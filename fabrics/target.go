@@ -29,7 +29,6 @@ type Target struct {
 	discovery  *Subsystem
 	referrals  map[uint16][]Referral    // by port ID (discovery.go)
 	genctr     atomic.Uint64            // discovery log generation counter
-	anaChanges atomic.Uint64            // ANA log change count: one more per state or group change
 	anaPinned  map[uint32]nvme.ANAState // groups whose state is the same on every port (ana_pin.go)
 	// Read by the I/O path without t.mu (ana_pin.go):
 	pinnedSet atomic.Pointer[[nvme.MaxANAGroups + 1]bool] // the groups in anaPinned
@@ -424,18 +423,6 @@ func (s *Subsystem) AddNamespace(ns *Namespace) error {
 	s.mu.Unlock()
 	s.namespacesChanged(ns.ID)
 	return nil
-}
-
-// volatileCache reports whether any namespace keeps completed writes in
-// a volatile cache. Controllers report a write cache only then; without
-// one, a namespace added later is written through for them.
-func (s *Subsystem) volatileCache() bool {
-	for _, ns := range s.namespaces.Load().byID {
-		if ns.traits.VolatileCache {
-			return true
-		}
-	}
-	return false
 }
 
 // Namespace returns the namespace nsid, or nil. Lock-free.
