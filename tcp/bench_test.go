@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"runtime"
 	"testing"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
@@ -73,11 +74,11 @@ func BenchmarkIO(b *testing.B) {
 
 // Reads and writes of 4 KiB and 128 KiB allocate nothing per command, on
 // the target's side or the test host's, checked on every test run rather
-// than only by BenchmarkIO.
+// than only by BenchmarkIO. The one allocation allowed is a buffer the
+// pool makes because the runtime's sync.Pool let one go: it does at a
+// garbage collection, and under the race detector it drops a quarter of
+// what it is given, on purpose.
 func TestIOAllocatesNothing(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector allocates on this path: test/run-tests.sh runs the AllocatesNothing tests without it")
-	}
 	for _, tc := range []struct {
 		name  string
 		size  int
@@ -90,7 +91,8 @@ func TestIOAllocatesNothing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tg, p, _ := testTarget(t)
-			h := ioHost(t, testListener(t, tg, p), false, false)
+			l := testListener(t, tg, p)
+			h := ioHost(t, l, false, false)
 			buf := make([]byte, tc.size)
 			io := func() {
 				var st nvme.Status
@@ -106,8 +108,21 @@ func TestIOAllocatesNothing(t *testing.T) {
 			for range 16 { // the pool's buffers, the queue's workers
 				io()
 			}
-			if allocs := testing.AllocsPerRun(100, io); allocs != 0 {
-				t.Fatalf("%v allocations per command, want 0", allocs)
+			const n = 100
+			made := l.srv.pool.made.Load()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			for range n {
+				io()
+			}
+			runtime.ReadMemStats(&after)
+			// As testing.AllocsPerRun counts: fewer allocations than
+			// commands (the runtime's own goroutines make a few), once
+			// the pool's refills are set apart. A buffer made is two
+			// objects: its bytes, and the pointer the pool hands out.
+			refills := 2 * uint64(l.srv.pool.made.Load()-made)
+			if allocs := after.Mallocs - before.Mallocs - refills; allocs >= n {
+				t.Fatalf("%d allocations in %d commands besides %d of buffers the pool made again, want fewer than one a command", allocs, n, refills)
 			}
 		})
 	}

@@ -265,11 +265,14 @@ func (c *Conn) Wake() {
 
 func (c *Conn) kick() {
 	if c.efdUse.Add(1) < efdClosed {
-		one := [8]byte{1}
-		unix.Write(c.efd, one[:])
+		unix.Write(c.efd, eventfdOne[:])
 	}
 	c.efdUse.Add(-1)
 }
+
+// eventfdOne is what a write adds to an eventfd's counter. A variable of
+// the package, so that no write copies it to the heap.
+var eventfdOne = [8]byte{1}
 
 const efdClosed = 1 << 32
 

@@ -26,6 +26,11 @@ type Pool struct {
 	starving atomic.Int32          // connections waiting for a buffer within their share
 	sizes    [numClasses]sync.Pool // *[]byte of each class
 
+	// made counts the buffers allocated: a size's first use, or one
+	// the runtime's sync.Pool let go (at a garbage collection, or a
+	// quarter of them under the race detector).
+	made atomic.Int64
+
 	waiters  atomic.Int32 // len(waiting), read without mu by put
 	mu       sync.Mutex
 	waiting  []*Conn
@@ -138,6 +143,7 @@ func (p *Pool) lend(n uint32, size int64, a *account) *[]byte {
 	if b, ok := p.sizes[class(n)].Get().(*[]byte); ok {
 		return b
 	}
+	p.made.Add(1)
 	b := make([]byte, size)
 	return &b
 }

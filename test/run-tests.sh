@@ -23,9 +23,6 @@ stop_ceph() { "$repo/test/ceph/cluster.sh" stop "$ceph_dir"; rm -rf "$ceph_dir";
 trap stop_ceph EXIT
 # Tests that need a tool install-deps provides fail rather than skip here.
 NVMEOF_CEPH_ENV=$ceph_dir/env NVMEOF_REQUIRE_TOOLS=1 go test -race -count=1 ./...
-# The hot paths' "allocates nothing", once more without the race
-# detector, whose bookkeeping allocates on some of them.
-go test -count=1 -run 'AllocatesNothing' ./...
 stop_ceph
 trap - EXIT
 # e2e KERNEL ONLY TIMEOUT: the end-to-end suite on one guest kernel. On a
