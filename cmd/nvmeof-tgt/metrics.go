@@ -61,6 +61,8 @@ var (
 	dPoolSize   = prometheus.NewDesc(prefix+"rdma_buffer_pool_bytes", "rdma.buffer_pool: data buffer memory a device registered for all its queue pairs.", []string{"device"}, nil)
 	dPoolInUse  = prometheus.NewDesc(prefix+"rdma_buffer_pool_in_use_bytes", "Buffer pool memory held by commands in flight and the queue pairs' small caches.", []string{"device"}, nil)
 	dPoolWaits  = prometheus.NewDesc(prefix+"rdma_buffer_pool_waits_total", "Commands that found the buffer pool dry and waited their turn (none fails for it).", []string{"device"}, nil)
+	dPoolShare  = prometheus.NewDesc(prefix+"rdma_buffer_pool_share_bytes", "Each I/O queue pair's share of the device's buffer pool for transfers over 32 KiB: the pool past the region kept for small transfers, split evenly, at least 2 MiB. A queue pair may always hold 2 MiB; more only while a quarter of that region stays free, and past its share only while nobody waits either.", []string{"device"}, nil)
+	dPoolOver   = prometheus.NewDesc(prefix+"rdma_buffer_pool_over_share_total", "Commands that waited for their own queue pair's buffers to come back, past its share of the device's buffer pool: a host that holds its buffers (takes no responses) waits, not the others.", []string{"device"}, nil)
 	dQPSetup    = prometheus.NewDesc(prefix+"rdma_queue_pair_setup_seconds", "Time from an RDMA connection request to its accept: setting up the queue pair.", nil, nil)
 	dSRQEntries = prometheus.NewDesc(prefix+"rdma_srq_entries", "Receive buffers of a device's shared receive queues (io: rdma.receive_queue_depth per in-capsule size; admin).", []string{"device", "queue"}, nil)
 	dSRQPosted  = prometheus.NewDesc(prefix+"rdma_srq_posted_entries", "Shared receive queue entries posted, free for hosts' commands; back at rdma_srq_entries once no command is in flight, lower means entries were lost.", []string{"device", "queue"}, nil)
@@ -75,14 +77,13 @@ var statusTypes = []string{"generic", "command_specific", "media", "path", "4", 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dReads, dWrites, dReadBytes, dWriteBytes, dReadTime, dWriteTime, dFlushes,
 		dDiscards, dZeroes, dReadLatency, dWriteLatency, dNamespaceSz, dResvUnavail, dControllers, dQueuePairs, dRefused, dAuthFailed, dKAExpired, dConnTimeout,
-		dQPReserved, dQPLimit, dCtrlLimit, dANAState, dCmdErrors, dBuildInfo, dIOEngine, dConfigGen, dReloadOK, dReloadTime, dRegistered, dPoller, dCMRejects, dDevEvents, dViolations, dPoolSize, dPoolInUse, dPoolWaits, dQPSetup,
+		dQPReserved, dQPLimit, dCtrlLimit, dANAState, dCmdErrors, dBuildInfo, dIOEngine, dConfigGen, dReloadOK, dReloadTime, dRegistered, dPoller, dCMRejects, dDevEvents, dViolations, dPoolSize, dPoolInUse, dPoolWaits, dPoolShare, dPoolOver, dQPSetup,
 		dSRQEntries, dSRQPosted, dSRQLimits, dSRQErrors, dOverruns} {
 		ch <- d
 	}
 	describeGateway(ch)
 	describeTCP(ch)
 	describeQoS(ch)
-	describeRDMAShare(ch)
 }
 
 // histogram builds a cumulative Prometheus histogram from bucket counts.
@@ -136,7 +137,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	e.gauge(dIOEngine, 1, c.target.IOEngine().String())
 	c.collectConfig(e)
 	collectRDMA(e)
-	collectRDMAShare(e)
 	collectTCP(e)
 }
 
@@ -273,6 +273,8 @@ func collectRDMA(e emit) {
 		e.gauge(dPoolSize, float64(p.Size), p.Device)
 		e.gauge(dPoolInUse, float64(p.InUse), p.Device)
 		e.counter(dPoolWaits, float64(p.Waits), p.Device)
+		e.gauge(dPoolShare, float64(p.Share), p.Device)
+		e.counter(dPoolOver, float64(p.OverShare), p.Device)
 	}
 	counts, sum := rdma.SetupTimes()
 	buckets := make(map[float64]uint64, len(rdma.SetupBuckets))
