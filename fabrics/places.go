@@ -55,13 +55,6 @@ func (t *Target) SetQueuePairCaps(perAddress, perHost int) {
 	t.places.perAddr, t.places.perHost = perAddress, perHost
 }
 
-// QueuePairCaps reports what SetQueuePairCaps set.
-func (t *Target) QueuePairCaps() (perAddress, perHost int) {
-	t.places.mu.Lock()
-	defer t.places.mu.Unlock()
-	return t.places.perAddr, t.places.perHost
-}
-
 // ReserveQueue takes a place for a queue pair from peer, or returns nil
 // (counted and logged) when the daemon-wide limit or the peer address's
 // cap is reached. The caller refuses the connection then.
@@ -149,7 +142,7 @@ func (ps *places) drop(p *Place) {
 }
 
 // HeldPlaces reports the places held before Connect by peer address and
-// after it by host NQN, for tests and the API.
+// after it by host NQN, for tests.
 func (t *Target) HeldPlaces() (unconnected map[netip.Addr]int, byHost map[string]int) {
 	ps := &t.places
 	ps.mu.Lock()
@@ -184,24 +177,4 @@ func (t *Target) refusePlace(reason string, port uint16, f logrus.Fields, msg st
 		}
 		t.Log.WithFields(f).Warn(msg)
 	}
-}
-
-// LogLimit lets one log line through per period and counts the rest,
-// which the next line reports: a peer that retries in a loop would
-// otherwise flood the log. Not safe for concurrent use: its owner locks.
-type LogLimit struct {
-	Every      time.Duration
-	last       time.Time
-	suppressed uint64
-}
-
-// Allow reports whether a line may be logged at now, and how many were
-// left out since the last one.
-func (l *LogLimit) Allow(now time.Time) (suppressed uint64, ok bool) {
-	if !l.last.IsZero() && now.Sub(l.last) < l.Every {
-		l.suppressed++
-		return 0, false
-	}
-	suppressed, l.suppressed, l.last = l.suppressed, 0, now
-	return suppressed, true
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"runtime/debug"
-	"sync"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
@@ -52,22 +51,13 @@ func hasIPCLock() bool {
 	return data[0].Effective&(1<<unix.CAP_IPC_LOCK) != 0
 }
 
-// threadLimit is the Go runtime's thread limit as the daemon last set it.
-var threadLimit struct {
-	sync.Mutex
-	n int
-}
-
 // raiseThreadLimit lets the Go runtime start the threads maxQueuePairs
 // queue pairs may take at once (fabrics.ThreadsPerQueuePair each), with
 // room for the daemon's own, instead of aborting at its default 10000. It
 // never lowers the limit: threads already started stay.
 func raiseThreadLimit(maxQueuePairs int) {
 	want := max(10000, maxQueuePairs*fabrics.ThreadsPerQueuePair+1000)
-	threadLimit.Lock()
-	defer threadLimit.Unlock()
-	if want > threadLimit.n {
-		debug.SetMaxThreads(want)
-		threadLimit.n = want
+	if prev := debug.SetMaxThreads(want); prev > want {
+		debug.SetMaxThreads(prev)
 	}
 }
