@@ -16,7 +16,7 @@ var (
 	dTCPDigests      = prometheus.NewDesc(prefix+"tcp_data_digest_errors_total", "Commands failed with Transient Transport Error on a data digest mismatch (the host retries them): a damaged network path.", []string{"port"}, nil)
 	dTCPOverruns     = prometheus.NewDesc(prefix+"tcp_queue_overruns_total", "Connections closed because the host sent more commands than its queue size.", []string{"port"}, nil)
 	dTCPDataTimeouts = prometheus.NewDesc(prefix+"tcp_data_timeouts_total", "Connections closed because the host sent no R2T's data, or read no response, within tcp.data_timeout_seconds: a stalled host, whose buffers went back to the pool.", []string{"port"}, nil)
-	dTCPRefused      = prometheus.NewDesc(prefix+"tcp_refused_total", "Connections closed at once: limits.max_queue_pairs was reached.", []string{"port"}, nil)
+	dTCPRefused      = prometheus.NewDesc(prefix+"tcp_refused_total", "Connections closed at once: limits.max_queue_pairs or the peer address's limits.unconnected_per_address was reached (nvmeof_tgt_connects_refused_total says which).", []string{"port"}, nil)
 	dTCPPoolSize     = prometheus.NewDesc(prefix+"tcp_buffer_pool_bytes", "Data buffer memory the TCP ports may lend to commands in flight.", nil, nil)
 	dTCPPoolInUse    = prometheus.NewDesc(prefix+"tcp_buffer_pool_in_use_bytes", "TCP data buffer memory lent to commands in flight.", nil, nil)
 )
