@@ -34,6 +34,10 @@ import (
 //     (Reservation Conflict, Invalid Namespace, the ANA status). A
 //     command that meets the gate after that is checked again there, and
 //     one the gate let go is checked again when its queue resumes it.
+//     The transports' own waits before a command executes (for a data
+//     buffer of a pool another host may be holding) are checked again the
+//     same way: the fence asks each queue in scope with writes in flight
+//     to (Rechecker), and the queue fails the waiters Readmit refuses.
 //  4. It waits until the write-class commands of the queues that lost
 //     access are out of the backend (IOStats.InflightWrites).
 //
@@ -52,7 +56,41 @@ type fenceScope func(c *Controller) bool
 // timeout. The caller published the new rule first.
 func (ns *Namespace) fence(scope fenceScope, timeout time.Duration) bool {
 	ns.endRefused()
+	ns.recheckWaiters(scope)
 	return ns.awaitWrites(scope, timeout)
+}
+
+// Rechecker is a transport whose commands may wait, admitted, before they
+// execute: for a data buffer that a stalled host may never give back.
+// Recheck asks it to check each such command again with Queue.Readmit on
+// its poller, and to fail those refused; it must not block.
+type Rechecker interface{ Recheck() }
+
+// Readmit checks again the rules a command r, admitted and not executed
+// yet, was admitted under: 0, or the status to fail it with.
+func (q *Queue) Readmit(r *Request) nvme.Status {
+	if r.ns == nil {
+		return 0
+	}
+	return q.admission(r)
+}
+
+// recheckWaiters asks the transports of the queues in scope that have
+// writes in flight on ns to check their waiting commands again.
+func (ns *Namespace) recheckWaiters(scope fenceScope) {
+	var rs []Rechecker
+	ns.statsMu.Lock()
+	for _, s := range ns.live {
+		if s.ctrl != nil && scope(s.ctrl) && s.InflightWrites.Load() > 0 {
+			if rc, ok := s.q.tr.(Rechecker); ok {
+				rs = append(rs, rc)
+			}
+		}
+	}
+	ns.statsMu.Unlock()
+	for _, rc := range rs {
+		rc.Recheck()
+	}
 }
 
 // awaitWrites waits until no write-class command of a controller in scope

@@ -39,6 +39,7 @@ type IOStats struct {
 	Writing        atomic.Int64 // writes past the fused-pair gate (writeGate)
 
 	ctrl *Controller // of the queue that counts here; fixed
+	q    *Queue      // the queue that counts here; fixed
 }
 
 // IOSnapshot is a plain copy of IOStats.
@@ -116,7 +117,7 @@ func (q *Queue) statsFor(ns *Namespace) *IOStats {
 	if list != nil {
 		next = append(next, *list...)
 	}
-	s := &IOStats{ctrl: q.ctrl}
+	s := &IOStats{ctrl: q.ctrl, q: q}
 	next = append(next, nsStat{ns, s})
 	q.nsStats.Store(&next)
 	ns.statsMu.Lock()
