@@ -64,28 +64,22 @@ func (q *Queue) connectExpired(log *logrus.Entry) {
 	if !expired {
 		return
 	}
-	if suppressed, ok := q.target.connectTimeouts.add(q.port.ID, time.Now()); ok {
-		if suppressed > 0 {
-			log = log.WithField("suppressed", suppressed)
-		}
-		log.WithField("connect_timeout", ConnectTimeout.String()).
-			Warn("no Connect command on the queue pair in time; disconnecting it (a host that does not speak NVMe-oF, or one that stalled)")
-	}
+	q.target.connectTimeouts.add(q.port.ID, time.Now(), log.WithField("connect_timeout", ConnectTimeout.String()),
+		"no Connect command on the queue pair in time; disconnecting it (a host that does not speak NVMe-oF, or one that stalled)")
 	q.tr.Disconnect()
 }
 
-// portCounts counts events by port, and lets their warnings through at
-// most once per placeLogEvery per port: a peer that opens queue pairs and
-// stays silent would otherwise write a line for each.
+// portCounts counts events by port, and logs their warnings at most once
+// per LogEvery per port: a peer that opens queue pairs and stays silent
+// would otherwise write a line for each.
 type portCounts struct {
 	mu   sync.Mutex
 	m    map[uint16]uint64
 	logs map[uint16]*LogLimit
 }
 
-// add counts an event on port at now, and reports whether to log it and
-// how many were not logged since the last that was.
-func (c *portCounts) add(port uint16, now time.Time) (suppressed uint64, log bool) {
+// add counts an event on port at now and logs msg on log, rate-limited.
+func (c *portCounts) add(port uint16, now time.Time, log *logrus.Entry, msg string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
@@ -94,10 +88,10 @@ func (c *portCounts) add(port uint16, now time.Time) (suppressed uint64, log boo
 	c.m[port]++
 	l := c.logs[port]
 	if l == nil {
-		l = &LogLimit{Every: placeLogEvery}
+		l = new(LogLimit)
 		c.logs[port] = l
 	}
-	return l.Allow(now)
+	l.Warn(now, log, msg)
 }
 
 func (c *portCounts) counts() map[uint16]uint64 {

@@ -20,11 +20,7 @@ import (
 //     (limits.queue_pairs_per_host), on every subsystem and port.
 //
 // A refused place is counted by reason in Target.Refused and logged at
-// most once per placeLogEvery per reason, with the number left unlogged.
-
-// placeLogEvery spaces the warnings of refused places: a peer that
-// retries at once would otherwise flood the log.
-const placeLogEvery = 10 * time.Second
+// most once per LogEvery per reason, with the number left unlogged.
 
 // Place is one queue pair's hold on a place: the transport gets it from
 // ReserveQueue, the queue's Connect moves it to the host NQN, and the
@@ -167,14 +163,9 @@ func (t *Target) refusePlace(reason string, port uint16, f logrus.Fields, msg st
 	}
 	l := ps.logs[reason]
 	if l == nil {
-		l = &LogLimit{Every: placeLogEvery}
+		l = new(LogLimit)
 		ps.logs[reason] = l
 	}
-	if suppressed, ok := l.Allow(time.Now()); ok {
-		f["port"] = port
-		if suppressed > 0 {
-			f["suppressed"] = suppressed
-		}
-		t.Log.WithFields(f).Warn(msg)
-	}
+	f["port"] = port
+	l.Warn(time.Now(), t.Log.WithFields(f), msg)
 }

@@ -111,7 +111,7 @@ func TestQueuePairsPerHost(t *testing.T) {
 	}
 }
 
-// A peer refused again and again is logged once per placeLogEvery, and
+// A peer refused again and again is logged once per LogEvery, and
 // the next line says how many were left out; the refusal counter counts
 // every one.
 func TestPlaceRefusalLogRateLimited(t *testing.T) {
@@ -141,10 +141,10 @@ func TestPlaceRefusalLogRateLimited(t *testing.T) {
 		}
 	}
 	if warned != 1 {
-		t.Fatalf("%d warnings for 50 refusals within %v, want 1", warned, placeLogEvery)
+		t.Fatalf("%d warnings for 50 refusals within %v, want 1", warned, LogEvery)
 	}
 
-	l := LogLimit{Every: placeLogEvery}
+	var l LogLimit
 	t0 := time.Unix(1000, 0)
 	if _, ok := l.Allow(t0); !ok {
 		t.Fatal("first line held back")
@@ -154,7 +154,7 @@ func TestPlaceRefusalLogRateLimited(t *testing.T) {
 			t.Fatalf("line %d within the period let through", i+2)
 		}
 	}
-	if n, ok := l.Allow(t0.Add(placeLogEvery)); !ok || n != 5 {
+	if n, ok := l.Allow(t0.Add(LogEvery)); !ok || n != 5 {
 		t.Fatalf("first line after the period: allowed %v, suppressed %d; want allowed, 5", ok, n)
 	}
 }

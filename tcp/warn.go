@@ -22,7 +22,7 @@ const (
 	numWarnKinds
 )
 
-const warnEvery = 10 * time.Second
+const warnEvery = fabrics.LogEvery
 
 type warnLimiter struct {
 	mu    sync.Mutex
@@ -34,20 +34,13 @@ type warnLimiter struct {
 func (l *warnLimiter) allow(kind warnKind, now time.Time) (uint64, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	k := &l.kinds[kind]
-	k.Every = warnEvery
-	return k.Allow(now)
+	return l.kinds[kind].Allow(now)
 }
 
 // warn logs msg at warning level unless a warning of kind was logged on
 // the port within warnEvery.
 func (s *server) warn(kind warnKind, log *logrus.Entry, msg string) {
-	n, ok := s.warns.allow(kind, time.Now())
-	if !ok {
-		return
-	}
-	if n > 0 {
-		log = log.WithField("suppressed", n)
-	}
-	log.Warn(msg)
+	s.warns.mu.Lock()
+	defer s.warns.mu.Unlock()
+	s.warns.kinds[kind].Warn(time.Now(), log, msg)
 }
