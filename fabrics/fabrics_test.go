@@ -106,6 +106,15 @@ func TestIOErrors(t *testing.T) {
 	if st := h.submit(h.io, c, buf).Status(); st != nvme.StatusSGLInvalidData|nvme.DNR {
 		t.Fatalf("short SGL: %v", st)
 	}
+	// In-capsule data whose descriptor is longer than the transfer: SGLS
+	// offers no SGL longer than the transfer.
+	c = newCmd(nvme.IOWrite)
+	c.SetNSID(1)
+	c.SetCDW(12, 0) // one block
+	c.SGL().SetOffset(nvme.SGLDataBlockOffset, 0, 1024)
+	if st := h.submit(h.io, c, make([]byte, 1024)).Status(); st != nvme.StatusSGLInvalidData|nvme.DNR {
+		t.Fatalf("in-capsule SGL longer than the transfer: %v", st)
+	}
 	// Unsupported SGL descriptor type.
 	c = newCmd(nvme.IORead)
 	c.SetNSID(1)

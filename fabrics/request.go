@@ -77,7 +77,11 @@ func (r *Request) MapInline(inline []byte) nvme.Status {
 	if off != 0 || uint64(n) > uint64(len(inline)) {
 		return nvme.StatusSGLInvalidOffset | nvme.DNR
 	}
-	if n < r.Len {
+	if n != r.Len {
+		// The descriptor describes the command's transfer exactly: SGLS
+		// offers no SGL longer than the transfer (bit 16), so a longer
+		// one is Data SGL Length Invalid too, as on the Linux target
+		// (nvmet_check_transfer_len).
 		return nvme.StatusSGLInvalidData | nvme.DNR
 	}
 	r.Data = inline[:r.Len]
