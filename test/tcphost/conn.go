@@ -259,3 +259,37 @@ func (c *Conn) PeerClosed() bool {
 	})
 	return closed
 }
+
+// Controller dials addr from local address from ("": any), connects the
+// admin queue as host (HostNQN when "") and asks for ioQueues I/O queues.
+// The caller keeps the returned connection reachable (closes it when
+// done): a collected one closes.
+func Controller(from, addr, subnqn, host string, ioQueues uint16) (*Conn, error) {
+	admin, err := DialFrom(from, addr)
+	if err != nil {
+		return nil, err
+	}
+	if host != "" {
+		admin.Host = host
+	}
+	if err := admin.ConnectAdmin(subnqn, 15000, ioQueues); err != nil {
+		admin.Close()
+		return nil, err
+	}
+	return admin, nil
+}
+
+// IOQueue dials addr from local address from and connects it as I/O queue
+// qid of the admin connection's controller, with sqsize entries.
+func (c *Conn) IOQueue(from, addr, subnqn string, qid, sqsize uint16) (*Conn, error) {
+	io, err := DialFrom(from, addr)
+	if err != nil {
+		return nil, err
+	}
+	io.Host = c.Host
+	if err := io.ConnectIO(subnqn, c.cntl, qid, sqsize); err != nil {
+		io.Close()
+		return nil, err
+	}
+	return io, nil
+}

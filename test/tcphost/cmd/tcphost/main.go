@@ -90,27 +90,19 @@ func fatal(err error) {
 // probe times what a well-behaved host does first.
 func probe(addr, nqn string, nsid, lba uint32) {
 	t0 := time.Now()
-	admin, err := tcphost.Dial(addr)
+	admin, err := tcphost.Controller("", addr, nqn, "nqn.2014-08.org.nvmexpress:uuid:7e57ca5e-0000-4000-8000-0000000000ff", 1)
 	if err != nil {
 		fatal(err)
 	}
-	defer admin.Close() // keeps it reachable: a collected connection closes
-	admin.Host = "nqn.2014-08.org.nvmexpress:uuid:7e57ca5e-0000-4000-8000-0000000000ff"
-	if err := admin.ConnectAdmin(nqn, 15000, 1); err != nil {
-		fatal(err)
-	}
+	defer admin.Close()
 	fmt.Printf("probe: admin connect %v\n", time.Since(t0).Round(time.Millisecond))
 	t0 = time.Now()
 	if st, err := admin.Identify(1); err != nil || st != 0 {
 		fatal(fmt.Errorf("Identify: %v %v", st, err))
 	}
 	fmt.Printf("probe: identify %v\n", time.Since(t0).Round(time.Millisecond))
-	io, err := tcphost.Dial(addr)
+	io, err := admin.IOQueue("", addr, nqn, 1, 32)
 	if err != nil {
-		fatal(err)
-	}
-	io.Host = admin.Host
-	if err := io.ConnectIO(nqn, admin.Controller(), 1, 32); err != nil {
 		fatal(err)
 	}
 	for _, n := range []uint32{4096, 1 << 20} {
@@ -127,11 +119,8 @@ func probe(addr, nqn string, nsid, lba uint32) {
 // closes is connected and filled again a second later. It prints a "hold"
 // line once every queue is full, and one with what it did at the end.
 func holdQueues(addr, nqn string, queues, depth int, size, nsid, lba uint32, stop <-chan os.Signal, deadline <-chan time.Time) {
-	admin, err := tcphost.Dial(addr)
+	admin, err := tcphost.Controller("", addr, nqn, "", uint16(queues))
 	if err != nil {
-		fatal(err)
-	}
-	if err := admin.ConnectAdmin(nqn, 15000, uint16(queues)); err != nil {
 		fatal(err)
 	}
 	var sent, closed atomic.Int64
@@ -146,7 +135,7 @@ func holdQueues(addr, nqn string, queues, depth int, size, nsid, lba uint32, sto
 		go func() {
 			var once sync.Once
 			for {
-				err := fill(addr, nqn, admin.Controller(), uint16(qid), depth, op, size, nsid, lba, &sent, func() { once.Do(full.Done) }, done)
+				err := fill(admin, addr, nqn, uint16(qid), depth, op, size, nsid, lba, &sent, func() { once.Do(full.Done) }, done)
 				if err != nil {
 					fmt.Fprintf(os.Stderr, "queue %d: %v\n", qid, err)
 				}
@@ -182,15 +171,12 @@ func holdQueues(addr, nqn string, queues, depth int, size, nsid, lba uint32, sto
 // fill connects I/O queue qid, sends depth commands that it never
 // finishes, calls full, and returns once the target closes the queue or
 // done closes.
-func fill(addr, nqn string, cntlid, qid uint16, depth int, op uint8, size, nsid, lba uint32, sent *atomic.Int64, full func(), done <-chan struct{}) error {
-	c, err := tcphost.Dial(addr)
+func fill(admin *tcphost.Conn, addr, nqn string, qid uint16, depth int, op uint8, size, nsid, lba uint32, sent *atomic.Int64, full func(), done <-chan struct{}) error {
+	c, err := admin.IOQueue("", addr, nqn, qid, uint16(depth)+1)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	if err := c.ConnectIO(nqn, cntlid, qid, uint16(depth)+1); err != nil {
-		return err
-	}
 	for i := range depth {
 		slba := uint64(i) * uint64(size) / uint64(lba)
 		if err := c.ReadWrite(op, nsid, slba, size, lba); err != nil {
@@ -216,21 +202,13 @@ func fill(addr, nqn string, cntlid, qid uint16, depth int, op uint8, size, nsid,
 // rate keeps depth reads of size bytes in flight on one I/O queue for d
 // and prints the rate, as a well-behaved host's fio would see it.
 func rate(from, addr, nqn string, depth int, size, nsid, lba uint32, d time.Duration) {
-	admin, err := tcphost.DialFrom(from, addr)
+	admin, err := tcphost.Controller(from, addr, nqn, "nqn.2014-08.org.nvmexpress:uuid:7e57ca5e-0000-4000-8000-0000000000fe", 1)
 	if err != nil {
 		fatal(err)
 	}
-	defer admin.Close() // keeps it reachable: a collected connection closes
-	admin.Host = "nqn.2014-08.org.nvmexpress:uuid:7e57ca5e-0000-4000-8000-0000000000fe"
-	if err := admin.ConnectAdmin(nqn, 15000, 1); err != nil {
-		fatal(err)
-	}
-	c, err := tcphost.DialFrom(from, addr)
+	defer admin.Close()
+	c, err := admin.IOQueue(from, addr, nqn, 1, uint16(depth)+1)
 	if err != nil {
-		fatal(err)
-	}
-	c.Host = admin.Host
-	if err := c.ConnectIO(nqn, admin.Controller(), 1, uint16(depth)+1); err != nil {
 		fatal(err)
 	}
 	for i := range depth {
