@@ -87,7 +87,8 @@ type Conn struct {
 	rxWait   uint32  // the receiver waits for a pool buffer of this many bytes of in-capsule data
 	st       stalls  // the data deadline (stall.go)
 	sq       sqCount // the host's submission queue, to find overruns
-	granted  atomic.Bool
+	granted  atomic.Bool // a buffer came back, or a recheck was asked: look at the waiters again
+	recheck  atomic.Bool // a fence asks the waiting commands to be admitted again (Recheck)
 	maxInl   uint32 // in-capsule data of this queue's commands
 	closing  bool   // a fatal error: send what is queued, then close
 	eof      bool
@@ -165,6 +166,9 @@ func (c *Conn) pass() bool {
 		}
 	}
 	if c.granted.Swap(false) {
+		if c.recheck.Load() && c.recheck.Swap(false) {
+			c.readmitWaiters()
+		}
 		if c.rxWait > 0 {
 			if err := c.resumeCapsule(); err != nil {
 				c.receiveFailed(err)
@@ -290,6 +294,16 @@ func (c *Conn) closeEventFD() {
 func (c *Conn) poolWake() {
 	c.granted.Store(true)
 	c.Wake()
+}
+
+// Recheck implements fabrics.Rechecker: the poller checks the commands
+// waiting for a pool buffer again (readmitWaiters). It goes through the
+// granted flag, which the poller already reads each pass and before it
+// sleeps, so that the pass of a connection nobody fences pays nothing
+// more. A Recheck after teardown writes nothing (kick).
+func (c *Conn) Recheck() {
+	c.recheck.Store(true)
+	c.poolWake()
 }
 
 // EventFD implements fabrics.EventFDer: the queue's io_uring signals its

@@ -19,7 +19,7 @@
 // H2CData PDUs of at most MaxH2CData. Data buffers, in-capsule data's
 // included, come from a pool shared by every connection with a byte limit
 // (pool.go): a command the pool cannot serve waits for a buffer and never
-// fails. No connection can hold the others up: each has a share of the
+// fails, unless a change of access (fabrics' fence) refuses it meanwhile. No connection can hold the others up: each has a share of the
 // pool, past which it borrows only while nobody waits within theirs, and
 // a reserve serves admin commands and small transfers alone. A connection
 // whose host sends no R2T's data, or reads none of its responses, within

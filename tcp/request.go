@@ -165,6 +165,28 @@ func (c *Conn) takeBuffer(r *request) bool {
 	return true
 }
 
+// readmitWaiters checks the commands waiting for a pool buffer again
+// against the rules now in force, on a fence's Recheck: those refused
+// fail as a command whose data cannot be mapped does, which ends their
+// count in flight, instead of waiting for a buffer another host may
+// never give back. A capsule whose in-capsule data waits (rxWait) is not
+// admitted yet: Prepare checks it once its data is in.
+func (c *Conn) readmitWaiters() {
+	n := 0
+	for _, tag := range c.bufWait {
+		r := &c.reqs[tag]
+		if st := c.fq.Readmit(&r.Request); st != 0 {
+			r.state = reqFabrics
+			c.fq.Fail(&r.Request, st)
+			continue
+		}
+		c.bufWait[n] = tag
+		n++
+	}
+	c.bufWait = c.bufWait[:n]
+	c.updateWaiting()
+}
+
 // retryBuffers starts the waiting commands that now get a buffer.
 func (c *Conn) retryBuffers() {
 	n := 0
