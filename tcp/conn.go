@@ -82,15 +82,15 @@ type Conn struct {
 
 	reqs     []request
 	free     []int32
-	bufWait  []int32 // requests waiting for a pool buffer, in arrival order
-	acct     account // the pool's buffers lent to this connection
-	rxWait   uint32  // the receiver waits for a pool buffer of this many bytes of in-capsule data
-	st       stalls  // the data deadline (stall.go)
-	sq       sqCount // the host's submission queue, to find overruns
+	bufWait  []int32     // requests waiting for a pool buffer, in arrival order
+	acct     account     // the pool's buffers lent to this connection
+	rxWait   uint32      // the receiver waits for a pool buffer of this many bytes of in-capsule data
+	st       stalls      // the data deadline (stall.go)
+	sq       sqCount     // the host's submission queue, to find overruns
 	granted  atomic.Bool // a buffer came back, or a recheck was asked: look at the waiters again
 	recheck  atomic.Bool // a fence asks the waiting commands to be admitted again (Recheck)
-	maxInl   uint32 // in-capsule data of this queue's commands
-	closing  bool   // a fatal error: send what is queued, then close
+	maxInl   uint32      // in-capsule data of this queue's commands
+	closing  bool        // a fatal error: send what is queued, then close
 	eof      bool
 	pollFDs  [2]unix.PollFd
 	wantOut  bool
