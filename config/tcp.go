@@ -11,14 +11,16 @@ type TCP struct {
 	// DataTimeoutSeconds is how long a connection may go without sending
 	// the data the target asked for with an R2T, or without reading its
 	// responses, before it is closed to give its buffers back (0: the
-	// transport's default, 10 s).
+	// transport's default, 5 s).
 	DataTimeoutSeconds int `yaml:"data_timeout_seconds,omitempty"`
 }
 
-// MaxTCPDataTimeout bounds tcp.data_timeout_seconds: past the hosts' own
-// I/O timeout (30 s on Linux) a longer one only keeps stalled buffers
-// from the others for longer.
-const MaxTCPDataTimeout = 300
+// MaxTCPDataTimeout bounds tcp.data_timeout_seconds below the 10 s a
+// change of access (a reservation Preempt, hiding a namespace, an ANA
+// change) waits for the writes in flight of the hosts losing it: a write
+// whose R2T data never comes ends only with its connection, at the data
+// timeout, and a longer one would have every such change refused.
+const MaxTCPDataTimeout = 8
 
 // DefaultTCPBufferPool is the TCP ports' shared data buffers: 64
 // transfers of 1 MiB, or 16384 of 4 KiB, in flight at once.
@@ -36,6 +38,6 @@ func (v *validator) tcp(t TCP) {
 		v.add("tcp.buffer_pool", "%d bytes: want a whole number of MiB from 1MiB to 64GiB", int64(t.BufferPool))
 	}
 	if t.DataTimeoutSeconds < 0 || t.DataTimeoutSeconds > MaxTCPDataTimeout {
-		v.add("tcp.data_timeout_seconds", "%d: want 1 to %d seconds, or 0 for the default of 10", t.DataTimeoutSeconds, MaxTCPDataTimeout)
+		v.add("tcp.data_timeout_seconds", "%d: want 1 to %d seconds, or 0 for the default of 5", t.DataTimeoutSeconds, MaxTCPDataTimeout)
 	}
 }

@@ -52,24 +52,24 @@ subsystems: [{nqn: "nqn.2026-11.io.example:a", allow_any_host: true}]
 // and -check names it when out of range.
 func TestTCPDataTimeout(t *testing.T) {
 	c, err := Parse([]byte(`
-tcp: {data_timeout_seconds: 20}
+tcp: {data_timeout_seconds: 7}
 ports: [{id: 1, transport: tcp, address: 10.0.0.1}]
 subsystems: [{nqn: "nqn.2026-11.io.example:a", allow_any_host: true}]
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.TCP.DataTimeoutSeconds != 20 {
-		t.Fatalf("tcp.data_timeout_seconds %d, want 20", c.TCP.DataTimeoutSeconds)
+	if c.TCP.DataTimeoutSeconds != 7 {
+		t.Fatalf("tcp.data_timeout_seconds %d, want 7", c.TCP.DataTimeoutSeconds)
 	}
 	for _, tc := range []struct {
 		seconds int
 		want    string
 	}{
-		{-1, "tcp.data_timeout_seconds: -1: want 1 to 300 seconds, or 0 for the default of 10"},
-		{301, "tcp.data_timeout_seconds: 301: want 1 to 300 seconds, or 0 for the default of 10"},
+		{-1, "tcp.data_timeout_seconds: -1: want 1 to 8 seconds, or 0 for the default of 5"},
+		{9, "tcp.data_timeout_seconds: 9: want 1 to 8 seconds, or 0 for the default of 5"},
 		{0, ""},
-		{300, ""},
+		{8, ""},
 	} {
 		c := validConfig()
 		c.TCP.DataTimeoutSeconds = tc.seconds

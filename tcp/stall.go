@@ -19,11 +19,13 @@ import (
 // whose data never comes.
 
 // DefaultDataTimeout is the data timeout unless configured
-// (tcp.data_timeout_seconds): ten seconds is 1 MiB at 100 KiB/s, far
+// (tcp.data_timeout_seconds): five seconds is 1 MiB at 200 KiB/s, far
 // beyond any working path, and returns the buffers of a stalled host well
 // within the 30 s I/O timeout of the other hosts, whose commands wait for
-// them.
-const DefaultDataTimeout = 10 * time.Second
+// them. It must end a stalled R2T within the 10 s a change of access
+// waits for the writes in flight (fabrics' fence): no recheck can end a
+// write whose data the host was asked for.
+const DefaultDataTimeout = 5 * time.Second
 
 var dataTimeout atomic.Int64
 

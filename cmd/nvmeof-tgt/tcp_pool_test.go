@@ -89,7 +89,7 @@ func TestTCPDataTimeoutReloads(t *testing.T) {
 		extra string
 		want  time.Duration
 	}{
-		{"tcp: {data_timeout_seconds: 20, buffer_pool: 32MiB}", 20 * time.Second},
+		{"tcp: {data_timeout_seconds: 7, buffer_pool: 32MiB}", 7 * time.Second},
 		{"", tcp.DefaultDataTimeout},
 	} {
 		write(step.extra)
