@@ -345,7 +345,10 @@ func (c *Conn) teardown() {
 		c.dropBuffer(&c.reqs[i])
 	}
 	if c.fq != nil {
-		c.srv.pool.leave(&c.acct)
+		c.srv.pool.waitingFor(&c.acct, 0)
+		if c.fq.QID != 0 {
+			c.srv.pool.leave()
+		}
 	}
 	unix.Close(c.fd)
 	c.closeEventFD()
@@ -397,7 +400,11 @@ func (c *Conn) openQueue(cmd nvme.Command) {
 	c.bufWait = make([]int32, 0, depth)
 	c.tx.init(depth)
 	c.log = c.log.WithField("qid", qid)
-	c.srv.pool.join()
+	if qid != 0 {
+		// Admin queues take buffers out of the reserve, small ones: a
+		// share each would halve every I/O queue's.
+		c.srv.pool.join()
+	}
 	c.fq = fabrics.NewQueue(c.srv.target, c.srv.port, qid, depth, c)
 	c.fq.SetPlace(c.place)
 }

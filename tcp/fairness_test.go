@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"time"
 
@@ -48,6 +49,25 @@ func TestPoolSharesAndReserve(t *testing.T) {
 	if p.get(MaxBuffer, &a, false) == nil {
 		t.Fatal("with nobody waiting, a could not borrow again")
 	}
+}
+
+// The pool is shared among the I/O queues' connections: the admin queues,
+// which take small buffers, count in no share, and a connection that
+// closes gives its share back.
+func TestSharesCountIOQueuesOnly(t *testing.T) {
+	tg, p, _ := testTarget(t)
+	l := testListener(t, tg, p)
+	pool := NewPool(64 << 20) // reserve 4 MiB
+	l.srv.pool = pool
+	a := ioHost(t, l, false, false)
+	ioHost(t, l, false, false)
+	if got, want := pool.Share(), int64(30<<20); got != want {
+		t.Fatalf("two hosts, each with an admin and an I/O queue: share %d, want (64 MiB - 4 MiB) / 2 = %d", got, want)
+	}
+	a.c.Close()
+	waitFor(t, func() bool { return pool.conns.Load() == 1 }, func() string {
+		return fmt.Sprintf("%d connections counted in the shares after one I/O queue closed, want 1", pool.conns.Load())
+	})
 }
 
 // sendWrites sends n writes of size bytes on R2T without waiting.

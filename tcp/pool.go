@@ -11,8 +11,8 @@ import (
 // lent out at once. A command the pool cannot serve waits for a buffer to
 // come back, on any connection, and never fails.
 //
-// No connection can hold the others up. Each gets a share of the pool
-// (Share): a connection over its share borrows only while no other
+// No connection can hold the others up. Each I/O queue's gets a share of
+// the pool (Share): a connection over its share borrows only while no other
 // connection waits for a buffer within its own share. And a reserve at the
 // top of the pool (Reserve) is for admin commands and small transfers
 // only, so that Identify and a 4 KiB read proceed while large transfers
@@ -22,7 +22,7 @@ import (
 type Pool struct {
 	limit    atomic.Int64
 	used     atomic.Int64
-	conns    atomic.Int32          // connections with a queue: the pool is shared among them
+	conns    atomic.Int32          // connections of I/O queues: the pool is shared among them
 	starving atomic.Int32          // connections waiting for a buffer within their share
 	sizes    [numClasses]sync.Pool // *[]byte of each class
 
@@ -177,14 +177,12 @@ func (p *Pool) waitingFor(a *account, n uint32) {
 	}
 }
 
-// join counts a connection that takes buffers in the shares.
+// join counts an I/O queue's connection in the shares.
 func (p *Pool) join() { p.conns.Add(1) }
 
-// leave is join's undo, once the connection gave back all it held.
-func (p *Pool) leave(a *account) {
-	p.waitingFor(a, 0)
-	p.conns.Add(-1)
-}
+// leave is join's undo, once the connection gave back all it held and
+// waits for nothing (waitingFor 0).
+func (p *Pool) leave() { p.conns.Add(-1) }
 
 // wait registers c to be woken when a buffer comes back. The caller tries
 // get once more afterwards: a put between its failed get and wait has
