@@ -280,11 +280,12 @@ var eventfdOne = [8]byte{1}
 
 const efdClosed = 1 << 32
 
-// closeEventFD closes the eventfd once no writer is in kick; later ones
-// write nothing.
+// closeEventFD closes the eventfd once no writer is in kick: the closed
+// mark, set once, turns later writers away, and those already past their
+// check are waited for.
 func (c *Conn) closeEventFD() {
-	for c.efdUse.Add(efdClosed) != efdClosed {
-		c.efdUse.Add(-efdClosed)
+	c.efdUse.Add(efdClosed)
+	for c.efdUse.Load() != efdClosed {
 		runtime.Gosched() // a writer is within its write(2)
 	}
 	unix.Close(c.efd)
