@@ -25,7 +25,7 @@ func TestPoolSharesAndReserve(t *testing.T) {
 		}
 		lent = append(lent, buf)
 	}
-	if got, want := a.held, (8<<20-p.Reserve())/MaxBuffer*MaxBuffer; got != want {
+	if got, want := a.held, (8<<20-reserve(p.Limit()))/MaxBuffer*MaxBuffer; got != want {
 		t.Fatalf("alone, a borrowed %d bytes; want all the 1 MiB buffers but the reserve, %d", got, want)
 	}
 	small := p.get(4096, &b, true)
@@ -38,7 +38,7 @@ func TestPoolSharesAndReserve(t *testing.T) {
 	p.waitingFor(&b, MaxBuffer)
 	p.put(lent[0], &a)
 	if p.get(MaxBuffer, &a, false) != nil {
-		t.Fatalf("a, holding %d bytes over its share of %d, took a buffer back while b waits within its share", a.held, p.Share())
+		t.Fatalf("a, holding %d bytes over its share of %d, took a buffer back while b waits within its share", a.held, p.share(p.Limit()))
 	}
 	big := p.get(MaxBuffer, &b, false)
 	if big == nil {
@@ -61,7 +61,7 @@ func TestSharesCountIOQueuesOnly(t *testing.T) {
 	l.srv.pool = pool
 	a := ioHost(t, l, false, false)
 	ioHost(t, l, false, false)
-	if got, want := pool.Share(), int64(30<<20); got != want {
+	if got, want := pool.share(pool.Limit()), int64(30<<20); got != want {
 		t.Fatalf("two hosts, each with an admin and an I/O queue: share %d, want (64 MiB - 4 MiB) / 2 = %d", got, want)
 	}
 	a.c.Close()

@@ -147,12 +147,9 @@ func (l *Listener) accept(nc *net.TCPConn) {
 	}
 }
 
-// Serve runs the connection on socket fd, which it then owns, holding no
-// queue pair place. Tests serve one end of a socket pair.
-func (l *Listener) Serve(fd int, peer string) error { return l.serve(fd, peer, nil) }
-
 // serve runs the connection on socket fd, which it then owns, holding
-// place, which its teardown gives back.
+// place, which its teardown gives back. Tests serve one end of a socket
+// pair.
 func (l *Listener) serve(fd int, peer string, place *fabrics.Place) error {
 	if err := unix.SetNonblock(fd, true); err != nil {
 		return err

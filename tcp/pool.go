@@ -12,9 +12,9 @@ import (
 // come back, on any connection, and never fails.
 //
 // No connection can hold the others up. Each I/O queue's gets a share of
-// the pool (Share): a connection over its share borrows only while no other
+// the pool (share): a connection over its share borrows only while no other
 // connection waits for a buffer within its own share. And a reserve at the
-// top of the pool (Reserve) is for admin commands and small transfers
+// top of the pool (reserve) is for admin commands and small transfers
 // only, so that Identify and a 4 KiB read proceed while large transfers
 // hold the rest. A host that pins what it borrowed by never sending the
 // data or never reading the responses loses its connection after the data
@@ -50,16 +50,16 @@ const (
 	// MaxBuffer is the largest buffer the pool lends.
 	MaxBuffer = 1 << maxClassShift
 
-	// SmallTransfer is the largest transfer the reserve serves: the 4 KiB
+	// smallTransfer is the largest transfer the reserve serves: the 4 KiB
 	// to 16 KiB of metadata and database I/O, whose latency a stream of
 	// 1 MiB transfers must not set.
-	SmallTransfer = 16 << 10
+	smallTransfer = 16 << 10
 	// maxReserve bounds the reserve: 256 small transfers in flight.
 	maxReserve = 4 << 20
-	// MinShare is the least share of a connection: two transfers of the
+	// minShare is the least share of a connection: two transfers of the
 	// largest size, one receiving its data while the other executes, so
 	// that a connection streams at full size however many share the pool.
-	MinShare = 2 * MaxBuffer
+	minShare = 2 * MaxBuffer
 )
 
 // DefaultPoolBytes is the pool's size unless configured: 64 MiB, the data
@@ -87,11 +87,11 @@ func (p *Pool) SetLimit(limit int64) {
 func reserve(limit int64) int64 { return max(0, min(limit/16, maxReserve, limit-MaxBuffer)) }
 
 // share is what each connection may hold while others wait: the pool
-// past the reserve split evenly, at least MinShare. With more connections
-// than fit MinShare each, the shares overcommit the pool and what is left
+// past the reserve split evenly, at least minShare. With more connections
+// than fit minShare each, the shares overcommit the pool and what is left
 // of the promise is that connections within their share come first.
 func (p *Pool) share(limit int64) int64 {
-	return max((limit-reserve(limit))/int64(max(p.conns.Load(), 1)), MinShare)
+	return max((limit-reserve(limit))/int64(max(p.conns.Load(), 1)), minShare)
 }
 
 // class is the size class of an n-byte buffer.
@@ -108,7 +108,7 @@ func classSize(n uint32) int64 { return int64(1) << (class(n) + minClassShift) }
 // connection of a, or returns nil: the pool is at its limit (the reserve
 // counts for large transfers only), or a is over its share while another
 // connection waits within its own. small is an admin command's or a
-// transfer of at most SmallTransfer.
+// transfer of at most smallTransfer.
 func (p *Pool) get(n uint32, a *account, small bool) *[]byte {
 	size := classSize(n)
 	limit := p.limit.Load()
@@ -231,11 +231,3 @@ func (p *Pool) Peak() int64 { return p.lentPeak.Load() }
 
 // Limit is the pool's size.
 func (p *Pool) Limit() int64 { return p.limit.Load() }
-
-// Reserve is the part of the pool that only admin commands and transfers
-// of at most SmallTransfer take.
-func (p *Pool) Reserve() int64 { return reserve(p.limit.Load()) }
-
-// Share is what each connection may hold while another waits for a
-// buffer within its own share.
-func (p *Pool) Share() int64 { return p.share(p.limit.Load()) }

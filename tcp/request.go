@@ -155,7 +155,7 @@ func (c *Conn) tryBuffer(r *request) bool {
 }
 
 func (c *Conn) takeBuffer(r *request) bool {
-	small := r.Len <= SmallTransfer || c.fq.QID == 0
+	small := r.Len <= smallTransfer || c.fq.QID == 0
 	b := c.srv.pool.get(r.Len, &c.acct, small)
 	if b == nil {
 		return false
