@@ -199,11 +199,7 @@ func (c *Conn) nextPhase() error {
 // on; then the buffer is lent past the limit, and the data deadline
 // bounds how long such a connection keeps it.
 func (c *Conn) inCapsuleBuffer(r *request, n uint32) {
-	b := c.srv.pool.get(n, &c.acct, n <= smallTransfer || c.fq.QID == 0)
-	if b == nil {
-		c.srv.pool.wait(c)
-		b = c.srv.pool.get(n, &c.acct, n <= smallTransfer || c.fq.QID == 0)
-	}
+	b := c.poolBuffer(n)
 	if b == nil && c.st.r2tOut > 0 {
 		b = c.srv.pool.getOver(n, &c.acct)
 	}

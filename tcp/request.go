@@ -143,26 +143,29 @@ func (c *Conn) updateWaiting() {
 	c.srv.pool.waitingFor(&c.acct, n)
 }
 
-// tryBuffer takes a buffer for r, or registers the connection with the
-// pool and tries once more: a buffer that came back between the first try
-// and the registration woke nobody.
+// tryBuffer takes a pool buffer for r's data, or reports that r waits.
 func (c *Conn) tryBuffer(r *request) bool {
-	if c.takeBuffer(r) {
-		return true
-	}
-	c.srv.pool.wait(c)
-	return c.takeBuffer(r)
-}
-
-func (c *Conn) takeBuffer(r *request) bool {
-	small := r.Len <= smallTransfer || c.fq.QID == 0
-	b := c.srv.pool.get(r.Len, &c.acct, small)
+	b := c.poolBuffer(r.Len)
 	if b == nil {
 		return false
 	}
 	r.buf = b
 	r.Data = (*b)[:r.Len]
 	return true
+}
+
+// poolBuffer takes a pool buffer of n bytes, or registers the connection
+// with the pool and tries once more: a buffer that came back between the
+// first try and the registration woke nobody. nil: none to be had, the
+// pool wakes the connection when one comes back. Admin commands and small
+// transfers may take the reserve.
+func (c *Conn) poolBuffer(n uint32) *[]byte {
+	small := n <= smallTransfer || c.fq.QID == 0
+	if b := c.srv.pool.get(n, &c.acct, small); b != nil {
+		return b
+	}
+	c.srv.pool.wait(c)
+	return c.srv.pool.get(n, &c.acct, small)
 }
 
 // readmitWaiters checks the commands waiting for a pool buffer again
