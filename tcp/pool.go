@@ -110,7 +110,8 @@ func classSize(n uint32) int64 { return int64(1) << (class(n) + minClassShift) }
 // connection waits within its own. small is an admin command's or a
 // transfer of at most smallTransfer.
 func (p *Pool) get(n uint32, a *account, small bool) *[]byte {
-	size := classSize(n)
+	c := class(n)
+	size := int64(1) << (c + minClassShift)
 	limit := p.limit.Load()
 	if p.starving.Load() > 0 && a.held+size > p.share(limit) {
 		return nil
@@ -119,28 +120,30 @@ func (p *Pool) get(n uint32, a *account, small bool) *[]byte {
 	if !small {
 		room -= reserve(limit)
 	}
-	if used := p.used.Add(size); used > room {
+	used := p.used.Add(size)
+	if used > room {
 		p.used.Add(-size)
 		return nil
 	}
-	return p.lend(n, size, a)
+	return p.lend(c, size, used, a)
 }
 
 // getOver lends a buffer of at least n bytes past the limit if need be:
 // for in-capsule data that cannot wait (inCapsuleBuffer).
 func (p *Pool) getOver(n uint32, a *account) *[]byte {
-	size := classSize(n)
-	p.used.Add(size)
-	return p.lend(n, size, a)
+	c := class(n)
+	size := int64(1) << (c + minClassShift)
+	return p.lend(c, size, p.used.Add(size), a)
 }
 
-// lend hands out a buffer of size bytes already counted in used.
-func (p *Pool) lend(n uint32, size int64, a *account) *[]byte {
-	if used := p.used.Load(); used > p.lentPeak.Load() {
+// lend hands out a buffer of class c, size bytes, already counted in
+// used, which is the pool's count with it.
+func (p *Pool) lend(c int, size, used int64, a *account) *[]byte {
+	if used > p.lentPeak.Load() {
 		p.lentPeak.Store(used)
 	}
 	a.held += size
-	if b, ok := p.sizes[class(n)].Get().(*[]byte); ok {
+	if b, ok := p.sizes[c].Get().(*[]byte); ok {
 		return b
 	}
 	p.made.Add(1)
