@@ -16,7 +16,9 @@
 // line, and never fails. No queue pair holds the pool from the others:
 // each I/O queue pair has a share of it, and borrows past its share only
 // while a reserve stays free (share.go). A command waiting on a QoS limit
-// holds neither a data buffer nor its shared receive buffer (qos.go).
+// holds neither a data buffer nor its shared receive buffer (qos.go). A change
+// of access fails the commands waiting for a data buffer that it refuses,
+// instead of waiting for them (recheck.go).
 //
 // A single poller goroutine, locked to its OS thread, drives the queue
 // pair: it polls the completion queue in batches, runs each command

@@ -1,6 +1,7 @@
 package rdma
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -370,6 +371,23 @@ func (p *dataPool) forget(qp *QueuePair) {
 	p.drop(qp)
 }
 
+// withdraw takes request tag of qp out of the pool's lines, and serves
+// those it held up. It returns the blocks it waited for: 0 if it waits in
+// no line (served already).
+func (p *dataPool) withdraw(qp *QueuePair, tag int32) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for o := range p.waiting {
+		if n := p.waiting[o].removeOne(qp, tag); n > 0 {
+			p.nwait.Add(-1)
+			p.serve()
+			p.account()
+			return n
+		}
+	}
+	return 0
+}
+
 func (p *dataPool) drop(qp *QueuePair) {
 	for o := range p.waiting {
 		p.nwait.Add(-int32(p.waiting[o].remove(qp)))
@@ -421,6 +439,21 @@ func (q *waitQueue) remove(qp *QueuePair) int {
 	clear(q.w[len(kept):])
 	q.w, q.head = kept, 0
 	return n
+}
+
+// removeOne drops qp's waiter for request tag and returns the blocks it
+// waited for, or 0 if it is not in the line.
+func (q *waitQueue) removeOne(qp *QueuePair, tag int32) int {
+	for i := q.head; i < len(q.w); i++ {
+		if w := q.w[i]; w.qp == qp && w.tag == tag {
+			q.w = slices.Delete(q.w, i, i+1)
+			if q.head == len(q.w) {
+				q.w, q.head = q.w[:0], 0
+			}
+			return int(w.n)
+		}
+	}
+	return 0
 }
 
 // qpCache is a queue pair's free blocks of each order, and the fused
@@ -571,33 +604,37 @@ func (qp *QueuePair) spill() {
 // take back a stopping queue pair's grants meanwhile (stop).
 func (qp *QueuePair) runGrants() {
 	for {
-		var g grant
 		select {
-		case g = <-qp.granted:
+		case g := <-qp.granted:
+			qp.runGrant(g)
 		default:
 			return
 		}
-		r := &qp.reqs[g.tag]
-		if r.state != stateNeedBuffer {
-			// A bug: count it and give the blocks back.
-			invalidTransitions.Add(1)
-			qp.pool.give(g.order, g.unit, nil)
-			if g.spare >= 0 {
-				qp.pool.give(g.order, g.spare, nil)
-			}
-			continue
-		}
-		qp.held++ // its bytes counted as it queued (takeBlock)
-		r.data = g.unit
-		if qp.stopping.Load() {
-			qp.release(r)
-		} else {
-			qp.startTransfer(r)
-		}
+	}
+}
+
+// runGrant starts the request the pool handed g to.
+func (qp *QueuePair) runGrant(g grant) {
+	r := &qp.reqs[g.tag]
+	if r.state != stateNeedBuffer {
+		// A bug: count it and give the blocks back.
+		invalidTransitions.Add(1)
+		qp.pool.give(g.order, g.unit, nil)
 		if g.spare >= 0 {
-			qp.held++
-			qp.placeSpare(r, g.spare)
+			qp.pool.give(g.order, g.spare, nil)
 		}
+		return
+	}
+	qp.held++ // its bytes counted as it queued (takeBlock)
+	r.data = g.unit
+	if qp.stopping.Load() {
+		qp.release(r)
+	} else {
+		qp.startTransfer(r)
+	}
+	if g.spare >= 0 {
+		qp.held++
+		qp.placeSpare(r, g.spare)
 	}
 }
 

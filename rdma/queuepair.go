@@ -81,13 +81,14 @@ type QueuePair struct {
 	ctl       *dataPool // the device's response memory
 	rspUnit   int32     // this queue pair's block of ctl, -1 if none
 	rspOrder  int8
-	cache     qpCache    // free data blocks kept back from pool
-	held      int        // data blocks requests hold
-	heldBytes int64      // their bytes and those its requests wait for, against its share (share.go)
-	parked    []int32    // requests waiting past the share for held blocks to come back
-	joined    bool       // counted in the pool's shares
-	granted   chan grant // blocks pool handed to waiting requests
-	waitBufs  [][]byte   // free copies for in-capsule data waiting on QoS (qos.go)
+	cache     qpCache     // free data blocks kept back from pool
+	held      int         // data blocks requests hold
+	heldBytes int64       // their bytes and those its requests wait for, against its share (share.go)
+	parked    []int32     // requests waiting past the share for held blocks to come back
+	joined    bool        // counted in the pool's shares
+	granted   chan grant  // blocks pool handed to waiting requests
+	waitBufs  [][]byte    // free copies for in-capsule data waiting on QoS (qos.go)
+	recheck   atomic.Bool // a fence asks for the requests waiting for a block to be checked again (recheck.go)
 
 	reqs      []request
 	freeReqs  []int32
@@ -341,6 +342,20 @@ func (qp *QueuePair) process(n int) int {
 	if qp.srqDelta > srqFoldEvery || qp.srqDelta < -srqFoldEvery {
 		qp.foldSRQ()
 	}
+	n += qp.runWaiting()
+	if err := qp.flushPosts(); err != nil {
+		qp.log.WithError(err).Error("posting work requests failed; disconnecting the queue")
+		qp.Disconnect()
+	}
+	return n
+}
+
+// runWaiting runs the requests that waited, as what they waited for came:
+// a block granted, backend work done, a fence's recheck, their queue
+// pair's own blocks back. It returns how much it ran, parked requests
+// aside.
+func (qp *QueuePair) runWaiting() int {
+	n := 0
 	if len(qp.granted) > 0 {
 		qp.runGrants()
 		n++
@@ -349,12 +364,11 @@ func (qp *QueuePair) process(n int) int {
 		qp.fq.Reap()
 		n++
 	}
+	if qp.recheck.Load() {
+		qp.recheckWaiting()
+	}
 	if len(qp.parked) > 0 {
 		qp.runParked()
-	}
-	if err := qp.flushPosts(); err != nil {
-		qp.log.WithError(err).Error("posting work requests failed; disconnecting the queue")
-		qp.Disconnect()
 	}
 	return n
 }
@@ -376,7 +390,7 @@ func (qp *QueuePair) sleep() {
 		qp.Disconnect()
 		return
 	}
-	if n > 0 || qp.fq.Pending() || len(qp.granted) > 0 || qp.stopping.Load() {
+	if n > 0 || qp.fq.Pending() || len(qp.granted) > 0 || qp.recheck.Load() || qp.stopping.Load() {
 		qp.sleeping.Store(false)
 		qp.process(n)
 		return
