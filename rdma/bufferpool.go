@@ -39,13 +39,18 @@ func (qp *QueuePair) takeMemory(sz queueSizes) error {
 		return fmt.Errorf("%w (%d queue pairs of depth 128 fit)", errNoResponseMemory, controlPool/unitSize)
 	}
 	qp.carve(sz)
-	if qp.qid != 0 {
-		// Admin queues carry small transfers, from the region kept for
-		// them: the main region is shared among the I/O queues.
+	return nil
+}
+
+// joinOnConnect counts an I/O queue pair in the pool's shares once its
+// Connect made it a controller's (Complete): a queue pair that connects
+// no further shrinks nobody's share. Admin queues carry small transfers,
+// from the region kept for them: the main region is the I/O queues'.
+func (qp *QueuePair) joinOnConnect() {
+	if qp.qid != 0 && qp.fq.Controller() != nil {
 		qp.pool.join()
 		qp.joined = true
 	}
-	return nil
 }
 
 // carve sets up the requests, each with its response capsule, every

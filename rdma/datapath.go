@@ -297,6 +297,9 @@ func (qp *QueuePair) Complete(fr *fabrics.Request) {
 		qp.postRecv(r.recv)
 		r.recv = -1
 	}
+	if !qp.joined {
+		qp.joinOnConnect()
+	}
 	c, ok := qp.budget.trySend(int32(r.Tag), qp.responseWrites(r))
 	if !ok {
 		qp.move(r, stateSendWait) // from executing: always valid

@@ -85,7 +85,7 @@ type QueuePair struct {
 	held      int         // data blocks requests hold
 	heldBytes int64       // their bytes and those its requests wait for, against its share (share.go)
 	parked    []int32     // requests waiting past the share for held blocks to come back
-	joined    bool        // counted in the pool's shares
+	joined    bool        // counted in the pool's shares, from its Connect (joinOnConnect)
 	granted   chan grant  // blocks pool handed to waiting requests
 	waitBufs  [][]byte    // free copies for in-capsule data waiting on QoS (qos.go)
 	recheck   atomic.Bool // a fence asks for the requests waiting for a block to be checked again (recheck.go)

@@ -7,9 +7,9 @@ package rdma
 // full of 1 MiB reads pins a whole pool of the default size, and every
 // other host's large transfers wait for ever.
 //
-// So each I/O queue pair of a device may hold, of the pool's main region
-// and for its transfers larger than 32 KiB (counting the blocks its
-// requests wait for in the pool's lines):
+// So each I/O queue pair of a device, from its Connect, may hold, of the
+// pool's main region and for its transfers larger than 32 KiB (counting
+// the blocks its requests wait for in the pool's lines):
 //
 //   - minShare, always: what it needs to stream at all;
 //   - up to its share (the region split evenly among the I/O queue pairs,

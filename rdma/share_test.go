@@ -126,3 +126,30 @@ func BenchmarkTakeGiveSharedBlock(b *testing.B) {
 		qp.giveBlock(r.data, r.order)
 	}
 }
+
+// An I/O queue pair counts in the pool's shares from its Connect, not
+// from the connection's acceptance: queue pairs that never connect
+// shrink nobody's share. It leaves as it goes.
+func TestQueuePairJoinsTheSharesAtConnect(t *testing.T) {
+	dev := &device{
+		pool: newDataPool(&memoryRegion{buf: make([]byte, maxBlock)}),
+		ctl:  newDataPool(&memoryRegion{buf: make([]byte, maxBlock)}),
+	}
+	accepted := &QueuePair{dev: dev, qid: 1, rq: &recvRing{mem: &memoryRegion{}}}
+	if err := accepted.takeMemory(recheckSizes); err != nil {
+		t.Fatal(err)
+	}
+	if n := dev.pool.qps.Load(); n != 0 {
+		t.Fatalf("an accepted queue pair not connected yet counts in the shares: %d queue pairs", n)
+	}
+
+	qp, _ := ioQueuePair(t)
+	if n := qp.pool.qps.Load(); n != 1 || !qp.joined {
+		t.Fatalf("after Connect: %d queue pairs in the shares (joined %v), want 1", n, qp.joined)
+	}
+	qp.ownRing = false // the stub ring is Go memory
+	qp.freeMemory()
+	if n := qp.pool.qps.Load(); n != 0 {
+		t.Fatalf("after it went: %d queue pairs in the shares, want 0", n)
+	}
+}
