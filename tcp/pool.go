@@ -40,6 +40,7 @@ type Pool struct {
 // account is one connection's part of the pool, kept by its poller.
 type account struct {
 	held     int64 // bytes lent to the connection now
+	over     int64 // of them, bytes lent past the limit (getOver)
 	starving bool  // counted in Pool.starving
 }
 
@@ -60,6 +61,12 @@ const (
 	// largest size, one receiving its data while the other executes, so
 	// that a connection streams at full size however many share the pool.
 	minShare = 2 * MaxBuffer
+	// maxOver bounds what one connection holds past the limit, for
+	// in-capsule data that arrives while its R2Ts are outstanding: 256
+	// capsules of 8 KiB, past a queue's depth of them at the usual
+	// in-capsule size, yet a host that keeps an R2T open and sends
+	// capsules cannot grow the pool without end.
+	maxOver = minShare
 )
 
 // DefaultPoolBytes is the pool's size unless configured: 64 MiB, the data
@@ -128,11 +135,17 @@ func (p *Pool) get(n uint32, a *account, small bool) *[]byte {
 	return p.lend(c, size, used, a)
 }
 
-// getOver lends a buffer of at least n bytes past the limit if need be:
-// for in-capsule data that cannot wait (inCapsuleBuffer).
+// getOver lends a buffer of at least n bytes past the limit if need be,
+// for in-capsule data that cannot wait (inCapsuleBuffer), or returns nil
+// once a's connection holds maxOver bytes so lent. The buffer goes back
+// with putOver.
 func (p *Pool) getOver(n uint32, a *account) *[]byte {
 	c := class(n)
 	size := int64(1) << (c + minClassShift)
+	if a.over+size > maxOver {
+		return nil
+	}
+	a.over += size
 	return p.lend(c, size, p.used.Add(size), a)
 }
 
@@ -161,6 +174,12 @@ func (p *Pool) put(b *[]byte, a *account) {
 	if p.waiters.Load() > 0 {
 		p.wakeWaiters()
 	}
+}
+
+// putOver is put for a buffer that getOver lent.
+func (p *Pool) putOver(b *[]byte, a *account) {
+	a.over -= int64(len(*b))
+	p.put(b, a)
 }
 
 // waitingFor records whether a's connection waits for a buffer of n

@@ -35,3 +35,33 @@ func TestPoolSetLimit(t *testing.T) {
 		t.Fatal("nothing lent, yet the pool refused 4 KiB")
 	}
 }
+
+// In-capsule data lent past the limit (getOver) is capped per
+// connection at maxOver; what putOver takes back may be lent again, and
+// another connection has a cap of its own.
+func TestPoolOverLimitCapped(t *testing.T) {
+	p := NewPool(MaxBuffer)
+	var a, b account
+	full := p.get(MaxBuffer, &a, false)
+	if full == nil {
+		t.Fatal("an empty pool refused MaxBuffer")
+	}
+	var over []*[]byte
+	for range maxOver / 8192 {
+		buf := p.getOver(8192, &a)
+		if buf == nil {
+			t.Fatalf("getOver refused after %d bytes, want %d", a.over, maxOver)
+		}
+		over = append(over, buf)
+	}
+	if p.getOver(8192, &a) != nil {
+		t.Fatalf("getOver lent past maxOver: the connection holds %d bytes over the limit", a.over)
+	}
+	if p.getOver(8192, &b) == nil {
+		t.Fatal("another connection's in-capsule data found the cap of the first")
+	}
+	p.putOver(over[0], &a)
+	if p.getOver(8192, &a) == nil {
+		t.Fatal("a buffer given back past the limit could not be lent again")
+	}
+}

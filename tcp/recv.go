@@ -196,12 +196,15 @@ func (c *Conn) nextPhase() error {
 // the host's next bytes wait in its socket. Unless the connection has
 // R2Ts outstanding: their data may be behind this capsule in the stream,
 // and the buffers they hold would come back only once the receiver went
-// on; then the buffer is lent past the limit, and the data deadline
-// bounds how long such a connection keeps it.
+// on; then the buffer is lent past the limit, up to maxOver bytes for the
+// connection; past that it waits as for any buffer, until one of its own
+// commands or another's gives one back. The data deadline bounds how long
+// a connection keeps them.
 func (c *Conn) inCapsuleBuffer(r *request, n uint32) {
 	b := c.poolBuffer(n)
 	if b == nil && c.st.r2tOut > 0 {
 		b = c.srv.pool.getOver(n, &c.acct)
+		r.over = b != nil
 	}
 	if b == nil {
 		c.rxWait = n

@@ -24,6 +24,7 @@ type request struct {
 	cmd     [nvme.CommandSize]byte
 	capData []byte  // this command's in-capsule data (in buf): kept while it waits on QoS
 	buf     *[]byte // pool buffer of Data or of the in-capsule data
+	over    bool    // buf was lent past the pool's limit (getOver)
 	recvd   uint32  // data bytes received so far (the next H2CData's offset)
 	badData bool    // a data digest error: the command fails once its data is in
 
@@ -39,8 +40,12 @@ type request struct {
 // dropBuffer gives r's pool buffer back.
 func (c *Conn) dropBuffer(r *request) {
 	if r.buf != nil {
-		c.srv.pool.put(r.buf, &c.acct)
-		r.buf = nil
+		if r.over {
+			c.srv.pool.putOver(r.buf, &c.acct)
+		} else {
+			c.srv.pool.put(r.buf, &c.acct)
+		}
+		r.buf, r.over = nil, false
 	}
 	r.Data = nil
 }
