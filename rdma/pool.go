@@ -501,12 +501,21 @@ func (qp *QueuePair) takeBlock(r *request) bool {
 		qp.cache.pairFirst = int32(r.Tag)
 	}
 	bytes := int64(n) * shareBytes(r.order)
-	if n == 1 && bytes > 0 && !qp.mayTake(bytes) {
+	// Behind parked requests a new one parks too, whatever it may take:
+	// it must not overtake them.
+	if n == 1 && bytes > 0 && (len(qp.parked) > 0 || !qp.mayTake(bytes)) {
 		// A fused pair is left out: its two small blocks come and go
 		// together, and a parked first would hold its second.
 		qp.park(r)
 		return false
 	}
+	return qp.takeNow(r, n, bytes)
+}
+
+// takeNow gives r its n blocks, of bytes against the share, from the
+// cache or the pool, past the share check. It returns false if r now
+// waits for a grant.
+func (qp *QueuePair) takeNow(r *request, n int8, bytes int64) bool {
 	c := &qp.cache.free[r.order]
 	if len(*c) >= int(n) && qp.pool.nwait.Load() == 0 {
 		r.data = (*c)[len(*c)-1]

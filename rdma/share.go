@@ -95,7 +95,7 @@ func (qp *QueuePair) runParked() {
 			invalidTransitions.Add(1) // a bug: it waits for a block no more
 			continue
 		}
-		if qp.takeBlock(r) {
+		if qp.takeNow(r, 1, shareBytes(r.order)) {
 			qp.startTransfer(r)
 		} // else it waits in the pool's line now, for a grant
 	}

@@ -153,3 +153,42 @@ func TestQueuePairJoinsTheSharesAtConnect(t *testing.T) {
 		t.Fatalf("after it went: %d queue pairs in the shares, want 0", n)
 	}
 }
+
+// A request that comes while others of its queue pair are parked parks
+// behind them, even when its queue pair may take a block again: the
+// blocks that come back go to the oldest first.
+func TestNewRequestsDoNotOvertakeParkedOnes(t *testing.T) {
+	p := newDataPool(&memoryRegion{buf: make([]byte, 8*maxBlock)})
+	qp := stubQueuePair(t, simSizes)
+	qp.pool, qp.cache = p, p.newCache()
+	p.join()
+	p.join() // another queue pair's share
+	var held []*request
+	var older *request
+	for older == nil {
+		r := need(qp, maxOrder)
+		r.Dir, r.Len = fabrics.DirHostToCtrl, maxBlock
+		if qp.takeBlock(r) {
+			held = append(held, r)
+			continue
+		}
+		older = r
+		qp.move(r, stateNeedBuffer)
+	}
+	for !qp.mayTake(maxBlock) {
+		r := held[len(held)-1]
+		held = held[:len(held)-1]
+		qp.giveBlock(r.data, r.order)
+		r.data = -1
+	}
+	newer := need(qp, maxOrder)
+	newer.Dir, newer.Len = fabrics.DirHostToCtrl, maxBlock
+	if qp.takeBlock(newer) {
+		t.Fatalf("a new request took a block with %d older parked", len(qp.parked))
+	}
+	qp.move(newer, stateNeedBuffer)
+	qp.runParked()
+	if older.state != stateReading || newer.state != stateNeedBuffer {
+		t.Fatalf("the older request is %s, the newer %s; want the older reading its data first", older.state, newer.state)
+	}
+}
