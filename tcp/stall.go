@@ -44,29 +44,42 @@ var epoch = time.Now()
 func monotonic() int64 { return int64(time.Since(epoch)) }
 
 // stallWatch watches one kind of progress: while the connection waits for
-// it (active), the progress count must move within the data timeout.
+// it (active), the progress count must move within the data timeout. The
+// clock is read only on a check that finds the count where it was: a
+// connection whose count moves each pass reads none.
 type stallWatch struct {
 	on    bool
-	since int64  // monotonic time the count was last seen to move
+	timed bool   // since is set: the count has not moved since
+	since int64  // monotonic time the count was first seen not to move
 	mark  uint64 // the count then
 }
 
 // stalled reports whether the wait has lasted the timeout without the
 // count moving.
-func (w *stallWatch) stalled(active bool, count uint64, now, timeout int64) bool {
+func (w *stallWatch) stalled(active bool, count uint64, timeout int64) bool {
 	switch {
 	case !active:
 		w.on = false
 	case !w.on || count != w.mark:
-		w.on, w.since, w.mark = true, now, count
+		w.on, w.timed, w.mark = true, false, count
+	case !w.timed:
+		// It moved at the last check at the latest: the wait counts
+		// from here, one pass later than it might.
+		w.timed, w.since = true, monotonic()
 	default:
-		return now-w.since >= timeout
+		return monotonic()-w.since >= timeout
 	}
 	return false
 }
 
-// deadline is when the watch fires, if on.
-func (w *stallWatch) deadline(timeout int64) (int64, bool) { return w.since + timeout, w.on }
+// deadline is when the watch fires, if on; a count seen moving at the
+// last check starts its wait at now.
+func (w *stallWatch) deadline(now, timeout int64) (int64, bool) {
+	if w.on && !w.timed {
+		w.timed, w.since = true, now
+	}
+	return w.since + timeout, w.on
+}
 
 // stalls is a connection's two watches.
 type stalls struct {
@@ -82,12 +95,12 @@ func (c *Conn) watching() bool { return c.st.r2tOut > 0 || c.wantOut || c.st.r2t
 // checkStalls closes the connection if it waited on its host for the data
 // timeout without progress.
 func (c *Conn) checkStalls() {
-	now, timeout := monotonic(), dataTimeout.Load()
+	timeout := dataTimeout.Load()
 	var what string
 	switch {
-	case c.st.r2t.stalled(c.st.r2tOut > 0, c.st.r2tDone, now, timeout):
+	case c.st.r2t.stalled(c.st.r2tOut > 0, c.st.r2tDone, timeout):
 		what = "the host sent no R2T's data in full"
-	case c.st.tx.stalled(c.wantOut, c.st.sent, now, timeout):
+	case c.st.tx.stalled(c.wantOut, c.st.sent, timeout):
 		what = "the host read no response in full"
 	default:
 		return
@@ -101,15 +114,15 @@ func (c *Conn) checkStalls() {
 // pollTimeout is poll(2)'s timeout in milliseconds: until the first
 // watch fires, or -1.
 func (c *Conn) pollTimeout() int {
-	timeout := dataTimeout.Load()
+	if !c.st.r2t.on && !c.st.tx.on {
+		return -1
+	}
+	now, timeout := monotonic(), dataTimeout.Load()
 	first, on := int64(0), false
 	for _, w := range []*stallWatch{&c.st.r2t, &c.st.tx} {
-		if d, ok := w.deadline(timeout); ok && (!on || d < first) {
+		if d, ok := w.deadline(now, timeout); ok && (!on || d < first) {
 			first, on = d, true
 		}
 	}
-	if !on {
-		return -1
-	}
-	return int(max(0, first-monotonic())/int64(time.Millisecond)) + 1
+	return int(max(0, first-now)/int64(time.Millisecond)) + 1
 }

@@ -76,3 +76,30 @@ func TestUnreadResponsesDeadline(t *testing.T) {
 	}
 	waitLent(t, l.srv.pool, 0)
 }
+
+// A watch whose count moves at each check reads no clock; its wait
+// starts at the first check, or sleep, that finds the count where it was,
+// so that a sleep right after the count moved lasts one timeout, not two.
+func TestStallWatchReadsTheClockOnlyWhenStill(t *testing.T) {
+	var w stallWatch
+	const timeout = int64(time.Hour)
+	for count := range uint64(3) {
+		if w.stalled(true, count, timeout) || w.timed {
+			t.Fatalf("count moved to %d: stalled, or the clock was read (timed %v)", count, w.timed)
+		}
+	}
+	now := monotonic()
+	if d, on := w.deadline(now, timeout); !on || d != now+timeout {
+		t.Fatalf("deadline %d (on %v) after the count moved, want now + timeout, %d", d, on, now+timeout)
+	}
+	if w.stalled(true, 2, timeout) {
+		t.Fatal("stalled before the timeout")
+	}
+	w.since -= timeout // the timeout passed without the count moving
+	if !w.stalled(true, 2, timeout) {
+		t.Fatal("not stalled after the timeout without the count moving")
+	}
+	if w.stalled(false, 2, timeout) || w.on {
+		t.Fatal("a watch no longer active still on")
+	}
+}
