@@ -502,10 +502,9 @@ func (qp *QueuePair) takeBlock(r *request) bool {
 	}
 	bytes := int64(n) * shareBytes(r.order)
 	// Behind parked requests a new one parks too, whatever it may take:
-	// it must not overtake them.
-	if n == 1 && bytes > 0 && (len(qp.parked) > 0 || !qp.mayTake(bytes)) {
-		// A fused pair is left out: its two small blocks come and go
-		// together, and a parked first would hold its second.
+	// it must not overtake them. A fused first parks before it takes
+	// anything, its second's block with it (runParked).
+	if bytes > 0 && (len(qp.parked) > 0 || !qp.mayTake(bytes)) {
 		qp.park(r)
 		return false
 	}

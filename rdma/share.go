@@ -1,5 +1,7 @@
 package rdma
 
+import "github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+
 // No queue pair holds the buffer pool from the others. A host can keep a
 // command's data block for as long as it likes: a read whose response
 // SEND it never takes (the device retries it, RNR, for ever), with every
@@ -87,7 +89,12 @@ func (qp *QueuePair) park(r *request) {
 func (qp *QueuePair) runParked() {
 	for len(qp.parked) > 0 && !qp.stopping.Load() {
 		r := &qp.reqs[qp.parked[0]]
-		if r.state == stateNeedBuffer && !qp.mayTake(shareBytes(r.order)) {
+		n := int8(1)
+		if r.Cmd.Fuse() == nvme.FuseFirst {
+			n = 2 // its second's block too
+		}
+		bytes := int64(n) * shareBytes(r.order)
+		if r.state == stateNeedBuffer && !qp.mayTake(bytes) {
 			return
 		}
 		qp.parked = qp.parked[:copy(qp.parked, qp.parked[1:])]
@@ -95,9 +102,16 @@ func (qp *QueuePair) runParked() {
 			invalidTransitions.Add(1) // a bug: it waits for a block no more
 			continue
 		}
-		if qp.takeNow(r, 1, shareBytes(r.order)) {
-			qp.startTransfer(r)
-		} // else it waits in the pool's line now, for a grant
+		if !qp.takeNow(r, n, bytes) {
+			continue // it waits in the pool's line now, for a grant
+		}
+		qp.startTransfer(r)
+		if r.pairWait >= 0 {
+			// Its second came while it was parked, and waits for it.
+			u := r.spare
+			r.spare = -1
+			qp.placeSpare(r, u)
+		}
 	}
 }
 

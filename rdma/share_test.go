@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
 // A queue pair that never gives its 1 MiB blocks back (a host that never
@@ -190,5 +191,45 @@ func TestNewRequestsDoNotOvertakeParkedOnes(t *testing.T) {
 	qp.runParked()
 	if older.state != stateReading || newer.state != stateNeedBuffer {
 		t.Fatalf("the older request is %s, the newer %s; want the older reading its data first", older.state, newer.state)
+	}
+}
+
+// A fused pair of large transfers counts both its blocks against the
+// share: past it, the first parks before it takes anything, its second
+// waits with it, and both start once the pair fits.
+func TestFusedPairParksPastTheShare(t *testing.T) {
+	p := newDataPool(&memoryRegion{buf: make([]byte, 8*maxBlock)})
+	qp := stubQueuePair(t, simSizes)
+	qp.pool, qp.cache = p, p.newCache()
+	p.join()
+	p.join() // another queue pair's share
+	var held []*request
+	for qp.mayTake(2 * maxBlock) {
+		r := need(qp, maxOrder)
+		if !qp.takeBlock(r) {
+			t.Fatal("a single block past what the pair may take")
+		}
+		held = append(held, r)
+	}
+	before := qp.heldBytes
+	first := fusedRequest(qp, nvme.FuseFirst, maxOrder)
+	if qp.takeBlock(first) || qp.heldBytes != before || len(qp.parked) != 1 {
+		t.Fatalf("the first command past the share: %d parked, %d MiB counted (was %d MiB); want it parked holding nothing",
+			len(qp.parked), qp.heldBytes>>20, before>>20)
+	}
+	qp.move(first, stateNeedBuffer)
+	second := fusedRequest(qp, nvme.FuseSecond, maxOrder)
+	if got, waits := qp.pairBlock(second); got || !waits {
+		t.Fatalf("second: got %v, waits %v; want it waiting with its first", got, waits)
+	}
+	qp.move(second, stateNeedBuffer)
+	for !qp.mayTake(2 * maxBlock) {
+		r := held[len(held)-1]
+		held = held[:len(held)-1]
+		qp.giveBlock(r.data, r.order)
+	}
+	qp.runParked()
+	if first.data < 0 || second.data < 0 || first.state != stateReading || second.state != stateReadWait {
+		t.Fatalf("first %v block %d, second %v block %d; want both started", first.state, first.data, second.state, second.data)
 	}
 }
