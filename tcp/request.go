@@ -92,13 +92,12 @@ func (c *Conn) mapData(r *request) {
 	sgl := r.Cmd.SGL()
 	switch sgl.ID() {
 	case nvme.SGLDataBlockOffset:
-		// The descriptor describes exactly the capsule's data, and that
-		// is the command's transfer: SGLS offers no SGL longer than the
-		// transfer (bit 16), so a longer one is Data SGL Length
-		// Invalid, as on the Linux target (nvmet_check_transfer_len).
+		// The descriptor describes exactly the capsule's data, and
+		// MapInline checks it against the command's transfer. Capsule
+		// data beyond the descriptor is Data SGL Length Invalid too.
 		// Commands that take no data (Set Features of a feature we keep
 		// no data for) go on without it, as before.
-		if r.Dir == fabrics.DirHostToCtrl && (sgl.Length() > r.Len || uint64(len(inline)) > uint64(sgl.Length())) {
+		if r.Dir == fabrics.DirHostToCtrl && uint64(len(inline)) > uint64(sgl.Length()) {
 			c.fq.Fail(&r.Request, nvme.StatusSGLInvalidData|nvme.DNR)
 			return
 		}
