@@ -57,10 +57,12 @@ type dataPool struct {
 	inUse atomic.Int64 // bytes out of the buddy: held by requests or in caches
 	waits atomic.Uint64
 
-	// The queue pairs' shares (share.go).
+	// The queue pairs' shares (share.go). main and reserve are set
+	// once, by newDataPool.
+	main      int64         // bytes of the main region
+	reserve   int64         // what only queue pairs under minShare take
 	qps       atomic.Int32  // queue pairs drawing on the pool
 	share     atomic.Int64  // each one's share of the main region, in bytes
-	reserve   atomic.Int64  // what only queue pairs under minShare take
 	overShare atomic.Uint64 // requests that waited past their queue pair's share
 }
 
@@ -107,6 +109,9 @@ func newDataPool(mem *memoryRegion) *dataPool {
 	if smallUnits > 0 {
 		p.small, p.smallBase = newBuddy(smallUnits), int32(units-smallUnits)
 	}
+	p.main = int64(units-smallUnits) << unitShift
+	// Kept even from a queue pair alone: the next to connect finds it.
+	p.reserve = max(minShare, p.main/4)
 	p.setShare(0)
 	return p
 }

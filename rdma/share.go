@@ -33,8 +33,8 @@ import "github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 // per request.
 //
 // The hot path pays a comparison with the queue pair's own count and, past
-// minShare, atomic loads of the pool's free count, share and reserve: the
-// cache line of the waiter count it reads already.
+// minShare, atomic loads of the pool's free count and share, on the cache
+// line of the waiter count it reads already, and the reserve, set once.
 
 // minShare is what a queue pair may always hold, and the least reserve: two
 // transfers of the largest size, one moving its data while the other
@@ -47,14 +47,12 @@ func (p *dataPool) join()  { p.setShare(p.qps.Add(1)) }
 func (p *dataPool) leave() { p.setShare(p.qps.Add(-1)) }
 
 func (p *dataPool) setShare(qps int32) {
-	p.share.Store(max(minShare, p.mainBytes()/int64(max(qps, 1))))
-	// Kept even from a queue pair alone: the next to connect finds it.
-	p.reserve.Store(max(minShare, p.mainBytes()/4))
+	p.share.Store(max(minShare, p.main/int64(max(qps, 1))))
 }
 
 // mainBytes is the size of the main region: the pool less the part kept
 // for small transfers.
-func (p *dataPool) mainBytes() int64 { return int64(len(p.b.freeOrder)) << unitShift }
+func (p *dataPool) mainBytes() int64 { return p.main }
 
 // mainFree is at most the bytes free in the main region: the main region
 // less all that is in use, the small transfers' region and the queue
@@ -71,7 +69,7 @@ func (qp *QueuePair) mayTake(n int64) bool {
 	if held <= minShare {
 		return true
 	}
-	if p.mainFree()-n < p.reserve.Load() {
+	if p.mainFree()-n < p.reserve {
 		return false
 	}
 	return held <= p.share.Load() || p.nwait.Load() == 0

@@ -20,7 +20,7 @@ func TestQueuePairHoldsAtMostItsShare(t *testing.T) {
 		qp.pool, qp.cache = p, p.newCache()
 		p.join()
 	}
-	share, reserve := p.share.Load(), p.reserve.Load()
+	share, reserve := p.share.Load(), p.reserve
 	most := max(share, p.mainBytes()-reserve)
 	t.Logf("main region %d MiB, share %.2f MiB, reserve %d MiB: a queue pair holds at most %d MiB",
 		p.mainBytes()>>20, float64(share)/maxBlock, reserve>>20, most>>20)
