@@ -311,12 +311,24 @@ func TestPoolKeepsARegionForSmallTransfers(t *testing.T) {
 	a.cache = a.pool.newCache()
 	var now time.Duration
 	a.pool.now = func() time.Duration { return now }
-	// Large transfers take what the main region lets them (share.go).
+	// Large transfers take what the main region lets them (share.go),
+	// and another queue pair's, within its minShare, the rest: its next
+	// waits in the pool's line.
 	large := need(a, maxOrder)
 	for a.takeBlock(large) {
 		large = need(a, maxOrder)
 	}
-	a.move(large, stateNeedBuffer)
+	a.move(large, stateNeedBuffer) // parked past its share
+	b := stubQueuePair(t, simSizes)
+	b.pool, b.cache = a.pool, a.pool.newCache()
+	waiter := need(b, maxOrder)
+	for b.takeBlock(waiter) {
+		waiter = need(b, maxOrder)
+	}
+	b.move(waiter, stateNeedBuffer)
+	if n := a.pool.nwait.Load(); n != 1 {
+		t.Fatalf("%d waiting in the pool's line, want the second queue pair's 1 MiB transfer", n)
+	}
 	now = a.pool.maxBypass // it now goes before everyone it can
 	small := need(a, 0)
 	if !a.takeBlock(small) {
