@@ -29,25 +29,49 @@ func (qp *QueuePair) Resume(fr *fabrics.Request) {
 // The copy goes to a buffer of the queue pair's own, not to the data
 // buffer pool: a waiter holds no pool buffer either, for the same reason.
 // Only the CPU reads in-capsule data (the backend, or the keyed
-// descriptors), so the buffer needs no registration. The buffers are made
-// the first time a command of this queue pair waits and reused after:
-// none for a queue pair never throttled, at most one per request (the
-// queue's 2 × depth) for one that is. A command that does not wait copies
-// nothing. A queue pair's own receive ring is its alone: there the buffer
-// stays with the command.
+// descriptors), so the buffer needs no registration. A buffer is the
+// command's in-capsule length, made the first time a command of this
+// queue pair waits and reused by the next that fits; the queue pair drops
+// them as its poller goes to sleep with none lent (dropWaitBufs). A
+// command that does not wait copies nothing. A queue pair's own receive
+// ring is its alone: there the buffer stays with the command.
 func (qp *QueuePair) letGoOfRecv(r *request) {
 	if !qp.rq.shared() {
 		return
 	}
-	var b []byte
-	if n := len(qp.waitBufs); n > 0 {
-		b = qp.waitBufs[n-1]
-		qp.waitBufs = qp.waitBufs[:n-1]
-	} else {
-		b = make([]byte, len(qp.rq.inline[r.recv]))
-	}
+	b := qp.waitBuf(len(r.inline))
 	r.waitBuf = b
 	r.inline = b[:copy(b, r.inline)]
 	qp.postRecv(r.recv)
 	r.recv = -1
+}
+
+// waitBuf is a buffer of n bytes for a waiting command's in-capsule data:
+// the last one given back, if it holds n bytes, or a new one.
+func (qp *QueuePair) waitBuf(n int) []byte {
+	qp.waitLent++
+	if k := len(qp.waitBufs); k > 0 && cap(qp.waitBufs[k-1]) >= n {
+		b := qp.waitBufs[k-1]
+		qp.waitBufs[k-1] = nil
+		qp.waitBufs = qp.waitBufs[:k-1]
+		return b[:n]
+	}
+	return make([]byte, n)
+}
+
+// giveWaitBuf takes back the buffer of a command that waited.
+func (qp *QueuePair) giveWaitBuf(b []byte) {
+	qp.waitLent--
+	if len(qp.waitBufs) < cap(qp.waitBufs) {
+		qp.waitBufs = append(qp.waitBufs, b)
+	}
+}
+
+// dropWaitBufs lets go of the buffers kept for waiting commands once none
+// waits: a queue pair throttled once does not keep them for its life.
+func (qp *QueuePair) dropWaitBufs() {
+	if qp.waitLent == 0 && len(qp.waitBufs) > 0 {
+		clear(qp.waitBufs)
+		qp.waitBufs = qp.waitBufs[:0]
+	}
 }

@@ -88,6 +88,7 @@ type QueuePair struct {
 	joined    bool        // counted in the pool's shares, from its Connect (joinOnConnect)
 	granted   chan grant  // blocks pool handed to waiting requests
 	waitBufs  [][]byte    // free copies for in-capsule data waiting on QoS (qos.go)
+	waitLent  int         // copies commands hold
 	recheck   atomic.Bool // a fence asks for the requests waiting for a block to be checked again (recheck.go)
 
 	reqs      []request
@@ -381,6 +382,7 @@ func (qp *QueuePair) sleep() {
 		return
 	}
 	qp.spill()
+	qp.dropWaitBufs()
 	qp.foldSRQ()
 	qp.sleeping.Store(true)
 	n := int(C.nt_arm_poll(qp.cq, (*C.struct_nt_wc)(qp.wcsPtr), pollBatch))

@@ -157,7 +157,7 @@ func (qp *QueuePair) release(r *request) {
 		r.recv = -1
 	}
 	if r.waitBuf != nil {
-		qp.waitBufs = append(qp.waitBufs, r.waitBuf)
+		qp.giveWaitBuf(r.waitBuf)
 		r.waitBuf = nil
 	}
 	r.Data, r.inline = nil, nil
