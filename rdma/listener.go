@@ -346,10 +346,12 @@ func (l *Listener) connectRequest(ev *C.struct_rdma_cm_event, id *C.struct_rdma_
 	}
 	// The daemon-wide queue pair limit, before anything is allocated; the
 	// queue pair's teardown gives the place back, every refusal below too.
-	// The daemon logs a refusal, rate-limited.
+	// The daemon logs a refusal, rate-limited, and counts it by its
+	// reason (limits.max_queue_pairs or the peer address's cap):
+	// nvmeof_tgt_connects_refused_total.
 	place := l.target.ReserveQueue(l.port.ID, peerAddr(peer))
 	if place == nil {
-		l.reject(id, nvme.CMRejectNoResources, "queue_pair_limit")
+		l.reject(id, nvme.CMRejectNoResources, placeRefused)
 		return destroyID
 	}
 	log = log.WithField("qid", req.QID)

@@ -11,9 +11,14 @@ import (
 
 // rejects counts connections the transport refused at the RDMA CM level,
 // before any NVMe Connect command, by reason (no_resources, port_closing,
-// queue_pair_limit, or the private data fault such as invalid_hsqsize) and
+// place_refused, or the private data fault such as invalid_hsqsize) and
 // port.
 var rejects fabrics.Refusals
+
+// placeRefused is the reject reason when fabrics gives the queue pair no
+// place: the daemon's limit or the peer address's cap, which fabrics
+// counts apart.
+const placeRefused = "place_refused"
 
 // DeviceEventKey is an RDMA device event: an asynchronous verbs event
 // (ibv_event_type_str) or an rdma_cm device removal or address change.
