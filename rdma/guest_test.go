@@ -2,6 +2,7 @@ package rdma
 
 import (
 	"bytes"
+	"fmt"
 	"net/netip"
 	"os"
 	"testing"
@@ -60,6 +61,8 @@ type guestSetup struct {
 // guestListener is a target listening on the test address.
 type guestListener struct {
 	addr string
+	port int // the service ID
+	nqn  string
 	tg   *fabrics.Target
 	s    *fabrics.Subsystem
 	ns   *fabrics.Namespace // nil without one
@@ -86,7 +89,7 @@ func listenGuest(t *testing.T, setup guestSetup) *guestListener {
 		}
 		t.Cleanup(func() { Configure(before) })
 	}
-	g := &guestListener{addr: a, tg: fabrics.NewTarget(nil)}
+	g := &guestListener{addr: a, port: int(setup.serviceID), nqn: setup.nqn, tg: fabrics.NewTarget(nil)}
 	if setup.clock != nil {
 		g.tg.SetClock(setup.clock)
 	}
@@ -115,6 +118,37 @@ func listenGuest(t *testing.T, setup guestSetup) *guestListener {
 	return g
 }
 
+// controller connects a controller of host to the listener's subsystem
+// and returns its I/O queue 1 of depth entries, dialled with o. Both
+// queues are abandoned when the test ends.
+func (g *guestListener) controller(t *testing.T, host string, depth int, o rdmahost.Options) *rdmahost.Conn {
+	t.Helper()
+	admin, err := rdmahost.Dial(g.addr, g.port, 0, 31)
+	if err != nil {
+		t.Fatalf("dial the admin queue: %v", err)
+	}
+	t.Cleanup(admin.Abandon)
+	st, cntlid, err := admin.Connect(host, g.nqn, nvme.ControllerIDDynamic, 0)
+	if err != nil || st != 0 {
+		t.Fatalf("admin Connect: status %#x, %v", st, err)
+	}
+	if err := admin.Enable(); err != nil {
+		t.Fatal(err)
+	}
+	io, err := rdmahost.DialOptions(g.addr, g.port, 1, uint16(depth-1), o)
+	if err != nil {
+		t.Fatalf("dial the I/O queue: %v", err)
+	}
+	t.Cleanup(io.Abandon)
+	if o.Receives == 1 {
+		io.StopReceiving() // Connect's response takes the one receive
+	}
+	if st, _, err := io.Connect(host, g.nqn, cntlid, 0); err != nil || st != 0 {
+		t.Fatalf("I/O Connect: status %#x, %v", st, err)
+	}
+	return io
+}
+
 // dial connects queue qid of depth entries to the target.
 func (g *guestTarget) dial(t *testing.T, qid uint16, depth int) *rdmahost.Conn {
 	t.Helper()
@@ -129,13 +163,8 @@ func (g *guestTarget) dial(t *testing.T, qid uint16, depth int) *rdmahost.Conn {
 // timeout.
 func (g *guestTarget) waitQueuePairs(t *testing.T, n int, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for g.l.QueuePairs() != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("the listener has %d queue pairs %s on, want %d", g.l.QueuePairs(), timeout, n)
-		}
-		time.Sleep(10 * time.Millisecond) // spaces the checks; the count decides
-	}
+	waitFor(t, timeout, func() bool { return g.l.QueuePairs() == n },
+		func() string { return fmt.Sprintf("the listener has %d queue pairs, want %d", g.l.QueuePairs(), n) })
 }
 
 // poolInUse is the buffer pool bytes held over every device.

@@ -2,13 +2,13 @@ package rdma
 
 import (
 	"bytes"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
-	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/nvmeof-tgt/nvmeof-tgt/test/rdmahost"
 )
 
@@ -41,13 +41,13 @@ func TestGuestQoSWaitersLeaveTheSharedReceiveQueue(t *testing.T) {
 	}
 	g := listenGuest(t, guestSetup{portID: 8, serviceID: qosTestPort, nqn: qosTestNQN, ns: b, clock: &fabrics.ManualClock{},
 		settings: &Settings{BufferPool: DefaultBufferPool, SharedReceiveQueue: true, ReceiveQueueDepth: qosTestSRQ}})
-	a, s, ns := g.addr, g.s, g.ns
+	s, ns := g.s, g.ns
 	if err := s.SetQoS(1, fabrics.QoSLimits{WriteIOPS: 1}); err != nil {
 		t.Fatal(err)
 	}
 
-	throttled := dialController(t, a, qosTestHostA, 128)
-	other := dialController(t, a, qosTestHostB, 32)
+	throttled := g.controller(t, qosTestHostA, 128, rdmahost.Options{})
+	other := g.controller(t, qosTestHostB, 32, rdmahost.Options{})
 
 	// More writes than the shared receive queue has entries, each with
 	// its block in the capsule.
@@ -58,13 +58,9 @@ func TestGuestQoSWaitersLeaveTheSharedReceiveQueue(t *testing.T) {
 			t.Fatalf("write %d: %v", i, err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for ns.QoSStats().Waiting < qosTestSRQ && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond) // spaces the checks; the count decides
-	}
-	if w := ns.QoSStats().Waiting; w < qosTestSRQ {
-		t.Fatalf("%d of %d writes wait on the limit, want at least the shared receive queue's %d", w, qosTestWrites, qosTestSRQ)
-	}
+	waitFor(t, 10*time.Second, func() bool { return ns.QoSStats().Waiting >= qosTestSRQ }, func() string {
+		return fmt.Sprintf("%d of %d writes wait on the limit, want at least the shared receive queue's %d", ns.QoSStats().Waiting, qosTestWrites, qosTestSRQ)
+	})
 
 	// Reads draw from no write limit: the other host's is served at once,
 	// if only it finds a receive buffer.
@@ -98,32 +94,4 @@ func TestGuestQoSWaitersLeaveTheSharedReceiveQueue(t *testing.T) {
 			t.Fatalf("block %d reads back % x..., want the write's % x...", i, buf[:8], pattern(i)[:8])
 		}
 	}
-}
-
-// dialController connects a controller of host to the QoS test's
-// subsystem and returns its I/O queue 1 of depth entries. Both queues are
-// abandoned when the test ends.
-func dialController(t *testing.T, addr, host string, depth int) *rdmahost.Conn {
-	t.Helper()
-	admin, err := rdmahost.Dial(addr, qosTestPort, 0, 31)
-	if err != nil {
-		t.Fatalf("dial the admin queue: %v", err)
-	}
-	t.Cleanup(admin.Abandon)
-	st, cntlid, err := admin.Connect(host, qosTestNQN, nvme.ControllerIDDynamic, 0)
-	if err != nil || st != 0 {
-		t.Fatalf("admin Connect: status %#x, %v", st, err)
-	}
-	if err := admin.Enable(); err != nil {
-		t.Fatal(err)
-	}
-	io, err := rdmahost.Dial(addr, qosTestPort, 1, uint16(depth-1))
-	if err != nil {
-		t.Fatalf("dial the I/O queue: %v", err)
-	}
-	t.Cleanup(io.Abandon)
-	if st, _, err := io.Connect(host, qosTestNQN, cntlid, 0); err != nil || st != 0 {
-		t.Fatalf("I/O Connect: status %#x, %v", st, err)
-	}
-	return io
 }

@@ -1,11 +1,11 @@
 package rdma
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
-	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/nvmeof-tgt/nvmeof-tgt/test/rdmahost"
 )
 
@@ -32,12 +32,11 @@ func TestGuestHostThatNeverTakesResponsesHoldsItsShare(t *testing.T) {
 	}
 	g := listenGuest(t, guestSetup{portID: 9, serviceID: shareTestPort, nqn: shareTestNQN, ns: b,
 		settings: &Settings{BufferPool: shareTestPool, SharedReceiveQueue: true, ReceiveQueueDepth: DefaultReceiveQueueDepth}})
-	a := g.addr
 
 	// The well-behaved host first, so that both I/O queues count in the
 	// shares when the other fills its queue.
-	good := shareController(t, a, 32, rdmahost.Options{Large: maxBlock})
-	hostile := shareController(t, a, 32, rdmahost.Options{Large: maxBlock, Receives: 1})
+	good := g.controller(t, shareTestHost, 32, rdmahost.Options{Large: maxBlock})
+	hostile := g.controller(t, shareTestHost, 32, rdmahost.Options{Large: maxBlock, Receives: 1})
 	inUse := poolInUse()
 
 	nlb := uint16(maxBlock / shareTestLBA)
@@ -51,15 +50,10 @@ func TestGuestHostThatNeverTakesResponsesHoldsItsShare(t *testing.T) {
 	// its device. Past the reserve it may hold nothing; before the fix
 	// it held the whole main region.
 	least := int64(shareTestPool/2 - 2*maxBlock)
-	deadline := time.Now().Add(10 * time.Second)
-	for poolInUse()-inUse < least && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond) // spaces the checks; the count decides
-	}
-	held := poolInUse() - inUse
-	t.Logf("the host that takes no responses holds %d MiB of a %d MiB pool", held>>20, shareTestPool>>20)
-	if held < least {
-		t.Fatalf("the host that takes no responses holds %d MiB, want at least %d MiB for this test to mean anything", held>>20, least>>20)
-	}
+	waitFor(t, 10*time.Second, func() bool { return poolInUse()-inUse >= least }, func() string {
+		return fmt.Sprintf("the host that takes no responses holds %d MiB, want at least %d MiB for this test to mean anything", (poolInUse()-inUse)>>20, least>>20)
+	})
+	t.Logf("the host that takes no responses holds %d MiB of a %d MiB pool", (poolInUse()-inUse)>>20, shareTestPool>>20)
 
 	bufAddr, rkey, _ = good.LargeData()
 	for i := range 8 {
@@ -69,35 +63,4 @@ func TestGuestHostThatNeverTakesResponsesHoldsItsShare(t *testing.T) {
 			t.Fatalf("1 MiB read %d of the other host, with %d MiB of the pool held: %x, %v", i, (poolInUse()-inUse)>>20, r, err)
 		}
 	}
-}
-
-// shareController connects a controller to the share test's subsystem
-// and returns its I/O queue 1 of depth entries, dialled with o. Both
-// queues are abandoned when the test ends.
-func shareController(t *testing.T, addr string, depth int, o rdmahost.Options) *rdmahost.Conn {
-	t.Helper()
-	admin, err := rdmahost.Dial(addr, shareTestPort, 0, 31)
-	if err != nil {
-		t.Fatalf("dial the admin queue: %v", err)
-	}
-	t.Cleanup(admin.Abandon)
-	st, cntlid, err := admin.Connect(shareTestHost, shareTestNQN, nvme.ControllerIDDynamic, 0)
-	if err != nil || st != 0 {
-		t.Fatalf("admin Connect: status %#x, %v", st, err)
-	}
-	if err := admin.Enable(); err != nil {
-		t.Fatal(err)
-	}
-	io, err := rdmahost.DialOptions(addr, shareTestPort, 1, uint16(depth-1), o)
-	if err != nil {
-		t.Fatalf("dial the I/O queue: %v", err)
-	}
-	t.Cleanup(io.Abandon)
-	if o.Receives == 1 {
-		io.StopReceiving() // Connect's response takes the one receive
-	}
-	if st, _, err := io.Connect(shareTestHost, shareTestNQN, cntlid, 0); err != nil || st != 0 {
-		t.Fatalf("I/O Connect: status %#x, %v", st, err)
-	}
-	return io
 }

@@ -2,6 +2,7 @@ package rdma
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"strconv"
 	"testing"
@@ -40,24 +41,6 @@ func procFDs(t *testing.T) int {
 	return len(ents)
 }
 
-// waitAtLeast polls count until it is at least want, for up to timeout,
-// and returns the last count.
-func waitAtLeast(count func() int, want int, timeout time.Duration) int {
-	return -waitAtMost(func() int { return -count() }, -want, timeout)
-}
-
-// waitAtMost polls count until it is at most want, for up to timeout, and
-// returns the last count.
-func waitAtMost(count func() int, want int, timeout time.Duration) int {
-	deadline := time.Now().Add(timeout)
-	n := count()
-	for n > want && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond) // spaces the checks; the count decides
-		n = count()
-	}
-	return n
-}
-
 // Every queue pair's poller runs on a thread of its own while it lives.
 // Once the queue pairs are gone their threads must be too, and every file
 // descriptor they opened: a host that connects and disconnects queue pairs
@@ -90,11 +73,10 @@ func TestGuestQueuePairsGiveTheirThreadsBack(t *testing.T) {
 	g.waitQueuePairs(t, n, 10*time.Second)
 	// Threads an earlier test's queue pairs left idle may serve these
 	// pollers: the count need only reach one thread each.
-	during := waitAtLeast(func() int { return procThreads(t) }, n, 10*time.Second)
-	t.Logf("threads: %d before, %d with %d queue pairs", threads, during, n)
-	if during < n {
-		t.Fatalf("%d threads with %d queue pairs: the pollers are not on threads of their own", during, n)
-	}
+	waitFor(t, 10*time.Second, func() bool { return procThreads(t) >= n }, func() string {
+		return fmt.Sprintf("%d threads with %d queue pairs: the pollers are not on threads of their own", procThreads(t), n)
+	})
+	t.Logf("threads: %d before, %d with %d queue pairs", threads, procThreads(t), n)
 	for _, c := range conns {
 		if err := c.Close(); err != nil {
 			t.Fatal(err)
@@ -106,10 +88,10 @@ func TestGuestQueuePairsGiveTheirThreadsBack(t *testing.T) {
 	// A few threads the runtime started for other goroutines while the
 	// pollers slept may stay idle; the pollers' own must go.
 	const slack = 4
-	if got := waitAtMost(func() int { return procThreads(t) }, threads+slack, 10*time.Second); got > threads+slack {
-		t.Errorf("%d threads once the %d queue pairs are gone, %d before them: the pollers' threads stayed", got, n, threads)
-	}
-	if got := waitAtMost(func() int { return procFDs(t) }, fds, 10*time.Second); got > fds {
-		t.Errorf("%d file descriptors once the %d queue pairs are gone, %d before them", got, n, fds)
-	}
+	waitFor(t, 10*time.Second, func() bool { return procThreads(t) <= threads+slack }, func() string {
+		return fmt.Sprintf("%d threads once the %d queue pairs are gone, %d before them: the pollers' threads stayed", procThreads(t), n, threads)
+	})
+	waitFor(t, 10*time.Second, func() bool { return procFDs(t) <= fds }, func() string {
+		return fmt.Sprintf("%d file descriptors once the %d queue pairs are gone, %d before them", procFDs(t), n, fds)
+	})
 }
