@@ -16,7 +16,7 @@ grep -E -- "^(--- |ok|FAIL|PASS)" "$out" || true
 # did not reach them.
 required=(TestGuestConnectIdentify TestGuestSRQEntriesSurviveTeardown TestGuestFloodPastQueueSize
 	TestGuestQueuePairsGiveTheirThreadsBack TestGuestQoSWaitersLeaveTheSharedReceiveQueue
-	TestGuestHostThatNeverTakesResponsesHoldsItsShare)
+	TestGuestHostThatNeverTakesResponsesHoldsItsShare TestGuestPlaceRefusalIsCountedAsSuch)
 for t in "${required[@]}"; do
 	grep -q -- "^--- PASS: $t " "$out" || fail "$t did not run and pass in the guest: $(grep -A2 -- " $t" "$out" | head -5)"
 	echo "ok: $t ran and passed"
