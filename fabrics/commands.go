@@ -13,6 +13,10 @@ type command struct {
 	// whose transfer length is not fixedLen.
 	size     func(q *Queue, r *Request) nvme.Status
 	fixedLen uint32
+	// longerData: the data descriptor may be longer than the transfer,
+	// the rest ignored. Dataset Management's ranges: the Linux host sends
+	// a whole page of them for a single range (nvmet_check_data_len_lte).
+	longerData bool
 	// needsNS: the NSID must name an active namespace, which the command
 	// holds while it runs (I/O commands).
 	needsNS bool
@@ -64,7 +68,7 @@ var ioCommands = [nvme.Opcodes]command{
 	nvme.IOCompare: {handler: execCompare, dir: DirHostToCtrl, size: sizeBlocks, needsNS: true, lba: true, access: accessRead},
 	nvme.IOWriteZeroes: {handler: execWriteZeroes, size: sizeBlocks, needsNS: true, writes: true, lba: true,
 		effects: nvme.EffectsLBC, access: accessWrite},
-	nvme.IODatasetMgmt: {handler: execDSM, dir: DirHostToCtrl, size: sizeDSM, needsNS: true, writes: true,
+	nvme.IODatasetMgmt: {handler: execDSM, dir: DirHostToCtrl, size: sizeDSM, longerData: true, needsNS: true, writes: true,
 		effects: nvme.EffectsLBC, access: accessWrite},
 	nvme.IOResvRegister: {handler: execResvRegister, dir: DirHostToCtrl, fixedLen: nvme.ResvRegisterSize, needsNS: true, resv: true},
 	nvme.IOResvReport:   {handler: execResvReport, dir: DirCtrlToHost, size: sizeResvReport, needsNS: true, resv: true},
@@ -91,7 +95,7 @@ func init() {
 
 // use points r at the entry's handler, direction and length.
 func (c *command) use(q *Queue, r *Request) nvme.Status {
-	r.handler, r.Dir, r.Len = c.handler, c.dir, c.fixedLen
+	r.handler, r.Dir, r.Len, r.longerData = c.handler, c.dir, c.fixedLen, c.longerData
 	if c.size != nil {
 		return c.size(q, r)
 	}

@@ -171,6 +171,25 @@ func TestWriteZeroesAndDeallocate(t *testing.T) {
 	if st := h.submit(h.io, d, rng).Status(); st != nvme.StatusLBARange|nvme.DNR {
 		t.Fatalf("dsm out of range: %v", st)
 	}
+	// The Linux host sends one range in a whole page of in-capsule data
+	// (blkdiscard): the descriptor is longer than the ranges, and the
+	// rest is ignored.
+	copy(mem.data[4096:6144], bytes.Repeat([]byte{0xff}, 2048))
+	page := make([]byte, 4096)
+	page[4] = 4 // NLB
+	page[8] = 8 // SLBA
+	page[16+4] = 0xff
+	d = newCmd(nvme.IODatasetMgmt)
+	d.SetNSID(1)
+	d.SetCDW(10, 0) // one range
+	d.SetCDW(11, 1<<2)
+	d.SGL().SetOffset(nvme.SGLDataBlockOffset, 0, 4096)
+	if st := h.submit(h.io, d, page).Status(); st != 0 {
+		t.Fatalf("dsm with a page of in-capsule ranges: %v", st)
+	}
+	if !bytes.Equal(mem.data[4096:6144], make([]byte, 2048)) || mem.data[6144] != 0xff {
+		t.Fatal("dsm with a page of in-capsule ranges deallocated the wrong range")
+	}
 }
 
 func TestSMARTCountsIO(t *testing.T) {

@@ -35,20 +35,21 @@ type Request struct {
 	Len  uint32          // data length the command transfers, set by Prepare
 	Tag  int             // the transport's own index for this request
 
-	q         *Queue
-	handler   func(*Queue, *Request) bool // false: completes later (AER)
-	ns        *Namespace
-	nsStats   *IOStats      // the queue's counters for ns
-	held      *atomic.Int64 // the nsStats counter r is in flight in: ns's backend may be in use
-	blocking  bool          // the handler may sleep: it runs on a worker
-	status    nvme.Status
-	result    uint64
-	off       int64  // byte offset of I/O commands
-	length    int64  // byte length of I/O commands without data (write zeroes)
-	started   int64  // monotonic nanoseconds at Prepare, for latency
-	asyncSlot uint32 // 1 + its slot while with an asynchronous backend, else 0
-	resvGen   uint32 // the namespace's Preempt and Abort count at its reservation check
-	resvSeen  bool   // resvGen is set: r passed a reservation check
+	q          *Queue
+	handler    func(*Queue, *Request) bool // false: completes later (AER)
+	ns         *Namespace
+	nsStats    *IOStats      // the queue's counters for ns
+	held       *atomic.Int64 // the nsStats counter r is in flight in: ns's backend may be in use
+	blocking   bool          // the handler may sleep: it runs on a worker
+	longerData bool          // the data descriptor may be longer than Len (command.longerData)
+	status     nvme.Status
+	result     uint64
+	off        int64  // byte offset of I/O commands
+	length     int64  // byte length of I/O commands without data (write zeroes)
+	started    int64  // monotonic nanoseconds at Prepare, for latency
+	asyncSlot  uint32 // 1 + its slot while with an asynchronous backend, else 0
+	resvGen    uint32 // the namespace's Preempt and Abort count at its reservation check
+	resvSeen   bool   // resvGen is set: r passed a reservation check
 
 	qos qosWait // waiting on its namespace's QoS limit (qos.go)
 
@@ -77,11 +78,12 @@ func (r *Request) MapInline(inline []byte) nvme.Status {
 	if off != 0 || uint64(n) > uint64(len(inline)) {
 		return nvme.StatusSGLInvalidOffset | nvme.DNR
 	}
-	if n != r.Len {
+	if n < r.Len || n > r.Len && !r.longerData {
 		// The descriptor describes the command's transfer exactly: SGLS
 		// offers no SGL longer than the transfer (bit 16), so a longer
 		// one is Data SGL Length Invalid too, as on the Linux target
-		// (nvmet_check_transfer_len).
+		// (nvmet_check_transfer_len), but for the commands it lets read
+		// only what they need (nvmet_check_data_len_lte).
 		return nvme.StatusSGLInvalidData | nvme.DNR
 	}
 	r.Data = inline[:r.Len]
