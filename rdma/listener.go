@@ -392,6 +392,14 @@ func (l *Listener) connectRequest(ev *C.struct_rdma_cm_event, id *C.struct_rdma_
 		return destroyID
 	}
 	dev.watch(qp)
+	acceptConnection(id, qp, req, initiator, log, began)
+	return keepID
+}
+
+// acceptConnection answers the host's connection request for qp, which the
+// listener already holds, and starts it; a failed accept tears qp down.
+// began is when the request arrived, for the set-up time it observes.
+func acceptConnection(id *C.struct_rdma_cm_id, qp *QueuePair, req nvme.CMRequest, initiator int, log *logrus.Entry, began time.Time) {
 	var acc [nvme.CMAcceptSize]byte
 	nvme.PutCMAccept(acc[:], uint16(req.RecvDepth()))
 	accept := func() error {
@@ -402,12 +410,11 @@ func (l *Listener) connectRequest(ev *C.struct_rdma_cm_event, id *C.struct_rdma_
 	}
 	if err := acceptThenStart(&qp.mu, accept, qp.Disconnect, qp.start); err != nil {
 		log.WithError(err).Warn("accept failed; the queue pair is torn down")
-		return keepID
+		return
 	}
 	took := time.Since(began)
 	observeSetup(took.Seconds())
 	log.WithFields(logrus.Fields{"depth": req.RecvDepth(), "setup": took.String(), "shared_receive_queue": !qp.ownRing}).Debug("queue pair accepted")
-	return keepID
 }
 
 // readDepth is the initiator depth to accept with: how many RDMA READs
