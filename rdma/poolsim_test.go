@@ -64,16 +64,7 @@ func simulatePool(t testing.TB, policy simPolicy, largeService time.Duration) si
 	if !policy.split {
 		pool.b, pool.small = newBuddy(simPool>>unitShift), nil
 	}
-	newQP := func() *QueuePair {
-		qp := stubQueuePair(t, simSizes)
-		qp.pool, qp.cache = pool, pool.newCache()
-		return qp
-	}
-	streamer := newQP()
-	var smalls []*QueuePair
-	for range simSmallQueues {
-		smalls = append(smalls, newQP())
-	}
+	streamer, smalls := simQueues(t, pool)
 	var res simResult
 	var inFlight []simTransfer
 	waitingSince := map[*request]time.Duration{}
@@ -121,12 +112,7 @@ func simulatePool(t testing.TB, policy simPolicy, largeService time.Duration) si
 		issue(qp, r)
 	}
 	for now < simLength {
-		i := 0
-		for j := range inFlight {
-			if inFlight[j].at < inFlight[i].at {
-				i = j
-			}
-		}
+		i := earliest(inFlight)
 		x := inFlight[i]
 		inFlight = slices.Delete(inFlight, i, i+1)
 		now = x.at
@@ -139,6 +125,32 @@ func simulatePool(t testing.TB, policy simPolicy, largeService time.Duration) si
 		issue(x.qp, x.r)
 	}
 	return res
+}
+
+// simQueues makes the streaming queue pair and the simSmallQueues small
+// ones, all on pool.
+func simQueues(t testing.TB, pool *dataPool) (streamer *QueuePair, smalls []*QueuePair) {
+	newQP := func() *QueuePair {
+		qp := stubQueuePair(t, simSizes)
+		qp.pool, qp.cache = pool, pool.newCache()
+		return qp
+	}
+	streamer = newQP()
+	for range simSmallQueues {
+		smalls = append(smalls, newQP())
+	}
+	return streamer, smalls
+}
+
+// earliest is the index of the transfer in flight that ends first.
+func earliest(inFlight []simTransfer) int {
+	i := 0
+	for j := range inFlight {
+		if inFlight[j].at < inFlight[i].at {
+			i = j
+		}
+	}
+	return i
 }
 
 // A 1 MiB streamer keeping the pool dry holds up 4 KiB requests only
