@@ -29,11 +29,8 @@ func BenchmarkIO(b *testing.B) {
 		{"write-128k-digests", 128 << 10, true, true, 0},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			tg, p, _ := testTarget(b)
-			l := testListener(b, tg, p)
-			admin := pair(b, l)
-			admin.icreq(bc.digest, bc.digest)
-			admin.connectAdmin(testNQN)
+			l := targetListener(b)
+			admin := adminHost(b, l, bc.digest, bc.digest)
 			h := pair(b, l)
 			h.cattr = bc.cattr
 			h.icreq(bc.digest, bc.digest)
@@ -90,8 +87,7 @@ func TestIOAllocatesNothing(t *testing.T) {
 		{"write-128k", 128 << 10, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tg, p, _ := testTarget(t)
-			l := testListener(t, tg, p)
+			l := targetListener(t)
 			h := ioHost(t, l, false, false)
 			buf := make([]byte, tc.size)
 			io := func() {

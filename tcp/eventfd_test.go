@@ -10,8 +10,7 @@ import (
 // tore down writes nothing: the eventfd's number may already belong to
 // another descriptor, another host's socket perhaps.
 func TestKickAfterTeardownWritesNothing(t *testing.T) {
-	tg, p, _ := testTarget(t)
-	l := testListener(t, tg, p)
+	l := targetListener(t)
 	h := pair(t, l)
 	h.icreq(false, false)
 	var c *Conn

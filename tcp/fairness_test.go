@@ -55,8 +55,7 @@ func TestPoolSharesAndReserve(t *testing.T) {
 // which take small buffers, count in no share, and a connection that
 // closes gives its share back.
 func TestSharesCountIOQueuesOnly(t *testing.T) {
-	tg, p, _ := testTarget(t)
-	l := testListener(t, tg, p)
+	l := targetListener(t)
 	pool := NewPool(64 << 20) // reserve 4 MiB
 	l.srv.pool = pool
 	a := ioHost(t, l, false, false)
@@ -86,8 +85,7 @@ func sendWrites(h *testHost, n, size int) {
 // write completes, the buffer it gave back goes to the other host's 1 MiB
 // write waiting within its share, not to the first host's next command.
 func TestStalledWritesHoldNoOtherHost(t *testing.T) {
-	tg, p, _ := testTarget(t)
-	l := testListener(t, tg, p)
+	l := targetListener(t)
 	l.srv.pool = NewPool(8 << 20)
 	greedy := ioHost(t, l, false, false)
 	sendWrites(greedy, 16, MaxBuffer)

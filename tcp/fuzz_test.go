@@ -61,6 +61,21 @@ func seedStream(digests uint8) []byte {
 	return out
 }
 
+// sendStream sends stream to the listener on a socket pair, closes the
+// pair's writing half, and reads what the target sends until it closes
+// the connection, or the timeout passes.
+func sendStream(t testing.TB, l *Listener, stream []byte, timeout time.Duration) (*testHost, error) {
+	t.Helper()
+	h := pair(t, l)
+	go func() {
+		h.c.Write(stream)
+		h.c.(interface{ CloseWrite() error }).CloseWrite()
+	}()
+	h.c.SetReadDeadline(time.Now().Add(timeout))
+	_, err := io.Copy(io.Discard, h.c)
+	return h, err
+}
+
 // Random PDU sequences never crash the connection's poller, and however
 // the connection ends, it is torn down and every buffer goes back.
 //
@@ -72,16 +87,9 @@ func FuzzConnection(f *testing.F) {
 	f.Add(seedStream(0))
 	f.Add(seedStream(DigestHeader | DigestData))
 	f.Add(append(seedStream(0), seedStream(0)[ICReqSize:]...))
-	tg, p, _ := testTarget(f)
-	l := testListener(f, tg, p)
+	l := targetListener(f)
 	f.Fuzz(func(t *testing.T, stream []byte) {
-		h := pair(t, l)
-		go func() {
-			h.c.Write(stream)
-			h.c.(interface{ CloseWrite() error }).CloseWrite()
-		}()
-		h.c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		if _, err := io.Copy(io.Discard, h.c); err != nil {
+		if _, err := sendStream(t, l, stream, 5*time.Second); err != nil {
 			t.Fatalf("the target did not close the connection: %v", err)
 		}
 		deadline := time.Now().Add(5 * time.Second)

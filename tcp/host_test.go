@@ -69,6 +69,40 @@ func testListener(t testing.TB, tg *fabrics.Target, p *fabrics.Port) *Listener {
 	return l
 }
 
+// targetListener is testListener on testTarget's port, for the tests that
+// need no more of the target than the listener reaches.
+func targetListener(t testing.TB) *Listener {
+	t.Helper()
+	tg, p, _ := testTarget(t)
+	return testListener(t, tg, p)
+}
+
+// adminHost connects an admin queue over a socket pair.
+func adminHost(t testing.TB, l *Listener, hd, dd bool) *testHost {
+	t.Helper()
+	admin := pair(t, l)
+	admin.icreq(hd, dd)
+	admin.connectAdmin(testNQN)
+	return admin
+}
+
+// ioQueue connects an I/O queue of admin's controller over a socket pair.
+func ioQueue(t testing.TB, l *Listener, admin *testHost, hd, dd bool) *testHost {
+	t.Helper()
+	h := pair(t, l)
+	h.icreq(hd, dd)
+	if st := h.connectIO(testNQN, admin.cntl, true); st != 0 {
+		t.Fatalf("I/O connect: %v", st)
+	}
+	return h
+}
+
+// ioHost connects an admin queue and one I/O queue over socket pairs.
+func ioHost(t testing.TB, l *Listener, hd, dd bool) *testHost {
+	t.Helper()
+	return ioQueue(t, l, adminHost(t, l, hd, dd), hd, dd)
+}
+
 // pair connects a host to the listener over a socket pair.
 func pair(t testing.TB, l *Listener) *testHost {
 	t.Helper()

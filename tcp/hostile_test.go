@@ -41,20 +41,6 @@ func expectClosed(t *testing.T, h *testHost) {
 	}
 }
 
-// ioHost connects an admin queue and one I/O queue over socket pairs.
-func ioHost(t *testing.T, l *Listener, hd, dd bool) *testHost {
-	t.Helper()
-	admin := pair(t, l)
-	admin.icreq(hd, dd)
-	admin.connectAdmin(testNQN)
-	h := pair(t, l)
-	h.icreq(hd, dd)
-	if st := h.connectIO(testNQN, admin.cntl, true); st != 0 {
-		t.Fatalf("I/O connect: %v", st)
-	}
-	return h
-}
-
 // startWrite sends a write of n bytes on R2T and reads the R2T.
 func startWrite(t *testing.T, h *testHost, n int) Header {
 	t.Helper()
@@ -69,108 +55,114 @@ func startWrite(t *testing.T, h *testHost, n int) Header {
 	return r2t
 }
 
+// malformedPeer is a host that breaks the protocol: run connects it to l
+// and checks that the target ends its connection as the spec says.
+type malformedPeer struct {
+	name string
+	run  func(t *testing.T, l *Listener)
+}
+
+var malformedPeers = []malformedPeer{
+	{"bad PFV", func(t *testing.T, l *Listener) {
+		h := pair(t, l)
+		var b [ICReqSize]byte
+		PutICReq(b[:], 1, 0, 0, 0)
+		h.send(b[:])
+		expectTerm(t, h, FESUnsupportedParam, FieldPFV)
+	}},
+	{"HPDA out of range", func(t *testing.T, l *Listener) {
+		h := pair(t, l)
+		var b [ICReqSize]byte
+		PutICReq(b[:], 0, MaxHPDA+1, 0, 0)
+		h.send(b[:])
+		expectTerm(t, h, FESInvalidHeader, FieldHPDA)
+	}},
+	{"capsule before ICReq", func(t *testing.T, l *Listener) {
+		h := pair(t, l)
+		h.sendCapsule(newCmd(nvme.OpFabrics), nil)
+		expectTerm(t, h, FESSequence, 0)
+	}},
+	{"oversized PDU length", func(t *testing.T, l *Listener) {
+		h := ioHost(t, l, false, false)
+		var b [CapsuleCmdHLen]byte
+		PutCommon(b[:], TypeCapsuleCmd, 0, CapsuleCmdHLen, CapsuleCmdHLen, 1<<30)
+		h.send(b[:])
+		expectTerm(t, h, FESDataLimitExceeded, 0)
+	}},
+	{"H2CData without an R2T", func(t *testing.T, l *Listener) {
+		h := ioHost(t, l, false, false)
+		h.sendH2C(77, 3, 0, make([]byte, 512), true)
+		expectTerm(t, h, FESSequence, 0)
+	}},
+	{"H2CData for a transfer tag beyond the queue", func(t *testing.T, l *Listener) {
+		h := ioHost(t, l, false, false)
+		h.sendH2C(77, 4000, 0, make([]byte, 512), true)
+		expectTerm(t, h, FESInvalidHeader, FieldTTag)
+	}},
+	{"data offset outside the transfer", func(t *testing.T, l *Listener) {
+		h := ioHost(t, l, false, false)
+		r2t := startWrite(t, h, 8192)
+		h.sendH2C(r2t.CID(), r2t.TTag(), 8192, make([]byte, 512), true)
+		expectTerm(t, h, FESDataOutOfRange, 0)
+	}},
+	{"data past the end of the transfer", func(t *testing.T, l *Listener) {
+		h := ioHost(t, l, false, false)
+		r2t := startWrite(t, h, 8192)
+		h.sendH2C(r2t.CID(), r2t.TTag(), 4096, make([]byte, 8192), true)
+		expectTerm(t, h, FESDataOutOfRange, 0)
+	}},
+	{"H2CData of no data", func(t *testing.T, l *Listener) {
+		// With a data digest, PLEN covers more than the header:
+		// the common header's checks find nothing wrong.
+		h := ioHost(t, l, false, true)
+		r2t := startWrite(t, h, 8192)
+		h.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		h.sendH2C(r2t.CID(), r2t.TTag(), 0, nil, false)
+		expectTerm(t, h, FESInvalidHeader, dataLength)
+	}},
+	{"LAST_PDU before the end of the R2T", func(t *testing.T, l *Listener) {
+		h := ioHost(t, l, false, false)
+		r2t := startWrite(t, h, 8192)
+		h.sendH2C(r2t.CID(), r2t.TTag(), 0, make([]byte, 4096), true)
+		expectTerm(t, h, FESInvalidHeader, FieldFlags)
+	}},
+	{"no LAST_PDU at the end of the R2T", func(t *testing.T, l *Listener) {
+		h := ioHost(t, l, false, false)
+		r2t := startWrite(t, h, 8192)
+		h.sendH2C(r2t.CID(), r2t.TTag(), 0, make([]byte, 4096), false)
+		h.sendH2C(r2t.CID(), r2t.TTag(), 4096, make([]byte, 4096), false)
+		expectTerm(t, h, FESInvalidHeader, FieldFlags)
+	}},
+	{"header digest error", func(t *testing.T, l *Listener) {
+		h := ioHost(t, l, true, false)
+		rwCmd(h.cmd[:], nvme.IORead, 0, 512, false)
+		PutCommon(h.out[:], TypeCapsuleCmd, FlagHDGST, CapsuleCmdHLen, 0, CapsuleCmdHLen+DigestSize)
+		copy(h.out[CommonHeaderSize:], h.cmd[:])
+		PutDigest(h.out[CapsuleCmdHLen:], Digest(h.out[:CapsuleCmdHLen])^1)
+		h.send(h.out[:])
+		expectTerm(t, h, FESHeaderDigest, 0)
+	}},
+	{"H2CTermReq mid-transfer", func(t *testing.T, l *Listener) {
+		h := ioHost(t, l, false, false)
+		r2t := startWrite(t, h, 64<<10)
+		h.sendH2C(r2t.CID(), r2t.TTag(), 0, make([]byte, 4096), false)
+		var b [TermReqHdrSize]byte
+		PutTermReq(b[:], TypeH2CTermReq, FESDataOutOfRange, 0, 0)
+		h.send(b[:])
+		expectClosed(t, h) // a TermReq is never answered
+	}},
+	{"TLS handshake", func(t *testing.T, l *Listener) {
+		h := pair(t, l)
+		h.send([]byte{0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03})
+		expectClosed(t, h)
+	}},
+}
+
 // Each malformed peer gets the C2HTermReq the specification gives its
 // error, and the connection closes; another host's connection meanwhile
 // keeps working, and every buffer goes back to the pool.
 func TestMalformedPeers(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		run  func(t *testing.T, l *Listener)
-	}{
-		{"bad PFV", func(t *testing.T, l *Listener) {
-			h := pair(t, l)
-			var b [ICReqSize]byte
-			PutICReq(b[:], 1, 0, 0, 0)
-			h.send(b[:])
-			expectTerm(t, h, FESUnsupportedParam, FieldPFV)
-		}},
-		{"HPDA out of range", func(t *testing.T, l *Listener) {
-			h := pair(t, l)
-			var b [ICReqSize]byte
-			PutICReq(b[:], 0, MaxHPDA+1, 0, 0)
-			h.send(b[:])
-			expectTerm(t, h, FESInvalidHeader, FieldHPDA)
-		}},
-		{"capsule before ICReq", func(t *testing.T, l *Listener) {
-			h := pair(t, l)
-			h.sendCapsule(newCmd(nvme.OpFabrics), nil)
-			expectTerm(t, h, FESSequence, 0)
-		}},
-		{"oversized PDU length", func(t *testing.T, l *Listener) {
-			h := ioHost(t, l, false, false)
-			var b [CapsuleCmdHLen]byte
-			PutCommon(b[:], TypeCapsuleCmd, 0, CapsuleCmdHLen, CapsuleCmdHLen, 1<<30)
-			h.send(b[:])
-			expectTerm(t, h, FESDataLimitExceeded, 0)
-		}},
-		{"H2CData without an R2T", func(t *testing.T, l *Listener) {
-			h := ioHost(t, l, false, false)
-			h.sendH2C(77, 3, 0, make([]byte, 512), true)
-			expectTerm(t, h, FESSequence, 0)
-		}},
-		{"H2CData for a transfer tag beyond the queue", func(t *testing.T, l *Listener) {
-			h := ioHost(t, l, false, false)
-			h.sendH2C(77, 4000, 0, make([]byte, 512), true)
-			expectTerm(t, h, FESInvalidHeader, FieldTTag)
-		}},
-		{"data offset outside the transfer", func(t *testing.T, l *Listener) {
-			h := ioHost(t, l, false, false)
-			r2t := startWrite(t, h, 8192)
-			h.sendH2C(r2t.CID(), r2t.TTag(), 8192, make([]byte, 512), true)
-			expectTerm(t, h, FESDataOutOfRange, 0)
-		}},
-		{"data past the end of the transfer", func(t *testing.T, l *Listener) {
-			h := ioHost(t, l, false, false)
-			r2t := startWrite(t, h, 8192)
-			h.sendH2C(r2t.CID(), r2t.TTag(), 4096, make([]byte, 8192), true)
-			expectTerm(t, h, FESDataOutOfRange, 0)
-		}},
-		{"H2CData of no data", func(t *testing.T, l *Listener) {
-			// With a data digest, PLEN covers more than the header:
-			// the common header's checks find nothing wrong.
-			h := ioHost(t, l, false, true)
-			r2t := startWrite(t, h, 8192)
-			h.c.SetReadDeadline(time.Now().Add(10 * time.Second))
-			h.sendH2C(r2t.CID(), r2t.TTag(), 0, nil, false)
-			expectTerm(t, h, FESInvalidHeader, dataLength)
-		}},
-		{"LAST_PDU before the end of the R2T", func(t *testing.T, l *Listener) {
-			h := ioHost(t, l, false, false)
-			r2t := startWrite(t, h, 8192)
-			h.sendH2C(r2t.CID(), r2t.TTag(), 0, make([]byte, 4096), true)
-			expectTerm(t, h, FESInvalidHeader, FieldFlags)
-		}},
-		{"no LAST_PDU at the end of the R2T", func(t *testing.T, l *Listener) {
-			h := ioHost(t, l, false, false)
-			r2t := startWrite(t, h, 8192)
-			h.sendH2C(r2t.CID(), r2t.TTag(), 0, make([]byte, 4096), false)
-			h.sendH2C(r2t.CID(), r2t.TTag(), 4096, make([]byte, 4096), false)
-			expectTerm(t, h, FESInvalidHeader, FieldFlags)
-		}},
-		{"header digest error", func(t *testing.T, l *Listener) {
-			h := ioHost(t, l, true, false)
-			rwCmd(h.cmd[:], nvme.IORead, 0, 512, false)
-			PutCommon(h.out[:], TypeCapsuleCmd, FlagHDGST, CapsuleCmdHLen, 0, CapsuleCmdHLen+DigestSize)
-			copy(h.out[CommonHeaderSize:], h.cmd[:])
-			PutDigest(h.out[CapsuleCmdHLen:], Digest(h.out[:CapsuleCmdHLen])^1)
-			h.send(h.out[:])
-			expectTerm(t, h, FESHeaderDigest, 0)
-		}},
-		{"H2CTermReq mid-transfer", func(t *testing.T, l *Listener) {
-			h := ioHost(t, l, false, false)
-			r2t := startWrite(t, h, 64<<10)
-			h.sendH2C(r2t.CID(), r2t.TTag(), 0, make([]byte, 4096), false)
-			var b [TermReqHdrSize]byte
-			PutTermReq(b[:], TypeH2CTermReq, FESDataOutOfRange, 0, 0)
-			h.send(b[:])
-			expectClosed(t, h) // a TermReq is never answered
-		}},
-		{"TLS handshake", func(t *testing.T, l *Listener) {
-			h := pair(t, l)
-			h.send([]byte{0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03})
-			expectClosed(t, h)
-		}},
-	} {
+	for _, c := range malformedPeers {
 		t.Run(c.name, func(t *testing.T) {
 			tg, p, _ := testTarget(t)
 			l := testListener(t, tg, p)

@@ -11,8 +11,7 @@ import (
 
 // In-capsule data is lent by the pool like R2T data, and comes back.
 func TestInCapsuleDataFromThePool(t *testing.T) {
-	tg, p, _ := testTarget(t)
-	l := testListener(t, tg, p)
+	l := targetListener(t)
 	l.srv.pool = NewPool(8 << 20)
 	h := ioHost(t, l, false, false)
 	data := bytes.Repeat([]byte{0x3c}, 8192)
@@ -29,8 +28,7 @@ func TestInCapsuleDataFromThePool(t *testing.T) {
 // and the command then completes; but on a connection with an R2T
 // outstanding, whose data may be behind the capsule, it never waits.
 func TestInCapsuleDataWaitsForTheOthers(t *testing.T) {
-	tg, p, _ := testTarget(t)
-	l := testListener(t, tg, p)
+	l := targetListener(t)
 	l.srv.pool = NewPool(MaxBuffer) // no reserve
 	small := ioHost(t, l, false, false)
 	small.c.SetReadDeadline(time.Now().Add(10 * time.Second))

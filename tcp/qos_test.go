@@ -23,14 +23,7 @@ func qosHost(t *testing.T, dataDigest bool) (*Listener, *fabrics.Namespace, *fab
 		t.Fatal(err)
 	}
 	l := testListener(t, tg, p)
-	admin := pair(t, l)
-	admin.icreq(false, false)
-	admin.connectAdmin(testNQN)
-	h := pair(t, l)
-	h.icreq(false, dataDigest)
-	if st := h.connectIO(testNQN, admin.cntl, true); st != 0 {
-		t.Fatalf("I/O connect: %v", st)
-	}
+	h := ioQueue(t, l, adminHost(t, l, false, false), false, dataDigest)
 	return l, s.Namespace(1), clk, h
 }
 

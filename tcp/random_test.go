@@ -1,7 +1,6 @@
 package tcp
 
 import (
-	"io"
 	"math/rand"
 	"testing"
 	"time"
@@ -12,8 +11,7 @@ import (
 // and gives every buffer back. FuzzConnection does the same from the
 // fuzzer's inputs; this runs a fixed, repeatable set on every test run.
 func TestRandomPDUStreams(t *testing.T) {
-	tg, p, _ := testTarget(t)
-	l := testListener(t, tg, p)
+	l := targetListener(t)
 	rng := rand.New(rand.NewSource(1))
 	seeds := [][]byte{seedStream(0), seedStream(3)}
 	for i := range 2000 {
@@ -31,13 +29,8 @@ func TestRandomPDUStreams(t *testing.T) {
 			}
 		}
 		start := time.Now()
-		h := pair(t, l)
-		go func() {
-			h.c.Write(stream)
-			h.c.(interface{ CloseWrite() error }).CloseWrite()
-		}()
-		h.c.SetReadDeadline(time.Now().Add(3 * time.Second))
-		if _, err := io.Copy(io.Discard, h.c); err != nil {
+		h, err := sendStream(t, l, stream, 3*time.Second)
+		if err != nil {
 			t.Fatalf("case %d: %v %x", i, err, stream[:min(len(stream), 300)])
 		}
 		for l.QueuePairs() != 0 || l.srv.pool.Lent() != 0 {

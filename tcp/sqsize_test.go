@@ -14,9 +14,7 @@ import (
 func TestOverrunOfTheHostsSQSize(t *testing.T) {
 	tg, p, _ := testTarget(t) // the port's queues are 128 deep
 	l := testListener(t, tg, p)
-	admin := pair(t, l)
-	admin.icreq(false, false)
-	admin.connectAdmin(testNQN)
+	admin := adminHost(t, l, false, false)
 	h := pair(t, l)
 	h.icreq(false, false)
 	c := newCmd(nvme.OpFabrics)

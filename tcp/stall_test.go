@@ -32,16 +32,9 @@ func waitDataTimeouts(t *testing.T, l *Listener, before, n uint64, step func()) 
 // controller with keep alive; the admin queue goes on.
 func TestR2TDataDeadline(t *testing.T) {
 	shortDataTimeout(t)
-	tg, p, _ := testTarget(t)
-	l := testListener(t, tg, p)
-	admin := pair(t, l)
-	admin.icreq(false, false)
-	admin.connectAdmin(testNQN)
-	h := pair(t, l)
-	h.icreq(false, false)
-	if st := h.connectIO(testNQN, admin.cntl, true); st != 0 {
-		t.Fatalf("I/O connect: %v", st)
-	}
+	l := targetListener(t)
+	admin := adminHost(t, l, false, false)
+	h := ioQueue(t, l, admin, false, false)
 	before := l.srv.stats.DataTimeouts.Load()
 	startWrite(t, h, 64<<10)
 	keepAlive := func() {
@@ -59,8 +52,7 @@ func TestR2TDataDeadline(t *testing.T) {
 // connection after the data timeout, and its buffers come back.
 func TestUnreadResponsesDeadline(t *testing.T) {
 	shortDataTimeout(t)
-	tg, p, _ := testTarget(t)
-	l := testListener(t, tg, p)
+	l := targetListener(t)
 	h := ioHost(t, l, false, false)
 	before := l.srv.stats.DataTimeouts.Load()
 	for range 64 {

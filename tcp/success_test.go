@@ -16,8 +16,7 @@ import (
 func TestC2HDataSuccess(t *testing.T) {
 	for _, dg := range []bool{false, true} {
 		t.Run(map[bool]string{false: "plain", true: "digests"}[dg], func(t *testing.T) {
-			tg, p, _ := testTarget(t)
-			l := testListener(t, tg, p)
+			l := targetListener(t)
 			admin := dial(t, l)
 			admin.icreq(dg, dg)
 			admin.cattr = nvme.ConnectSQFlowDisable

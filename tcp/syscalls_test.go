@@ -11,8 +11,7 @@ import (
 // nothing). It sleeps twice per command: for the command, and for the file
 // backend's worker to finish it.
 func TestSyscallsPerCommand(t *testing.T) {
-	tg, p, _ := testTarget(t)
-	l := testListener(t, tg, p)
+	l := targetListener(t)
 	h := ioHost(t, l, false, false)
 	l.mu.Lock()
 	conns := make([]*Conn, 0, len(l.conns))

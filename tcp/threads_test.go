@@ -48,8 +48,7 @@ func waitFor(t *testing.T, cond func() bool, what func() string) {
 // Connections give back their OS threads and descriptors when they
 // close: each poller locks a thread, which must exit with it.
 func TestConnectionsGiveThreadsBack(t *testing.T) {
-	tg, p, _ := testTarget(t)
-	l := testListener(t, tg, p)
+	l := targetListener(t)
 	threads, fds := procThreads(t), openFDs(t)
 	const n = 40
 	hosts := make([]*testHost, n)

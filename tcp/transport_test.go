@@ -10,8 +10,7 @@ import (
 // A TCP controller offers no keyed SGLs (RDMA memory keys) and one data
 // descriptor per command, and its error log names TCP.
 func TestTCPControllerAnswers(t *testing.T) {
-	tg, p, _ := testTarget(t)
-	l := testListener(t, tg, p)
+	l := targetListener(t)
 	h := dial(t, l)
 	h.icreq(false, false)
 	h.connectAdmin(testNQN)
