@@ -10,8 +10,8 @@ import (
 )
 
 const (
-	alertRules   = "dist/nvmeof-tgt-alerts.yml"
-	scrapeConfig = "dist/prometheus-scrape.yml"
+	alertRules   = "../../dist/nvmeof-tgt-alerts.yml"
+	scrapeConfig = "../../dist/prometheus-scrape.yml"
 	alertTests   = "testdata/alerts-test.yml"
 )
 

@@ -60,7 +60,7 @@ func describedMetrics(t *testing.T) map[string][]string {
 // daemon serves: a renamed metric or label would otherwise leave a panel
 // silently empty.
 func TestDashboard(t *testing.T) {
-	data, err := os.ReadFile("dist/grafana-dashboard.json")
+	data, err := os.ReadFile("../../dist/grafana-dashboard.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-const unitFile = "dist/nvmeof-tgt.service"
+const unitFile = "../../dist/nvmeof-tgt.service"
 
 // The settings the daemon's behaviour relies on, as the unit states them.
 var unitSettings = []string{

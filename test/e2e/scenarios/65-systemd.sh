@@ -5,7 +5,7 @@
 # a broken one while the daemon keeps serving; the watchdog hears pings;
 # `systemctl stop` ends it cleanly.
 daemon_only "runs nvmeof-tgt's own systemd unit"
-unit=$E2E_DIR/../../cmd/nvmeof-tgt/dist/nvmeof-tgt.service
+unit=$E2E_DIR/../../dist/nvmeof-tgt.service
 nqn=nqn.2026-11.io.example:systemd
 sdlog=$RESULTS/$SCENARIO-target.log # the unit's journal
 
