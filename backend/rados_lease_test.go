@@ -49,50 +49,7 @@ func TestRadosLeaseAndFencing(t *testing.T) {
 		t.Fatal("a's lease does not share the image's connection, or b shares a's")
 	}
 
-	if err := a.Lock(true); !errors.Is(err, syscall.ENOENT) {
-		t.Fatalf("renewing a lock nobody holds: %v, want ENOENT", err)
-	}
-	if err := a.Lock(false); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Lock(false); !errors.Is(err, syscall.EBUSY) {
-		t.Fatalf("b's lock while a holds it: %v, want EBUSY", err)
-	}
-	if err := b.Lock(true); err == nil {
-		t.Fatal("b renewed a's lock")
-	}
-	if err := a.Lock(true); err != nil {
-		t.Fatalf("a's renewal: %v", err)
-	}
-	addr, err := a.Self()
-	if err != nil || !strings.Contains(addr, "/") {
-		t.Fatalf("a's address %q: %v", addr, err)
-	}
-	if _, err := b.Self(); !errors.Is(err, syscall.ENOENT) {
-		t.Fatalf("b's address while not holding: %v", err)
-	}
-	if err := a.SetHolder("a\na-1\n" + addr); err != nil {
-		t.Fatal(err)
-	}
-	// b watches the object; a's notification (a release) reaches it.
-	notified := make(chan struct{}, 1)
-	if err := b.Watch(func() { notified <- struct{}{} }); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.WatchError(); err != nil {
-		t.Fatalf("b's watch, just set up: %v", err)
-	}
-	if err := a.WatchError(); !errors.Is(err, syscall.ENOTCONN) {
-		t.Fatalf("a's watch, never set up: %v, want ENOTCONN", err)
-	}
-	if err := a.Notify(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-notified:
-	case <-time.After(5 * time.Second):
-		t.Fatal("b's watch did not hear a's notification")
-	}
+	addr := holdAndNotify(t, a, b)
 
 	// a stops renewing: b gets the lock once it expired, not before.
 	took := time.Now()
@@ -145,6 +102,58 @@ func TestRadosLeaseAndFencing(t *testing.T) {
 	if err := b.Lock(true); !errors.Is(err, syscall.ENOENT) {
 		t.Fatalf("renewal after unlock: %v", err)
 	}
+}
+
+// holdAndNotify has a take the lease, renew it and record itself as its
+// holder, which b cannot do meanwhile, and b hear a's notification. It
+// returns a's client address.
+func holdAndNotify(t *testing.T, a, b *RadosLease) string {
+	t.Helper()
+	if err := a.Lock(true); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("renewing a lock nobody holds: %v, want ENOENT", err)
+	}
+	if err := a.Lock(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Lock(false); !errors.Is(err, syscall.EBUSY) {
+		t.Fatalf("b's lock while a holds it: %v, want EBUSY", err)
+	}
+	if err := b.Lock(true); err == nil {
+		t.Fatal("b renewed a's lock")
+	}
+	if err := a.Lock(true); err != nil {
+		t.Fatalf("a's renewal: %v", err)
+	}
+	addr, err := a.Self()
+	if err != nil || !strings.Contains(addr, "/") {
+		t.Fatalf("a's address %q: %v", addr, err)
+	}
+	if _, err := b.Self(); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("b's address while not holding: %v", err)
+	}
+	if err := a.SetHolder("a\na-1\n" + addr); err != nil {
+		t.Fatal(err)
+	}
+	// b watches the object; a's notification (a release) reaches it.
+	notified := make(chan struct{}, 1)
+	if err := b.Watch(func() { notified <- struct{}{} }); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.WatchError(); err != nil {
+		t.Fatalf("b's watch, just set up: %v", err)
+	}
+	if err := a.WatchError(); !errors.Is(err, syscall.ENOTCONN) {
+		t.Fatalf("a's watch, never set up: %v, want ENOTCONN", err)
+	}
+	if err := a.Notify(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-notified:
+	case <-time.After(5 * time.Second):
+		t.Fatal("b's watch did not hear a's notification")
+	}
+	return addr
 }
 
 // The holder's record changes only while the writer holds the lock: a
