@@ -235,14 +235,55 @@ func (a asyncFence) FlushAsync(sink *backend.AsyncSink, tag uint32) error {
 var _ backend.AsyncIO = asyncFence{}
 
 func runFence(t *testing.T, ch fenceChange, place string) {
+	r, open := newFenceRig(t, ch, place)
+	aWrite := r.startAWrite(place)
+	waiting := make(chan struct{}, 16)
+	fenceHook = func(*Namespace) { waiting <- struct{}{} }
+	t.Cleanup(func() { fenceHook = nil })
+	done := make(chan error, 1)
+	var completed atomic.Int64
+	go func() {
+		err := ch.change(r)
+		completed.Store(r.seq.Add(1))
+		done <- err
+	}()
+	if place == "qos" {
+		r.expectWaitingWriteEnded(ch, done, aWrite)
+	} else {
+		select {
+		case err := <-done:
+			t.Fatalf("the change completed (%v) while a's write, admitted under the old rule, was in the backend", err)
+		case <-waiting:
+		}
+		open()
+		if err := <-done; err != nil {
+			t.Fatalf("the change: %v", err)
+		}
+		if l := r.mem.aLanded(); l == 0 || l > completed.Load() {
+			t.Fatalf("a's write landed at %d, the change completed at %d", l, completed.Load())
+		}
+	}
+	if ch.bWrites {
+		must(t, "b's write after the change", r.b.rw(nvme.IOWrite, 1, 0, 1, bytes.Repeat([]byte{0xbb}, 512), false))
+	}
+	if place != "closing" {
+		<-aWrite
+	}
+	r.a.io.Close() // every command of A's is done
+	r.expectBlock0(ch, place)
+}
+
+// newFenceRig sets up hosts A and B on a target whose backend holds A's
+// write at place, with ch's setup made. open lets the held write go on.
+func newFenceRig(t *testing.T, ch fenceChange, place string) (r *fenceRig, open func()) {
 	old := fenceTimeout
 	fenceTimeout = 5 * time.Second
 	t.Cleanup(func() { fenceTimeout = old })
-	r := &fenceRig{t: t}
+	r = &fenceRig{t: t}
 	f := &fenceBackend{memBackend: newMem(1<<20, 512), r: r,
 		entered: make(chan struct{}, 1), release: make(chan struct{}), holding: place != "qos", async: place == "async"}
 	var once sync.Once
-	open := func() { once.Do(func() { close(f.release) }) }
+	open = func() { once.Do(func() { close(f.release) }) }
 	if place == "async" {
 		r.tg, r.p = targetWith(t, asyncFence{f})
 	} else {
@@ -257,6 +298,14 @@ func runFence(t *testing.T, ch fenceChange, place string) {
 	if ch.setup != nil {
 		ch.setup(r)
 	}
+	return r, open
+}
+
+// startAWrite submits A's write of 0xaa to block 0 and returns once it is
+// held at place: waiting on the QoS limit, or in the backend (and with
+// A's controller gone for "closing").
+func (r *fenceRig) startAWrite(place string) <-chan nvme.Completion {
+	t := r.t
 	blk := make([]byte, 512)
 	if place == "qos" {
 		// A manual clock that never moves: what waits, waits.
@@ -276,7 +325,7 @@ func runFence(t *testing.T, ch fenceChange, place string) {
 			}
 		}
 	} else {
-		<-f.entered
+		<-r.mem.entered
 	}
 	if place == "closing" {
 		// A dies: its controller goes (keep alive expired, or the
@@ -287,62 +336,43 @@ func runFence(t *testing.T, ch fenceChange, place string) {
 			time.Sleep(time.Millisecond)
 		}
 	}
+	return aWrite
+}
 
-	waiting := make(chan struct{}, 16)
-	fenceHook = func(*Namespace) { waiting <- struct{}{} }
-	t.Cleanup(func() { fenceHook = nil })
-	done := make(chan error, 1)
-	var completed atomic.Int64
-	go func() {
-		err := ch.change(r)
-		completed.Store(r.seq.Add(1))
-		done <- err
-	}()
-	if place == "qos" {
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("the change failed with a write waiting on the QoS limit: %v", err)
-			}
-		case <-time.After(2 * fenceTimeout):
-			t.Fatal("the change waits for a write waiting on the QoS limit")
+// expectWaitingWriteEnded checks that the change completes without
+// waiting for A's write on the QoS limit, and ends that write with
+// ch.waiting.
+func (r *fenceRig) expectWaitingWriteEnded(ch fenceChange, done <-chan error, aWrite <-chan nvme.Completion) {
+	t := r.t
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the change failed with a write waiting on the QoS limit: %v", err)
 		}
-		select {
-		case rsp := <-aWrite:
-			if rsp.Status() != ch.waiting {
-				t.Fatalf("a's waiting write completed with %v, want %v", rsp.Status(), ch.waiting)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("a's write still waits on the limit 10 s after the change completed (want it ended with %v)", ch.waiting)
-		}
-		if n := r.ns.QoSStats().Waiting; n != 0 {
-			t.Fatalf("%d still wait on the limit", n)
-		}
-		// Nothing of A's may be left to run: lift the limit.
-		if err := r.s.SetQoS(1, QoSLimits{}); err != nil {
-			t.Fatal(err)
-		}
-	} else {
-		select {
-		case err := <-done:
-			t.Fatalf("the change completed (%v) while a's write, admitted under the old rule, was in the backend", err)
-		case <-waiting:
-		}
-		open()
-		if err := <-done; err != nil {
-			t.Fatalf("the change: %v", err)
-		}
-		if l := f.aLanded(); l == 0 || l > completed.Load() {
-			t.Fatalf("a's write landed at %d, the change completed at %d", l, completed.Load())
-		}
+	case <-time.After(2 * fenceTimeout):
+		t.Fatal("the change waits for a write waiting on the QoS limit")
 	}
-	if ch.bWrites {
-		must(t, "b's write after the change", r.b.rw(nvme.IOWrite, 1, 0, 1, bytes.Repeat([]byte{0xbb}, 512), false))
+	select {
+	case rsp := <-aWrite:
+		if rsp.Status() != ch.waiting {
+			t.Fatalf("a's waiting write completed with %v, want %v", rsp.Status(), ch.waiting)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("a's write still waits on the limit 10 s after the change completed (want it ended with %v)", ch.waiting)
 	}
-	if place != "closing" {
-		<-aWrite
+	if n := r.ns.QoSStats().Waiting; n != 0 {
+		t.Fatalf("%d still wait on the limit", n)
 	}
-	r.a.io.Close() // every command of A's is done
+	// Nothing of A's may be left to run: lift the limit.
+	if err := r.s.SetQoS(1, QoSLimits{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// expectBlock0 checks what block 0 holds once all is done: B's write if it
+// wrote, else A's unless the change ended it waiting on the QoS limit.
+func (r *fenceRig) expectBlock0(ch fenceChange, place string) {
+	t, f := r.t, r.mem
 	got := make([]byte, 512)
 	f.ReadAt(got, 0)
 	want := byte(0)
