@@ -147,15 +147,9 @@ func (h *host) authenticate(q *LoopQueue, in initiator) error {
 		groups = []uint8{0, 1, 2, 3, 4, 5}
 	}
 	neg := nvme.AuthNegotiateMsg{TID: in.tid, NAPD: 1, AuthID: nvme.AuthIDDHCHAP, Hashes: hashes, DHGroups: groups}
-	if st := h.authSend(q, neg.Encode()); st != 0 {
-		return &authError{status: st}
-	}
-	b, st := h.authRecv(q, 4096)
-	if st != 0 {
-		return &authError{status: st}
-	}
-	if f, err := nvme.ParseAuthFailure(b); err == nil {
-		return &authError{failure1: true, explanation: f.Explanation}
+	b, err := h.authExchange(q, neg.Encode())
+	if err != nil {
+		return err
 	}
 	ch, err := nvme.ParseAuthChallenge(b)
 	if err != nil {
@@ -167,32 +161,8 @@ func (h *host) authenticate(q *LoopQueue, in initiator) error {
 		h.t.Fatalf("challenge %+v does not answer the negotiation", ch)
 	}
 	H := hostHash(ch.HashID)
-	c1 := ch.C
-	var pub, skey []byte
-	if ch.DHGroup != nvme.DHGroupNull {
-		p := dhchap.GroupByID(ch.DHGroup).P()
-		size := (p.BitLen() + 7) / 8
-		if len(ch.DHV) != size {
-			h.t.Fatalf("DH value of %d bytes for a %d-byte group", len(ch.DHV), size)
-		}
-		xb := make([]byte, 64)
-		rand.Read(xb)
-		x := new(big.Int).SetBytes(xb)
-		pub = new(big.Int).Exp(big.NewInt(2), x, p).FillBytes(make([]byte, size))
-		skey = new(big.Int).Exp(new(big.Int).SetBytes(ch.DHV), x, p).FillBytes(make([]byte, size))
-		// The augmented challenge: HMAC(H(session key), C1).
-		d := H()
-		d.Write(skey)
-		c1 = hmacSum(H, d.Sum(nil), ch.C)
-	} else if len(ch.DHV) != 0 {
-		h.t.Fatalf("DH value with the null group")
-	}
-	le := func(v uint32, n int) []byte {
-		b := make([]byte, 4)
-		binary.LittleEndian.PutUint32(b, v)
-		return b[:n]
-	}
-	r1 := hmacSum(H, in.key.transform(in.hostNQN), c1, le(ch.Seq, 4), le(uint32(in.tid), 2), []byte{0},
+	pub, skey := h.dhExchange(ch)
+	r1 := hmacSum(H, in.key.transform(in.hostNQN), augmented(H, skey, ch.C), le(ch.Seq, 4), le(uint32(in.tid), 2), []byte{0},
 		[]byte("HostHost"), []byte(in.hostNQN), []byte{0}, []byte(in.subNQN))
 	reply := nvme.AuthReplyMsg{TID: in.tid, R: r1, DHV: pub}
 	var c2 []byte
@@ -202,15 +172,8 @@ func (h *host) authenticate(q *LoopQueue, in initiator) error {
 		rand.Read(c2)
 		reply.CValid, reply.C, reply.Seq = true, c2, s2
 	}
-	if st := h.authSend(q, reply.Encode()); st != 0 {
-		return &authError{status: st}
-	}
-	b, st = h.authRecv(q, 4096)
-	if st != 0 {
-		return &authError{status: st}
-	}
-	if f, err := nvme.ParseAuthFailure(b); err == nil {
-		return &authError{failure1: true, explanation: f.Explanation}
+	if b, err = h.authExchange(q, reply.Encode()); err != nil {
+		return err
 	}
 	s1, err := nvme.ParseAuthSuccess1(b)
 	if err != nil || s1.TID != in.tid || int(s1.HL) != hl {
@@ -222,13 +185,7 @@ func (h *host) authenticate(q *LoopQueue, in initiator) error {
 		}
 		return nil
 	}
-	chal2 := c2
-	if skey != nil {
-		d := H()
-		d.Write(skey)
-		chal2 = hmacSum(H, d.Sum(nil), c2)
-	}
-	r2 := hmacSum(H, in.ctrlKey.transform(in.subNQN), chal2, le(s2, 4), le(uint32(in.tid), 2), []byte{0},
+	r2 := hmacSum(H, in.ctrlKey.transform(in.subNQN), augmented(H, skey, c2), le(s2, 4), le(uint32(in.tid), 2), []byte{0},
 		[]byte("Controller"), []byte(in.subNQN), []byte{0}, []byte(in.hostNQN))
 	if !s1.RValid || !hmac.Equal(r2, s1.R) {
 		f := make([]byte, nvme.AuthFailureSize)
@@ -241,6 +198,62 @@ func (h *host) authenticate(q *LoopQueue, in initiator) error {
 		return &authError{status: st}
 	}
 	return nil
+}
+
+// authExchange sends msg and receives the controller's answer, which is
+// an error when it is an AUTH_Failure1.
+func (h *host) authExchange(q *LoopQueue, msg []byte) ([]byte, error) {
+	if st := h.authSend(q, msg); st != 0 {
+		return nil, &authError{status: st}
+	}
+	b, st := h.authRecv(q, 4096)
+	if st != 0 {
+		return nil, &authError{status: st}
+	}
+	if f, err := nvme.ParseAuthFailure(b); err == nil {
+		return nil, &authError{failure1: true, explanation: f.Explanation}
+	}
+	return b, nil
+}
+
+// dhExchange answers the challenge's DH value with the host's: it returns
+// the host's public value and the session key, nil with the null group.
+func (h *host) dhExchange(ch nvme.AuthChallengeMsg) (pub, skey []byte) {
+	if ch.DHGroup == nvme.DHGroupNull {
+		if len(ch.DHV) != 0 {
+			h.t.Fatalf("DH value with the null group")
+		}
+		return nil, nil
+	}
+	p := dhchap.GroupByID(ch.DHGroup).P()
+	size := (p.BitLen() + 7) / 8
+	if len(ch.DHV) != size {
+		h.t.Fatalf("DH value of %d bytes for a %d-byte group", len(ch.DHV), size)
+	}
+	xb := make([]byte, 64)
+	rand.Read(xb)
+	x := new(big.Int).SetBytes(xb)
+	pub = new(big.Int).Exp(big.NewInt(2), x, p).FillBytes(make([]byte, size))
+	skey = new(big.Int).Exp(new(big.Int).SetBytes(ch.DHV), x, p).FillBytes(make([]byte, size))
+	return pub, skey
+}
+
+// augmented is the challenge c augmented with the session key,
+// HMAC(H(skey), c), or c itself with no session key (the null group).
+func augmented(H func() hash.Hash, skey, c []byte) []byte {
+	if skey == nil {
+		return c
+	}
+	d := H()
+	d.Write(skey)
+	return hmacSum(H, d.Sum(nil), c)
+}
+
+// le is v's n low bytes, little-endian.
+func le(v uint32, n int) []byte {
+	b := make([]byte, 4)
+	binary.LittleEndian.PutUint32(b, v)
+	return b[:n]
 }
 
 // authTarget is a target whose subsystem lists testHost with key (and
