@@ -37,15 +37,9 @@ func TestExampleParses(t *testing.T) {
 }
 
 func TestDefaults(t *testing.T) {
-	c, err := Parse([]byte(`
-ports: [{id: 1, address: 10.0.0.1}]
-subsystems:
-  - nqn: nqn.2026-11.io.example:a
-    allow_any_host: true
-    namespaces:
+	c, err := Parse([]byte(oneSubsystem(`
       - {nsid: 1, backend: nullblk, size: 1GiB}
-      - {nsid: 2, backend: block, path: /dev/sdb}
-`))
+      - {nsid: 2, backend: block, path: /dev/sdb}`)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,15 +143,8 @@ func TestMarshalRoundTrip(t *testing.T) {
 			if err := c.Validate(); err != nil {
 				t.Fatalf("test configuration is invalid: %v", err)
 			}
-			out, err := Marshal(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			back, err := Parse(out)
-			if err != nil {
-				t.Fatalf("re-parse: %v\n%s", err, out)
-			}
-			if !reflect.DeepEqual(c, back) {
+			if back := roundTrip(t, c); !reflect.DeepEqual(c, back) {
+				out, _ := Marshal(c)
 				t.Fatalf("round trip differs:\n%+v\n%+v\n%s", c, back, out)
 			}
 		})

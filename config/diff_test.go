@@ -15,6 +15,32 @@ func mustParse(t *testing.T, y string) *Config {
 	return c
 }
 
+// oneSubsystem is a configuration of one RDMA port and one subsystem,
+// nqn.2026-11.io.example:a, open to any host, with the namespaces given
+// in YAML: a flow list, or the lines of a block list.
+func oneSubsystem(namespaces string) string {
+	return `
+ports: [{id: 1, address: 10.0.0.1}]
+subsystems:
+  - nqn: nqn.2026-11.io.example:a
+    allow_any_host: true
+    namespaces: ` + namespaces + "\n"
+}
+
+// roundTrip writes c out and parses it back.
+func roundTrip(t *testing.T, c *Config) *Config {
+	t.Helper()
+	out, err := Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse(out)
+	if err != nil {
+		t.Fatalf("re-parse: %v\n%s", err, out)
+	}
+	return back
+}
+
 func nsids(refs []NamespaceRef) []string {
 	var out []string
 	for _, r := range refs {
@@ -185,28 +211,16 @@ func TestSameListenerCoversPort(t *testing.T) {
 // A namespace moved to another ANA group stays, moved in place, also when
 // it is resized at once; group 1 written out is the default group.
 func TestDiffRegroupsInPlace(t *testing.T) {
-	cur := mustParse(t, `
-ports: [{id: 1, address: 10.0.0.1}]
-subsystems:
-  - nqn: nqn.2026-11.io.example:a
-    allow_any_host: true
-    namespaces:
+	cur := mustParse(t, oneSubsystem(`
       - {nsid: 1, backend: nullblk, size: 1GiB}
       - {nsid: 2, backend: nullblk, size: 1GiB, ana_group: 2}
       - {nsid: 3, backend: nullblk, size: 1GiB}
-      - {nsid: 4, backend: nullblk, size: 1GiB}
-`)
-	next := mustParse(t, `
-ports: [{id: 1, address: 10.0.0.1}]
-subsystems:
-  - nqn: nqn.2026-11.io.example:a
-    allow_any_host: true
-    namespaces:
+      - {nsid: 4, backend: nullblk, size: 1GiB}`))
+	next := mustParse(t, oneSubsystem(`
       - {nsid: 1, backend: nullblk, size: 1GiB, ana_group: 1}
       - {nsid: 2, backend: nullblk, size: 1GiB, ana_group: 3}
       - {nsid: 3, backend: nullblk, size: 2GiB, ana_group: 3}
-      - {nsid: 4, backend: nullblk, size: 1GiB, read_only: true, ana_group: 3}
-`)
+      - {nsid: 4, backend: nullblk, size: 1GiB, read_only: true, ana_group: 3}`))
 	p := Diff(cur, next)
 	if got := nsids(p.Regroup); !reflect.DeepEqual(got, []string{"nqn.2026-11.io.example:a/2", "nqn.2026-11.io.example:a/3"}) {
 		t.Errorf("Regroup = %v", got)

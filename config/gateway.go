@@ -56,24 +56,7 @@ var gatewayGroupKeys = []string{"id", "preferred"}
 
 // UnmarshalYAML takes a plain group ID or the {id, preferred} form.
 func (g *GatewayGroup) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind == yaml.ScalarNode {
-		*g = GatewayGroup{}
-		return n.Decode(&g.ID)
-	}
-	// Decoding inside an unmarshaler does not inherit KnownFields.
-	if n.Kind == yaml.MappingNode {
-		for i := 0; i < len(n.Content); i += 2 {
-			if k := n.Content[i]; !slices.Contains(gatewayGroupKeys, k.Value) {
-				return fmt.Errorf("line %d: unknown gateway group key %q (want %s)", k.Line, k.Value, strings.Join(gatewayGroupKeys, ", "))
-			}
-		}
-	}
-	var f gatewayGroupFields
-	if err := n.Decode(&f); err != nil {
-		return err
-	}
-	*g = GatewayGroup(f)
-	return nil
+	return decodeShortForm(n, (*gatewayGroupFields)(g), &g.ID, "gateway group", gatewayGroupKeys)
 }
 
 // MarshalYAML writes a group without a preferred gateway as its ID alone.

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/dhchap"
 	"golang.org/x/sys/unix"
@@ -62,25 +61,7 @@ type hostFields Host
 
 // UnmarshalYAML takes a scalar NQN or the object form.
 func (h *Host) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind == yaml.ScalarNode {
-		*h = Host{}
-		return n.Decode(&h.NQN)
-	}
-	// Decoding inside an unmarshaler does not inherit KnownFields: check
-	// the keys here, so a misspelt key is an error as everywhere else.
-	if n.Kind == yaml.MappingNode {
-		for i := 0; i < len(n.Content); i += 2 {
-			if k := n.Content[i]; !slices.Contains(hostKeys, k.Value) {
-				return fmt.Errorf("line %d: unknown host key %q (want %s)", k.Line, k.Value, strings.Join(hostKeys, ", "))
-			}
-		}
-	}
-	var f hostFields
-	if err := n.Decode(&f); err != nil {
-		return err
-	}
-	*h = Host(f)
-	return nil
+	return decodeShortForm(n, (*hostFields)(h), &h.NQN, "host", hostKeys)
 }
 
 var hostKeys = []string{"nqn", "dhchap_key", "dhchap_key_file", "dhchap_ctrl_key", "dhchap_ctrl_key_file",

@@ -74,6 +74,17 @@ const (
 	DefaultReceiveQueueDepth = 4096
 )
 
+// defaultAddress fills in a port's or referral's transport and service ID
+// where the file leaves them out.
+func defaultAddress(transport *string, port *uint16) {
+	if *transport == "" {
+		*transport = "rdma"
+	}
+	if *port == 0 {
+		*port = DefaultServiceID
+	}
+}
+
 // ApplyDefaults fills in every optional key left out.
 func (c *Config) ApplyDefaults() {
 	if c.Log.Level == "" {
@@ -113,12 +124,7 @@ func (c *Config) ApplyDefaults() {
 	}
 	for i := range c.Ports {
 		p := &c.Ports[i]
-		if p.Transport == "" {
-			p.Transport = "rdma"
-		}
-		if p.Port == 0 {
-			p.Port = DefaultServiceID
-		}
+		defaultAddress(&p.Transport, &p.Port)
 		if p.InlineDataSize == 0 && !p.noInline {
 			p.InlineDataSize = DefaultInlineDataSize
 		}
@@ -127,13 +133,7 @@ func (c *Config) ApplyDefaults() {
 			p.MaxQueueSize = DefaultMaxQueueSize
 		}
 		for j := range p.Referrals {
-			r := &p.Referrals[j]
-			if r.Transport == "" {
-				r.Transport = "rdma"
-			}
-			if r.Port == 0 {
-				r.Port = DefaultServiceID
-			}
+			defaultAddress(&p.Referrals[j].Transport, &p.Referrals[j].Port)
 		}
 	}
 	for i := range c.Subsystems {

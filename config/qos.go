@@ -36,15 +36,7 @@ func ParseRate(s string) (Rate, error) {
 
 // UnmarshalYAML accepts an integer or a size string, with or without "/s".
 func (r *Rate) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: a rate must be a number or a string such as 100MiB", n.Line)
-	}
-	v, err := ParseRate(n.Value)
-	if err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
-	}
-	*r = v
-	return nil
+	return decodeScalar(n, r, ParseRate, "a rate must be a number or a string such as 100MiB")
 }
 
 // MarshalYAML writes the size form, as Size does.

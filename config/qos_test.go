@@ -7,18 +7,12 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-const qosYAML = `
-ports: [{id: 1, address: 10.0.0.1}]
-subsystems:
-  - nqn: nqn.2026-11.io.example:vol
-    allow_any_host: true
-    namespaces:
+var qosYAML = oneSubsystem(`
       - nsid: 1
         backend: nullblk
         size: 1GiB
         qos: {iops: 400, read_bandwidth: 100MiB/s, write_bandwidth: 50MiB, bandwidth: 2097152}
-      - {nsid: 2, backend: nullblk, size: 1GiB}
-`
+      - {nsid: 2, backend: nullblk, size: 1GiB}`)
 
 func TestQoSParse(t *testing.T) {
 	c := mustParse(t, qosYAML)

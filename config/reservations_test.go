@@ -8,13 +8,7 @@ import (
 // reservations defaults to on, parses as a boolean, survives Marshal, and
 // changes in place on reload.
 func TestReservationsKey(t *testing.T) {
-	const base = `
-ports: [{id: 1, address: 10.0.0.1}]
-subsystems:
-  - nqn: nqn.2026-11.io.example:r
-    allow_any_host: true
-    namespaces: [{nsid: 1, backend: nullblk, size: 1GiB%s}]
-`
+	base := oneSubsystem("[{nsid: 1, backend: nullblk, size: 1GiB%s}]")
 	on := mustParse(t, strings.Replace(base, "%s", "", 1))
 	if !on.Subsystems[0].Namespaces[0].Reservations.On() {
 		t.Fatal("reservations left out is off")

@@ -2,8 +2,6 @@ package config
 
 import (
 	"fmt"
-	"slices"
-	"strings"
 
 	"gopkg.in/yaml.v3"
 )
@@ -27,13 +25,8 @@ var sharedReservationsKeys = []string{"slot"}
 // UnmarshalYAML takes {slot: 0} or {slot: 1}; a missing slot reads as -1,
 // which validation refuses.
 func (s *SharedReservations) UnmarshalYAML(n *yaml.Node) error {
-	// Decoding inside an unmarshaler does not inherit KnownFields.
-	if n.Kind == yaml.MappingNode {
-		for i := 0; i < len(n.Content); i += 2 {
-			if k := n.Content[i]; !slices.Contains(sharedReservationsKeys, k.Value) {
-				return fmt.Errorf("line %d: unknown shared_reservations key %q (want %s)", k.Line, k.Value, strings.Join(sharedReservationsKeys, ", "))
-			}
-		}
+	if err := checkKeys(n, "shared_reservations", sharedReservationsKeys); err != nil {
+		return err
 	}
 	var f struct {
 		Slot *int `yaml:"slot"`

@@ -9,14 +9,7 @@ import (
 // refused, naming the field, off the block backend, with a slot other
 // than 0 or 1, or with reservations off.
 func TestSharedReservationsKey(t *testing.T) {
-	const base = `
-ports: [{id: 1, address: 10.0.0.1}]
-subsystems:
-  - nqn: nqn.2026-11.io.example:r
-    allow_any_host: true
-    namespaces: [{nsid: 1, %s}]
-`
-	ns := func(keys string) string { return strings.Replace(base, "%s", keys, 1) }
+	ns := func(keys string) string { return oneSubsystem("[{nsid: 1, " + keys + "}]") }
 	c := mustParse(t, ns("backend: block, path: /dev/vdb, shared_reservations: {slot: 1}"))
 	if s := c.Subsystems[0].Namespaces[0].SharedReservations; !s.On || s.Slot != 1 {
 		t.Fatalf("parsed %+v", s)

@@ -48,15 +48,7 @@ func ParseSize(s string) (Size, error) {
 
 // UnmarshalYAML accepts an integer or a human size string.
 func (s *Size) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: size must be a number or a string such as 1GiB", n.Line)
-	}
-	v, err := ParseSize(n.Value)
-	if err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
-	}
-	*s = v
-	return nil
+	return decodeScalar(n, s, ParseSize, "size must be a number or a string such as 1GiB")
 }
 
 // MarshalYAML writes the most compact exact form: "1GiB", or a plain

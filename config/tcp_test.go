@@ -2,27 +2,23 @@ package config
 
 import "testing"
 
+// tcpPort is a configuration of one TCP port and a subsystem without
+// namespaces, with the tcp block given.
+func tcpPort(tcp string) string {
+	return tcp + `
+ports: [{id: 1, transport: tcp, address: 10.0.0.1}]
+subsystems: [{nqn: "nqn.2026-11.io.example:a", allow_any_host: true}]
+`
+}
+
 // tcp.buffer_pool: 64 MiB when left out, read as a size, and -check
 // names the field of a value out of range.
 func TestTCPBufferPool(t *testing.T) {
-	c, err := Parse([]byte(`
-ports: [{id: 1, transport: tcp, address: 10.0.0.1}]
-subsystems: [{nqn: "nqn.2026-11.io.example:a", allow_any_host: true}]
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := mustParse(t, tcpPort(""))
 	if c.TCP.BufferPool != 64<<20 {
 		t.Fatalf("default tcp.buffer_pool %d, want 64MiB", c.TCP.BufferPool)
 	}
-	c, err = Parse([]byte(`
-tcp: {buffer_pool: 256MiB}
-ports: [{id: 1, transport: tcp, address: 10.0.0.1}]
-subsystems: [{nqn: "nqn.2026-11.io.example:a", allow_any_host: true}]
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c = mustParse(t, tcpPort("tcp: {buffer_pool: 256MiB}"))
 	if c.TCP.BufferPool != 256<<20 {
 		t.Fatalf("tcp.buffer_pool %d, want 256MiB", c.TCP.BufferPool)
 	}
@@ -51,14 +47,7 @@ subsystems: [{nqn: "nqn.2026-11.io.example:a", allow_any_host: true}]
 // tcp.data_timeout_seconds: 0 (the transport's default) when left out,
 // and -check names it when out of range.
 func TestTCPDataTimeout(t *testing.T) {
-	c, err := Parse([]byte(`
-tcp: {data_timeout_seconds: 7}
-ports: [{id: 1, transport: tcp, address: 10.0.0.1}]
-subsystems: [{nqn: "nqn.2026-11.io.example:a", allow_any_host: true}]
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := mustParse(t, tcpPort("tcp: {data_timeout_seconds: 7}"))
 	if c.TCP.DataTimeoutSeconds != 7 {
 		t.Fatalf("tcp.data_timeout_seconds %d, want 7", c.TCP.DataTimeoutSeconds)
 	}

@@ -40,15 +40,7 @@ func TestNamespaceHostsParseAndRoundTrip(t *testing.T) {
 		}
 	}
 	check(c, "parsed")
-	out, err := Marshal(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, err := Parse(out)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	check(again, "written and read back")
+	check(roundTrip(t, c), "written and read back")
 	// A clone is a copy: changing its hosts leaves the original alone.
 	cl := c.Clone()
 	(*cl.Subsystems[0].Namespaces[1].Hosts)[0] = "nqn.2026-11.io.example:host-b"
