@@ -117,6 +117,13 @@ func newCmd(op uint8) nvme.Command {
 	return c
 }
 
+// flushCmd is a Flush of namespace nsid.
+func flushCmd(nsid uint32) nvme.Command {
+	c := newCmd(nvme.IOFlush)
+	c.SetNSID(nsid)
+	return c
+}
+
 // keyed points the command's SGL at a host buffer of n bytes.
 func keyed(c nvme.Command, n int) nvme.Command {
 	c.SGL().SetKeyed(0, uint32(n), 0x1234, false)

@@ -591,95 +591,108 @@ const qosHostB = "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-000000
 // lets go whatever fits, not only up to the first command that does not;
 // a limit of every command still takes them in their order, hosts in turn.
 func TestQoSLanes(t *testing.T) {
-	write := func() nvme.Command { return ioCmd(nvme.IOWrite, 1, 0, 1, 512) }
-	flush := func() nvme.Command { c := newCmd(nvme.IOFlush); c.SetNSID(1); return c }
-	t.Run("write limit holds no read", func(t *testing.T) {
-		g := newQoSRig(t, QoSLimits{WriteIOPS: 10}) // a burst of 1
-		a := g.host(testHost, 1)[0]
-		b := g.host(qosHostB, 1)[0]
-		g.submit(a, write(), 512, "w0")
-		if tag := g.next(); tag != "w0" {
-			t.Fatalf("completion %q, want the write of the burst", tag)
+	t.Run("write limit holds no read", qosWriteLimitHoldsNoRead)
+	t.Run("release past a lane that does not fit", qosReleasePastALane)
+	t.Run("shared limit in order", qosSharedLimitInOrder)
+}
+
+// blockWrite is a one-block write to namespace 1.
+func blockWrite() nvme.Command { return ioCmd(nvme.IOWrite, 1, 0, 1, 512) }
+
+// qosWriteLimitHoldsNoRead: a write waiting on the write limit holds up
+// no read nor flush.
+func qosWriteLimitHoldsNoRead(t *testing.T) {
+	g := newQoSRig(t, QoSLimits{WriteIOPS: 10}) // a burst of 1
+	a := g.host(testHost, 1)[0]
+	b := g.host(qosHostB, 1)[0]
+	g.submit(a, blockWrite(), 512, "w0")
+	if tag := g.next(); tag != "w0" {
+		t.Fatalf("completion %q, want the write of the burst", tag)
+	}
+	g.submit(a, blockWrite(), 512, "w1")
+	for range 5 {
+		g.read(a, "read a")
+		g.read(b, "read b")
+		g.submit(b, flushCmd(1), 0, "flush b")
+	}
+	for range 15 {
+		if tag := g.next(); tag != "read a" && tag != "read b" && tag != "flush b" {
+			t.Fatalf("completion %q while a write waits on the write limit, want the reads and flushes", tag)
 		}
-		g.submit(a, write(), 512, "w1")
-		for range 5 {
-			g.read(a, "read a")
-			g.read(b, "read b")
-			g.submit(b, flush(), 0, "flush b")
+	}
+	if n := g.waiting(); n != 1 {
+		t.Fatalf("%d wait, want the write", n)
+	}
+	g.clk.Advance(100 * time.Millisecond)
+	if tag := g.next(); tag != "w1" {
+		t.Fatalf("completion %q, want the write", tag)
+	}
+}
+
+// qosReleasePastALane: a read waiting on the read limit holds up no write
+// the write limit lets go.
+func qosReleasePastALane(t *testing.T) {
+	g := newQoSRig(t, QoSLimits{ReadIOPS: 10, WriteIOPS: 100}) // bursts of 1 and 10
+	a := g.host(testHost, 1)[0]
+	g.read(a, "burst")
+	for range 10 {
+		g.submit(a, blockWrite(), 512, "burst")
+	}
+	g.completions(11)
+	g.read(a, "r") // goes in 100 ms
+	for i := range 5 {
+		g.submit(a, blockWrite(), 512, fmt.Sprint("w", i)) // one each 10 ms
+	}
+	for i := range 5 {
+		g.clk.Advance(10 * time.Millisecond)
+		if tag := g.next(); tag != fmt.Sprint("w", i) {
+			t.Fatalf("completion %q after %d ms, want w%d: the read waiting on the read limit holds it", tag, (i+1)*10, i)
 		}
-		for range 15 {
-			if tag := g.next(); tag != "read a" && tag != "read b" && tag != "flush b" {
-				t.Fatalf("completion %q while a write waits on the write limit, want the reads and flushes", tag)
-			}
-		}
-		if n := g.waiting(); n != 1 {
-			t.Fatalf("%d wait, want the write", n)
-		}
-		g.clk.Advance(100 * time.Millisecond)
-		if tag := g.next(); tag != "w1" {
-			t.Fatalf("completion %q, want the write", tag)
-		}
-	})
-	t.Run("release past a lane that does not fit", func(t *testing.T) {
-		g := newQoSRig(t, QoSLimits{ReadIOPS: 10, WriteIOPS: 100}) // bursts of 1 and 10
-		a := g.host(testHost, 1)[0]
+	}
+	g.clk.Advance(50 * time.Millisecond)
+	if tag := g.next(); tag != "r" {
+		t.Fatalf("completion %q, want the read", tag)
+	}
+}
+
+// qosSharedLimitInOrder: on one limit for all kinds, the hosts take turns
+// and each host's commands go in the order they came.
+func qosSharedLimitInOrder(t *testing.T) {
+	g := newQoSRig(t, QoSLimits{IOPS: 100})
+	a := g.host(testHost, 1)[0]
+	b := g.host(qosHostB, 1)[0]
+	for range 10 {
 		g.read(a, "burst")
-		for range 10 {
-			g.submit(a, write(), 512, "burst")
+	}
+	g.completions(10)
+	var want []string
+	for i := range 6 {
+		tag := fmt.Sprint("a", i)
+		switch i % 3 {
+		case 0:
+			g.read(a, tag)
+		case 1:
+			g.submit(a, blockWrite(), 512, tag)
+		default:
+			g.submit(a, flushCmd(1), 0, tag)
 		}
-		g.completions(11)
-		g.read(a, "r") // goes in 100 ms
-		for i := range 5 {
-			g.submit(a, write(), 512, fmt.Sprint("w", i)) // one each 10 ms
+		want = append(want, tag)
+	}
+	for i := range 6 {
+		g.submit(b, blockWrite(), 512, fmt.Sprint("b", i))
+	}
+	// The hosts take turns; each host's commands go in the order
+	// they came, whatever their kind.
+	for i := range 12 {
+		g.clk.Advance(10 * time.Millisecond)
+		w := fmt.Sprint("b", i/2)
+		if i%2 == 0 {
+			w = want[i/2]
 		}
-		for i := range 5 {
-			g.clk.Advance(10 * time.Millisecond)
-			if tag := g.next(); tag != fmt.Sprint("w", i) {
-				t.Fatalf("completion %q after %d ms, want w%d: the read waiting on the read limit holds it", tag, (i+1)*10, i)
-			}
+		if tag := g.next(); tag != w {
+			t.Fatalf("grant %d is %q, want %q", i, tag, w)
 		}
-		g.clk.Advance(50 * time.Millisecond)
-		if tag := g.next(); tag != "r" {
-			t.Fatalf("completion %q, want the read", tag)
-		}
-	})
-	t.Run("shared limit in order", func(t *testing.T) {
-		g := newQoSRig(t, QoSLimits{IOPS: 100})
-		a := g.host(testHost, 1)[0]
-		b := g.host(qosHostB, 1)[0]
-		for range 10 {
-			g.read(a, "burst")
-		}
-		g.completions(10)
-		var want []string
-		for i := range 6 {
-			tag := fmt.Sprint("a", i)
-			switch i % 3 {
-			case 0:
-				g.read(a, tag)
-			case 1:
-				g.submit(a, write(), 512, tag)
-			default:
-				g.submit(a, flush(), 0, tag)
-			}
-			want = append(want, tag)
-		}
-		for i := range 6 {
-			g.submit(b, write(), 512, fmt.Sprint("b", i))
-		}
-		// The hosts take turns; each host's commands go in the order
-		// they came, whatever their kind.
-		for i := range 12 {
-			g.clk.Advance(10 * time.Millisecond)
-			w := fmt.Sprint("b", i/2)
-			if i%2 == 0 {
-				w = want[i/2]
-			}
-			if tag := g.next(); tag != w {
-				t.Fatalf("grant %d is %q, want %q", i, tag, w)
-			}
-		}
-	})
+	}
 }
 
 // Under a bandwidth limit hosts share bytes, not commands: a host sending
