@@ -40,16 +40,7 @@ func FuzzAuthSequence(f *testing.F) {
 		dhBefore := dh.n.Load()
 
 		peer := at.connectAuth(t, 0)
-		queues := []*LoopQueue{peer.admin}
-		for qid := uint16(2); qid <= 3; qid++ {
-			q := NewLoopQueue(at.tg, at.p, qid, 32)
-			t.Cleanup(q.Close)
-			rsp := peer.submit(q, connectCmd(qid, 31, 0, true), connectData(testNQN, testHost, victim.cntl))
-			if rsp.Status() != 0 || rsp.Result()&nvme.ConnectAuthReqATR == 0 {
-				t.Fatalf("I/O queue %d connect: %v %#x", qid, rsp.Status(), rsp.Result())
-			}
-			queues = append(queues, q)
-		}
+		queues := append([]*LoopQueue{peer.admin}, peer.intoController(at, victim.cntl)...)
 		var elapsed time.Duration
 		for i := 0; i+1 < len(steps); i += 2 {
 			op, arg := steps[i], steps[i+1]
@@ -87,14 +78,7 @@ func FuzzAuthSequence(f *testing.F) {
 				t.Fatalf("%d DH key pairs for %d queues", n, len(queues))
 			}
 		}
-		// The host's controller is untouched: its admin and I/O queue work.
-		if at.s.controller(victim.cntl) == nil || victim.admin.Disconnected() || victim.io.Disconnected() {
-			t.Fatal("the host's controller or its queues went")
-		}
-		victim.checkIO()
-		if _, st := victim.propertyStatus(false, false, nvme.RegCSTS, 0); st != 0 {
-			t.Fatalf("the host's admin queue: %v", st)
-		}
+		expectVictimUntouched(t, at, victim)
 		// Nothing of the peer's outlasts authTotalMax.
 		at.clock.Advance(authTotalMax + authFailureGrace)
 		for _, q := range queues {
@@ -106,6 +90,36 @@ func FuzzAuthSequence(f *testing.F) {
 			t.Fatalf("%d controllers; want the host's alone", n)
 		}
 	})
+}
+
+// intoController connects I/O queues 2 and 3 to controller cntl, which
+// another host authenticated, as h, which cannot; each connect asks for
+// authentication.
+func (h *host) intoController(at *authTarget, cntl uint16) []*LoopQueue {
+	t := h.t
+	var queues []*LoopQueue
+	for qid := uint16(2); qid <= 3; qid++ {
+		q := NewLoopQueue(at.tg, at.p, qid, 32)
+		t.Cleanup(q.Close)
+		rsp := h.submit(q, connectCmd(qid, 31, 0, true), connectData(testNQN, testHost, cntl))
+		if rsp.Status() != 0 || rsp.Result()&nvme.ConnectAuthReqATR == 0 {
+			t.Fatalf("I/O queue %d connect: %v %#x", qid, rsp.Status(), rsp.Result())
+		}
+		queues = append(queues, q)
+	}
+	return queues
+}
+
+// expectVictimUntouched checks that the host's controller is untouched:
+// its admin and I/O queue work.
+func expectVictimUntouched(t *testing.T, at *authTarget, victim *host) {
+	if at.s.controller(victim.cntl) == nil || victim.admin.Disconnected() || victim.io.Disconnected() {
+		t.Fatal("the host's controller or its queues went")
+	}
+	victim.checkIO()
+	if _, st := victim.propertyStatus(false, false, nvme.RegCSTS, 0); st != 0 {
+		t.Fatalf("the host's admin queue: %v", st)
+	}
 }
 
 // sendAuth sends an Authentication Send (send) or Receive on q, ignoring
