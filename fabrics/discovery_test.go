@@ -81,32 +81,7 @@ func TestDiscoveryReferrals(t *testing.T) {
 	if hdr.GenCtr == before.GenCtr {
 		t.Fatalf("generation counter stayed at %d", hdr.GenCtr)
 	}
-	if len(ents) != 4 || ents[0].Subtype != nvme.SubtypeCurrentDiscovery || ents[1].SubNQN != testNQN {
-		t.Fatalf("records %+v, want the discovery subsystem, %s, then 2 referrals", ents, testNQN)
-	}
-	// The port's own records offer SQ flow control disable; a referral
-	// leaves that to the daemon it names.
-	for i, e := range ents[:2] {
-		if e.TREQ != nvme.TREQDisableSQFlow {
-			t.Errorf("record %d: TREQ %#x, want %#x (secure channel not specified, SQ flow control disable supported)", i, e.TREQ, nvme.TREQDisableSQFlow)
-		}
-	}
-	want := []nvme.DiscoveryEntry{
-		{TransportType: nvme.TransportRDMA, AddrFamily: nvme.AddrFamilyIPv4, Subtype: nvme.SubtypeDiscoveryReferral,
-			CNTLID: 0xffff, ASQSZ: 32, TRSVCID: "4420", SubNQN: nvme.DiscoveryNQN, TRADDR: "10.99.0.2"},
-		{TransportType: nvme.TransportRDMA, AddrFamily: nvme.AddrFamilyIPv6, Subtype: nvme.SubtypeDiscoveryReferral,
-			CNTLID: 0xffff, ASQSZ: 32, TRSVCID: "4421", SubNQN: nvme.DiscoveryNQN, TRADDR: "fd00::2"},
-	}
-	for i, w := range want {
-		if ents[2+i] != w {
-			t.Errorf("referral %d: %+v, want %+v", i, ents[2+i], w)
-		}
-		// Transport specific address subtype (bytes 768..1023): RDMA's, as
-		// for the subsystem's record.
-		if !bytes.Equal(raw[2+i][768:], raw[1][768:]) {
-			t.Errorf("referral %d: TSAS % x, want % x", i, raw[2+i][768:772], raw[1][768:772])
-		}
-	}
+	expectReferralRecords(t, ents, raw)
 	// The other port lists none.
 	if _, ents2, _ := discoveryPage(t, d2); len(ents2) != 2 {
 		t.Fatalf("port 2 lists %d records, want 2", len(ents2))
@@ -133,5 +108,38 @@ func TestDiscoveryReferrals(t *testing.T) {
 	case rsp := <-aen2:
 		t.Fatalf("discovery controller of another port got an event: %v", rsp)
 	default:
+	}
+}
+
+// expectReferralRecords checks the discovery log page's records, ents as
+// decoded and raw as sent: the discovery subsystem's, the subsystem's, then
+// the two referrals TestDiscoveryReferrals sets.
+func expectReferralRecords(t *testing.T, ents []nvme.DiscoveryEntry, raw [][]byte) {
+	t.Helper()
+	if len(ents) != 4 || ents[0].Subtype != nvme.SubtypeCurrentDiscovery || ents[1].SubNQN != testNQN {
+		t.Fatalf("records %+v, want the discovery subsystem, %s, then 2 referrals", ents, testNQN)
+	}
+	// The port's own records offer SQ flow control disable; a referral
+	// leaves that to the daemon it names.
+	for i, e := range ents[:2] {
+		if e.TREQ != nvme.TREQDisableSQFlow {
+			t.Errorf("record %d: TREQ %#x, want %#x (secure channel not specified, SQ flow control disable supported)", i, e.TREQ, nvme.TREQDisableSQFlow)
+		}
+	}
+	want := []nvme.DiscoveryEntry{
+		{TransportType: nvme.TransportRDMA, AddrFamily: nvme.AddrFamilyIPv4, Subtype: nvme.SubtypeDiscoveryReferral,
+			CNTLID: 0xffff, ASQSZ: 32, TRSVCID: "4420", SubNQN: nvme.DiscoveryNQN, TRADDR: "10.99.0.2"},
+		{TransportType: nvme.TransportRDMA, AddrFamily: nvme.AddrFamilyIPv6, Subtype: nvme.SubtypeDiscoveryReferral,
+			CNTLID: 0xffff, ASQSZ: 32, TRSVCID: "4421", SubNQN: nvme.DiscoveryNQN, TRADDR: "fd00::2"},
+	}
+	for i, w := range want {
+		if ents[2+i] != w {
+			t.Errorf("referral %d: %+v, want %+v", i, ents[2+i], w)
+		}
+		// Transport specific address subtype (bytes 768..1023): RDMA's, as
+		// for the subsystem's record.
+		if !bytes.Equal(raw[2+i][768:], raw[1][768:]) {
+			t.Errorf("referral %d: TSAS % x, want % x", i, raw[2+i][768:772], raw[1][768:772])
+		}
 	}
 }
