@@ -43,7 +43,7 @@ type api struct {
 }
 
 func newAPI(m managed, cfgPath string, log *logrus.Entry) *api {
-	return &api{m: m, cfgPath: cfgPath, log: log, write: writeFileAtomic, conns: map[rpcConn]bool{}}
+	return &api{m: m, cfgPath: cfgPath, log: log, write: config.WriteFileAtomic, conns: map[rpcConn]bool{}}
 }
 
 // method is one entry of the method table.

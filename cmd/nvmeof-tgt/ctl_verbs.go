@@ -207,7 +207,7 @@ func showSave(to string) func(json.RawMessage, io.Writer) error {
 			_, err := io.WriteString(out, r.YAML)
 			return err
 		}
-		if err := writeFileAtomic(to, []byte(r.YAML)); err != nil {
+		if err := config.WriteFileAtomic(to, []byte(r.YAML)); err != nil {
 			return fmt.Errorf("save: %w", err)
 		}
 		_, err := fmt.Fprintf(out, "saved the running configuration to %s\n", to)

@@ -15,6 +15,7 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/nvmeof-tgt/nvmeof-tgt/rdma"
+	"github.com/nvmeof-tgt/nvmeof-tgt/sharedstate"
 	"github.com/nvmeof-tgt/nvmeof-tgt/tcp"
 	"github.com/sirupsen/logrus"
 )
@@ -91,7 +92,7 @@ func start(cfg *config.Config, logger *logrus.Logger) (*daemon, error) {
 		cfg:       &config.Config{Log: cfg.Log, Control: cfg.Control, StateFile: cfg.StateFile, RDMA: cfg.RDMA, TCP: cfg.TCP, IOEngine: cfg.IOEngine, Gateway: cfg.Gateway},
 		listeners: map[uint16]portListener{},
 		sd:        &notifier{clock: monotonic}, clock: monotonic,
-		resvDir: reservationDir(cfg.StateFile),
+		resvDir: sharedstate.ReservationDir(cfg.StateFile),
 	}
 	if n := cfg.TCP.BufferPool; n > 0 { // 0: a configuration without defaults (tests)
 		tcp.SetPoolBytes(int64(n))
@@ -166,7 +167,7 @@ func openNamespace(nqn string, nc config.Namespace, gw *config.Gateway, resvDir 
 	}
 	b, err := backend.Open(nc.Backend, backend.Options{
 		Path: nc.Path, Size: int64(nc.Size), BlockSize: nc.BlockSize,
-		ReadOnly: nc.ReadOnly, Buffered: nc.Buffered, Reserve: sharedResvArea(nc),
+		ReadOnly: nc.ReadOnly, Buffered: nc.Buffered, Reserve: sharedstate.DeviceArea(nc),
 		RBD: backend.RBDOptions{Pool: nc.Pool, Namespace: nc.RadosNamespace, Image: nc.Image, Create: nc.Create,
 			Conf: nc.Ceph.Conf, User: nc.Ceph.User, Keyring: nc.Ceph.Keyring, ExclusiveLock: gw.HasGroup(nc.Group()),
 			Client: gatewayClient(gw, nc.Group())},
@@ -183,7 +184,7 @@ func openNamespace(nqn string, nc config.Namespace, gw *config.Gateway, resvDir 
 		ns.SetQoS(qosLimits(nc.QoS))
 	}
 	if err == nil {
-		err = setupReservations(ns, nqn, nc, resvDir, log)
+		err = sharedstate.SetupReservations(ns, nqn, nc, resvDir, log)
 	}
 	if err != nil {
 		b.Close()

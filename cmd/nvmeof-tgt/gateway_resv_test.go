@@ -3,9 +3,7 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -14,64 +12,9 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 	"github.com/nvmeof-tgt/nvmeof-tgt/gateway"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+	"github.com/nvmeof-tgt/nvmeof-tgt/sharedstate"
 	cephtest "github.com/nvmeof-tgt/nvmeof-tgt/test/ceph"
 )
-
-// createTestImage creates a 16 MiB image of its own in the test pool.
-func createTestImage(t *testing.T, env map[string]string, prefix string) string {
-	t.Helper()
-	image := fmt.Sprintf("%s%d", prefix, time.Now().UnixNano())
-	out, err := exec.Command("rbd", "--conf", env["CEPH_CONF"], "--id", "admin", "--keyring", env["CEPH_ADMIN_KEYRING"],
-		"create", "--size", "16M", env["CEPH_POOL"]+"/"+image).CombinedOutput()
-	if err != nil {
-		t.Fatalf("rbd create: %v\n%s", err, out)
-	}
-	return image
-}
-
-// Two stores on one image, as two gateways have: the one that missed the
-// other's change is refused with ErrReservationChanged and leaves the
-// stored state alone; once it has read it, its change applies.
-func TestImageResvStoreOnCluster(t *testing.T) {
-	env := cephtest.Use(t)
-	image := createTestImage(t, env, "resv")
-	open := func() *imageResvStore {
-		b, err := backend.Open("rbd", backend.Options{BlockSize: 512, RBD: backend.RBDOptions{Pool: env["CEPH_POOL"], Image: image,
-			Conf: env["CEPH_CONF"], User: env["CEPH_USER"], Keyring: env["CEPH_KEYRING"]}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { b.Close() })
-		return &imageResvStore{meta: b.(backend.ImageMetadata), image: image}
-	}
-	a, b := open(), open()
-	for _, s := range []*imageResvStore{a, b} {
-		if st, err := s.Load(); err != nil || !resvEqual(st, fabrics.ReservationState{}) {
-			t.Fatalf("a new image: %+v, %v", st, err)
-		}
-	}
-	held := fabrics.ReservationState{Generation: 1, Type: nvme.ResvWriteExclusive, Holder: [16]byte{1},
-		Registrants: []fabrics.Registrant{{HostID: [16]byte{1}, Key: 0xa1}}}
-	if err := a.Store(held); err != nil {
-		t.Fatal(err)
-	}
-	stale := fabrics.ReservationState{Generation: 1, Registrants: []fabrics.Registrant{{HostID: [16]byte{2}, Key: 0xb2}}}
-	if err := b.Store(stale); !errors.Is(err, fabrics.ErrReservationChanged) {
-		t.Fatalf("the stale store's write: %v, want ErrReservationChanged", err)
-	}
-	got, err := b.Load()
-	if err != nil || !resvEqual(got, held) {
-		t.Fatalf("after the refused write: %+v, %v; want %+v", got, err, held)
-	}
-	got.Generation++
-	got.Registrants = append(got.Registrants, fabrics.Registrant{HostID: [16]byte{2}, Key: 0xb2})
-	if err := b.Store(got); err != nil {
-		t.Fatalf("after reading the new state: %v", err)
-	}
-	if err := a.Store(held); !errors.Is(err, fabrics.ErrReservationChanged) {
-		t.Fatalf("a, stale now: %v", err)
-	}
-}
 
 // resvLoopHost is a host with an I/O queue on a daemon's target over the
 // in-memory transport.
@@ -163,7 +106,7 @@ func (h *resvLoopHost) report() nvme.ResvStatus {
 func TestGatewayTakeoverKeepsReservations(t *testing.T) {
 	env := cephtest.Use(t)
 	useFakeRDMA(t)
-	image := createTestImage(t, env, "gwresv")
+	image := cephtest.CreateImage(t, env, "gwresv")
 	prefix := "test." + image
 	confB := filepath.Dir(env["CEPH_CONF"]) + "/./" + filepath.Base(env["CEPH_CONF"])
 	const nqn = "nqn.2026-11.io.example:gw"
@@ -226,7 +169,7 @@ func TestGatewayTakeoverKeepsReservations(t *testing.T) {
 	if st := h1b.resv(nvme.IOResvRelease, nvme.ResvRelease, nvme.ResvWriteExclusive, nvme.ResvKeys{Current: 0xa1}, nvme.ResvReleaseSize); st != 0 {
 		t.Fatalf("release through b: %v", st)
 	}
-	if st, err := (&imageResvStore{meta: b.target.Subsystem(nqn).Namespace(1).Backend.(backend.ImageMetadata)}).Load(); err != nil || st.Type != 0 || len(st.Registrants) != 2 {
+	if st, err := sharedstate.NewImageStore(b.target.Subsystem(nqn).Namespace(1).Backend.(backend.ImageMetadata), image).Load(); err != nil || st.Type != 0 || len(st.Registrants) != 2 {
 		t.Fatalf("stored after the release through b: %+v, %v", st, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 	"github.com/sirupsen/logrus"
 )
@@ -124,7 +125,7 @@ func writeLifetime(path string, st lifetimeState) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	return writeFileAtomic(path, append(b, '\n'))
+	return config.WriteFileAtomic(path, append(b, '\n'))
 }
 
 // close records a clean shutdown.

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 var cluster struct {
@@ -211,4 +212,17 @@ func readEnv(path string) (map[string]string, error) {
 		}
 	}
 	return env, nil
+}
+
+// CreateImage creates a 16 MiB image of its own in the test pool, its
+// name prefix and a timestamp, and returns its name.
+func CreateImage(t testing.TB, env map[string]string, prefix string) string {
+	t.Helper()
+	image := fmt.Sprintf("%s%d", prefix, time.Now().UnixNano())
+	out, err := exec.Command("rbd", "--conf", env["CEPH_CONF"], "--id", "admin", "--keyring", env["CEPH_ADMIN_KEYRING"],
+		"create", "--size", "16M", env["CEPH_POOL"]+"/"+image).CombinedOutput()
+	if err != nil {
+		t.Fatalf("rbd create: %v\n%s", err, out)
+	}
+	return image
 }

@@ -1,4 +1,4 @@
-package main
+package sharedstate
 
 import (
 	"bytes"
@@ -719,9 +719,9 @@ func (s *sharedResvStore) Close() error {
 	return s.dev.Close()
 }
 
-// sharedResvArea is what the namespace's block device keeps out of the
+// DeviceArea is what the namespace's block device keeps out of the
 // namespace for the reservation area.
-func sharedResvArea(nc config.Namespace) int64 {
+func DeviceArea(nc config.Namespace) int64 {
 	if !nc.SharedReservations.On {
 		return 0
 	}

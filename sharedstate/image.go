@@ -1,4 +1,4 @@
-package main
+package sharedstate
 
 import (
 	"bytes"
@@ -37,6 +37,12 @@ func setupImageReservations(ns *fabrics.Namespace, m backend.ImageMetadata, nc c
 		return fmt.Errorf("reservation state: %w (repair the value, or remove it to start without reservations: rbd image-meta remove %s %s)", err, image, resvImageMetaKey)
 	}
 	return nil
+}
+
+// NewImageStore is the reservation store of the rbd image m, named image
+// in errors: what SetupReservations gives an rbd namespace.
+func NewImageStore(m backend.ImageMetadata, image string) fabrics.SharedReservationStore {
+	return &imageResvStore{meta: m, image: image}
 }
 
 // imageResvStore is an rbd namespace's fabrics.SharedReservationStore.

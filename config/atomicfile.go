@@ -1,13 +1,13 @@
-package main
+package config
 
 import (
 	"os"
 	"path/filepath"
 )
 
-// writeFileAtomic replaces path with data (mode 0600), or leaves it as it
+// WriteFileAtomic replaces path with data (mode 0600), or leaves it as it
 // was, also across a crash or power loss.
-func writeFileAtomic(path string, data []byte) error {
+func WriteFileAtomic(path string, data []byte) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".nvmeof-tgt-*")
 	if err != nil {
 		return err

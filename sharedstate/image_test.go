@@ -1,4 +1,4 @@
-package main
+package sharedstate
 
 import (
 	"bytes"
@@ -130,7 +130,7 @@ func TestSetupImageReservations(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return ns, setupReservations(ns, "nqn.a:b", nc, "", logrus.NewEntry(quietLogger()))
+		return ns, SetupReservations(ns, "nqn.a:b", nc, "", logrus.NewEntry(quietLogger()))
 	}
 	held := fabrics.ReservationState{Generation: 3, Type: 1, Holder: [16]byte{5}, Registrants: []fabrics.Registrant{{HostID: [16]byte{5}, Key: 9}}}
 	m.vals[resvImageMetaKey] = encodeResvRecord(held)
