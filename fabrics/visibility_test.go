@@ -181,43 +181,8 @@ func TestLiveVisibilityChangeEventsExactlyTheChangedControllers(t *testing.T) {
 	s := tg.Subsystem(testNQN)
 	a, a2, b := connectAs(t, tg, p, hostA), connectAs(t, tg, p, hostA), connectAs(t, tg, p, hostB)
 	hosts := map[string]*host{"A": a, "A's second controller": a2, "B": b}
-	aers := map[string]<-chan nvme.Completion{}
-	for name, h := range hosts {
-		aers[name] = enableAEN(t, h, nvme.OAESNSAttrChanged)
-		holdsAERs(t, h.ctrl(), 1)
-	}
-	// expect checks who got the event, and that each of them reads the
-	// Changed Namespace List naming nsid and sees active.
-	expect := func(step string, nsid uint32, changed map[string][]uint32) {
-		t.Helper()
-		for name, h := range hosts {
-			want, ok := changed[name]
-			aersHeld, events := pendingEvents(h.ctrl())
-			if !ok {
-				if aersHeld != 1 || events != 0 {
-					t.Errorf("%s: host %s, whose view did not change, was told (%d AERs held, %d events)", step, name, aersHeld, events)
-				}
-				continue
-			}
-			if aersHeld != 0 {
-				// The event takes the AER before the change returns.
-				t.Fatalf("%s: host %s, whose view changed, was not told", step, name)
-			}
-			rsp := <-aers[name]
-			if rsp == nil || rsp.Result() != nvme.AsyncTypeNotice|uint64(nvme.LogChangedNS)<<16 {
-				t.Fatalf("%s: host %s: AER completion %v, want namespace attribute changed", step, name, rsp)
-			}
-			page, st := h.getLog(nvme.LogChangedNS, nvme.ChangedNSLogSize, 0)
-			if st != 0 || le32(page, 0) != nsid || le32(page, 4) != 0 {
-				t.Errorf("%s: host %s: Changed Namespace List starts %d, %d (%v), want only %d", step, name, le32(page, 0), le32(page, 4), st, nsid)
-			}
-			if got := activeNSIDs(t, h); !slices.Equal(got, want) {
-				t.Errorf("%s: host %s: active namespaces %v, want %v", step, name, got, want)
-			}
-			aers[name] = h.admin.SubmitAsync(newCmd(nvme.AdminAsyncEvent), nil)
-			holdsAERs(t, h.ctrl(), 1)
-		}
-	}
+	w := watchNSChanges(t, hosts)
+	expect := w.expect
 	if err := s.SetNamespaceHosts(2, []string{hostA, hostB}); err != nil {
 		t.Fatal(err)
 	}
@@ -258,6 +223,59 @@ func TestLiveVisibilityChangeEventsExactlyTheChangedControllers(t *testing.T) {
 	// Its limit went with it: the ID used again is for every host.
 	addNamespace(t, tg, 4, newMem(1<<20, 512))
 	expect("namespace 4 added again, unlimited", 4, map[string][]uint32{"A": {1, 4}, "A's second controller": {1, 4}, "B": {1, 2, 3, 4}})
+}
+
+// nsChangeWatch holds an Asynchronous Event Request of each host's for
+// namespace attribute changes.
+type nsChangeWatch struct {
+	t     *testing.T
+	hosts map[string]*host
+	aers  map[string]<-chan nvme.Completion
+}
+
+// watchNSChanges enables the event on each of hosts' controllers, each
+// then holding one AER.
+func watchNSChanges(t *testing.T, hosts map[string]*host) *nsChangeWatch {
+	w := &nsChangeWatch{t: t, hosts: hosts, aers: map[string]<-chan nvme.Completion{}}
+	for name, h := range hosts {
+		w.aers[name] = enableAEN(t, h, nvme.OAESNSAttrChanged)
+		holdsAERs(t, h.ctrl(), 1)
+	}
+	return w
+}
+
+// expect checks who got the event, and that each of them reads the
+// Changed Namespace List naming nsid and sees active.
+func (w *nsChangeWatch) expect(step string, nsid uint32, changed map[string][]uint32) {
+	t := w.t
+	t.Helper()
+	for name, h := range w.hosts {
+		want, ok := changed[name]
+		aersHeld, events := pendingEvents(h.ctrl())
+		if !ok {
+			if aersHeld != 1 || events != 0 {
+				t.Errorf("%s: host %s, whose view did not change, was told (%d AERs held, %d events)", step, name, aersHeld, events)
+			}
+			continue
+		}
+		if aersHeld != 0 {
+			// The event takes the AER before the change returns.
+			t.Fatalf("%s: host %s, whose view changed, was not told", step, name)
+		}
+		rsp := <-w.aers[name]
+		if rsp == nil || rsp.Result() != nvme.AsyncTypeNotice|uint64(nvme.LogChangedNS)<<16 {
+			t.Fatalf("%s: host %s: AER completion %v, want namespace attribute changed", step, name, rsp)
+		}
+		page, st := h.getLog(nvme.LogChangedNS, nvme.ChangedNSLogSize, 0)
+		if st != 0 || le32(page, 0) != nsid || le32(page, 4) != 0 {
+			t.Errorf("%s: host %s: Changed Namespace List starts %d, %d (%v), want only %d", step, name, le32(page, 0), le32(page, 4), st, nsid)
+		}
+		if got := activeNSIDs(t, h); !slices.Equal(got, want) {
+			t.Errorf("%s: host %s: active namespaces %v, want %v", step, name, got, want)
+		}
+		w.aers[name] = h.admin.SubmitAsync(newCmd(nvme.AdminAsyncEvent), nil)
+		holdsAERs(t, h.ctrl(), 1)
+	}
 }
 
 // Commands in flight on a namespace as it is hidden from their host
