@@ -110,23 +110,22 @@ func queueAttr(dev uint64, name string) (string, bool) {
 }
 
 func (b *blockBackend) Discard(off, length int64) error {
-	if b.readOnly {
-		return b.readOnlyError("discard")
-	}
-	r := [2]uint64{uint64(off), uint64(length)}
-	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(b.fd), unix.BLKDISCARD, uintptr(unsafe.Pointer(&r))); e != 0 {
-		return &os.PathError{Op: "BLKDISCARD", Path: b.f.Name(), Err: e}
-	}
-	return nil
+	return b.rangeIoctl("discard", unix.BLKDISCARD, "BLKDISCARD", off, length)
 }
 
 func (b *blockBackend) WriteZeroes(off, length int64) error {
+	return b.rangeIoctl("write zeroes", unix.BLKZEROOUT, "BLKZEROOUT", off, length)
+}
+
+// rangeIoctl does op, which changes the data, with a block device ioctl
+// that takes a byte range (BLKDISCARD, BLKZEROOUT) named req.
+func (b *blockBackend) rangeIoctl(op string, ioctl uintptr, req string, off, length int64) error {
 	if b.readOnly {
-		return b.readOnlyError("write zeroes")
+		return b.readOnlyError(op)
 	}
 	r := [2]uint64{uint64(off), uint64(length)}
-	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(b.fd), unix.BLKZEROOUT, uintptr(unsafe.Pointer(&r))); e != 0 {
-		return &os.PathError{Op: "BLKZEROOUT", Path: b.f.Name(), Err: e}
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(b.fd), ioctl, uintptr(unsafe.Pointer(&r))); e != 0 {
+		return &os.PathError{Op: req, Path: b.f.Name(), Err: e}
 	}
 	return nil
 }

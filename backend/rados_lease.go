@@ -218,14 +218,7 @@ func (l *RadosLease) Unwatch() {
 // expires or is released).
 func (l *RadosLease) Close() {
 	l.Unwatch()
-	if l.ioctx != nil {
-		C.rados_ioctx_destroy(l.ioctx)
-		l.ioctx = nil
-	}
-	if l.conn != nil {
-		l.conn.release()
-		l.conn = nil
-	}
+	releaseIOCtx(&l.ioctx, &l.conn)
 }
 
 func errnoOf(r C.int) error { return syscall.Errno(-r) }

@@ -224,6 +224,19 @@ func (c *radosConn) release() {
 	}
 }
 
+// releaseIOCtx destroys an I/O context and then gives back the connection
+// it was made on; either may be nil, and both are nil after.
+func releaseIOCtx(ioctx *C.rados_ioctx_t, conn **radosConn) {
+	if *ioctx != nil {
+		C.rados_ioctx_destroy(*ioctx)
+		*ioctx = nil
+	}
+	if *conn != nil {
+		(*conn).release()
+		*conn = nil
+	}
+}
+
 // RetireClient makes the next open with o's conf, user, keyring and
 // Client connect a new client instance (a new global id, which a
 // blocklist entry for the old one does not name). The old connection
@@ -491,14 +504,7 @@ func (b *rbdBackend) Close() error {
 		}
 		b.image = nil
 	}
-	if b.ioctx != nil {
-		C.rados_ioctx_destroy(b.ioctx)
-		b.ioctx = nil
-	}
-	if b.conn != nil {
-		b.conn.release()
-		b.conn = nil
-	}
+	releaseIOCtx(&b.ioctx, &b.conn)
 	return err
 }
 
