@@ -277,40 +277,50 @@ func (c *cfs) enable(nqn string, nsid uint32, ns *namespace) syscall.Errno {
 // namespaceDir is subsystems/X/namespaces/N: nvmet's attributes. Those
 // that say which device it is can change only while it is disabled
 // (EBUSY, as nvmet); ana_grpid moves an enabled one at once.
-func (c *cfs) namespaceDir(nqn string, nsid uint32) *dir {
-	attr := func(name string, show func(ns *namespace) string, store func(ns *namespace, v string) syscall.Errno) entry {
-		return entry{name, &file{c: c,
-			what: fmt.Sprintf("subsystems/%s/namespaces/%d/%s", nqn, nsid, name),
-			show: func() (string, syscall.Errno) {
-				ns, errno := c.namespace(nqn, nsid)
-				if errno != 0 {
-					return "", errno
-				}
-				return show(ns), 0
-			},
-			store: func(v string) syscall.Errno {
-				ns, errno := c.namespace(nqn, nsid)
-				if errno != 0 {
-					return errno
-				}
-				return store(ns, v)
-			},
-		}, syscall.S_IFREG}
-	}
-	// whileDisabled wraps a store nvmet refuses on an enabled namespace.
-	whileDisabled := func(store func(ns *namespace, v string) syscall.Errno) func(ns *namespace, v string) syscall.Errno {
-		return func(ns *namespace, v string) syscall.Errno {
-			if ns.on {
-				return syscall.EBUSY
+// namespaceAttr is the attribute name of namespace nsid of subsystem nqn:
+// show and store run on the namespace, which may have gone meanwhile
+// (ENOENT).
+func (c *cfs) namespaceAttr(nqn string, nsid uint32, name string, show func(ns *namespace) string, store func(ns *namespace, v string) syscall.Errno) entry {
+	return entry{name, &file{c: c,
+		what: fmt.Sprintf("subsystems/%s/namespaces/%d/%s", nqn, nsid, name),
+		show: func() (string, syscall.Errno) {
+			ns, errno := c.namespace(nqn, nsid)
+			if errno != 0 {
+				return "", errno
+			}
+			return show(ns), 0
+		},
+		store: func(v string) syscall.Errno {
+			ns, errno := c.namespace(nqn, nsid)
+			if errno != 0 {
+				return errno
 			}
 			return store(ns, v)
+		},
+	}, syscall.S_IFREG}
+}
+
+// whileDisabled wraps a store nvmet refuses on an enabled namespace.
+func whileDisabled(store func(ns *namespace, v string) syscall.Errno) func(ns *namespace, v string) syscall.Errno {
+	return func(ns *namespace, v string) syscall.Errno {
+		if ns.on {
+			return syscall.EBUSY
 		}
+		return store(ns, v)
 	}
-	boolString := func(b bool) string {
-		if b {
-			return "1"
-		}
-		return "0"
+}
+
+// boolString is b as configfs shows a boolean attribute.
+func boolString(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+func (c *cfs) namespaceDir(nqn string, nsid uint32) *dir {
+	attr := func(name string, show func(ns *namespace) string, store func(ns *namespace, v string) syscall.Errno) entry {
+		return c.namespaceAttr(nqn, nsid, name, show, store)
 	}
 	return &dir{c: c, entries: static(
 		attr("device_path", func(ns *namespace) string { return ns.path }, whileDisabled(func(ns *namespace, v string) syscall.Errno {
