@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -60,6 +59,26 @@ func needFUSE(t *testing.T) {
 	t.Skipf("NOT RUN: cannot mount FUSE: %s; test/run-tests.sh requires it", why)
 }
 
+// mountStub mounts the shim on stub, the daemon it runs.
+func mountStub(t *testing.T) *shim {
+	needFUSE(t)
+	tmp := t.TempDir()
+	tgt := filepath.Join(tmp, "nvmeof-tgt")
+	if err := os.WriteFile(tgt, []byte(stub), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	logf := filepath.Join(tmp, "log")
+	calls := func() []string {
+		b, _ := os.ReadFile(logf)
+		os.Remove(logf)
+		if s := strings.TrimSpace(string(b)); s != "" {
+			return strings.Split(s, "\n")
+		}
+		return nil
+	}
+	return mountShim(t, &cfs{tgt: tgt}, calls)
+}
+
 // stub is an nvmeof-tgt that logs each call, answers `ctl list -json`
 // with subsystems s1 (host h1) and s2 (hosts h1, h2), and refuses a call
 // on s2 that carries the key BAD.
@@ -74,71 +93,13 @@ esac
 `
 
 func TestMount(t *testing.T) {
-	needFUSE(t)
-	tmp := t.TempDir()
-	tgt := filepath.Join(tmp, "nvmeof-tgt")
-	if err := os.WriteFile(tgt, []byte(stub), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(tmp, "nvmet")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := mount(dir, &cfs{tgt: tgt})
-	if err != nil {
-		t.Fatalf("mount: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Unmount(); err != nil {
-			t.Errorf("unmount: %v", err)
-		}
-	})
-
-	// calls returns the stub's calls since the last look.
-	logf := filepath.Join(tmp, "log")
-	calls := func() string {
-		b, _ := os.ReadFile(logf)
-		os.Remove(logf)
-		return strings.TrimSpace(string(b))
-	}
-	ls := func(sub string) []string {
-		t.Helper()
-		ents, err := os.ReadDir(filepath.Join(dir, sub))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, e := range ents {
-			names = append(names, e.Name())
-		}
-		return names
-	}
-	read := func(p string) string {
-		t.Helper()
-		b, err := os.ReadFile(filepath.Join(dir, p))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
-	}
-	// write opens with O_TRUNC, as the shell's > does.
-	write := func(p, v string) error {
-		return os.WriteFile(filepath.Join(dir, p), []byte(v), 0o644)
-	}
-	expect := func(what string, err error, wantErr error, wantCalls ...string) {
-		t.Helper()
-		if !errors.Is(err, wantErr) {
-			t.Errorf("%s: error %v, want %v", what, err, wantErr)
-		}
-		if got, want := calls(), strings.Join(wantCalls, "\n"); got != want {
-			t.Errorf("%s: calls\n%s\nwant\n%s", what, got, want)
-		}
-	}
+	sh := mountStub(t)
+	ls, read, write, expect := sh.names, sh.readRaw, sh.write, sh.expect
 
 	if got := ls(""); !slices.Equal(got, []string{"hosts", "ports", "subsystems"}) {
 		t.Errorf("top level %v", got)
 	}
-	if err := os.Mkdir(filepath.Join(dir, "hosts/h1"), 0o755); err != nil {
+	if err := sh.mkdir("hosts/h1"); err != nil {
 		t.Fatal(err)
 	}
 	if got := ls("hosts/h1"); !slices.Equal(got, []string{"dhchap_ctrl_key", "dhchap_dhgroup", "dhchap_hash", "dhchap_key"}) {
@@ -179,28 +140,28 @@ func TestMount(t *testing.T) {
 	}
 	withCtrl := strings.Replace(set, "-dhchap-hashes", "-dhchap-ctrl-key C1 -dhchap-hashes", 1)
 	expect("controller key", write("hosts/h1/dhchap_ctrl_key", "C1"), nil, on(withCtrl, "s1", "s2")...)
-	expect("truncate", os.Truncate(filepath.Join(dir, "hosts/h1/dhchap_ctrl_key"), 0), nil)
+	expect("truncate", os.Truncate(sh.path("hosts/h1/dhchap_ctrl_key"), 0), nil)
 	expect("empty controller key", write("hosts/h1/dhchap_ctrl_key", "\n"), nil, on(set, "s1", "s2")...)
 
-	if err := os.Mkdir(filepath.Join(dir, "hosts/h3"), 0o755); err != nil {
+	if err := sh.mkdir("hosts/h3"); err != nil {
 		t.Fatal(err)
 	}
 	expect("host on no subsystem", write("hosts/h3/dhchap_key", "K3"), nil, "ctl list -json")
 
-	if err := os.Remove(filepath.Join(dir, "hosts/h1")); err != nil {
+	if err := os.Remove(sh.path("hosts/h1")); err != nil {
 		t.Fatalf("rmdir hosts/h1: %v", err)
 	}
 	if got := ls("hosts"); !slices.Equal(got, []string{"h3"}) {
 		t.Errorf("after rmdir hosts/h1, hosts has %v", got)
 	}
-	if err := os.Mkdir(filepath.Join(dir, "hosts/h1"), 0o755); err != nil {
+	if err := sh.mkdir("hosts/h1"); err != nil {
 		t.Fatal(err)
 	}
 	if got := read("hosts/h1/dhchap_key"); got != "\n" {
 		t.Errorf("a host made again reads key %q, want none", got)
 	}
 	expect("host made again", write("hosts/h1/dhchap_key", "K1"), nil, on("ctl set host %s h1 -dhchap-key K1", "s1", "s2")...)
-	if err := os.Mkdir(filepath.Join(dir, "ports/1"), 0o755); err == nil {
+	if err := sh.mkdir("ports/1"); err == nil {
 		t.Error("mkdir ports/1 succeeded: ports are the daemon's")
 	}
 }

@@ -72,24 +72,11 @@ func TestNamespaceValues(t *testing.T) {
 }
 
 // shimAt mounts the shim on a fake daemon that starts from state.
-func shimAt(t *testing.T, state string) (dir string, f *fakedaemon.Daemon, calls func() []string) {
+func shimAt(t *testing.T, state string) (*shim, *fakedaemon.Daemon) {
 	t.Helper()
 	needFUSE(t)
 	f, sock, calls := startFake(t, state)
-	dir = filepath.Join(t.TempDir(), "nvmet")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := mount(dir, &cfs{api: &apiClient{sock: sock}})
-	if err != nil {
-		t.Fatalf("mount: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Unmount(); err != nil {
-			t.Errorf("unmount: %v", err)
-		}
-	})
-	return dir, f, calls
+	return mountShim(t, &cfs{api: &apiClient{sock: sock}}, calls), f
 }
 
 const twoPorts = `{"generation":1,
@@ -103,26 +90,8 @@ func TestMountNamespaces(t *testing.T) {
 	if err := os.WriteFile(img, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	dir, f, calls := shimAt(t, strings.ReplaceAll(twoPorts, "IMG", img))
-	p := func(s string) string { return filepath.Join(dir, s) }
-	read := func(s string) string {
-		t.Helper()
-		b, err := os.ReadFile(p(s))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.TrimSuffix(string(b), "\n")
-	}
-	write := func(s, v string) error { return os.WriteFile(p(s), []byte(v), 0o644) }
-	expect := func(what string, err, wantErr error, wantCalls ...string) {
-		t.Helper()
-		if !errors.Is(err, wantErr) {
-			t.Errorf("%s: error %v, want %v", what, err, wantErr)
-		}
-		if got := calls(); !slices.Equal(got, wantCalls) {
-			t.Errorf("%s: calls\n%s\nwant\n%s", what, strings.Join(got, "\n"), strings.Join(wantCalls, "\n"))
-		}
-	}
+	sh, f := shimAt(t, strings.ReplaceAll(twoPorts, "IMG", img))
+	p, read, write, expect, calls := sh.path, sh.read, sh.write, sh.expect, sh.calls
 
 	// setup's namespace, as the daemon has it (nvme/051).
 	ns1 := "subsystems/s1/namespaces/1/"
@@ -133,15 +102,9 @@ func TestMountNamespaces(t *testing.T) {
 		}
 	}
 	calls()
-	add := func(nqn string, nsid int, rest string) string {
-		return fmt.Sprintf(`add_namespace {"nqn":%q,"nsid":%d,"backend":"file","path":%q,%s}`, nqn, nsid, img, rest)
-	}
-	remove := func(nqn string, nsid int) string {
-		return fmt.Sprintf(`remove_namespace {"nqn":%q,"nsid":%d}`, nqn, nsid)
-	}
-	readd := add("s1", 1, `"block_size":512,"uuid":"91fdba0d-f87b-4c25-b80f-db7be1418b9e"`)
+	readd := addCall("s1", 1, img, `"block_size":512,"uuid":"91fdba0d-f87b-4c25-b80f-db7be1418b9e"`)
 	readd2 := strings.TrimSuffix(readd, "}") + `,"ana_group":2}`
-	expect("disable", write(ns1+"enable", "0\n"), nil, remove("s1", 1))
+	expect("disable", write(ns1+"enable", "0\n"), nil, removeCall("s1", 1))
 	expect("disable again", write(ns1+"enable", "0\n"), nil)
 	if got := read(ns1 + "enable"); got != "0" {
 		t.Errorf("a disabled namespace's enable reads %q", got)
@@ -161,8 +124,15 @@ func TestMountNamespaces(t *testing.T) {
 		t.Errorf("ana_grpid reads %q after a move to 2", got)
 	}
 
-	// Both of nvme/051's loops at once: every write goes through whole,
-	// and the namespace ends as the last write left it.
+	concurrentEnables(sh, ns1, readd2)
+	newNamespaceSequence(sh, f, img)
+}
+
+// concurrentEnables runs both of nvme/051's loops at once on ns1, whose
+// enable adds it back with readd: every write goes through whole, and the
+// namespace ends as the last write left it.
+func concurrentEnables(sh *shim, ns1, readd string) {
+	t, write := sh.t, sh.write
 	var wg sync.WaitGroup
 	errs := make(chan error, 40)
 	for range 2 {
@@ -182,22 +152,27 @@ func TestMountNamespaces(t *testing.T) {
 			t.Errorf("concurrent enable/disable: %v", err)
 		}
 	}
-	got := calls()
-	if len(got) == 0 || got[len(got)-1] != readd2 {
+	got := sh.calls()
+	if len(got) == 0 || got[len(got)-1] != readd {
 		t.Errorf("concurrent enable/disable ended with %q", got)
 	}
 	for i, c := range got {
-		want := remove("s1", 1)
+		want := removeCall("s1", 1)
 		if i%2 == 1 {
-			want = readd2
+			want = readd
 		}
 		if c != want {
 			t.Fatalf("concurrent enable/disable: call %d is %q, want %q (they must alternate)", i, c, want)
 		}
 	}
+}
 
-	// nvme/058's sequence on s2: mkdir, device_path, device_uuid,
-	// ana_grpid, enable; then disable, a new UUID, enable.
+// newNamespaceSequence runs nvme/058's sequence on s2: mkdir, device_path,
+// device_uuid, ana_grpid, enable; then disable, a new UUID, enable; then
+// reservations and rmdir. f is the daemon, img the namespace's file.
+func newNamespaceSequence(sh *shim, f *fakedaemon.Daemon, img string) {
+	t, p, read, write, expect := sh.t, sh.path, sh.read, sh.write, sh.expect
+	ns1 := "subsystems/s1/namespaces/1/"
 	ns3 := "subsystems/s2/namespaces/3/"
 	expect("mkdir of an existing namespace", os.Mkdir(p(ns1), 0o755), syscall.EEXIST)
 	expect("mkdir of NSID 0", os.Mkdir(p("subsystems/s2/namespaces/0"), 0o755), syscall.EINVAL)
@@ -216,18 +191,18 @@ func TestMountNamespaces(t *testing.T) {
 	expect("device_nguid the daemon cannot set", write(ns3+"device_nguid", "11111111-2222-3333-4444-555555555555"), syscall.EINVAL)
 	expect("ana_grpid while disabled", write(ns3+"ana_grpid", "3"), nil)
 	expect("enable", write(ns3+"enable", "1"), nil,
-		add("s2", 3, `"uuid":"11111111-2222-3333-4444-555555555555","ana_group":3`))
-	expect("disable", write(ns3+"enable", "0"), nil, remove("s2", 3))
+		addCall("s2", 3, img, `"uuid":"11111111-2222-3333-4444-555555555555","ana_group":3`))
+	expect("disable", write(ns3+"enable", "0"), nil, removeCall("s2", 3))
 	expect("new UUID", write(ns3+"device_uuid", "21111111-2222-3333-4444-555555555555"), nil)
 	expect("remap", write(ns3+"enable", "1"), nil,
-		add("s2", 3, `"block_size":512,"uuid":"21111111-2222-3333-4444-555555555555","ana_group":3`))
+		addCall("s2", 3, img, `"block_size":512,"uuid":"21111111-2222-3333-4444-555555555555","ana_group":3`))
 
 	// resv_enable (nvme/054) goes with the next enable; a daemon without
 	// reservations refuses it, and the namespace stays disabled.
-	expect("disable", write(ns3+"enable", "0"), nil, remove("s2", 3))
+	expect("disable", write(ns3+"enable", "0"), nil, removeCall("s2", 3))
 	expect("resv_enable", write(ns3+"resv_enable", "1"), nil)
 	expect("a bad resv_enable", write(ns3+"resv_enable", "x"), syscall.EINVAL)
-	withResv := add("s2", 3, `"block_size":512,"uuid":"21111111-2222-3333-4444-555555555555","ana_group":3,"reservations":true`)
+	withResv := addCall("s2", 3, img, `"block_size":512,"uuid":"21111111-2222-3333-4444-555555555555","ana_group":3,"reservations":true`)
 	f.RefuseReservations(true)
 	expect("enable with reservations, refused", write(ns3+"enable", "1"), syscall.EINVAL, withResv)
 	if got := read(ns3 + "enable"); got != "0" {
@@ -239,7 +214,7 @@ func TestMountNamespaces(t *testing.T) {
 		t.Errorf("resv_enable reads %q", got)
 	}
 
-	expect("rmdir an enabled namespace disables it", os.Remove(p(ns3)), nil, remove("s2", 3))
+	expect("rmdir an enabled namespace disables it", os.Remove(p(ns3)), nil, removeCall("s2", 3))
 	if ents, _ := os.ReadDir(p("subsystems/s2/namespaces")); len(ents) != 0 {
 		t.Errorf("after rmdir, namespaces/ has %v", ents)
 	}
@@ -249,39 +224,19 @@ func TestMountNamespaces(t *testing.T) {
 	}
 }
 
+// addCall is the add_namespace call for namespace nsid of nqn on the file
+// img; rest is its parameters after the path.
+func addCall(nqn string, nsid int, img, rest string) string {
+	return fmt.Sprintf(`add_namespace {"nqn":%q,"nsid":%d,"backend":"file","path":%q,%s}`, nqn, nsid, img, rest)
+}
+
+func removeCall(nqn string, nsid int) string {
+	return fmt.Sprintf(`remove_namespace {"nqn":%q,"nsid":%d}`, nqn, nsid)
+}
+
 func TestMountPorts(t *testing.T) {
-	dir, _, calls := shimAt(t, strings.ReplaceAll(twoPorts, "IMG", "/x"))
-	p := func(s string) string { return filepath.Join(dir, s) }
-	read := func(s string) string {
-		t.Helper()
-		b, err := os.ReadFile(p(s))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.TrimSuffix(string(b), "\n")
-	}
-	write := func(s, v string) error { return os.WriteFile(p(s), []byte(v), 0o644) }
-	expect := func(what string, err, wantErr error, wantCalls ...string) {
-		t.Helper()
-		if !errors.Is(err, wantErr) {
-			t.Errorf("%s: error %v, want %v", what, err, wantErr)
-		}
-		if got := calls(); !slices.Equal(got, wantCalls) {
-			t.Errorf("%s: calls\n%s\nwant\n%s", what, strings.Join(got, "\n"), strings.Join(wantCalls, "\n"))
-		}
-	}
-	names := func(s string) []string {
-		t.Helper()
-		ents, err := os.ReadDir(p(s))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, e := range ents {
-			out = append(out, e.Name())
-		}
-		return out
-	}
+	sh, _ := shimAt(t, strings.ReplaceAll(twoPorts, "IMG", "/x"))
+	p, read, write, expect, names := sh.path, sh.read, sh.write, sh.expect, sh.names
 
 	// What _get_nvmet_ports and _get_nvmet_port_params read.
 	if got := names("ports"); !slices.Equal(got, []string{"1", "2"}) {
