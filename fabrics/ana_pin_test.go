@@ -89,16 +89,7 @@ func (h *heldWrites) flushCount() int {
 // gatewayNamespace adds namespace 2, in ANA group 5, on b.
 func gatewayNamespace(t *testing.T, tg *Target, b backend.Backend) {
 	t.Helper()
-	ns, err := NewNamespace(2, b, false, [16]byte{2})
-	if err == nil {
-		err = ns.SetANAGroup(5)
-	}
-	if err == nil {
-		err = tg.Subsystem(testNQN).AddNamespace(ns)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	addGroupNamespace(t, tg, 2, 5, b)
 }
 
 func writeCmd(nsid uint32) nvme.Command {

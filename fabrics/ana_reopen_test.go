@@ -37,16 +37,7 @@ func TestReopenANAGroupTouchesOnlyItsGroup(t *testing.T) {
 	mine := &reconnecting{heldWrites: &heldWrites{memBackend: newMem(1<<20, 512), gate: make(chan struct{}), entered: make(chan struct{}, 4)}}
 	other := &reconnecting{heldWrites: &heldWrites{memBackend: newMem(1<<20, 512), gate: make(chan struct{}), entered: make(chan struct{}, 4)}}
 	gatewayNamespace(t, tg, mine) // namespace 2, group 5
-	ns, err := NewNamespace(3, other, false, [16]byte{3})
-	if err == nil {
-		err = ns.SetANAGroup(6)
-	}
-	if err == nil {
-		err = tg.Subsystem(testNQN).AddNamespace(ns)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	addGroupNamespace(t, tg, 3, 6, other)
 	h := connect(t, tg, p, testNQN)
 	releaseMine, releaseOther := sync.OnceFunc(func() { close(mine.gate) }), sync.OnceFunc(func() { close(other.gate) })
 	t.Cleanup(releaseMine)
@@ -58,7 +49,7 @@ func TestReopenANAGroupTouchesOnlyItsGroup(t *testing.T) {
 	if err := tg.PinANAGroup(5, nvme.ANAInaccessible); err != nil {
 		t.Fatal(err)
 	}
-	err = tg.ReopenANAGroup(5, 50*time.Millisecond)
+	err := tg.ReopenANAGroup(5, 50*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "namespace 2") || mine.count() != 0 {
 		t.Fatalf("reopen with a write in flight: %v, reconnects %d; want an error naming namespace 2 and none", err, mine.count())
 	}

@@ -220,13 +220,7 @@ func TestAsyncEventNamespaceAdded(t *testing.T) {
 	aer := newCmd(nvme.AdminAsyncEvent)
 	aer.SetCID(900)
 	ch := h.admin.SubmitAsync(aer, nil)
-	ns, err := NewNamespace(2, newMem(1<<20, 4096), false, [16]byte{2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tg.Subsystem(testNQN).AddNamespace(ns); err != nil {
-		t.Fatal(err)
-	}
+	addNamespace(t, tg, 2, newMem(1<<20, 4096))
 	rsp := <-ch
 	if rsp == nil || rsp.Status() != 0 || rsp.Result() != nvme.AsyncTypeNotice|uint64(nvme.LogChangedNS)<<16 {
 		t.Fatalf("AER completion %v", rsp)

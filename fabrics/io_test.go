@@ -124,10 +124,7 @@ func TestHostileNamespaceIDs(t *testing.T) {
 		t.Fatalf("flush all: %v", st)
 	}
 	// Transfers up to MDTS work; larger ones are refused, in range or not.
-	big, _ := NewNamespace(2, newMem(4*MaxDataTransfer, 512), false, [16]byte{2})
-	if err := tg.Subsystem(testNQN).AddNamespace(big); err != nil {
-		t.Fatal(err)
-	}
+	addNamespace(t, tg, 2, newMem(4*MaxDataTransfer, 512))
 	if st := h.rw(nvme.IORead, 2, 0, MaxDataTransfer/512, make([]byte, MaxDataTransfer), false); st != 0 {
 		t.Fatalf("read of MDTS: %v", st)
 	}

@@ -280,16 +280,7 @@ func TestNamespaceEventsMaskedUntilLogRead(t *testing.T) {
 	h := connect(t, tg, p, testNQN)
 	c := h.ctrl()
 	aer := enableAEN(t, h, nvme.OAESNSAttrChanged)
-	addNS := func(id uint32) {
-		t.Helper()
-		ns, err := NewNamespace(id, newMem(1<<20, 512), false, [16]byte{byte(id)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.AddNamespace(ns); err != nil {
-			t.Fatal(err)
-		}
-	}
+	addNS := func(id uint32) { addNamespace(t, tg, id, newMem(1<<20, 512)) }
 	addNS(2)
 	if rsp := <-aer; rsp == nil || rsp.Status() != 0 {
 		t.Fatalf("first AER: %v", rsp)

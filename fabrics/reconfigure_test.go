@@ -51,13 +51,7 @@ func TestRemoveNamespaceWhileConnected(t *testing.T) {
 	tg, p, _ := testTarget(t)
 	s := tg.Subsystem(testNQN)
 	g := newGateBackend()
-	ns2, err := NewNamespace(2, g, false, [16]byte{2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.AddNamespace(ns2); err != nil {
-		t.Fatal(err)
-	}
+	addNamespace(t, tg, 2, g)
 	h := connect(t, tg, p, testNQN)
 	aen := enableAEN(t, h, nvme.OAESNSAttrChanged)
 
@@ -176,10 +170,7 @@ func TestRemoveSubsystemAndPort(t *testing.T) {
 func TestRemoveSubsystemWaitsForBackendCalls(t *testing.T) {
 	tg, p, _ := testTarget(t)
 	g := newGateBackend()
-	ns2, _ := NewNamespace(2, g, false, [16]byte{2})
-	if err := tg.Subsystem(testNQN).AddNamespace(ns2); err != nil {
-		t.Fatal(err)
-	}
+	addNamespace(t, tg, 2, g)
 	h := connect(t, tg, p, testNQN)
 	rd := newCmd(nvme.IORead)
 	rd.SetNSID(2)
@@ -222,10 +213,7 @@ func TestResizeNamespaceWhileConnected(t *testing.T) {
 	tg, p, _ := testTarget(t)
 	s := tg.Subsystem(testNQN)
 	mem := resizableMem{newMem(1<<20, 512)}
-	ns, _ := NewNamespace(2, mem, false, [16]byte{2})
-	if err := s.AddNamespace(ns); err != nil {
-		t.Fatal(err)
-	}
+	ns := addNamespace(t, tg, 2, mem)
 	h := connect(t, tg, p, testNQN)
 	aen := enableAEN(t, h, nvme.OAESNSAttrChanged)
 	beyond := uint64(1<<20) / 512 // the first block past the old end

@@ -284,13 +284,7 @@ func TestHidingANamespaceWithCommandsInFlight(t *testing.T) {
 	tg, p, _ := testTarget(t)
 	s := tg.Subsystem(testNQN)
 	g := newGateBackend()
-	ns2, err := NewNamespace(2, g, false, [16]byte{2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.AddNamespace(ns2); err != nil {
-		t.Fatal(err)
-	}
+	ns2 := addNamespace(t, tg, 2, g)
 	a := connectAs(t, tg, p, hostA)
 	inflight := a.io.SubmitAsync(ioCmd(nvme.IORead, 2, 0, 1, 512), make([]byte, 512))
 	<-g.entered // the read is in the backend
