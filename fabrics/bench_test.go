@@ -171,14 +171,20 @@ func reportPerCore(b *testing.B, ios int, cpu time.Duration) {
 func benchIO(b *testing.B, op uint8) {
 	tg, p, s, cntlid := benchController(b)
 	q, tr := benchQueue(b, tg, p, s, cntlid, 1)
+	measureIOLoop(b, q, op, &tr.completed)
+}
+
+// measureIOLoop runs b.N commands of opcode op on q, every one of which
+// must complete (completed counts them), and reports iops/core.
+func measureIOLoop(b *testing.B, q *Queue, op uint8, completed *int) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	cpu0 := cpuTime()
 	ioLoop(b, q, op, b.N)
 	cpu := cpuTime() - cpu0
 	b.StopTimer()
-	if tr.completed != b.N {
-		b.Fatalf("%d completions for %d commands", tr.completed, b.N)
+	if *completed != b.N {
+		b.Fatalf("%d completions for %d commands", *completed, b.N)
 	}
 	reportPerCore(b, b.N, cpu)
 }

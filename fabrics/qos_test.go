@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
@@ -470,19 +469,7 @@ func (t *resumeTransport) Resume(r *Request) {
 
 // qosBenchQueue is an I/O queue on a Resumer, on a limited namespace.
 func qosBenchQueue(b testing.TB, l QoSLimits) (*Queue, *resumeTransport, *ManualClock) {
-	tg, p, _ := testTarget(b)
-	s := NewSubsystem("nqn.2026-11.io.example:bench", "", "", true)
-	null, err := backend.Open("nullblk", backend.Options{Size: 1 << 30})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ns, err := NewNamespace(1, null, false, [16]byte{7})
-	if err != nil {
-		b.Fatal(err)
-	}
-	s.AddNamespace(ns)
-	tg.AddSubsystem(s)
-	cntlid := enableController(b, tg, p, s)
+	tg, p, s, cntlid := benchController(b)
 	clk := &ManualClock{}
 	tg.SetClock(clk)
 	if err := s.SetQoS(1, l); err != nil {
@@ -532,16 +519,7 @@ func TestQoSWaitAllocatesNothing(t *testing.T) {
 // allocate.
 func BenchmarkQoSReadPath(b *testing.B) {
 	q, tr, _ := qosBenchQueue(b, QoSLimits{IOPS: 1 << 40, Bandwidth: 1 << 50})
-	b.ReportAllocs()
-	b.ResetTimer()
-	cpu0 := cpuTime()
-	ioLoop(b, q, nvme.IORead, b.N)
-	cpu := cpuTime() - cpu0
-	b.StopTimer()
-	if tr.completed != b.N {
-		b.Fatalf("%d completions for %d commands", tr.completed, b.N)
-	}
-	reportPerCore(b, b.N, cpu)
+	measureIOLoop(b, q, nvme.IORead, &tr.completed)
 }
 
 // A queue that closes while the gate's timer has let its waiters go, but

@@ -14,16 +14,7 @@ func BenchmarkWritePathReserved(b *testing.B) {
 	tg, p, s, cntlid := benchController(b)
 	reserveForBench(s.Namespace(1))
 	q, tr := benchQueue(b, tg, p, s, cntlid, 1)
-	b.ReportAllocs()
-	b.ResetTimer()
-	cpu0 := cpuTime()
-	ioLoop(b, q, nvme.IOWrite, b.N)
-	cpu := cpuTime() - cpu0
-	b.StopTimer()
-	if tr.completed != b.N {
-		b.Fatalf("%d completions for %d commands", tr.completed, b.N)
-	}
-	reportPerCore(b, b.N, cpu)
+	measureIOLoop(b, q, nvme.IOWrite, &tr.completed)
 }
 
 // reserveForBench holds a reservation on ns: Write Exclusive, Registrants
