@@ -134,13 +134,7 @@ func TestPlaceRefusalLogRateLimited(t *testing.T) {
 	if n := tg.Refused.Counts()[RefusedKey{"address_limit", p.ID}]; n != 50 {
 		t.Fatalf("address_limit refusals %d, want 50", n)
 	}
-	warned := 0
-	for _, e := range hook.AllEntries() {
-		if e.Level == logrus.WarnLevel {
-			warned++
-		}
-	}
-	if warned != 1 {
+	if warned := warnings(hook); warned != 1 {
 		t.Fatalf("%d warnings for 50 refusals within %v, want 1", warned, LogEvery)
 	}
 
@@ -178,13 +172,18 @@ func TestConnectTimeoutLogRateLimited(t *testing.T) {
 	if n := tg.ConnectTimeouts()[p.ID]; n != 5 {
 		t.Fatalf("%d connect timeouts, want 5", n)
 	}
-	warned := 0
-	for _, e := range hook.AllEntries() {
-		if e.Level == logrus.WarnLevel {
-			warned++
-		}
-	}
-	if warned != 1 {
+	if warned := warnings(hook); warned != 1 {
 		t.Fatalf("%d warnings for 5 connect timeouts at once, want 1", warned)
 	}
+}
+
+// warnings counts the warnings logged to hook.
+func warnings(hook *logtest.Hook) int {
+	n := 0
+	for _, e := range hook.AllEntries() {
+		if e.Level == logrus.WarnLevel {
+			n++
+		}
+	}
+	return n
 }

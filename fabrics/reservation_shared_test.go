@@ -231,7 +231,7 @@ func (l *landedWrites) WriteAt(p []byte, off int64) error {
 func preemptedElsewhere(t *testing.T) (*Namespace, <-chan nvme.Completion, *landedWrites, *host) {
 	t.Helper()
 	m := &sharedMedium{}
-	g := &landedWrites{gatedWrites: &gatedWrites{memBackend: newMem(1<<20, 512), entered: make(chan struct{}, 1), release: make(chan struct{})}}
+	g := &landedWrites{gatedWrites: newGatedWrites()}
 	tgA, pA := targetWith(t, g)
 	nsA := tgA.Subsystem(testNQN).Namespace(1)
 	if err := nsA.SetReservationStore(&sharedView{m: m}); err != nil {

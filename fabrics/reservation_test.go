@@ -563,6 +563,25 @@ type gatedWrites struct {
 	release chan struct{}
 }
 
+func newGatedWrites() *gatedWrites {
+	return &gatedWrites{memBackend: newMem(1<<20, 512), entered: make(chan struct{}, 1), release: make(chan struct{})}
+}
+
+// writeHeldUnderB registers a (key 1) and b (key 2), has b take a Write
+// Exclusive reservation, and returns once b's write (CID 100) is held in g.
+func writeHeldUnderB(t *testing.T, a, b *host, g *gatedWrites) <-chan nvme.Completion {
+	t.Helper()
+	must(t, "register a", a.resvRegister(nvme.ResvRegister, false, 0, 0, 1))
+	must(t, "register b", b.resvRegister(nvme.ResvRegister, false, 0, 0, 2))
+	must(t, "acquire b", b.resvAcquire(nvme.ResvAcquire, nvme.ResvWriteExclusive, 2, 0))
+	w := keyed(newCmd(nvme.IOWrite), 512)
+	w.SetNSID(1)
+	w.SetCID(100)
+	inflight := b.io.SubmitAsync(w, make([]byte, 512))
+	<-g.entered
+	return inflight
+}
+
 func (g *gatedWrites) WriteAt(p []byte, off int64) error {
 	g.entered <- struct{}{}
 	<-g.release
@@ -573,20 +592,13 @@ func (g *gatedWrites) WriteAt(p []byte, off int64) error {
 // finishes before the preempt completes, and completes with Command
 // Aborted due to Preempt and Abort; its next write meets the conflict.
 func TestResvPreemptAndAbortFences(t *testing.T) {
-	g := &gatedWrites{memBackend: newMem(1<<20, 512), entered: make(chan struct{}, 1), release: make(chan struct{})}
+	g := newGatedWrites()
 	tg, p := targetWith(t, g)
 	a, b := resvHost(t, tg, p, 1), resvHost(t, tg, p, 2)
 	var once sync.Once
 	open := func() { once.Do(func() { close(g.release) }) }
 	t.Cleanup(open) // a failure must not leave the write in the backend: Close waits for it
-	must(t, "register a", a.resvRegister(nvme.ResvRegister, false, 0, 0, 1))
-	must(t, "register b", b.resvRegister(nvme.ResvRegister, false, 0, 0, 2))
-	must(t, "acquire", b.resvAcquire(nvme.ResvAcquire, nvme.ResvWriteExclusive, 2, 0))
-	w := keyed(newCmd(nvme.IOWrite), 512)
-	w.SetNSID(1)
-	w.SetCID(100)
-	inflight := b.io.SubmitAsync(w, make([]byte, 512))
-	<-g.entered
+	inflight := writeHeldUnderB(t, a, b, g)
 
 	acq := make([]byte, nvme.ResvAcquireSize)
 	nvme.ResvKeys{Current: 1, Other: 2}.Encode(acq)
@@ -631,21 +643,14 @@ func TestResvPreemptAndAbortFences(t *testing.T) {
 // and Abort completes with Command Interrupted, and the state is as it was
 // (the caller did not become the holder): the host retries.
 func TestResvPreemptAndAbortTimeout(t *testing.T) {
-	g := &gatedWrites{memBackend: newMem(1<<20, 512), entered: make(chan struct{}, 1), release: make(chan struct{})}
+	g := newGatedWrites()
 	tg, p := targetWith(t, g)
 	a, b := resvHost(t, tg, p, 1), resvHost(t, tg, p, 2)
 	t.Cleanup(func() { close(g.release) })
 	old := fenceTimeout
 	fenceTimeout = 20 * time.Millisecond
 	t.Cleanup(func() { fenceTimeout = old })
-	must(t, "register a", a.resvRegister(nvme.ResvRegister, false, 0, 0, 1))
-	must(t, "register b", b.resvRegister(nvme.ResvRegister, false, 0, 0, 2))
-	must(t, "acquire b", b.resvAcquire(nvme.ResvAcquire, nvme.ResvWriteExclusive, 2, 0))
-	w := keyed(newCmd(nvme.IOWrite), 512)
-	w.SetNSID(1)
-	w.SetCID(100)
-	b.io.SubmitAsync(w, make([]byte, 512))
-	<-g.entered
+	writeHeldUnderB(t, a, b, g)
 	wantStatus(t, "preempt and abort with the write stuck", a.resvAcquire(nvme.ResvPreemptAndAbort, nvme.ResvWriteExclusive, 1, 2),
 		nvme.StatusCommandInterrupted)
 	if s := tg.Subsystem(testNQN).Namespace(1).Reservation(); s.Holder != [16]byte{2} || len(s.Registrants) != 2 {
