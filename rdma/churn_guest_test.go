@@ -178,8 +178,12 @@ func ioSRQ() (entries, posted int64) {
 	return entries, posted
 }
 
-func (g *srqTarget) waitIdle(t *testing.T) {
+// hangUp closes the host's queues and waits until the target has torn
+// down every queue pair.
+func (g *srqTarget) hangUp(t *testing.T, admin, io *rdmahost.Conn) {
 	t.Helper()
+	io.Close()
+	admin.Close()
 	waitFor(t, 15*time.Second, func() bool { return g.l.QueuePairs() == 0 },
 		func() string { return "queue pairs still connected" })
 }
@@ -222,9 +226,7 @@ func TestGuestSRQEntriesSurviveTeardown(t *testing.T) {
 	if closed, err := io.WaitClosed(rdmahost.Timeout); !closed || err != nil {
 		t.Fatalf("the target did not disconnect the I/O queue: %v", err)
 	}
-	io.Close()
-	admin.Close()
-	g.waitIdle(t)
+	g.hangUp(t, admin, io)
 	checkSRQFull(t, 64)
 	g.checkSRQTakes(t, 64)
 }
@@ -249,9 +251,7 @@ func (g *srqTarget) checkSRQTakes(t *testing.T, n int) {
 	}
 	qp.Disconnect()
 	hold.let()
-	io.Close()
-	admin.Close()
-	g.waitIdle(t)
+	g.hangUp(t, admin, io)
 	checkSRQFull(t, int64(n))
 }
 
@@ -290,9 +290,7 @@ func TestGuestFloodPastQueueSize(t *testing.T) {
 	if closed, err := io.WaitClosed(rdmahost.Timeout); !closed || err != nil {
 		t.Fatalf("the target did not drop the host that overran its queue: %v", err)
 	}
-	io.Close()
-	admin.Close()
-	g.waitIdle(t)
+	g.hangUp(t, admin, io)
 	if got := QueueOverruns()[g.port] - overrunsBefore; got != 1 {
 		t.Errorf("%d queue overruns counted on port %d, want 1", got, g.port)
 	}

@@ -82,13 +82,8 @@ func TestOrderFor(t *testing.T) {
 // waiting on any queue pair of the device, not to a newer one, nor to the
 // freeing queue pair's cache.
 func TestPoolServesWaitersInOrderAcrossQueuePairs(t *testing.T) {
-	a := stubQueuePair(t, stubSizes)
-	b := stubQueuePair(t, stubSizes)
-	sharedPool(a, b)
-	ra := need(a, maxOrder)
-	if !a.takeBlock(ra) {
-		t.Fatal("no block from an empty pool")
-	}
+	a, b := poolPair(t)
+	ra := holding(t, a, maxOrder)
 	first := need(b, maxOrder)
 	second := need(a, maxOrder)
 	waitForBlock(t, b, first)
@@ -105,8 +100,7 @@ func TestPoolServesWaitersInOrderAcrossQueuePairs(t *testing.T) {
 	if g.tag != int32(first.Tag) {
 		t.Fatalf("granted to tag %d, want %d", g.tag, first.Tag)
 	}
-	b.held++
-	b.giveBlock(g.unit, maxOrder)
+	useGrant(b, g, maxOrder)
 	if len(a.granted) != 1 {
 		t.Fatal("the second waiter got nothing once the block came back")
 	}
@@ -116,15 +110,10 @@ func TestPoolServesWaitersInOrderAcrossQueuePairs(t *testing.T) {
 // fits it, until the large one has waited maxBypass: from then on it goes
 // first, and newer requests of any size wait until it is served.
 func TestPoolSmallOvertakeLargeUntilItAges(t *testing.T) {
-	a := stubQueuePair(t, stubSizes)
-	b := stubQueuePair(t, stubSizes)
-	sharedPool(a, b)
+	a, b := poolPair(t)
 	var now time.Duration
 	a.pool.now = func() time.Duration { return now }
-	holder := need(a, maxOrder)
-	if !a.takeBlock(holder) {
-		t.Fatal("no block from an empty pool")
-	}
+	holder := holding(t, a, maxOrder)
 	large := need(b, maxOrder)
 	waitForBlock(t, b, large)
 	now = a.pool.maxBypass / 2
@@ -144,8 +133,7 @@ func TestPoolSmallOvertakeLargeUntilItAges(t *testing.T) {
 		t.Fatalf("grants: large %d, later small %d; want the aged large request first", len(b.granted), len(a.granted))
 	}
 	g = <-b.granted
-	b.held++
-	b.giveBlock(g.unit, maxOrder)
+	useGrant(b, g, maxOrder)
 	if len(a.granted) != 1 {
 		t.Fatal("the later small request got nothing once the large one was done")
 	}
@@ -154,12 +142,8 @@ func TestPoolSmallOvertakeLargeUntilItAges(t *testing.T) {
 // A queue pair that goes away takes its waiters with it.
 func TestPoolForgetsAQueuePair(t *testing.T) {
 	a := stubQueuePair(t, stubSizes)
-	r := a.takeForTest()
-	r.order = maxOrder
-	a.takeBlock(r)
-	w := a.takeForTest()
-	w.order = maxOrder
-	if a.takeBlock(w) {
+	r := holding(t, a, maxOrder)
+	if a.takeBlock(need(a, maxOrder)) {
 		t.Fatal("a block out of a dry pool")
 	}
 	a.pool.forget(a)
@@ -183,6 +167,31 @@ func BenchmarkTakeGiveBlock(b *testing.B) {
 		qp.takeBlock(r)
 		qp.giveBlock(r.data, r.order)
 	}
+}
+
+// poolPair is two queue pairs of one device, sharing a pool (sharedPool).
+func poolPair(t *testing.T) (a, b *QueuePair) {
+	a, b = stubQueuePair(t, stubSizes), stubQueuePair(t, stubSizes)
+	sharedPool(a, b)
+	return a, b
+}
+
+// holding is a request of qp that took a block of order o, which the
+// pool must have.
+func holding(t *testing.T, qp *QueuePair, o int8) *request {
+	t.Helper()
+	r := need(qp, o)
+	if !qp.takeBlock(r) {
+		t.Fatal("no block from an empty pool")
+	}
+	return r
+}
+
+// useGrant takes the block of order o granted to a request of qp, and
+// gives it back as the request's I/O ends.
+func useGrant(qp *QueuePair, g grant, o int8) {
+	qp.held++
+	qp.giveBlock(g.unit, o)
 }
 
 // sharedPool makes b use a's pool, as two queue pairs of one device, with
@@ -212,13 +221,8 @@ func waitForBlock(t *testing.T, qp *QueuePair, r *request) {
 // teardown (which waits for the backend) forgets it: the blocks granted to
 // it and not yet taken go to the waiters of live queue pairs.
 func TestStoppingQueuePairLeavesThePool(t *testing.T) {
-	a := stubQueuePair(t, stubSizes)
-	b := stubQueuePair(t, stubSizes)
-	sharedPool(a, b)
-	holder := need(a, maxOrder)
-	if !a.takeBlock(holder) {
-		t.Fatal("no block from an empty pool")
-	}
+	a, b := poolPair(t)
+	holder := holding(t, a, maxOrder)
 	waitForBlock(t, b, need(b, 0))
 	waitForBlock(t, b, need(b, 0))
 	live := need(a, maxOrder)
@@ -253,12 +257,8 @@ func fusedRequest(qp *QueuePair, fuse uint8, o int8) *request {
 // under the pair (whose first cannot complete until its second runs), and
 // the second gets it without waiting.
 func TestFusedPairTakesBothBlocks(t *testing.T) {
-	a := stubQueuePair(t, stubSizes)
-	b := stubQueuePair(t, stubSizes)
-	sharedPool(a, b)
-	if big := need(b, maxOrder-1); !b.takeBlock(big) { // half the pool
-		t.Fatal("no block from an empty pool")
-	}
+	a, b := poolPair(t)
+	holding(t, b, maxOrder-1) // half the pool
 	first := fusedRequest(a, nvme.FuseFirst, maxOrder-2)
 	if !a.takeBlock(first) {
 		t.Fatal("the first command got no block")
@@ -276,13 +276,8 @@ func TestFusedPairTakesBothBlocks(t *testing.T) {
 // A pair that finds the pool dry waits for both blocks as one request; its
 // second waits with it, and the grant starts both.
 func TestFusedPairWaitsAsOne(t *testing.T) {
-	a := stubQueuePair(t, stubSizes)
-	b := stubQueuePair(t, stubSizes)
-	sharedPool(a, b)
-	big := need(b, maxOrder)
-	if !b.takeBlock(big) {
-		t.Fatal("no block from an empty pool")
-	}
+	a, b := poolPair(t)
+	big := holding(t, b, maxOrder)
 	first := fusedRequest(a, nvme.FuseFirst, maxOrder-1)
 	waitForBlock(t, a, first)
 	second := fusedRequest(a, nvme.FuseSecond, maxOrder-1)

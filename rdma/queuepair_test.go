@@ -11,34 +11,30 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// The completion queue holds every work request that can be outstanding:
-// on an error the device completes all of them, signaled or not. Where the
-// device's CQ is too small, the send queue shrinks to fit, never the CQ.
-func TestSizeQueueCQHoldsEverything(t *testing.T) {
-	big := deviceLimits{maxQPWR: 16384, maxCQE: 1 << 20, maxReadAtom: 128}
-	for _, c := range []struct {
-		name      string
-		depth     int
-		admin     bool
-		lim       deviceLimits
-		wantErr   bool
-		wantSend  int
-		initiator int
-	}{
-		{"admin", 32, true, big, false, 2*64 + 1, 16},
-		{"io 128", 128, false, big, false, 2*256 + 1, 16},
-		{"io 1", 1, false, big, false, minSendWR, 16},
-		{"small CQ shrinks the send queue", 128, false, deviceLimits{16384, 300, 16}, false, 300 - 128, 16},
-		{"small max_qp_wr", 128, false, deviceLimits{200, 1 << 20, 16}, false, 200, 16},
-		{"CQ too small for any queue", 128, false, deviceLimits{16384, 140, 16}, true, 0, 16},
-		{"receive queue too large", 128, false, deviceLimits{64, 1 << 20, 16}, true, 0, 16},
-	} {
+// sizeCase is a queue sizing, with an in-capsule size of 8 KiB and an
+// initiator depth of 16, and what it must come to.
+type sizeCase struct {
+	name     string
+	depth    int
+	admin    bool
+	srq      int // entries of the shared receive queue; 0: a ring of its own
+	lim      deviceLimits
+	wantErr  bool
+	wantSend int
+}
+
+// runSizeCases sizes each case's queue: one that wants an error must get
+// one, which failed checks further; any other must get the send queue it
+// wants, and pass check.
+func runSizeCases(t *testing.T, cases []sizeCase, failed func(t *testing.T, err error), check func(t *testing.T, c sizeCase, sz queueSizes)) {
+	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			sz, err := sizeQueue(c.depth, c.admin, 8192, c.lim, c.initiator, 0)
+			sz, err := sizeQueue(c.depth, c.admin, 8192, c.lim, 16, c.srq)
 			if c.wantErr {
 				if err == nil {
 					t.Fatalf("sized %+v for a device that cannot hold it", sz)
 				}
+				failed(t, err)
 				return
 			}
 			if err != nil {
@@ -47,17 +43,35 @@ func TestSizeQueueCQHoldsEverything(t *testing.T) {
 			if sz.sendWR != c.wantSend {
 				t.Errorf("send queue %d, want %d", sz.sendWR, c.wantSend)
 			}
-			if sz.cqe < sz.sendWR+sz.recvWR || sz.cqe > c.lim.maxCQE {
-				t.Errorf("CQ of %d entries for %d send + %d receive work requests (device max %d)", sz.cqe, sz.sendWR, sz.recvWR, c.lim.maxCQE)
-			}
-			if sz.sendWR < minSendWR || sz.sendWR > c.lim.maxQPWR {
-				t.Errorf("send queue %d outside [%d, %d]", sz.sendWR, minSendWR, c.lim.maxQPWR)
-			}
-			if sz.recvWR != c.depth {
-				t.Errorf("%d receives for a depth of %d", sz.recvWR, c.depth)
-			}
+			check(t, c, sz)
 		})
 	}
+}
+
+// The completion queue holds every work request that can be outstanding:
+// on an error the device completes all of them, signaled or not. Where the
+// device's CQ is too small, the send queue shrinks to fit, never the CQ.
+func TestSizeQueueCQHoldsEverything(t *testing.T) {
+	big := deviceLimits{maxQPWR: 16384, maxCQE: 1 << 20, maxReadAtom: 128}
+	runSizeCases(t, []sizeCase{
+		{"admin", 32, true, 0, big, false, 2*64 + 1},
+		{"io 128", 128, false, 0, big, false, 2*256 + 1},
+		{"io 1", 1, false, 0, big, false, minSendWR},
+		{"small CQ shrinks the send queue", 128, false, 0, deviceLimits{16384, 300, 16}, false, 300 - 128},
+		{"small max_qp_wr", 128, false, 0, deviceLimits{200, 1 << 20, 16}, false, 200},
+		{"CQ too small for any queue", 128, false, 0, deviceLimits{16384, 140, 16}, true, 0},
+		{"receive queue too large", 128, false, 0, deviceLimits{64, 1 << 20, 16}, true, 0},
+	}, func(*testing.T, error) {}, func(t *testing.T, c sizeCase, sz queueSizes) {
+		if sz.cqe < sz.sendWR+sz.recvWR || sz.cqe > c.lim.maxCQE {
+			t.Errorf("CQ of %d entries for %d send + %d receive work requests (device max %d)", sz.cqe, sz.sendWR, sz.recvWR, c.lim.maxCQE)
+		}
+		if sz.sendWR < minSendWR || sz.sendWR > c.lim.maxQPWR {
+			t.Errorf("send queue %d outside [%d, %d]", sz.sendWR, minSendWR, c.lim.maxQPWR)
+		}
+		if sz.recvWR != c.depth {
+			t.Errorf("%d receives for a depth of %d", sz.recvWR, c.depth)
+		}
+	})
 }
 
 // On a shared receive queue a host can send past its queue size, and
@@ -68,42 +82,21 @@ func TestSizeQueueCQHoldsEverything(t *testing.T) {
 // and the queue pair gets its own ring instead (newQueuePair).
 func TestSizeQueueCQHoldsTheSharedReceiveQueue(t *testing.T) {
 	big := deviceLimits{maxQPWR: 16384, maxCQE: 1 << 20, maxReadAtom: 128}
-	for _, c := range []struct {
-		name     string
-		depth    int
-		srq      int
-		lim      deviceLimits
-		wantErr  bool
-		wantSend int
-	}{
-		{"io on the default SRQ", 128, 4096, big, false, 2*256 + 1},
-		{"admin on its SRQ", 32, 256, big, false, 2*64 + 1},
-		{"CQ shrinks the send queue", 128, 4096, deviceLimits{16384, 4096 + 300, 16}, false, 300},
-		{"soft-RoCE limits", 128, 16384, deviceLimits{16384, 32767, 16}, false, 2*256 + 1},
-		{"CQ smaller than the SRQ", 128, 4096, deviceLimits{16384, 4096, 16}, true, 0},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			sz, err := sizeQueue(c.depth, false, 8192, c.lim, 16, c.srq)
-			if c.wantErr {
-				if err == nil {
-					t.Fatalf("sized %+v for a device whose CQ cannot hold the SRQ", sz)
-				}
-				if !strings.Contains(err.Error(), "rdma.receive_queue_depth") {
-					t.Errorf("error %q does not name rdma.receive_queue_depth", err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if sz.sendWR != c.wantSend {
-				t.Errorf("send queue %d, want %d", sz.sendWR, c.wantSend)
-			}
-			if sz.cqe < sz.sendWR+c.srq || sz.cqe > c.lim.maxCQE {
-				t.Errorf("CQ of %d entries for %d send work requests and an SRQ of %d (device max %d)", sz.cqe, sz.sendWR, c.srq, c.lim.maxCQE)
-			}
-		})
-	}
+	runSizeCases(t, []sizeCase{
+		{"io on the default SRQ", 128, false, 4096, big, false, 2*256 + 1},
+		{"admin on its SRQ", 32, false, 256, big, false, 2*64 + 1},
+		{"CQ shrinks the send queue", 128, false, 4096, deviceLimits{16384, 4096 + 300, 16}, false, 300},
+		{"soft-RoCE limits", 128, false, 16384, deviceLimits{16384, 32767, 16}, false, 2*256 + 1},
+		{"CQ smaller than the SRQ", 128, false, 4096, deviceLimits{16384, 4096, 16}, true, 0},
+	}, func(t *testing.T, err error) {
+		if !strings.Contains(err.Error(), "rdma.receive_queue_depth") {
+			t.Errorf("error %q does not name rdma.receive_queue_depth", err)
+		}
+	}, func(t *testing.T, c sizeCase, sz queueSizes) {
+		if sz.cqe < sz.sendWR+c.srq || sz.cqe > c.lim.maxCQE {
+			t.Errorf("CQ of %d entries for %d send work requests and an SRQ of %d (device max %d)", sz.cqe, sz.sendWR, c.srq, c.lim.maxCQE)
+		}
+	})
 }
 
 // A queue pair that cannot be set up is an error for that one connection,

@@ -144,11 +144,7 @@ func TestTeardownAccountsForEveryRequest(t *testing.T) {
 // failed completion settles the request whose chain it ended.
 func TestReleaseHandsBufferOnAndSettles(t *testing.T) {
 	qp := stubQueuePair(t, stubSizes) // a pool of one largest block
-	a := qp.takeForTest()
-	a.order = maxOrder
-	if !qp.takeBlock(a) {
-		t.Fatal("no block from an empty pool")
-	}
+	a := holding(t, qp, maxOrder)
 	qp.Complete(&a.Request)
 	b := qp.takeForTest()
 	b.Dir, b.Len, b.ndesc, b.order = fabrics.DirHostToCtrl, 512, 1, maxOrder

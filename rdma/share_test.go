@@ -7,19 +7,32 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
+// eightBlockPool is a pool of eight largest blocks, which qps join in
+// turn.
+func eightBlockPool(qps ...*QueuePair) *dataPool {
+	p := newDataPool(&memoryRegion{buf: make([]byte, 8*maxBlock)})
+	for _, qp := range qps {
+		joinPool(p, qp)
+	}
+	return p
+}
+
+// joinPool has qp take its blocks from p, through a cache of its own, and
+// counts its share.
+func joinPool(p *dataPool, qp *QueuePair) {
+	qp.pool, qp.cache = p, p.newCache()
+	p.join()
+}
+
 // A queue pair that never gives its 1 MiB blocks back (a host that never
 // takes its responses) holds at most max(its share, what is free past the
 // reserve) of the main region, and the other queue pairs' 1 MiB transfers
 // still get blocks. Its request past that waits on its own queue pair, not
 // in the pool's lines, and goes once enough of its own blocks came back.
 func TestQueuePairHoldsAtMostItsShare(t *testing.T) {
-	p := newDataPool(&memoryRegion{buf: make([]byte, 8*maxBlock)})
 	hostile := stubQueuePair(t, simSizes)
 	others := []*QueuePair{stubQueuePair(t, simSizes), stubQueuePair(t, simSizes)}
-	for _, qp := range append(others, hostile) {
-		qp.pool, qp.cache = p, p.newCache()
-		p.join()
-	}
+	p := eightBlockPool(append(others, hostile)...)
 	share, reserve := p.share.Load(), p.reserve
 	most := max(share, p.mainBytes()-reserve)
 	t.Logf("main region %d MiB, share %.2f MiB, reserve %d MiB: a queue pair holds at most %d MiB",
@@ -66,12 +79,8 @@ func TestQueuePairHoldsAtMostItsShare(t *testing.T) {
 // against its share: the pool grants them later whatever the queue pair
 // took meanwhile, so requests past its share park instead of queueing.
 func TestWaitedForBlocksCountAgainstTheShare(t *testing.T) {
-	p := newDataPool(&memoryRegion{buf: make([]byte, 8*maxBlock)})
 	qps := []*QueuePair{stubQueuePair(t, simSizes), stubQueuePair(t, simSizes), stubQueuePair(t, simSizes)}
-	for _, qp := range qps {
-		qp.pool, qp.cache = p, p.newCache()
-		p.join()
-	}
+	p := eightBlockPool(qps...)
 	// The first two take the main region between them.
 	for _, qp := range qps[:2] {
 		for qp.takeBlock(need(qp, maxOrder)) {
@@ -99,14 +108,11 @@ func TestWaitedForBlocksCountAgainstTheShare(t *testing.T) {
 // A queue pair alone on the pool leaves the reserve too: the queue pair
 // that connects next streams from it, whatever the first one holds.
 func TestReserveOutlastsAnEarlierQueuePair(t *testing.T) {
-	p := newDataPool(&memoryRegion{buf: make([]byte, 8*maxBlock)})
 	first, next := stubQueuePair(t, simSizes), stubQueuePair(t, simSizes)
-	first.pool, first.cache = p, p.newCache()
-	p.join()
+	p := eightBlockPool(first)
 	for first.takeBlock(need(first, maxOrder)) {
 	}
-	next.pool, next.cache = p, p.newCache()
-	p.join()
+	joinPool(p, next)
 	for i := range minShare / maxBlock {
 		if !next.takeBlock(need(next, maxOrder)) {
 			t.Fatalf("the queue pair that came second got %d MiB, with %d MiB held by the first: want %d MiB", i, first.heldBytes>>20, minShare>>20)
@@ -159,10 +165,8 @@ func TestQueuePairJoinsTheSharesAtConnect(t *testing.T) {
 // behind them, even when its queue pair may take a block again: the
 // blocks that come back go to the oldest first.
 func TestNewRequestsDoNotOvertakeParkedOnes(t *testing.T) {
-	p := newDataPool(&memoryRegion{buf: make([]byte, 8*maxBlock)})
 	qp := stubQueuePair(t, simSizes)
-	qp.pool, qp.cache = p, p.newCache()
-	p.join()
+	p := eightBlockPool(qp)
 	p.join() // another queue pair's share
 	var held []*request
 	var older *request
@@ -198,10 +202,8 @@ func TestNewRequestsDoNotOvertakeParkedOnes(t *testing.T) {
 // share: past it, the first parks before it takes anything, its second
 // waits with it, and both start once the pair fits.
 func TestFusedPairParksPastTheShare(t *testing.T) {
-	p := newDataPool(&memoryRegion{buf: make([]byte, 8*maxBlock)})
 	qp := stubQueuePair(t, simSizes)
-	qp.pool, qp.cache = p, p.newCache()
-	p.join()
+	p := eightBlockPool(qp)
 	p.join() // another queue pair's share
 	var held []*request
 	for qp.mayTake(2 * maxBlock) {
