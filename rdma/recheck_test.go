@@ -1,15 +1,12 @@
 package rdma
 
 import (
-	"io"
-	"path/filepath"
 	"runtime"
 	"testing"
 
-	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
-	"github.com/sirupsen/logrus"
+	"github.com/nvmeof-tgt/nvmeof-tgt/test/targettest"
 )
 
 const (
@@ -24,29 +21,9 @@ var recheckSizes = queueSizes{depth: 8, nreq: 16, inline: nvme.ConnectDataSize, 
 // loop admin queue, to a subsystem whose namespace 1 is a 4 MiB file.
 func ioQueuePair(t *testing.T) (*QueuePair, *fabrics.Subsystem) {
 	t.Helper()
-	logger := logrus.New()
-	logger.SetOutput(io.Discard)
-	tg := fabrics.NewTarget(logrus.NewEntry(logger))
 	port := &fabrics.Port{ID: 1, InlineDataSize: nvme.ConnectDataSize, MaxQueueSize: 128}
-	if err := tg.AddPort(port); err != nil {
-		t.Fatal(err)
-	}
-	b, err := backend.Open("file", backend.Options{Path: filepath.Join(t.TempDir(), "ns1.img"), Size: 4 << 20, BlockSize: 512, Buffered: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := fabrics.NewSubsystem(recheckNQN, "", "", true)
-	ns, err := fabrics.NewNamespace(1, b, false, [16]byte{1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.AddNamespace(ns); err != nil {
-		t.Fatal(err)
-	}
-	if err := tg.AddSubsystem(s); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tg.Close)
+	tg, _ := targettest.FileTarget(t, port, recheckNQN)
+	s := tg.Subsystem(recheckNQN)
 
 	data := make([]byte, nvme.ConnectDataSize)
 	connect := func(qid uint16, cntlid uint16) nvme.Command {
@@ -108,9 +85,7 @@ func TestHidingEndsWritesWaitingForABlock(t *testing.T) {
 	qp, s := ioQueuePair(t)
 	holder := stubQueuePair(t, stubSizes)
 	sharedPool(qp, holder)
-	if !holder.takeBlock(need(holder, maxOrder)) {
-		t.Fatal("no block from an empty pool")
-	}
+	holding(t, holder, maxOrder)
 
 	var writes []*request
 	for i := range 3 {

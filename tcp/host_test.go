@@ -7,13 +7,11 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"testing"
 
-	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
-	"github.com/sirupsen/logrus"
+	"github.com/nvmeof-tgt/nvmeof-tgt/test/targettest"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,34 +24,8 @@ const (
 // is a 4 MiB file of 512-byte blocks.
 func testTarget(t testing.TB) (*fabrics.Target, *fabrics.Port, string) {
 	t.Helper()
-	log := logrus.New()
-	log.SetOutput(io.Discard)
-	if testing.Verbose() {
-		log.SetOutput(os.Stderr)
-		log.SetLevel(logrus.DebugLevel)
-	}
-	tg := fabrics.NewTarget(logrus.NewEntry(log))
 	p := &fabrics.Port{ID: 1, Address: netip.MustParseAddr("127.0.0.1"), ServiceID: 4420, InlineDataSize: 8192, MaxQueueSize: 128}
-	if err := tg.AddPort(p); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "ns1.img")
-	b, err := backend.Open("file", backend.Options{Path: path, Size: 4 << 20, BlockSize: 512, Buffered: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := fabrics.NewSubsystem(testNQN, "", "", true)
-	ns, err := fabrics.NewNamespace(1, b, false, [16]byte{1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.AddNamespace(ns); err != nil {
-		t.Fatal(err)
-	}
-	if err := tg.AddSubsystem(s); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tg.Close)
+	tg, path := targettest.FileTarget(t, p, testNQN)
 	return tg, p, path
 }
 

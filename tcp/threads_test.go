@@ -1,37 +1,12 @@
 package tcp
 
 import (
-	"bytes"
-	"os"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/test/targettest"
 )
-
-// procThreads is the process's OS thread count (/proc/self/status).
-func procThreads(t *testing.T) int {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := bytes.Cut(b, []byte("\nThreads:"))
-	line, _, _ := bytes.Cut(rest, []byte("\n"))
-	n, err := strconv.Atoi(string(bytes.TrimSpace(line)))
-	if !ok || err != nil {
-		t.Fatalf("no thread count in /proc/self/status: %v", err)
-	}
-	return n
-}
-
-func openFDs(t *testing.T) int {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(ents)
-}
 
 // waitFor polls cond until it holds, or fails after 10 s with what().
 func waitFor(t *testing.T, cond func() bool, what func() string) {
@@ -49,14 +24,14 @@ func waitFor(t *testing.T, cond func() bool, what func() string) {
 // close: each poller locks a thread, which must exit with it.
 func TestConnectionsGiveThreadsBack(t *testing.T) {
 	l := targetListener(t)
-	threads, fds := procThreads(t), openFDs(t)
+	threads, fds := targettest.Threads(t), targettest.FDs(t)
 	const n = 40
 	hosts := make([]*testHost, n)
 	for i := range hosts {
 		hosts[i] = pair(t, l)
 		hosts[i].icreq(false, false)
 	}
-	if got := procThreads(t); got < n {
+	if got := targettest.Threads(t); got < n {
 		t.Fatalf("%d threads with %d connections open: the pollers should each hold one", got, n)
 	}
 	for _, h := range hosts {
@@ -64,9 +39,9 @@ func TestConnectionsGiveThreadsBack(t *testing.T) {
 	}
 	waitReleased(t, l)
 	const slack = 4 // the runtime's own threads come and go
-	waitFor(t, func() bool { return procThreads(t) <= threads+slack && openFDs(t) <= fds },
+	waitFor(t, func() bool { return targettest.Threads(t) <= threads+slack && targettest.FDs(t) <= fds },
 		func() string {
-			return "after " + strconv.Itoa(n) + " connections closed: " + strconv.Itoa(procThreads(t)) + " threads (from " +
-				strconv.Itoa(threads) + "), " + strconv.Itoa(openFDs(t)) + " descriptors (from " + strconv.Itoa(fds) + ")"
+			return "after " + strconv.Itoa(n) + " connections closed: " + strconv.Itoa(targettest.Threads(t)) + " threads (from " +
+				strconv.Itoa(threads) + "), " + strconv.Itoa(targettest.FDs(t)) + " descriptors (from " + strconv.Itoa(fds) + ")"
 		})
 }
