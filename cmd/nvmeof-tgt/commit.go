@@ -10,6 +10,7 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/dhchap"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/nvmeof-tgt/nvmeof-tgt/metrics"
 	"github.com/nvmeof-tgt/nvmeof-tgt/tcp"
 	"github.com/sirupsen/logrus"
 )
@@ -293,11 +294,11 @@ func (c *change) applyDaemonSettings() {
 	}
 	if c.next.Metrics.Address != c.cur.Metrics.Address {
 		if c.d.metrics != nil {
-			c.d.metrics.close()
+			c.d.metrics.Close()
 			c.d.metrics = nil
 		}
 		if addr := c.next.Metrics.Address; addr != "" {
-			m, err := serveMetrics(addr, &collector{target: c.d.target, started: started, gen: c.d.generation}, c.log)
+			m, err := metrics.Serve(addr, &metrics.Collector{Target: c.d.target, Version: version, Generation: c.d.generation, Gateways: gatewayStatuses}, c.log)
 			if err != nil {
 				c.problem(err, func(a *config.Config) { a.Metrics.Address = "" })
 			} else {

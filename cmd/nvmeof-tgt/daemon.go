@@ -13,6 +13,7 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/nvmeof-tgt/nvmeof-tgt/metrics"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/nvmeof-tgt/nvmeof-tgt/rdma"
 	"github.com/nvmeof-tgt/nvmeof-tgt/sharedstate"
@@ -39,7 +40,7 @@ type daemon struct {
 	mu        sync.Mutex // serializes apply; guards the fields below
 	cfg       *config.Config
 	listeners map[uint16]portListener
-	metrics   *metricsServer
+	metrics   *metrics.Server
 
 	// Read by scrapes and the watchdog without d.mu, which a reload may
 	// hold for seconds while a removed namespace drains.
@@ -203,7 +204,7 @@ func (d *daemon) stop(timeout time.Duration) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.metrics != nil {
-		d.metrics.close()
+		d.metrics.Close()
 		d.metrics = nil
 	}
 	for id, l := range d.listeners {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -37,7 +38,7 @@ var (
 func describedMetrics(t *testing.T) map[string][]string {
 	ch := make(chan *prometheus.Desc)
 	go func() {
-		(&collector{}).Describe(ch)
+		(&metrics.Collector{}).Describe(ch)
 		close(ch)
 	}()
 	metrics := map[string][]string{}

@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -21,7 +20,6 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 	"github.com/nvmeof-tgt/nvmeof-tgt/gateway"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 )
@@ -45,6 +43,19 @@ type gatewaySet struct {
 
 // runningGateway is the daemon's gateway for the metrics; nil if none.
 var runningGateway atomic.Pointer[gatewaySet]
+
+// gatewayStatuses is each group runner's status for the metrics.
+func gatewayStatuses() []gateway.Status {
+	gs := runningGateway.Load()
+	if gs == nil {
+		return nil
+	}
+	st := make([]gateway.Status, 0, len(gs.runners))
+	for _, r := range gs.runners {
+		st = append(st, r.Status())
+	}
+	return st
+}
 
 // pinGatewayGroups makes the gateway groups inaccessible on every port,
 // present and future, before the daemon opens any: no host sees this
@@ -444,44 +455,6 @@ func gatewayReleaseFlags(*flag.FlagSet) func([]string) (*ctlCommand, error) {
 			return nil, fmt.Errorf("ANA group %q: want a number from 1 to 128", pos[0])
 		}
 		return ctlEdit("release_ana_group", gatewayParams{Group: group})
-	}
-}
-
-// Metrics.
-var (
-	dGatewayState     = prometheus.NewDesc(prefix+"gateway_lease_state", "Each gateway group's lease here: 1 for the current state (owner: optimized here; standby: another gateway owns it or nobody yet; blocklisted: the group's RADOS client was fenced, and is being rebuilt), 0 for the others.", []string{"group", "state"}, nil)
-	dGatewayTakeovers = prometheus.NewDesc(prefix+"gateway_takeovers_total", "Times this daemon took a gateway group's lease.", []string{"group"}, nil)
-	dGatewayFencings  = prometheus.NewDesc(prefix+"gateway_fencings_total", "Previous owners of a gateway group this daemon fenced (blocklisted) before serving it.", []string{"group"}, nil)
-	dGatewayFailbacks = prometheus.NewDesc(prefix+"gateway_failbacks_total", "Times this daemon handed a gateway group back to its preferred gateway (a failback's planned release).", []string{"group"}, nil)
-)
-
-func describeGateway(ch chan<- *prometheus.Desc) {
-	ch <- dGatewayState
-	ch <- dGatewayTakeovers
-	ch <- dGatewayFencings
-	ch <- dGatewayFailbacks
-	describeGatewayRebuilds(ch)
-}
-
-func collectGateway(e emit) {
-	gs := runningGateway.Load()
-	if gs == nil {
-		return
-	}
-	for _, r := range gs.runners {
-		st := r.Status()
-		g := strconv.FormatUint(uint64(st.Group), 10)
-		for _, s := range gateway.States {
-			v := 0.0
-			if s == st.State {
-				v = 1
-			}
-			e.gauge(dGatewayState, v, g, s.String())
-		}
-		e.counter(dGatewayTakeovers, float64(st.Takeovers), g)
-		e.counter(dGatewayFencings, float64(st.Fencings), g)
-		e.counter(dGatewayFailbacks, float64(st.Failbacks), g)
-		collectGatewayRebuilds(e, st, g)
 	}
 }
 

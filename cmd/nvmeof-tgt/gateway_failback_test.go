@@ -4,10 +4,12 @@ import (
 	"errors"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 	"github.com/nvmeof-tgt/nvmeof-tgt/gateway"
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/nvmeof-tgt/nvmeof-tgt/metrics"
+	"github.com/nvmeof-tgt/nvmeof-tgt/metrics/metricstest"
 )
 
 // recordingLeaseObject keeps the holder's record as the object's
@@ -44,25 +46,10 @@ func TestGatewayFailbacksMetric(t *testing.T) {
 	gs := &gatewaySet{runners: []*gateway.Runner{{Lease: &gateway.Lease{Group: 3, Failbacks: 2}}}}
 	runningGateway.Store(gs)
 	defer runningGateway.CompareAndSwap(gs, nil)
-	ch := make(chan prometheus.Metric, 100)
-	collectGateway(emit{ch})
-	close(ch)
-	found := false
-	for m := range ch {
-		if m.Desc() != dGatewayFailbacks {
-			continue
-		}
-		var out dto.Metric
-		if err := m.Write(&out); err != nil {
-			t.Fatal(err)
-		}
-		if v, g := out.GetCounter().GetValue(), out.GetLabel()[0].GetValue(); v != 2 || g != "3" {
-			t.Fatalf("failbacks %v for group %s", v, g)
-		}
-		found = true
-	}
-	if !found {
-		t.Fatal("no nvmeof_tgt_gateway_failbacks_total")
+	m := metricstest.Scrape(t, &metrics.Collector{Target: fabrics.NewTarget(nil), Generation: func() (uint64, bool, time.Time) { return 1, true, time.Now() },
+		Gateways: gatewayStatuses}, "nvmeof_tgt_gateway_failbacks_total")
+	if len(m) != 1 || m[0].Value != 2 || m[0].Labels["group"] != "3" {
+		t.Fatalf("nvmeof_tgt_gateway_failbacks_total %+v, want 2 for group 3", m)
 	}
 }
 

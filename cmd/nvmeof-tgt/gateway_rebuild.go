@@ -7,8 +7,6 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
-	"github.com/nvmeof-tgt/nvmeof-tgt/gateway"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 )
 
@@ -66,19 +64,4 @@ func (s *radosStore) replace(l leaseObject) {
 	s.l = l
 	s.watching = false
 	s.self = ""
-}
-
-var (
-	dGatewayRebuilds        = prometheus.NewDesc(prefix+"gateway_rebuilds_total", "Times this daemon rebuilt a gateway group's blocklisted RADOS client (a new client instance, the group's images reopened) and stood by again.", []string{"group"}, nil)
-	dGatewayRebuildFailures = prometheus.NewDesc(prefix+"gateway_rebuild_failures_total", "Rebuilds of a gateway group's blocklisted RADOS client that failed; each is tried again after a back-off of up to a minute.", []string{"group"}, nil)
-)
-
-func describeGatewayRebuilds(ch chan<- *prometheus.Desc) {
-	ch <- dGatewayRebuilds
-	ch <- dGatewayRebuildFailures
-}
-
-func collectGatewayRebuilds(e emit, st gateway.Status, g string) {
-	e.counter(dGatewayRebuilds, float64(st.Rebuilds), g)
-	e.counter(dGatewayRebuildFailures, float64(st.RebuildFailures), g)
 }

@@ -7,9 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/nvmeof-tgt/nvmeof-tgt/metrics"
+	"github.com/nvmeof-tgt/nvmeof-tgt/metrics/metricstest"
 )
 
 // QoS limits change live through set_namespace (as ctl sends it) and a
@@ -55,8 +56,8 @@ func TestQoSLive(t *testing.T) {
 		t.Fatalf("ctl list does not show the limits:\n%s", out.String())
 	}
 	limits := map[string]float64{}
-	for _, sm := range scrape(t, &collector{target: d.target, started: time.Now(), gen: d.generation}, "nvmeof_tgt_qos_limit") {
-		limits[sm.labels["subsystem"]+"/"+sm.labels["nsid"]+"/"+sm.labels["limit"]] = sm.value
+	for _, sm := range metricstest.Scrape(t, &metrics.Collector{Target: d.target, Generation: d.generation}, "nvmeof_tgt_qos_limit") {
+		limits[sm.Labels["subsystem"]+"/"+sm.Labels["nsid"]+"/"+sm.Labels["limit"]] = sm.Value
 	}
 	if len(limits) != 2 || limits[nqnA+"/1/iops"] != 400 || limits[nqnA+"/1/bandwidth"] != 4<<20 {
 		t.Fatalf("nvmeof_tgt_qos_limit %v", limits)

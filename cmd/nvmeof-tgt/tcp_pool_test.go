@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/metrics"
+	"github.com/nvmeof-tgt/nvmeof-tgt/metrics/metricstest"
 	"github.com/nvmeof-tgt/nvmeof-tgt/tcp"
 )
 
@@ -56,9 +58,9 @@ func TestTCPDataTimeoutFromConfig(t *testing.T) {
 	stats.DataTimeouts.Add(1)
 	want := float64(stats.DataTimeouts.Load())
 	var got []float64
-	for _, s := range scrape(t, testCollector(d.target), "nvmeof_tgt_tcp_data_timeouts_total") {
-		if s.labels["port"] == "2" {
-			got = append(got, s.value)
+	for _, s := range metricstest.Scrape(t, &metrics.Collector{Target: d.target, Generation: d.generation}, "nvmeof_tgt_tcp_data_timeouts_total") {
+		if s.Labels["port"] == "2" {
+			got = append(got, s.Value)
 		}
 	}
 	if len(got) != 1 || got[0] != want {

@@ -1,21 +1,28 @@
-package main
+package metrics
 
 import (
+	"runtime"
 	"strconv"
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/nvmeof-tgt/nvmeof-tgt/gateway"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/nvmeof-tgt/nvmeof-tgt/rdma"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// collector turns the target's own counters into metrics at scrape time:
+// Collector turns the target's own counters into metrics at scrape time:
 // the I/O path only bumps per-queue atomics, and nothing here runs per I/O.
-type collector struct {
-	target  *fabrics.Target
-	started time.Time
-	gen     func() (generation uint64, ok bool, when time.Time)
+type Collector struct {
+	Target  *fabrics.Target
+	Version string // the daemon's, for build_info
+	// Generation is the configuration generation, whether the last
+	// reload applied in full, and when the configuration was loaded.
+	Generation func() (generation uint64, ok bool, when time.Time)
+	// Gateways is the status of each gateway group's runner; nil or
+	// empty without a gateway.
+	Gateways func() []gateway.Status
 }
 
 const prefix = "nvmeof_tgt_"
@@ -74,7 +81,7 @@ var (
 
 var statusTypes = []string{"generic", "command_specific", "media", "path", "4", "5", "6", "vendor"}
 
-func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dReads, dWrites, dReadBytes, dWriteBytes, dReadTime, dWriteTime, dFlushes,
 		dDiscards, dZeroes, dReadLatency, dWriteLatency, dNamespaceSz, dResvUnavail, dControllers, dQueuePairs, dRefused, dAuthFailed, dKAExpired, dConnTimeout,
 		dQPReserved, dQPLimit, dCtrlLimit, dANAState, dCmdErrors, dBuildInfo, dIOEngine, dConfigGen, dReloadOK, dReloadTime, dRegistered, dPoller, dCMRejects, dDevEvents, dViolations, dPoolSize, dPoolInUse, dPoolWaits, dPoolShare, dPoolOver, dQPSetup,
@@ -111,10 +118,10 @@ func (e emit) gauge(d *prometheus.Desc, v float64, labels ...string) {
 	e.ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 }
 
-func (c *collector) Collect(ch chan<- prometheus.Metric) {
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	e := emit{ch}
-	ports := c.target.PortIDs()
-	for _, s := range c.target.Subsystems() {
+	ports := c.Target.PortIDs()
+	for _, s := range c.Target.Subsystems() {
 		collectNamespaces(e, s)
 		collectQoS(e, s)
 		collectConnections(e, s, ports)
@@ -122,19 +129,19 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	// Connects to a subsystem that does not exist: the NQN a host asked
 	// for is not a label, or any host could grow the series without end.
-	for k, n := range c.target.Refused.Counts() {
+	for k, n := range c.Target.Refused.Counts() {
 		e.counter(dRefused, float64(n), "", strconv.Itoa(int(k.Port)), k.Reason)
 	}
-	for port, n := range connectTimeouts(c.target) {
+	for port, n := range connectTimeouts(c.Target) {
 		e.counter(dConnTimeout, float64(n), strconv.Itoa(int(port)))
 	}
-	collectANA(e, c.target, ports)
-	collectGateway(e)
-	reserved, limit := c.target.QueuePairs()
+	collectANA(e, c.Target, ports)
+	collectGateway(e, c.Gateways)
+	reserved, limit := c.Target.QueuePairs()
 	e.gauge(dQPReserved, float64(reserved))
 	e.gauge(dQPLimit, float64(limit))
-	e.gauge(dBuildInfo, 1, version, goVersion())
-	e.gauge(dIOEngine, 1, c.target.IOEngine().String())
+	e.gauge(dBuildInfo, 1, c.Version, runtime.Version())
+	e.gauge(dIOEngine, 1, c.Target.IOEngine().String())
 	c.collectConfig(e)
 	collectRDMA(e)
 	collectTCP(e)
@@ -251,8 +258,8 @@ func collectSubsystem(e emit, s *fabrics.Subsystem) {
 
 // collectConfig sends the configuration generation and the last reload's
 // outcome.
-func (c *collector) collectConfig(e emit) {
-	gen, ok, when := c.gen()
+func (c *Collector) collectConfig(e emit) {
+	gen, ok, when := c.Generation()
 	e.gauge(dConfigGen, float64(gen))
 	okv := 0.0
 	if ok {

@@ -1,59 +1,28 @@
-package main
+package metrics
 
 import (
 	"testing"
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
+	"github.com/nvmeof-tgt/nvmeof-tgt/dhchap"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/nvmeof-tgt/nvmeof-tgt/metrics/metricstest"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
-// sample is one series of a scraped metric: its labels and its value
-// (a gauge's or a counter's).
-type sample struct {
-	labels map[string]string
-	value  float64
-}
-
-// scrape gathers c and returns the series of the metric name.
-func scrape(t *testing.T, c prometheus.Collector, name string) []sample {
-	t.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(c)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []sample
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			sm := sample{labels: map[string]string{}, value: m.GetGauge().GetValue() + m.GetCounter().GetValue()}
-			for _, l := range m.GetLabel() {
-				sm.labels[l.GetName()] = l.GetValue()
-			}
-			out = append(out, sm)
-		}
-	}
-	return out
-}
-
 // testCollector is the daemon's collector of tg, at configuration generation 1.
-func testCollector(tg *fabrics.Target) *collector {
-	return &collector{target: tg, started: time.Now(), gen: func() (uint64, bool, time.Time) { return 1, true, time.Now() }}
+func testCollector(tg *fabrics.Target) *Collector {
+	return &Collector{Target: tg, Generation: func() (uint64, bool, time.Time) { return 1, true, time.Now() }}
 }
 
 // gaugeValues scrapes c and returns the value of every series of the
 // gauge name, keyed by its subsystem and port labels.
-func gaugeValues(t *testing.T, c *collector, name string) map[[2]string]float64 {
+func gaugeValues(t *testing.T, c *Collector, name string) map[[2]string]float64 {
 	t.Helper()
 	got := map[[2]string]float64{}
-	for _, sm := range scrape(t, c, name) {
-		got[[2]string{sm.labels["subsystem"], sm.labels["port"]}] = sm.value
+	for _, sm := range metricstest.Scrape(t, c, name) {
+		got[[2]string{sm.Labels["subsystem"], sm.Labels["port"]}] = sm.Value
 	}
 	return got
 }
@@ -77,7 +46,7 @@ func TestConnectionGaugesReadZero(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c := &collector{target: tg, started: time.Now(), gen: func() (uint64, bool, time.Time) { return 1, true, time.Now() }}
+	c := &Collector{Target: tg, Generation: func() (uint64, bool, time.Time) { return 1, true, time.Now() }}
 	want := map[[2]string]float64{
 		{every.NQN, "1"}: 0,
 		{every.NQN, "2"}: 0,
@@ -135,8 +104,8 @@ func TestANAStateGauge(t *testing.T) {
 	}
 	t.Cleanup(tg.Close)
 	got := map[string]float64{}
-	for _, sm := range scrape(t, testCollector(tg), "nvmeof_tgt_ana_state") {
-		got[sm.labels["port"]+"/"+sm.labels["group"]+"/"+sm.labels["state"]] = sm.value
+	for _, sm := range metricstest.Scrape(t, testCollector(tg), "nvmeof_tgt_ana_state") {
+		got[sm.Labels["port"]+"/"+sm.Labels["group"]+"/"+sm.Labels["state"]] = sm.Value
 	}
 	if len(got) != 3*len(nvme.ANAStates) {
 		t.Fatalf("%d series, want %d: %v", len(got), 3*len(nvme.ANAStates), got)
@@ -157,13 +126,18 @@ func TestANAStateGauge(t *testing.T) {
 
 // A failed authentication is counted by subsystem, host and reason.
 func TestAuthFailureMetric(t *testing.T) {
+	const hostX = "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-0000000000aa"
+	secret, err := dhchap.ParseSecret("DHHC-1:01:ICcuNTxDSlFYX2ZtdHuCiZCXnqWss7rByM/W3eTr8vmMpzdS:")
+	if err != nil {
+		t.Fatal(err)
+	}
 	tg := fabrics.NewTarget(nil)
 	tg.SetClock(&fabrics.ManualClock{})
 	p := &fabrics.Port{ID: 1, ServiceID: 4420, MaxQueueSize: 128}
 	tg.AddPort(p)
 	s := fabrics.NewSubsystem("nqn.2026-11.io.example:auth", "", "", false)
 	s.AllowHost(hostX)
-	s.SetHostKeys(map[string]fabrics.HostKeys{hostX: {Host: mustSecret(t, key1)}})
+	s.SetHostKeys(map[string]fabrics.HostKeys{hostX: {Host: secret}})
 	tg.AddSubsystem(s)
 	q := fabrics.NewLoopQueue(tg, p, 0, 32)
 	defer q.Close()
@@ -185,9 +159,9 @@ func TestAuthFailureMetric(t *testing.T) {
 	if rsp, err := q.Submit(cmd, msg); err != nil || rsp.Status() != 0 {
 		t.Fatalf("auth send: %v %v", rsp, err)
 	}
-	m := scrape(t, testCollector(tg), "nvmeof_tgt_authentication_failures_total")
-	if len(m) != 1 || m[0].value != 1 || m[0].labels["host"] != hostX ||
-		m[0].labels["reason"] != "out_of_sequence" || m[0].labels["subsystem"] != s.NQN {
+	m := metricstest.Scrape(t, testCollector(tg), "nvmeof_tgt_authentication_failures_total")
+	if len(m) != 1 || m[0].Value != 1 || m[0].Labels["host"] != hostX ||
+		m[0].Labels["reason"] != "out_of_sequence" || m[0].Labels["subsystem"] != s.NQN {
 		t.Fatalf("nvmeof_tgt_authentication_failures_total %+v, want one out_of_sequence failure of %s", m, hostX)
 	}
 }
@@ -203,8 +177,8 @@ func TestConnectTimeoutMetric(t *testing.T) {
 	q := fabrics.NewLoopQueue(tg, p, 0, 32)
 	defer q.Close()
 	clk.Advance(fabrics.ConnectTimeout)
-	m := scrape(t, testCollector(tg), "nvmeof_tgt_connect_timeouts_total")
-	if len(m) != 1 || m[0].value != 1 || len(m[0].labels) != 1 || m[0].labels["port"] != "7" {
+	m := metricstest.Scrape(t, testCollector(tg), "nvmeof_tgt_connect_timeouts_total")
+	if len(m) != 1 || m[0].Value != 1 || len(m[0].Labels) != 1 || m[0].Labels["port"] != "7" {
 		t.Fatalf("%+v, want one timeout on port 7", m)
 	}
 }
@@ -241,8 +215,8 @@ func TestReservationUnavailableGauge(t *testing.T) {
 	t.Cleanup(tg.Close)
 	values := func() map[string]float64 {
 		got := map[string]float64{}
-		for _, sm := range scrape(t, testCollector(tg), "nvmeof_tgt_reservation_unavailable") {
-			got[sm.labels["nsid"]] = sm.value
+		for _, sm := range metricstest.Scrape(t, testCollector(tg), "nvmeof_tgt_reservation_unavailable") {
+			got[sm.Labels["nsid"]] = sm.Value
 		}
 		return got
 	}
