@@ -31,12 +31,7 @@ func FuzzAuthSequence(f *testing.F) {
 		var dh countingReader
 		useDHRand(t, &dh)
 		at := newAuthTarget(t, key, nil, AuthPolicy{})
-		victim := at.connectAuth(t, 0)
-		in := initiator{hostNQN: testHost, subNQN: testNQN, key: key, tid: 1}
-		if err := victim.authenticate(victim.admin, in); err != nil {
-			t.Fatal(err)
-		}
-		victim.enableAndIO(in)
+		victim, _ := at.authenticatedHost(t, key, nil)
 		dhBefore := dh.n.Load()
 
 		peer := at.connectAuth(t, 0)

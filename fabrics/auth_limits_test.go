@@ -173,12 +173,7 @@ func TestAuthDHOffPoller(t *testing.T) {
 func TestAuthIOQueueAttack(t *testing.T) {
 	key := newTestSecret(t, 1, 32)
 	at := newAuthTarget(t, key, nil, AuthPolicy{})
-	h := at.connectAuth(t, 0)
-	in := initiator{hostNQN: testHost, subNQN: testNQN, key: key, tid: 1}
-	if err := h.authenticate(h.admin, in); err != nil {
-		t.Fatal(err)
-	}
-	h.enableAndIO(in)
+	h, _ := at.authenticatedHost(t, key, nil)
 
 	attack := func(qid uint16, fail bool) *LoopQueue {
 		q := NewLoopQueue(at.tg, at.p, qid, 32)

@@ -294,22 +294,20 @@ func newAuthTarget(t *testing.T, key testSecret, ctrlKey *testSecret, pol AuthPo
 // connectAuth connects an admin queue and checks AUTHREQ.
 func (at *authTarget) connectAuth(t *testing.T, kato uint32) *host {
 	t.Helper()
-	h := &host{t: t, admin: NewLoopQueue(at.tg, at.p, 0, 32)}
-	t.Cleanup(func() {
-		if h.io != nil {
-			h.io.Close()
-		}
-		h.admin.Close()
-	})
-	rsp := h.submit(h.admin, connectCmd(0, 31, kato, false), connectData(testNQN, testHost, 0xffff))
-	if rsp.Status() != 0 {
-		t.Fatalf("admin connect: %v", rsp.Status())
-	}
+	h, rsp := connectAdminQueue(t, at.tg, at.p, testNQN, kato)
 	if rsp.Result()&nvme.ConnectAuthReqATR == 0 {
 		t.Fatalf("connect result %#x: AUTHREQ.ATR clear for a host with a secret", rsp.Result())
 	}
-	h.cntl = uint16(rsp.Result())
 	return h
+}
+
+// authenticatedHost connects testHost, authenticates it with key (and
+// ctrlKey, bidirectionally, when set), enables its controller and checks
+// an I/O queue.
+func (at *authTarget) authenticatedHost(t *testing.T, key testSecret, ctrlKey *testSecret) (*host, initiator) {
+	t.Helper()
+	h, in := at.authenticatedHost(t, key, ctrlKey)
+	return h, in
 }
 
 // enableAndIO enables the controller and connects an authenticated I/O
@@ -377,12 +375,7 @@ func TestAuthHashesAndGroups(t *testing.T) {
 				ck = &k
 			}
 			at := newAuthTarget(t, key, ck, AuthPolicy{Hashes: []uint8{c.hash}, DHGroups: []uint8{c.group}})
-			h := at.connectAuth(t, 0)
-			in := initiator{hostNQN: testHost, subNQN: testNQN, key: key, ctrlKey: ck, tid: 1}
-			if err := h.authenticate(h.admin, in); err != nil {
-				t.Fatal(err)
-			}
-			h.enableAndIO(in)
+			at.authenticatedHost(t, key, ck)
 			if len(at.failures()) != 0 {
 				t.Fatalf("failures counted: %v", at.failures())
 			}
@@ -855,12 +848,7 @@ func TestAuthCommandFields(t *testing.T) {
 func TestAuthReauthentication(t *testing.T) {
 	key, ck := newTestSecret(t, 2, 48), newTestSecret(t, 3, 64)
 	at := newAuthTarget(t, key, &ck, AuthPolicy{DHGroups: []uint8{nvme.DHGroup2048}})
-	h := at.connectAuth(t, 0)
-	in := initiator{hostNQN: testHost, subNQN: testNQN, key: key, ctrlKey: &ck, tid: 1}
-	if err := h.authenticate(h.admin, in); err != nil {
-		t.Fatal(err)
-	}
-	h.enableAndIO(in)
+	h, in := at.authenticatedHost(t, key, &ck)
 	for i := range 3 {
 		in.tid = uint16(100 + i)
 		for _, q := range []*LoopQueue{h.admin, h.io} {
@@ -920,12 +908,7 @@ func TestAuthReauthentication(t *testing.T) {
 func TestAuthKeyRotation(t *testing.T) {
 	oldKey := newTestSecret(t, 1, 32)
 	at := newAuthTarget(t, oldKey, nil, AuthPolicy{})
-	h := at.connectAuth(t, 0)
-	in := initiator{hostNQN: testHost, subNQN: testNQN, key: oldKey, tid: 1}
-	if err := h.authenticate(h.admin, in); err != nil {
-		t.Fatal(err)
-	}
-	h.enableAndIO(in)
+	h, in := at.authenticatedHost(t, oldKey, nil)
 
 	newKey := newTestSecret(t, 1, 32)
 	at.s.SetHostKeys(map[string]HostKeys{testHost: {Host: newKey.parsed(t)}})

@@ -18,6 +18,14 @@ const ccEnableNVM = nvme.CCEnable | 6<<nvme.CCIOSQEShift | 4<<nvme.CCIOCQEShift
 // adminOnly connects an admin queue without enabling the controller.
 func adminOnly(t *testing.T, tg *Target, p *Port, subnqn string, kato uint32) *host {
 	t.Helper()
+	h, _ := connectAdminQueue(t, tg, p, subnqn, kato)
+	return h
+}
+
+// connectAdminQueue connects an admin queue and returns the Connect's
+// completion too.
+func connectAdminQueue(t *testing.T, tg *Target, p *Port, subnqn string, kato uint32) (*host, nvme.Completion) {
+	t.Helper()
 	h := &host{t: t, admin: NewLoopQueue(tg, p, 0, 32)}
 	t.Cleanup(func() {
 		if h.io != nil {
@@ -30,7 +38,7 @@ func adminOnly(t *testing.T, tg *Target, p *Port, subnqn string, kato uint32) *h
 		t.Fatalf("admin connect: %v", rsp.Status())
 	}
 	h.cntl = uint16(rsp.Result())
-	return h
+	return h, rsp
 }
 
 func (h *host) ctrl() *Controller { return h.admin.Queue.Controller() }
