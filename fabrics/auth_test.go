@@ -306,7 +306,12 @@ func (at *authTarget) connectAuth(t *testing.T, kato uint32) *host {
 // an I/O queue.
 func (at *authTarget) authenticatedHost(t *testing.T, key testSecret, ctrlKey *testSecret) (*host, initiator) {
 	t.Helper()
-	h, in := at.authenticatedHost(t, key, ctrlKey)
+	h := at.connectAuth(t, 0)
+	in := initiator{hostNQN: testHost, subNQN: testNQN, key: key, ctrlKey: ctrlKey, tid: 1}
+	if err := h.authenticate(h.admin, in); err != nil {
+		t.Fatal(err)
+	}
+	h.enableAndIO(in)
 	return h, in
 }
 
