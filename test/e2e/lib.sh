@@ -373,18 +373,28 @@ metric_at() {
 # config FILE: write a daemon configuration from stdin.
 config() { cat >"$1"; }
 
-# serve_file NQN PATH SIZE: start the target with one subsystem whose
-# namespace 1 is a file.
-serve_file() {
+# METRICS_ON is the top-level key that serves /metrics where metric reads.
+METRICS_ON="metrics: {address: 127.0.0.1:9750}"
+
+# serve NQN NAMESPACES [TOP]: start the target with one port and one
+# subsystem, NQN, open to any host, whose namespaces are NAMESPACES: a YAML
+# flow list, or the lines of a block list after a newline. TOP is more
+# top-level YAML, such as $METRICS_ON.
+serve() {
 	config /tmp/tgt.yaml <<CFG
+${3:-}
 ports: [{id: 1, address: $ADDR, port: $PORT}]
 subsystems:
   - nqn: $1
     allow_any_host: true
-    namespaces: [{nsid: 1, backend: file, path: $2, size: $3}]
+    namespaces: $2
 CFG
 	start_target /tmp/tgt.yaml
 }
+
+# serve_file NQN PATH SIZE: start the target with one subsystem whose
+# namespace 1 is a file.
+serve_file() { serve "$1" "[{nsid: 1, backend: file, path: $2, size: $3}]"; }
 
 # ceph_up: the guest's Ceph cluster (test/ceph/cluster.sh: one monitor, one
 # BlueStore OSD, pool rbd of size 1, cephx on) on the third disk. The first
@@ -422,16 +432,8 @@ rbd_admin() { timeout 120 rbd --conf "$CEPH_CONF" --id admin --keyring "$CEPH_AD
 # namespace 1 is the RBD image IMAGE (created with SIZE), reached as the
 # cluster's RBD user.
 serve_rbd() {
-	config /tmp/tgt.yaml <<CFG
-ports: [{id: 1, address: $ADDR, port: $PORT}]
-metrics: {address: 127.0.0.1:9750}
-ceph: {conf: $CEPH_CONF, user: $CEPH_USER, keyring: $CEPH_KEYRING}
-subsystems:
-  - nqn: $1
-    allow_any_host: true
-    namespaces: [{nsid: 1, backend: rbd, pool: $CEPH_POOL, image: $2, create: true, size: $3}]
-CFG
-	start_target /tmp/tgt.yaml
+	serve "$1" "[{nsid: 1, backend: rbd, pool: $CEPH_POOL, image: $2, create: true, size: $3}]" "$METRICS_ON
+ceph: {conf: $CEPH_CONF, user: $CEPH_USER, keyring: $CEPH_KEYRING}"
 }
 
 # --- multipath: two controllers of one subsystem on one host ---

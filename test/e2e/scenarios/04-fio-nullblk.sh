@@ -1,14 +1,7 @@
 # The same fio jobs run without errors on a nullblk namespace (reads return
 # zeros, so there is nothing to verify: plain writes and reads).
 nqn=nqn.2026-11.io.example:null1
-config /tmp/tgt.yaml <<CFG
-ports: [{id: 1, address: $ADDR, port: $PORT}]
-subsystems:
-  - nqn: $nqn
-    allow_any_host: true
-    namespaces: [{nsid: 1, backend: nullblk, size: 1GiB}]
-CFG
-start_target /tmp/tgt.yaml
+serve "$nqn" "[{nsid: 1, backend: nullblk, size: 1GiB}]"
 dev=$(connect "$nqn")
 assert_eq "device size" "$(blockdev --getsize64 "$dev")" $((1 << 30))
 common=(--filename="$dev" --ioengine=libaio --direct=1 --iodepth=16 --bsrange=4k-1m --size=96m)

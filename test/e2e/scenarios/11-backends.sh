@@ -2,16 +2,9 @@
 # two namespaces of different block sizes in one subsystem.
 nqn=nqn.2026-11.io.example:multi
 [ -b /dev/vdb ] || fail "no second virtio disk for the block backend"
-config /tmp/tgt.yaml <<CFG
-ports: [{id: 1, address: $ADDR, port: $PORT}]
-subsystems:
-  - nqn: $nqn
-    allow_any_host: true
-    namespaces:
+serve "$nqn" "
       - {nsid: 1, backend: block, path: /dev/vdb}
-      - {nsid: 2, backend: file, path: /tmp/buffered.img, size: 128MiB, block_size: 4096, buffered: true}
-CFG
-start_target /tmp/tgt.yaml
+      - {nsid: 2, backend: file, path: /tmp/buffered.img, size: 128MiB, block_size: 4096, buffered: true}"
 nvme connect -t rdma -a "$ADDR" -s "$PORT" -n "$nqn" >/dev/null || fail "connect"
 d1=$(wait_dev "$nqn" 1)
 d2=$(wait_dev "$nqn" 2)

@@ -3,15 +3,7 @@
 # the connected controller.
 daemon_only "the Prometheus endpoint is nvmeof-tgt's"
 nqn=nqn.2026-11.io.example:metrics
-config /tmp/tgt.yaml <<CFG
-metrics: {address: 127.0.0.1:9750}
-ports: [{id: 1, address: $ADDR, port: $PORT}]
-subsystems:
-  - nqn: $nqn
-    allow_any_host: true
-    namespaces: [{nsid: 1, backend: nullblk, size: 1GiB}]
-CFG
-start_target /tmp/tgt.yaml
+serve "$nqn" "[{nsid: 1, backend: nullblk, size: 1GiB}]" "$METRICS_ON"
 dev=$(connect "$nqn")
 base_r=$(metric nvmeof_tgt_read_bytes_total)
 base_w=$(metric nvmeof_tgt_written_bytes_total)

@@ -16,15 +16,7 @@
 daemon_only "QoS limits are nvmeof-tgt's"
 ctl() { "$NVMEOF_TGT" ctl "$@"; }
 nqn=nqn.2026-11.io.example:qos
-config /tmp/tgt.yaml <<CFG
-metrics: {address: 127.0.0.1:9750}
-ports: [{id: 1, address: $ADDR, port: $PORT}]
-subsystems:
-  - nqn: $nqn
-    allow_any_host: true
-    namespaces: [{nsid: 1, backend: nullblk, size: 1GiB}, {nsid: 2, backend: nullblk, size: 1GiB}]
-CFG
-start_target /tmp/tgt.yaml
+serve "$nqn" "[{nsid: 1, backend: nullblk, size: 1GiB}, {nsid: 2, backend: nullblk, size: 1GiB}]" "$METRICS_ON"
 dev1=$(connect "$nqn")
 dev2=$(wait_dev "$nqn" 2)
 ctrl=$(ctrl_of "$nqn") || fail "no live controller for $nqn"

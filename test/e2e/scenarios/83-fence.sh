@@ -53,18 +53,10 @@ SHARED_DM=(fence-top "${SHARED_DM[@]}")
 top_stat=/sys/block/dm-$(dmsetup info -c --noheadings -o minor fence-top | tr -d ' ')/inflight
 [ -r "$top_stat" ] || fail "no $top_stat for fence-top"
 
-config /tmp/tgt.yaml <<CFG
-metrics: {address: 127.0.0.1:9750}
-ports: [{id: 1, address: $ADDR, port: $PORT}]
-subsystems:
-  - nqn: $nqn
-    allow_any_host: true
-    namespaces:
+serve "$nqn" "
       - {nsid: 1, backend: file, path: /data/fence1.img, size: 16MiB, qos: {iops: 10}}
       - {nsid: 2, backend: file, path: /data/fence2.img, size: 16MiB, qos: {iops: 10}, hosts: [$h1, $h2]}
-      - {nsid: 3, backend: block, path: /dev/mapper/fence-top}
-CFG
-start_target /tmp/tgt.yaml
+      - {nsid: 3, backend: block, path: /dev/mapper/fence-top}" "$METRICS_ON"
 c1=$(connect_host "$ADDR" "$nqn" "$h1")
 c2=$(connect_host "$ADDR" "$nqn" "$h2")
 c3=$(connect_host "$ADDR" "$nqn" "$h3" 0)
