@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -167,14 +166,8 @@ func TestRunnerRebuildsAfterFenced(t *testing.T) {
 		rebuilding <- r.Status().State
 		return <-rebuilt
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer func() { cancel(); r.Wait() }()
-	r.Start(ctx)
-	for _, want := range []State{Standby, Owner} {
-		if st := <-pub; st != want {
-			t.Fatalf("published %v, want %v", st, want)
-		}
-	}
+	defer run(r)()
+	expectOwner(t, pub)
 	r.Fenced()
 	if st := <-pub; st != Blocklisted {
 		t.Fatalf("published %v after Fenced", st)

@@ -50,18 +50,9 @@ func TestRunnerStepsDownWhileRenewalHangs(t *testing.T) {
 	var now atomic.Int64
 	pub := make(chan State, 10)
 	s := &stuckStore{renewing: make(chan struct{}, 1), unblock: make(chan struct{}), retried: make(chan struct{}, 1)}
-	log := logrus.New()
-	log.SetOutput(io.Discard)
-	r := &Runner{Lease: &Lease{Group: 1, Timing: timing}, Store: s, Me: Holder{Name: "a", Cookie: "a-1"},
-		Publish: func(_ uint32, st State) { pub <- st }, Log: logrus.NewEntry(log),
-		Now: func() time.Duration { return time.Duration(now.Load()) }}
-	ctx, cancel := context.WithCancel(context.Background())
-	r.Start(ctx)
-	for _, want := range []State{Standby, Owner} {
-		if st := <-pub; st != want {
-			t.Fatalf("published %v, want %v", st, want)
-		}
-	}
+	r := quietRunner(s, pub, &now)
+	stop := run(r)
+	expectOwner(t, pub)
 	now.Store(int64(timing.Renew))
 	r.Poke()
 	<-s.renewing
@@ -77,8 +68,7 @@ func TestRunnerStepsDownWhileRenewalHangs(t *testing.T) {
 	// acquire again.
 	close(s.unblock)
 	<-s.retried
-	cancel()
-	r.Wait()
+	stop()
 	if r.Status().State != Standby {
 		t.Fatal("a renewal that returned after the deadline made it the owner again")
 	}
@@ -110,6 +100,23 @@ func quietRunner(s Store, pub chan State, now *atomic.Int64) *Runner {
 		Now: func() time.Duration { return time.Duration(now.Load()) }}
 }
 
+// run starts r; stop cancels it and waits for its loop to end.
+func run(r *Runner) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	r.Start(ctx)
+	return func() { cancel(); r.Wait() }
+}
+
+// expectOwner waits for the runner to publish standby, then owner.
+func expectOwner(t *testing.T, pub <-chan State) {
+	t.Helper()
+	for _, want := range []State{Standby, Owner} {
+		if st := <-pub; st != want {
+			t.Fatalf("published %v, want %v", st, want)
+		}
+	}
+}
+
 // A release unlocks only after the group's commands in flight have
 // completed (Quiesce returned), within the owner's deadline; a quiesce
 // that fails leaves the lock and the record for the next owner to fence
@@ -126,13 +133,8 @@ func TestRunnerReleaseWaitsForQuiesce(t *testing.T) {
 			quiescing <- timeout
 			return <-result
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		r.Start(ctx)
-		for _, want := range []State{Standby, Owner} {
-			if st := <-pub; st != want {
-				t.Fatalf("published %v, want %v", st, want)
-			}
-		}
+		stop := run(r)
+		expectOwner(t, pub)
 		now.Store(int64(time.Second))
 		if !r.Release() {
 			t.Fatal("the owner did not release")
@@ -158,8 +160,7 @@ func TestRunnerReleaseWaitsForQuiesce(t *testing.T) {
 			err = errors.New("commands still in flight")
 		}
 		result <- err
-		cancel()
-		r.Wait()
+		stop()
 		close(s.calls)
 		var calls []string
 		for c := range s.calls {
@@ -182,14 +183,8 @@ func TestRunnerFencedStepsDownAtOnce(t *testing.T) {
 	pub := make(chan State, 10)
 	s := &stuckStore{renewing: make(chan struct{}, 1), unblock: make(chan struct{})}
 	r := quietRunner(s, pub, &now)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer func() { cancel(); r.Wait() }()
-	r.Start(ctx)
-	for _, want := range []State{Standby, Owner} {
-		if st := <-pub; st != want {
-			t.Fatalf("published %v, want %v", st, want)
-		}
-	}
+	defer run(r)()
+	expectOwner(t, pub)
 	r.Fenced()
 	select {
 	case st := <-pub:
@@ -239,14 +234,8 @@ func TestRunnerFailsBackThroughQuiesce(t *testing.T) {
 		quiesced <- struct{}{}
 		return nil
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer func() { cancel(); r.Wait() }()
-	r.Start(ctx)
-	for _, want := range []State{Standby, Owner} {
-		if st := <-pub; st != want {
-			t.Fatalf("published %v, want %v", st, want)
-		}
-	}
+	defer run(r)()
+	expectOwner(t, pub)
 	now.Store(int64(timing.Renew))
 	r.Poke()
 	select {
@@ -281,24 +270,19 @@ func TestRunnerReadyBeforeServing(t *testing.T) {
 	var now atomic.Int64
 	events := make(chan string, 20)
 	s := &recordingStore{calls: events}
-	log := logrus.New()
-	log.SetOutput(io.Discard)
 	fail := errors.New("reservation state unreadable")
 	var failing atomic.Bool
 	failing.Store(true)
-	r := &Runner{Lease: &Lease{Group: 1, Timing: timing}, Store: s, Me: Holder{Name: "a", Cookie: "a-1"},
-		Publish: func(_ uint32, st State) { events <- "publish " + st.String() }, Log: logrus.NewEntry(log),
-		Now: func() time.Duration { return time.Duration(now.Load()) },
-		Ready: func(group uint32) error {
-			events <- fmt.Sprintf("ready %d", group)
-			if failing.Load() {
-				return fail
-			}
-			return nil
-		}}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer func() { cancel(); r.Wait() }()
-	r.Start(ctx)
+	r := quietRunner(s, nil, &now)
+	r.Publish = func(_ uint32, st State) { events <- "publish " + st.String() }
+	r.Ready = func(group uint32) error {
+		events <- fmt.Sprintf("ready %d", group)
+		if failing.Load() {
+			return fail
+		}
+		return nil
+	}
+	defer run(r)()
 	for _, want := range []string{"publish standby", "ready 1", "clear record", "unlock"} {
 		if got := <-events; got != want {
 			t.Fatalf("got %q, want %q", got, want)
@@ -345,9 +329,7 @@ func TestRunnerReadyFailsBlocklisted(t *testing.T) {
 	pub := make(chan State, 10)
 	r := quietRunner(&blocklistedRecord{}, pub, &now)
 	r.Ready = func(uint32) error { return errors.New("image metadata: cannot send after transport endpoint shutdown") }
-	ctx, cancel := context.WithCancel(context.Background())
-	defer func() { cancel(); r.Wait() }()
-	r.Start(ctx)
+	defer run(r)()
 	if st := <-pub; st != Standby {
 		t.Fatalf("published %v first", st)
 	}
