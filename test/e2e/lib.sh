@@ -176,6 +176,32 @@ kill9_target2() {
 	TARGET2_PID=""
 }
 
+# writer_under_way DEV LINES SECONDS: start the test/durability writer on
+# DEV (RWF_DSYNC, 1024 blocks, 300 batches of depth 8) in the background,
+# WRITER its pid and REC its record, and wait until the record has LINES
+# lines (it grows per batch): the writer is well under way.
+writer_under_way() {
+	REC=$RESULTS/$SCENARIO.record
+	"$DURABILITY" write -dev "$1" -record "$REC" -durable dsync -blocks 1024 -batches 300 -depth 8 &
+	WRITER=$!
+	wait_for "$3" "$2 record lines from the writer" writer_has "$2"
+}
+writer_has() {
+	gone "$WRITER" && fail "the writer ended before the kill: $(tail -3 "$REC")"
+	[ -s "$REC" ] && [ "$(wc -l <"$REC")" -ge "$1" ]
+}
+
+# writer_went_on AT: the writer of writer_under_way ends without an error,
+# past record line AT.
+writer_went_on() {
+	local rc=0 lines
+	wait "$WRITER" || rc=$?
+	assert_eq "writer exit status (an I/O error reached the application?)" "$rc" 0
+	lines=$(wc -l <"$REC")
+	[ "$lines" -gt "$1" ] || fail "the writer made no progress after the restart ($lines record lines)"
+	echo "ok: the writer went on from record line $1 to $lines"
+}
+
 # ctl_b ARGS...: nvmeof-tgt ctl against daemon B's admin socket.
 ctl_b() { "$NVMEOF_TGT" ctl -socket "$B_SOCKET" "$@"; }
 
