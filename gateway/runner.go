@@ -255,23 +255,23 @@ func (r *Runner) publish() {
 
 // Poke wakes the lease for a try now: a peer released it. Safe from any
 // goroutine; it does not block.
-func (r *Runner) Poke() {
-	r.mu.Lock()
-	r.Lease.Poke()
-	r.mu.Unlock()
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
-}
+func (r *Runner) Poke() { r.stepAndWake((*Lease).Poke) }
 
 // Fenced steps the group down at once: an I/O on it found this daemon's
 // client blocklisted. Safe from any goroutine; it does not block on the
 // cluster, and the loop publishes the new state.
-func (r *Runner) Fenced() {
+func (r *Runner) Fenced() { r.stepAndWake((*Lease).Fenced) }
+
+// stepAndWake steps the lease under r.mu and wakes the loop.
+func (r *Runner) stepAndWake(step func(*Lease)) {
 	r.mu.Lock()
-	r.Lease.Fenced()
+	step(r.Lease)
 	r.mu.Unlock()
+	r.wakeLoop()
+}
+
+// wakeLoop wakes the loop, without blocking when a wake is already due.
+func (r *Runner) wakeLoop() {
 	select {
 	case r.wake <- struct{}{}:
 	default:
@@ -290,10 +290,7 @@ func (r *Runner) Release() bool {
 		return false
 	}
 	r.publish()
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
+	r.wakeLoop()
 	return true
 }
 
