@@ -198,7 +198,7 @@ func (d *hostsDir) Mkdir(ctx context.Context, name string, mode uint32, out *fus
 	d.c.hosts[name] = h
 	dir := d.NewPersistentInode(ctx, &fs.Inode{}, dirAttr)
 	for _, a := range attrNames {
-		dir.AddChild(a, dir.NewPersistentInode(ctx, &attr{c: d.c, nqn: name, h: h, name: a}, fs.StableAttr{Mode: syscall.S_IFREG}), false)
+		dir.AddChild(a, dir.NewPersistentInode(ctx, d.c.hostAttr(name, h, a), fs.StableAttr{Mode: syscall.S_IFREG}), false)
 	}
 	out.Mode = syscall.S_IFDIR | 0o755
 	return dir, 0
@@ -216,58 +216,28 @@ func (d *hostsDir) Rmdir(ctx context.Context, name string) syscall.Errno {
 	return 0
 }
 
-// attr is one of a host's attributes. Like configfs, each write(2) stores
-// the whole value and truncation changes nothing.
-type attr struct {
-	fs.Inode
-	c    *cfs
-	nqn  string
-	h    *host
-	name string
-}
-
-func (a *attr) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	out.Mode = syscall.S_IFREG | 0o644
-	out.Size = 4096 // configfs's size; reads go direct, so it does not limit them
-	return 0
-}
-
-func (a *attr) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	return a.Getattr(ctx, f, out)
-}
-
-func (a *attr) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	return nil, fuse.FOPEN_DIRECT_IO, 0
-}
-
-func (a *attr) Read(ctx context.Context, f fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	a.c.mu.Lock()
-	v := a.h.show(a.name) + "\n"
-	a.c.mu.Unlock()
-	if off >= int64(len(v)) {
-		return fuse.ReadResultData(nil), 0
+// hostAttr is attribute name of host h, whose NQN is nqn: a write
+// applies the host's new settings on the daemon before the shim keeps
+// them.
+func (c *cfs) hostAttr(nqn string, h *host, name string) *file {
+	return &file{c: c, what: nqn + "/" + name,
+		show: func() (string, syscall.Errno) { return h.show(name), 0 },
+		store: func(v string) syscall.Errno {
+			if c.hosts[nqn] != h {
+				return syscall.ENOENT // the host was removed
+			}
+			changed, ok := h.store(name, v)
+			if !ok {
+				log.Printf("%s/%s: %q is not a value nvmet takes", nqn, name, v)
+				return syscall.EINVAL
+			}
+			if err := c.apply(nqn, *h, changed); err != nil {
+				return refused(nqn+"/"+name, err)
+			}
+			*h = changed
+			return 0
+		},
 	}
-	return fuse.ReadResultData([]byte(v[off:])), 0
-}
-
-func (a *attr) Write(ctx context.Context, f fs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
-	a.c.mu.Lock()
-	defer a.c.mu.Unlock()
-	if a.c.hosts[a.nqn] != a.h {
-		return 0, syscall.ENOENT // the host was removed
-	}
-	v := strings.TrimSpace(string(data))
-	h, ok := a.h.store(a.name, v)
-	if !ok {
-		log.Printf("%s/%s: %q is not a value nvmet takes", a.nqn, a.name, v)
-		return 0, syscall.EINVAL
-	}
-	if err := a.c.apply(a.nqn, *a.h, h); err != nil {
-		log.Printf("%s/%s: %v", a.nqn, a.name, err)
-		return 0, syscall.EINVAL
-	}
-	*a.h = h
-	return uint32(len(data)), 0
 }
 
 // mount serves c at dir until dir is unmounted.
