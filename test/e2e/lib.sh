@@ -362,6 +362,19 @@ fio_ok() {
 	FIO_WRITTEN=$wr
 }
 
+# fio_write_verify DEV MIB SEED: fio random writes of 4 KiB to 1 MiB at
+# queue depth 16 over the first MIB MiB of DEV with crc32c verification,
+# then a verify-only read pass, each of at least MIB MiB. FIO_VERIFY is the
+# job's options, for another pass.
+fio_write_verify() {
+	FIO_VERIFY=(--filename="$1" --ioengine=libaio --direct=1 --iodepth=16 --bsrange=4k-1m --size="$2"m
+		--verify=crc32c --verify_state_save=0 --randrepeat=1 --randseed="$3")
+	fio_ok write --rw=randwrite --do_verify=0 "${FIO_VERIFY[@]}"
+	[ "$FIO_WRITTEN" -ge $(($2 << 20)) ] || fail "fio wrote only $FIO_WRITTEN bytes"
+	fio_ok verify --rw=randwrite --verify_only=1 "${FIO_VERIFY[@]}"
+	[ "$FIO_READ" -ge $(($2 << 20)) ] || fail "verify pass read only $FIO_READ bytes"
+}
+
 # fs_write DEV: make an ext4 file system on DEV, write 20 MB of random
 # bytes to file.bin in it and unmount it; prints the file's sha256sum.
 fs_write() {

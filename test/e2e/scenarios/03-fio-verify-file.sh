@@ -10,16 +10,11 @@ if ours; then
 	grep -q "io_engine=io_uring" "$RESULTS/$SCENARIO-target.log" || fail "the daemon did not start with io_uring: $(grep -m1 serving "$RESULTS/$SCENARIO-target.log")"
 	echo "ok: io_engine=io_uring"
 fi
-common=(--filename="$dev" --ioengine=libaio --direct=1 --iodepth=16 --bsrange=4k-1m --size=96m
-	--verify=crc32c --verify_state_save=0 --randrepeat=1 --randseed=42)
-fio_ok write --rw=randwrite --do_verify=0 "${common[@]}"
-[ "$FIO_WRITTEN" -ge $((96 << 20)) ] || fail "fio wrote only $FIO_WRITTEN bytes"
-fio_ok verify --rw=randwrite --verify_only=1 "${common[@]}"
-[ "$FIO_READ" -ge $((96 << 20)) ] || fail "verify pass read only $FIO_READ bytes"
+fio_write_verify "$dev" 96 42
 # The verify pass must be able to fail: corrupt the first 4 KiB and expect
 # fio to report it.
 dd if=/dev/urandom of="$dev" bs=4096 count=1 oflag=direct status=none
-if fio --name=corrupt --rw=randwrite --verify_only=1 "${common[@]}" >"$RESULTS/$SCENARIO-corrupt.txt" 2>&1; then
+if fio --name=corrupt --rw=randwrite --verify_only=1 "${FIO_VERIFY[@]}" >"$RESULTS/$SCENARIO-corrupt.txt" 2>&1; then
 	fail "fio verified a corrupted device"
 fi
 grep -qiE "bad magic|verify.*(fail|bad)" "$RESULTS/$SCENARIO-corrupt.txt" || fail "fio failed without a verify error: $(tail -5 "$RESULTS/$SCENARIO-corrupt.txt")"

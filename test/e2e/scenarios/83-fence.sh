@@ -115,6 +115,17 @@ writer_done() {
 	[ "$rc" != 0 ] || fail "part $1: host 1's writer ran to its end: none of its writes was refused"
 	echo "host 1's writer ended (exit $rc, $(grep -c 'io_u error' "${fio_out%.json}.err") writes failed): $(grep -m1 'io_u error' "${fio_out%.json}.err")"
 }
+# b_written PART DEV2 DEV1 AFTER: host 2 writes B over the region of
+# namespace PART through DEV2, after AFTER; then host 1's writer must end,
+# nothing wait on the namespace's limit, and host 1's DEV1 go idle.
+b_written() {
+	dd if=/tmp/fence-B of="$2" bs="$region" count=1 oflag=direct status=none 2>"$RESULTS/$SCENARIO.err" ||
+		fail "part $1: host 2's write of B after $4: $(cat "$RESULTS/$SCENARIO.err")"
+	echo "host 2 wrote B"
+	writer_done "$1"
+	wait_for 60 "part $1: no command waiting on namespace $1's limit" waiting_none "$1"
+	wait_for 60 "part $1: host 1's writes ended" idle "$3"
+}
 # check_b PART DEV WHAT: the region of DEV must read back all B, now that
 # every write of the host fenced (host 1, or host 3 in part 3) has ended.
 check_b() {
@@ -141,12 +152,7 @@ out=$(nvme resv-acquire "$d21" -n 1 --crkey=20 --prkey=10 --rtype=1 --racqa=2 2>
 preempt="host 2's Preempt and Abort ($(status "$rc" "$out"), $(($(now_ms) - t0)) ms)"
 echo "$preempt; $(waiting 1) writes still wait on the limit"
 assert_eq "part 1: reservation after the preempt" "$(report "$d21")" "1 20@b2b2b2b2*"
-dd if=/tmp/fence-B of="$d21" bs="$region" count=1 oflag=direct status=none 2>"$RESULTS/$SCENARIO.err" ||
-	fail "part 1: host 2's write of B after its Preempt and Abort: $(cat "$RESULTS/$SCENARIO.err")"
-echo "host 2 wrote B"
-writer_done 1
-wait_for 60 "part 1: no command waiting on namespace 1's limit" waiting_none 1
-wait_for 60 "part 1: host 1's writes ended" idle "$d11"
+b_written 1 "$d21" "$d11" "its Preempt and Abort"
 check_b 1 "$d21" "$preempt and host 2's write of B"
 
 echo "== part 2 (at $SECONDS s): namespace 2 hidden from host 1 while its writes wait on the QoS limit"
@@ -158,12 +164,7 @@ out=$("$NVMEOF_TGT" ctl remove namespace-host "$nqn" 2 "$h1" 2>&1) || rc=$?
 [ "$rc" = 0 ] || fail "part 2: ctl remove namespace-host: $out"
 hidden="ctl remove namespace-host (returned in $(($(now_ms) - t0)) ms)"
 echo "$hidden; $(waiting 2) writes still wait on the limit"
-dd if=/tmp/fence-B of="$d22" bs="$region" count=1 oflag=direct status=none 2>"$RESULTS/$SCENARIO.err" ||
-	fail "part 2: host 2's write of B after namespace 2 was hidden from host 1: $(cat "$RESULTS/$SCENARIO.err")"
-echo "host 2 wrote B"
-writer_done 2
-wait_for 60 "part 2: no command waiting on namespace 2's limit" waiting_none 2
-wait_for 60 "part 2: host 1's writes ended" idle "$d12"
+b_written 2 "$d22" "$d12" "namespace 2 was hidden from host 1"
 check_b 2 "$d22" "$hidden and host 2's write of B"
 
 echo "== part 3 (at $SECONDS s): host 3 dies with a write held in the backend"

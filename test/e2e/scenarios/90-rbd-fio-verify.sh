@@ -8,12 +8,7 @@ nqn=nqn.2026-11.io.example:rbd1
 serve_rbd "$nqn" fio 128MiB
 dev=$(connect "$nqn")
 assert_eq "namespace size" "$(blockdev --getsize64 "$dev")" $((128 << 20))
-common=(--filename="$dev" --ioengine=libaio --direct=1 --iodepth=16 --bsrange=4k-1m --size=64m
-	--verify=crc32c --verify_state_save=0 --randrepeat=1 --randseed=85)
-fio_ok write --rw=randwrite --do_verify=0 "${common[@]}"
-[ "$FIO_WRITTEN" -ge $((64 << 20)) ] || fail "fio wrote only $FIO_WRITTEN bytes"
-fio_ok verify --rw=randwrite --verify_only=1 "${common[@]}"
-[ "$FIO_READ" -ge $((64 << 20)) ] || fail "verify pass read only $FIO_READ bytes"
+fio_write_verify "$dev" 64 85
 # The image in the cluster holds exactly what the host sees.
 host_sum=$(dd if="$dev" bs=1M iflag=direct status=none | sha256sum)
 rbd_admin export "$CEPH_POOL/fio" /data/fio.export >/dev/null 2>&1 || fail "rbd export"
