@@ -33,35 +33,41 @@ func nvmetANAState(daemon string) string {
 // portsDir is ports/: the daemon's ports, named by their IDs. They are
 // the daemon's configuration: configfs cannot make or remove them.
 func (c *cfs) portsDir() *dir {
-	return &dir{c: c, entries: func() ([]entry, syscall.Errno) {
-		st, err := c.state()
-		if err != nil {
-			log.Printf("ports: %v", err)
-			return nil, syscall.EIO
-		}
+	return &dir{c: c, entries: c.fromState("ports", func(st *daemonState) ([]entry, syscall.Errno) {
 		var es []entry
 		for _, p := range st.Ports {
 			es = append(es, entry{strconv.Itoa(int(p.ID)), c.portDir(p.ID), syscall.S_IFDIR})
 		}
 		return es, 0
-	}}
+	})}
 }
 
 // portAttr is a read-only attribute of port id: nvmet refuses to change
 // an enabled port's address.
 func (c *cfs) portAttr(id uint16, name string, show func(p *daemonPort) string) entry {
-	return entry{name, &file{c: c, what: fmt.Sprintf("ports/%d/%s", id, name), show: func() (string, syscall.Errno) {
-		st, err := c.state()
-		if err != nil {
-			log.Printf("ports/%d/%s: %v", id, name, err)
-			return "", syscall.EIO
-		}
-		p := st.port(id)
-		if p == nil {
-			return "", syscall.ENOENT
+	what := fmt.Sprintf("ports/%d/%s", id, name)
+	return entry{name, &file{c: c, what: what, show: func() (string, syscall.Errno) {
+		p, errno := c.portNow(what, id)
+		if errno != 0 {
+			return "", errno
 		}
 		return show(p), 0
 	}}, syscall.S_IFREG}
+}
+
+// portNow is port id as the daemon has it now; what names the file asking,
+// for the log when the daemon cannot be asked.
+func (c *cfs) portNow(what string, id uint16) (*daemonPort, syscall.Errno) {
+	st, err := c.state()
+	if err != nil {
+		log.Printf("%s: %v", what, err)
+		return nil, syscall.EIO
+	}
+	p := st.port(id)
+	if p == nil {
+		return nil, syscall.ENOENT
+	}
+	return p, 0
 }
 
 func (c *cfs) portDir(id uint16) *dir {
@@ -88,12 +94,7 @@ func (c *cfs) portDir(id uint16) *dir {
 // portSubsystemsDir is ports/P/subsystems/: a link to each subsystem the
 // daemon serves on port P.
 func (c *cfs) portSubsystemsDir(id uint16) *dir {
-	return &dir{c: c, entries: func() ([]entry, syscall.Errno) {
-		st, err := c.state()
-		if err != nil {
-			log.Printf("ports/%d/subsystems: %v", id, err)
-			return nil, syscall.EIO
-		}
+	return &dir{c: c, entries: c.fromState(fmt.Sprintf("ports/%d/subsystems", id), func(st *daemonState) ([]entry, syscall.Errno) {
 		var es []entry
 		for _, s := range st.Subsystems {
 			if s.serves(id) {
@@ -101,7 +102,7 @@ func (c *cfs) portSubsystemsDir(id uint16) *dir {
 			}
 		}
 		return es, 0
-	}}
+	})}
 }
 
 // anaGroupsDir is ports/P/ana_groups/: group 1, which nvmet always has,
@@ -110,12 +111,7 @@ func (c *cfs) portSubsystemsDir(id uint16) *dir {
 // again.
 func (c *cfs) anaGroupsDir(id uint16) *dir {
 	return &dir{c: c,
-		entries: func() ([]entry, syscall.Errno) {
-			st, err := c.state()
-			if err != nil {
-				log.Printf("ports/%d/ana_groups: %v", id, err)
-				return nil, syscall.EIO
-			}
+		entries: c.fromState(fmt.Sprintf("ports/%d/ana_groups", id), func(st *daemonState) ([]entry, syscall.Errno) {
 			if st.port(id) == nil {
 				return nil, syscall.ENOENT
 			}
@@ -129,7 +125,7 @@ func (c *cfs) anaGroupsDir(id uint16) *dir {
 				es[i] = entry{strconv.Itoa(int(g)), c.anaGroupDir(id, g), syscall.S_IFDIR}
 			}
 			return es, 0
-		},
+		}),
 		mkdir: func(name string) syscall.Errno {
 			g, ok := parseID(name, 2, nvme.MaxANAGroups)
 			if !ok {
@@ -176,17 +172,13 @@ func (c *cfs) setANA(id uint16, g uint32, state string) syscall.Errno {
 }
 
 func (c *cfs) anaGroupDir(id uint16, g uint32) *dir {
+	what := fmt.Sprintf("ports/%d/ana_groups/%d/ana_state", id, g)
 	return &dir{c: c, entries: static(entry{"ana_state", &file{c: c,
-		what: fmt.Sprintf("ports/%d/ana_groups/%d/ana_state", id, g),
+		what: what,
 		show: func() (string, syscall.Errno) {
-			st, err := c.state()
-			if err != nil {
-				log.Printf("ports/%d/ana_groups/%d/ana_state: %v", id, g, err)
-				return "", syscall.EIO
-			}
-			p := st.port(id)
-			if p == nil {
-				return "", syscall.ENOENT
+			p, errno := c.portNow(what, id)
+			if errno != 0 {
+				return "", errno
 			}
 			if s, ok := p.ANA[strconv.Itoa(int(g))]; ok {
 				return nvmetANAState(s), 0

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"log"
 	"slices"
 	"strconv"
+	"syscall"
 )
 
 // daemonState is what the shim reads of `ctl list -json`.
@@ -44,6 +46,19 @@ func (c *cfs) state() (*daemonState, error) {
 		return nil, err
 	}
 	return &st, nil
+}
+
+// fromState lists a directory from the daemon's running state; what
+// names the directory for the log when the daemon cannot be asked.
+func (c *cfs) fromState(what string, list func(st *daemonState) ([]entry, syscall.Errno)) func() ([]entry, syscall.Errno) {
+	return func() ([]entry, syscall.Errno) {
+		st, err := c.state()
+		if err != nil {
+			log.Printf("%s: %v", what, err)
+			return nil, syscall.EIO
+		}
+		return list(st)
+	}
 }
 
 func (st *daemonState) subsystem(nqn string) *daemonSubsystem {

@@ -165,19 +165,14 @@ func (c *cfs) sync(st *daemonState, nqn string) bool {
 // subsystemsDir is subsystems/: the daemon's subsystems. They are made
 // and removed with nvme-target-control setup and cleanup.
 func (c *cfs) subsystemsDir() *dir {
-	return &dir{c: c, entries: func() ([]entry, syscall.Errno) {
-		st, err := c.state()
-		if err != nil {
-			log.Printf("subsystems: %v", err)
-			return nil, syscall.EIO
-		}
+	return &dir{c: c, entries: c.fromState("subsystems", func(st *daemonState) ([]entry, syscall.Errno) {
 		var es []entry
 		for _, s := range st.Subsystems {
 			c.sync(st, s.NQN)
 			es = append(es, entry{s.NQN, c.subsystemDir(s.NQN), syscall.S_IFDIR})
 		}
 		return es, 0
-	}}
+	})}
 }
 
 func (c *cfs) subsystemDir(nqn string) *dir {
