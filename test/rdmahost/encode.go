@@ -91,12 +91,18 @@ func IdentifyCommand(cid uint16, cns uint8, nsid uint32, addr uint64, rkey uint3
 // length bytes at addr (rkey).
 func ReadCommand(cid uint16, nsid uint32, slba uint64, nlb uint16, addr uint64, length, rkey uint32) Command {
 	var c Command
-	v := newCommand(&c, nvme.IORead, cid)
+	keyed(blocksCommand(&c, nvme.IORead, cid, nsid, slba, nlb), addr, length, rkey)
+	return c
+}
+
+// blocksCommand makes c a read or write (op) of nlb blocks (1-based) at
+// slba of namespace nsid, its data yet to point at.
+func blocksCommand(c *Command, op uint8, cid uint16, nsid uint32, slba uint64, nlb uint16) nvme.Command {
+	v := newCommand(c, op, cid)
 	v.SetNSID(nsid)
 	v.SetSLBA(slba)
 	v.SetCDW(12, uint32(nlb-1))
-	keyed(v, addr, length, rkey)
-	return c
+	return v
 }
 
 // WriteInlineCommand writes nlb blocks (1-based) to slba of namespace
@@ -104,11 +110,7 @@ func ReadCommand(cid uint16, nsid uint32, slba uint64, nlb uint16, addr uint64, 
 // the capsule carries the data, as the Linux host sends small writes.
 func WriteInlineCommand(cid uint16, nsid uint32, slba uint64, nlb uint16, length uint32) Command {
 	var c Command
-	v := newCommand(&c, nvme.IOWrite, cid)
-	v.SetNSID(nsid)
-	v.SetSLBA(slba)
-	v.SetCDW(12, uint32(nlb-1))
-	v.SGL().SetOffset(nvme.SGLDataBlockOffset, 0, length)
+	blocksCommand(&c, nvme.IOWrite, cid, nsid, slba, nlb).SGL().SetOffset(nvme.SGLDataBlockOffset, 0, length)
 	return c
 }
 
@@ -116,11 +118,7 @@ func WriteInlineCommand(cid uint16, nsid uint32, slba uint64, nlb uint16, length
 // length bytes at addr (rkey), which the target reads with RDMA READs.
 func WriteCommand(cid uint16, nsid uint32, slba uint64, nlb uint16, addr uint64, length, rkey uint32) Command {
 	var c Command
-	v := newCommand(&c, nvme.IOWrite, cid)
-	v.SetNSID(nsid)
-	v.SetSLBA(slba)
-	v.SetCDW(12, uint32(nlb-1))
-	keyed(v, addr, length, rkey)
+	keyed(blocksCommand(&c, nvme.IOWrite, cid, nsid, slba, nlb), addr, length, rkey)
 	return c
 }
 

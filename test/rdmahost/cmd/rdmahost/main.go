@@ -57,6 +57,11 @@ type options struct {
 	slba                        uint64
 }
 
+// commands are the subcommands, by name.
+var commands = map[string]func(options) error{
+	"abandon": abandon, "noconnect": noConnect, "flood": flood, "connect": connect, "read": read, "hold": hold,
+}
+
 func main() {
 	if len(os.Args) < 2 {
 		usage()
@@ -83,24 +88,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "rdmahost: -addr is required and -qsize must be 2 to 1024")
 		os.Exit(2)
 	}
-	var err error
-	switch os.Args[1] {
-	case "abandon":
-		err = abandon(o)
-	case "noconnect":
-		err = noConnect(o)
-	case "flood":
-		err = flood(o)
-	case "connect":
-		err = connect(o)
-	case "read":
-		err = read(o)
-	case "hold":
-		err = hold(o)
-	default:
+	run, ok := commands[os.Args[1]]
+	if !ok {
 		usage()
 	}
-	if err != nil {
+	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "rdmahost "+os.Args[1]+":", err)
 		os.Exit(1)
 	}
