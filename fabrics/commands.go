@@ -102,8 +102,11 @@ func (c *command) use(q *Queue, r *Request) nvme.Status {
 	return 0
 }
 
-func sizeGetLogPage(q *Queue, r *Request) nvme.Status {
-	n := r.Cmd.LogLength()
+func sizeGetLogPage(q *Queue, r *Request) nvme.Status { return sizeTo(r, r.Cmd.LogLength()) }
+
+// sizeTo sets r's transfer to the n bytes its command asks for: Invalid
+// Field past MaxDataTransfer, which also keeps n within r.Len.
+func sizeTo(r *Request, n uint64) nvme.Status {
 	if n > MaxDataTransfer {
 		return nvme.StatusInvalidField | nvme.DNR
 	}

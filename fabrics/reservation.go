@@ -367,13 +367,23 @@ func resvRegister(cur resvSnapshot, host *[nvme.HostIDSize]byte, action uint8, i
 	return ch, 0
 }
 
-// resvAcquire runs Reservation Acquire for host, registered with key k.Current.
-func resvAcquire(cur resvSnapshot, host *[nvme.HostIDSize]byte, action, rtype uint8, k nvme.ResvKeys) (resvChange, nvme.Status) {
+// changeByRegistrant starts a change of cur by host, which must be
+// registered with key: Reservation Conflict otherwise.
+func changeByRegistrant(cur resvSnapshot, host *[nvme.HostIDSize]byte, key uint64) (resvChange, nvme.Status) {
 	ch := resvChange{next: cur}
-	s := &ch.next
-	if i := s.registrant(host); i < 0 || s.Registrants[i].Key != k.Current {
+	if i := ch.next.registrant(host); i < 0 || ch.next.Registrants[i].Key != key {
 		return ch, nvme.StatusReservationConflict | nvme.DNR
 	}
+	return ch, 0
+}
+
+// resvAcquire runs Reservation Acquire for host, registered with key k.Current.
+func resvAcquire(cur resvSnapshot, host *[nvme.HostIDSize]byte, action, rtype uint8, k nvme.ResvKeys) (resvChange, nvme.Status) {
+	ch, st := changeByRegistrant(cur, host, k.Current)
+	if st != 0 {
+		return ch, st
+	}
+	s := &ch.next
 	switch action {
 	case nvme.ResvAcquire:
 		switch {
@@ -459,11 +469,11 @@ func (ch *resvChange) preemptOnly(host *[nvme.HostIDSize]byte, key uint64, abort
 
 // resvRelease runs Reservation Release (or Clear) for host.
 func resvRelease(cur resvSnapshot, host *[nvme.HostIDSize]byte, action, rtype uint8, k nvme.ResvKeys) (resvChange, nvme.Status) {
-	ch := resvChange{next: cur}
-	s := &ch.next
-	if i := s.registrant(host); i < 0 || s.Registrants[i].Key != k.Current {
-		return ch, nvme.StatusReservationConflict | nvme.DNR
+	ch, st := changeByRegistrant(cur, host, k.Current)
+	if st != 0 {
+		return ch, st
 	}
+	s := &ch.next
 	switch action {
 	case nvme.ResvRelease:
 		if !s.holds(host) {
@@ -582,14 +592,7 @@ func execResvReport(q *Queue, r *Request) bool {
 	return true
 }
 
-func sizeResvReport(q *Queue, r *Request) nvme.Status {
-	n := r.Cmd.ResvReportLength()
-	if n > MaxDataTransfer {
-		return nvme.StatusInvalidField | nvme.DNR
-	}
-	r.Len = uint32(n)
-	return 0
-}
+func sizeResvReport(q *Queue, r *Request) nvme.Status { return sizeTo(r, r.Cmd.ResvReportLength()) }
 
 // resvRun runs a reservation change off the poller and completes r.
 func (q *Queue) resvRun(r *Request, change func(resvSnapshot) (resvChange, nvme.Status)) bool {
