@@ -22,26 +22,13 @@ func TestTCPBufferPool(t *testing.T) {
 	if c.TCP.BufferPool != 256<<20 {
 		t.Fatalf("tcp.buffer_pool %d, want 256MiB", c.TCP.BufferPool)
 	}
-	for _, tc := range []struct {
-		size Size
-		want string
-	}{
+	checkValues(t, func(c *Config, v Size) { c.TCP.BufferPool = v }, "bytes", []valueCase[Size]{
 		{512 << 10, "tcp.buffer_pool: 524288 bytes: want a whole number of MiB from 1MiB to 64GiB"},
 		{3<<20 + 1, "tcp.buffer_pool: 3145729 bytes: want a whole number of MiB from 1MiB to 64GiB"},
 		{65 << 30, "tcp.buffer_pool: 69793218560 bytes: want a whole number of MiB from 1MiB to 64GiB"},
 		{1 << 20, ""},
 		{64 << 30, ""},
-	} {
-		c := validConfig()
-		c.TCP.BufferPool = tc.size
-		err := c.Validate()
-		switch {
-		case tc.want == "" && err != nil:
-			t.Errorf("%d bytes rejected: %v", tc.size, err)
-		case tc.want != "" && (err == nil || err.Error() != tc.want):
-			t.Errorf("%d bytes: got %v, want %s", tc.size, err, tc.want)
-		}
-	}
+	})
 }
 
 // tcp.data_timeout_seconds: 0 (the transport's default) when left out,
@@ -51,23 +38,34 @@ func TestTCPDataTimeout(t *testing.T) {
 	if c.TCP.DataTimeoutSeconds != 7 {
 		t.Fatalf("tcp.data_timeout_seconds %d, want 7", c.TCP.DataTimeoutSeconds)
 	}
-	for _, tc := range []struct {
-		seconds int
-		want    string
-	}{
+	checkValues(t, func(c *Config, v int) { c.TCP.DataTimeoutSeconds = v }, "s", []valueCase[int]{
 		{-1, "tcp.data_timeout_seconds: -1: want 1 to 8 seconds, or 0 for the default of 5"},
 		{9, "tcp.data_timeout_seconds: 9: want 1 to 8 seconds, or 0 for the default of 5"},
 		{0, ""},
 		{8, ""},
-	} {
+	})
+}
+
+// valueCase is a value of a key and the error Validate must give for it,
+// or "" for none.
+type valueCase[T ~int | ~int64] struct {
+	v    T
+	want string
+}
+
+// checkValues sets each case's value in a valid configuration with set
+// and checks what Validate says; unit follows a value in a message.
+func checkValues[T ~int | ~int64](t *testing.T, set func(*Config, T), unit string, cases []valueCase[T]) {
+	t.Helper()
+	for _, tc := range cases {
 		c := validConfig()
-		c.TCP.DataTimeoutSeconds = tc.seconds
+		set(c, tc.v)
 		err := c.Validate()
 		switch {
 		case tc.want == "" && err != nil:
-			t.Errorf("%d s rejected: %v", tc.seconds, err)
+			t.Errorf("%d %s rejected: %v", tc.v, unit, err)
 		case tc.want != "" && (err == nil || err.Error() != tc.want):
-			t.Errorf("%d s: got %v, want %s", tc.seconds, err, tc.want)
+			t.Errorf("%d %s: got %v, want %s", tc.v, unit, err, tc.want)
 		}
 	}
 }
