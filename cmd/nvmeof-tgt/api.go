@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/nvmeof-tgt/nvmeof-tgt/gateway"
 	"github.com/sirupsen/logrus"
 )
 
@@ -22,18 +24,23 @@ const apiVersion = 1
 // managed is what the API reads and changes: the daemon, or a stand-in
 // in the fuzz test that validates without opening anything.
 type managed interface {
-	running() *config.Config
-	apply(next *config.Config) error
-	reload(path string) error // takes the edit lock itself
-	lockEdits() (unlock func())
-	generation() (uint64, bool, time.Time)
-	snapshot() State
+	Running() *config.Config
+	Apply(next *config.Config) error
+	Reload(path string) error // takes the edit lock itself
+	LockEdits() (unlock func())
+	Generation() (uint64, bool, time.Time)
+	// Target is the running target, which get_state reports.
+	Target() *fabrics.Target
+	// Gateway is the gateway's name, its cookie and its groups' runners;
+	// no runners without a gateway block.
+	Gateway() (name, cookie string, runners []*gateway.Runner)
 }
 
 // api holds what the methods share across connections.
 type api struct {
 	m       managed
 	cfgPath string // the file reload reads
+	version string // the daemon's release, which get_version reports
 	log     *logrus.Entry
 	// write saves save_config's file; a variable so the fuzz test writes nothing.
 	write   func(path string, data []byte) error
@@ -42,8 +49,8 @@ type api struct {
 	closing bool
 }
 
-func newAPI(m managed, cfgPath string, log *logrus.Entry) *api {
-	return &api{m: m, cfgPath: cfgPath, log: log, write: config.WriteFileAtomic, conns: map[rpcConn]bool{}}
+func newAPI(m managed, cfgPath, version string, log *logrus.Entry) *api {
+	return &api{m: m, cfgPath: cfgPath, version: version, log: log, write: config.WriteFileAtomic, conns: map[rpcConn]bool{}}
 }
 
 // method is one entry of the method table.
@@ -68,7 +75,7 @@ var methods = map[string]method{
 	"get_version":       typed((*session).getVersion, false),
 	"get_state":         typed((*session).getState, false),
 	"save_config":       typed((*session).saveConfig, false),
-	"reload":            typed((*session).reload, true),
+	"reload":            typed((*session).reloadConfig, true),
 	"add_port":          typed((*session).addPort, true),
 	"remove_port":       typed((*session).removePort, true),
 	"add_subsystem":     typed((*session).addSubsystem, true),
@@ -129,17 +136,17 @@ type versionResult struct {
 func (s *session) getVersion(p versionParams) (versionResult, error) {
 	if p.APIVersion != 0 && p.APIVersion != apiVersion {
 		return versionResult{}, newError(codeVersionMismatch,
-			fmt.Sprintf("API version %d is not supported: nvmeof-tgt %s speaks version %d", p.APIVersion, version, apiVersion),
+			fmt.Sprintf("API version %d is not supported: nvmeof-tgt %s speaks version %d", p.APIVersion, s.api.version, apiVersion),
 			&errorData{Field: "api_version", APIVersions: []int{apiVersion}})
 	}
 	s.greeted = true
-	return versionResult{Version: version, APIVersion: apiVersion}, nil
+	return versionResult{Version: s.api.version, APIVersion: apiVersion}, nil
 }
 
 type noParams struct{}
 
 func (s *session) getState(noParams) (State, error) {
-	return s.api.m.snapshot(), nil
+	return stateOf(s.api.m), nil
 }
 
 type saveParams struct {
@@ -162,7 +169,7 @@ func (s *session) saveConfig(p saveParams) (saveResult, error) {
 	if p.Path != "" && !filepath.IsAbs(p.Path) {
 		return saveResult{}, paramError("path", "invalid params: path %q is not absolute", p.Path)
 	}
-	cfg, redacted := s.api.m.running().Redact()
+	cfg, redacted := s.api.m.Running().Redact()
 	y, err := config.Marshal(cfg)
 	if err != nil {
 		return saveResult{}, err
@@ -185,11 +192,11 @@ type reloadReply struct {
 }
 
 // reload re-reads the configuration file, as SIGHUP does.
-func (s *session) reload(noParams) (reloadReply, error) {
-	if err := s.api.m.reload(s.api.cfgPath); err != nil {
+func (s *session) reloadConfig(noParams) (reloadReply, error) {
+	if err := s.api.m.Reload(s.api.cfgPath); err != nil {
 		return reloadReply{}, changeError(err, "")
 	}
-	gen, _, _ := s.api.m.generation()
+	gen, _, _ := s.api.m.Generation()
 	return reloadReply{File: s.api.cfgPath, Generation: gen}, nil
 }
 
@@ -206,16 +213,16 @@ func (a *api) change(edit func(c *config.Config) (item string, err error)) (chan
 	// Under the daemon's edit lock no reload or other client's change can
 	// come between reading the running configuration and applying the
 	// edit of it, nor between the apply and the generation it reports.
-	defer a.m.lockEdits()()
-	next := a.m.running()
+	defer a.m.LockEdits()()
+	next := a.m.Running()
 	item, err := edit(next)
 	if err != nil {
 		return changeResult{}, err
 	}
 	next.ApplyDefaults() // what the edit added gets the limits a file would
-	if err := a.m.apply(next); err != nil {
+	if err := a.m.Apply(next); err != nil {
 		return changeResult{}, changeError(err, item)
 	}
-	gen, _, _ := a.m.generation()
+	gen, _, _ := a.m.Generation()
 	return changeResult{Generation: gen}, nil
 }

@@ -78,7 +78,7 @@ func (s *session) setNamespace(p namespaceSet) (changeResult, error) {
 			nc.Reservations = config.SwitchOf(*p.Reservations)
 		}
 		if p.QoS != nil {
-			p.QoS.apply(&nc.QoS)
+			p.QoS.applyTo(&nc.QoS)
 		}
 		return fmt.Sprintf("subsystems[%d].namespaces[%d]", i, j), nil
 	})

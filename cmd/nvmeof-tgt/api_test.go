@@ -107,7 +107,7 @@ var apiSteps = []apiStep{
 func TestAPIMethods(t *testing.T) {
 	rdma, dir, d := startBase(t)
 	rdma.refuse[4] = true
-	c := pipeClient(t, newAPI(d, "", d.log))
+	c := pipeClient(t, newAPI(d, "", version, d.log))
 	for i, s := range apiSteps {
 		params := json.RawMessage(strings.ReplaceAll(s.params, "DIR", dir))
 		var result json.RawMessage
@@ -167,12 +167,12 @@ func checkAPIResult(t *testing.T, c *apiClient, dir string) {
 // changes return the generation they made.
 func TestAPIChangeResult(t *testing.T) {
 	_, _, d := startBase(t)
-	c := pipeClient(t, newAPI(d, "", d.log))
+	c := pipeClient(t, newAPI(d, "", version, d.log))
 	var r changeResult
 	if err := c.call("add_namespace", namespaceParams{NQN: nqnA, Backend: "nullblk", Size: 1 << 20}, &r); err != nil {
 		t.Fatal(err)
 	}
-	if gen, _, _ := d.generation(); r.NSID != 2 || r.Generation != gen || gen != 2 {
+	if gen, _, _ := d.Generation(); r.NSID != 2 || r.Generation != gen || gen != 2 {
 		t.Fatalf("result %+v, daemon generation %d", r, gen)
 	}
 }
@@ -182,7 +182,7 @@ func TestAPIChangeResult(t *testing.T) {
 func TestAPIReload(t *testing.T) {
 	_, dir, d := startBase(t)
 	path := filepath.Join(dir, "tgt.yaml")
-	c := pipeClient(t, newAPI(d, path, d.log))
+	c := pipeClient(t, newAPI(d, path, version, d.log))
 	os.WriteFile(path, []byte(baseConfig(dir, "")+"\n  - {nqn: "+nqnC+", allow_any_host: true, namespaces: [{nsid: 1, backend: flie}]}\n"), 0o600)
 	var re *rpcError
 	err := c.call("reload", nil, nil)
@@ -206,7 +206,7 @@ func TestAPIReload(t *testing.T) {
 // off in the saved configuration (defaults would make it 8192).
 func TestAPIAddPortWithoutInlineData(t *testing.T) {
 	_, _, d := startBase(t)
-	c := pipeClient(t, newAPI(d, "", d.log))
+	c := pipeClient(t, newAPI(d, "", version, d.log))
 	if err := c.call("add_port", json.RawMessage(`{"id":2,"address":"10.0.0.2","port":4430,"inline_data_size":0}`), &json.RawMessage{}); err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +230,7 @@ func TestAPIAddPortWithoutInlineData(t *testing.T) {
 // the reload where it listens on the port its file adds.
 func TestEditsAndReloadsHoldTheEditLock(t *testing.T) {
 	_, dir, d := startBase(t)
-	a := newAPI(d, filepath.Join(dir, "tgt.yaml"), d.log)
+	a := newAPI(d, filepath.Join(dir, "tgt.yaml"), version, d.log)
 	held := func(during string) {
 		if d.edits.TryLock() {
 			d.edits.Unlock()
@@ -254,7 +254,7 @@ func TestEditsAndReloadsHoldTheEditLock(t *testing.T) {
 		held("a reload")
 		return prev(tg, p, log)
 	}
-	if err := d.reload(a.cfgPath); err != nil {
+	if err := d.Reload(a.cfgPath); err != nil {
 		t.Fatal(err)
 	}
 }

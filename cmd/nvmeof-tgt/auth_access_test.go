@@ -46,7 +46,7 @@ func hookSecrets(t *testing.T, during func(h config.Host) error) {
 // that needs no authentication.
 func TestAddHostWithKeyNoWindow(t *testing.T) {
 	_, dir, d := startBase(t)
-	if err := d.reload(writeConfig(t, dir, "    hosts: ["+hostY+"]\n", false)); err != nil {
+	if err := d.Reload(writeConfig(t, dir, "    hosts: ["+hostY+"]\n", false)); err != nil {
 		t.Fatal(err)
 	}
 	keyFile := filepath.Join(dir, "x.key")
@@ -87,7 +87,7 @@ func TestUnreadableKeyRefusesUnderAllowAnyHost(t *testing.T) {
 		return nil
 	})
 	path := writeConfig(t, dir, "    hosts: [{nqn: "+hostX+", dhchap_key_file: "+keyFile+"}]\n", true)
-	d.reload(path) // the problem is reported; what matters is what the target does
+	d.Reload(path) // the problem is reported; what matters is what the target does
 	s := d.target.Subsystem(nqnB)
 	if rsp := connectAs(t, d, nqnB, hostX); rsp.Status() != nvme.StatusConnectInvalidHost|nvme.DNR {
 		t.Fatalf("connect of a host whose key could not be read, allow_any_host: %v, result %#x", rsp.Status(), rsp.Result())

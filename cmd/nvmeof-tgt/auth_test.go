@@ -34,7 +34,7 @@ func mustSecret(t *testing.T, s string) *dhchap.Secret {
 // back out in clear, and change without dropping anyone.
 func TestAPIHostKeys(t *testing.T) {
 	_, dir, d := startBase(t)
-	c := pipeClient(t, newAPI(d, "", d.log))
+	c := pipeClient(t, newAPI(d, "", version, d.log))
 	keyFile := filepath.Join(dir, "x.key")
 	os.WriteFile(keyFile, []byte(key2+"\n"), 0o600)
 	s := d.target.Subsystem(nqnA)
@@ -130,7 +130,7 @@ func TestReloadRotatesKeyFile(t *testing.T) {
 	path := filepath.Join(dir, "tgt.yaml")
 	cfg := baseConfig(dir, "") + "    hosts: [{nqn: " + hostX + ", dhchap_key_file: " + keyFile + "}]\n    dhchap_hashes: [sha512]\n"
 	os.WriteFile(path, []byte(cfg), 0o600)
-	if err := d.reload(path); err != nil {
+	if err := d.Reload(path); err != nil {
 		t.Fatal(err)
 	}
 	s := d.target.Subsystem(nqnB)
@@ -138,7 +138,7 @@ func TestReloadRotatesKeyFile(t *testing.T) {
 		t.Fatal("key file not read")
 	}
 	os.WriteFile(keyFile, []byte(key3), 0o600)
-	if err := d.reload(path); err != nil {
+	if err := d.Reload(path); err != nil {
 		t.Fatal(err)
 	}
 	if !s.HasHostKeys(hostX, fabrics.HostKeys{Host: mustSecret(t, key3)}) {
@@ -146,7 +146,7 @@ func TestReloadRotatesKeyFile(t *testing.T) {
 	}
 	// A key file that became readable by others is refused by the reload.
 	os.Chmod(keyFile, 0o644)
-	if err := d.reload(path); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+	if err := d.Reload(path); err == nil || !strings.Contains(err.Error(), "chmod 600") {
 		t.Fatalf("reload with an open key file: %v", err)
 	}
 }

@@ -62,7 +62,7 @@ func TestControlSocketRefusesOtherUsers(t *testing.T) {
 	defer os.RemoveAll(dir)
 	os.Chmod(dir, 0o755)
 	sock := filepath.Join(dir, "ctl.sock")
-	cs, err := serveControl(sock, d, "")
+	cs, err := serveControl(sock, d, "", version, d.log)
 	if err != nil {
 		t.Fatal(err)
 	}

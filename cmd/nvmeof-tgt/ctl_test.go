@@ -22,7 +22,7 @@ func control(d *daemon, cfgPath string, args []string, out io.Writer) error {
 	}
 	srv, cli := net.Pipe()
 	done := make(chan struct{})
-	go func() { newAPI(d, cfgPath, d.log).serveConn(srv); srv.Close(); close(done) }()
+	go func() { newAPI(d, cfgPath, version, d.log).serveConn(srv); srv.Close(); close(done) }()
 	defer func() { cli.Close(); <-done }()
 	c, err := newAPIClient(cli)
 	if err != nil {
@@ -78,7 +78,7 @@ var ctlSteps = []struct {
 func TestCtlRoundTrip(t *testing.T) {
 	_, dir, d := startBase(t)
 	sock := filepath.Join(dir, "api.sock")
-	cs, err := serveControl(sock, d, filepath.Join(dir, "missing.yaml"))
+	cs, err := serveControl(sock, d, filepath.Join(dir, "missing.yaml"), version, d.log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/nvmeof-tgt/nvmeof-tgt/gateway"
 	"github.com/nvmeof-tgt/nvmeof-tgt/metrics"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/nvmeof-tgt/nvmeof-tgt/rdma"
@@ -107,7 +108,7 @@ func start(cfg *config.Config, logger *logrus.Logger) (*daemon, error) {
 	if err := pinGatewayGroups(d.target, cfg.Gateway); err != nil {
 		return nil, err
 	}
-	if err := d.apply(cfg); err != nil {
+	if err := d.Apply(cfg); err != nil {
 		d.stop(time.Second)
 		return nil, err
 	}
@@ -216,7 +217,7 @@ func (d *daemon) stop(timeout time.Duration) {
 }
 
 // generation reports the configuration generation for the metrics.
-func (d *daemon) generation() (uint64, bool, time.Time) {
+func (d *daemon) Generation() (uint64, bool, time.Time) {
 	r := d.lastReload.Load()
 	if r == nil {
 		r = &reloadResult{}
@@ -226,13 +227,25 @@ func (d *daemon) generation() (uint64, bool, time.Time) {
 
 // lockEdits holds off every other configuration change (admin API
 // edits and reloads) until the returned function is called.
-func (d *daemon) lockEdits() (unlock func()) {
+// Target is the running target.
+func (d *daemon) Target() *fabrics.Target { return d.target }
+
+// Gateway is the gateway's name, its cookie and its groups' runners; no
+// runners without a gateway block.
+func (d *daemon) Gateway() (name, cookie string, runners []*gateway.Runner) {
+	if d.gateway == nil {
+		return "", "", nil
+	}
+	return d.gateway.name, d.gateway.cookie, d.gateway.runners
+}
+
+func (d *daemon) LockEdits() (unlock func()) {
 	d.edits.Lock()
 	return d.edits.Unlock
 }
 
 // running returns a copy of the running configuration.
-func (d *daemon) running() *config.Config {
+func (d *daemon) Running() *config.Config {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.cfg.Clone()

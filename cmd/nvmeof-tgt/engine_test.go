@@ -33,7 +33,7 @@ func TestIOEngineChangeWaitsForRestart(t *testing.T) {
 	if d.target.IOEngine() != fabrics.EngineIOURing || d.cfg.IOEngine != "auto" {
 		t.Fatalf("engine at start %v (%q), want io_uring (auto)", d.target.IOEngine(), d.cfg.IOEngine)
 	}
-	if err := d.apply(parse(t, baseConfig(dir, "io_engine: threads"))); err != nil {
+	if err := d.Apply(parse(t, baseConfig(dir, "io_engine: threads"))); err != nil {
 		t.Fatal(err)
 	}
 	if d.target.IOEngine() != fabrics.EngineIOURing || d.cfg.IOEngine != "auto" {

@@ -5,9 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 	"strings"
@@ -385,104 +383,10 @@ func (s *radosStore) Fence(addr string) error { return leaseError(s.l.Fence(addr
 
 func (s *radosStore) Notify() error { return leaseError(s.l.Notify()) }
 
-// GatewayState is the gateway in get_state.
-type GatewayState struct {
-	Name   string              `json:"name"`
-	Cookie string              `json:"cookie"`
-	Groups []GatewayGroupState `json:"groups"`
-}
-
-type GatewayGroupState struct {
-	Group     uint32 `json:"group"`
-	State     string `json:"state"` // standby, owner or blocklisted
-	Takeovers uint64 `json:"takeovers"`
-	Fencings  uint64 `json:"fencings"`
-	Failbacks uint64 `json:"failbacks"`
-	Rebuilds  uint64 `json:"rebuilds"` // the group's client rebuilt after a blocklist
-	LastError string `json:"last_error,omitempty"`
-}
-
-func (gs *gatewaySet) state() *GatewayState {
-	if gs == nil {
-		return nil
-	}
-	out := &GatewayState{Name: gs.name, Cookie: gs.cookie, Groups: []GatewayGroupState{}}
-	for _, r := range gs.runners {
-		st := r.Status()
-		out.Groups = append(out.Groups, GatewayGroupState{Group: st.Group, State: st.State.String(),
-			Takeovers: st.Takeovers, Fencings: st.Fencings, Failbacks: st.Failbacks, Rebuilds: st.Rebuilds, LastError: st.LastError})
-	}
-	return out
-}
-
-// gatewayParams names the group of release_ana_group.
-type gatewayParams struct {
-	Group uint32 `json:"group"`
-}
-
-type gatewayResult struct {
-	Released bool `json:"released"`
-}
-
-// releaseANAGroup is the planned handover: the owner of the group makes
-// it inaccessible here, then releases the lease, and a peer takes it at
-// once, notified through the lease object (at the latest at its next try,
-// within a quarter of the lease). Not the owner: an error.
-func (s *session) releaseANAGroup(p gatewayParams) (gatewayResult, error) {
-	d, ok := s.api.m.(*daemon)
-	var gs *gatewaySet
-	if ok {
-		gs = d.gateway
-	}
-	if gs == nil {
-		return gatewayResult{}, newError(codeNotFound, "this daemon runs no gateway (no gateway block in its configuration at start)", &errorData{Field: "group"})
-	}
-	r := gs.runner(p.Group)
-	if r == nil {
-		return gatewayResult{}, paramError("group", "invalid params: ANA group %d is not a gateway group (gateway.groups: %v)", p.Group, gs.cfg.GroupIDs())
-	}
-	if !r.Release() {
-		return gatewayResult{}, newError(codeNotFound, fmt.Sprintf("this gateway does not own ANA group %d (it is %s here)", p.Group, r.Status().State), &errorData{Field: "group"})
-	}
-	s.api.log.WithFields(logrus.Fields{"ana_group": p.Group, "gateway": gs.name}).Info("gateway released the ANA group: inaccessible here, lease released for a peer")
-	return gatewayResult{Released: true}, nil
-}
-
-func gatewayReleaseFlags(*flag.FlagSet) func([]string) (*ctlCommand, error) {
-	return func(pos []string) (*ctlCommand, error) {
-		group, err := parseUint32(pos[0])
-		if err != nil || group < 1 || group > nvme.MaxANAGroups {
-			return nil, fmt.Errorf("ANA group %q: want a number from 1 to 128", pos[0])
-		}
-		return ctlEdit("release_ana_group", gatewayParams{Group: group})
-	}
-}
-
 func gatewayEqual(a, b *config.Gateway) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
 	return a.Name == b.Name && a.Pool == b.Pool && a.RadosNamespace == b.RadosNamespace && a.LeasePrefix == b.LeasePrefix &&
 		a.LeaseSeconds == b.LeaseSeconds && a.FailbackDelay == b.FailbackDelay && a.Ceph == b.Ceph && slices.Equal(a.Groups, b.Groups)
-}
-
-// showGatewayText is ctl list's gateway lines.
-func showGatewayText(w io.Writer, g *GatewayState) {
-	if g == nil {
-		return
-	}
-	fmt.Fprintf(w, "gateway %s  cookie %s\n", g.Name, g.Cookie)
-	for _, grp := range g.Groups {
-		fmt.Fprintf(w, "  ANA group %d\t%s\ttakeovers %d, fencings %d", grp.Group, grp.State, grp.Takeovers, grp.Fencings)
-		if grp.Failbacks != 0 {
-			fmt.Fprintf(w, ", failbacks %d", grp.Failbacks)
-		}
-		if grp.Rebuilds != 0 {
-			fmt.Fprintf(w, ", rebuilds %d", grp.Rebuilds)
-		}
-		if grp.LastError != "" {
-			fmt.Fprintf(w, "\tlast error: %s", grp.LastError)
-		}
-		fmt.Fprintln(w)
-	}
 }

@@ -29,11 +29,11 @@ func TestReleaseWithoutGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.stop(0)
-	s := &session{api: newAPI(d, "", d.log)}
+	s := &session{api: newAPI(d, "", version, d.log)}
 	if _, err := s.releaseANAGroup(gatewayParams{Group: 1}); err == nil || !strings.Contains(err.Error(), "runs no gateway") {
 		t.Fatalf("release: %v", err)
 	}
-	if st := state(d); st.Gateway != nil {
+	if st := stateOf(d); st.Gateway != nil {
 		t.Fatalf("gateway state without a gateway: %+v", st.Gateway)
 	}
 }

@@ -104,13 +104,13 @@ func TestGatewayPairOnCluster(t *testing.T) {
 	if s := b.gateway.runner(1).Status(); s.State != gateway.Standby || anaOf(b) != nvme.ANAInaccessible {
 		t.Fatalf("b while a owns the group: %+v, %v", s, anaOf(b))
 	}
-	if st := state(b); st.Gateway == nil || st.Gateway.Groups[0].State != "standby" || st.Ports[0].ANA[1] != "inaccessible" {
+	if st := stateOf(b); st.Gateway == nil || st.Gateway.Groups[0].State != "standby" || st.Ports[0].ANA[1] != "inaccessible" {
 		t.Fatalf("b's get_state: %+v", st)
 	}
 
 	// Planned handover: a is inaccessible when the call returns; b takes
 	// the group within a renewal interval, without fencing.
-	s := &session{api: newAPI(a, "", a.log)}
+	s := &session{api: newAPI(a, "", version, a.log)}
 	if r, err := s.releaseANAGroup(gatewayParams{Group: 1}); err != nil || !r.Released {
 		t.Fatalf("release: %v %v", r, err)
 	}

@@ -195,7 +195,7 @@ func runDaemon(path string, cfg *config.Config, log *logrus.Logger, sup supervis
 	d.sd, d.clock = sup.sd, sup.clock
 	life := openLifetime(cfg.StateFile, d.log)
 	d.target.SetLifetime(life.Lifetime())
-	ctl, err := serveControl(cfg.Control.Socket, d, path)
+	ctl, err := serveControl(cfg.Control.Socket, d, path, version, d.log)
 	if err != nil {
 		d.stop(time.Second)
 		life.close()
@@ -225,8 +225,8 @@ func (d *daemon) mainLoop(path string, sup supervisor) {
 				return
 			}
 			d.log.WithField("file", path).Info("reloading configuration")
-			if err := d.reload(path); err == nil {
-				gen, _, _ := d.generation()
+			if err := d.Reload(path); err == nil {
+				gen, _, _ := d.Generation()
 				d.log.WithField("generation", gen).Info("configuration reloaded")
 			}
 		case <-sup.watchdog:

@@ -212,7 +212,7 @@ func TestControllerIDRangeFollowsReload(t *testing.T) {
 	if before.cntl != 1000 {
 		t.Fatalf("first controller ID %d, want 1000", before.cntl)
 	}
-	if err := d.apply(parse(t, haConfig(dir, "10.99.0.2", 3000, 3999, "optimized"))); err != nil {
+	if err := d.Apply(parse(t, haConfig(dir, "10.99.0.2", 3000, 3999, "optimized"))); err != nil {
 		t.Fatal(err)
 	}
 	if d.target.Subsystem(nqn) != s || before.admin.Disconnected() {
@@ -279,7 +279,7 @@ func TestReferralsFollowReload(t *testing.T) {
 		t.Fatalf("discovery log at start %+v, want the referral to 10.99.0.2:4420 last", recs)
 	}
 	// get_state and ctl list show them, and the controller ID range.
-	raw, err := json.Marshal(state(d))
+	raw, err := json.Marshal(stateOf(d))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +296,7 @@ func TestReferralsFollowReload(t *testing.T) {
 	}
 	events := h.awaitEvent(nvme.OAESDiscoveryChange)
 	next := withReferrals(base, "[{address: 10.99.0.2, port: 4421}, {address: 10.99.0.3}]")
-	if err := d.apply(parse(t, next)); err != nil {
+	if err := d.Apply(parse(t, next)); err != nil {
 		t.Fatal(err)
 	}
 	if len(rdma.opened) != 1 || rdma.opened[0].closed || h.admin.Disconnected() {
@@ -309,7 +309,7 @@ func TestReferralsFollowReload(t *testing.T) {
 	if hdr2.GenCtr == hdr.GenCtr || len(recs) != 4 || recs[2].TRSVCID != "4421" || recs[3].TRADDR != "10.99.0.3" {
 		t.Fatalf("after reload: generation %d (was %d), records %+v", hdr2.GenCtr, hdr.GenCtr, recs)
 	}
-	if err := d.apply(parse(t, base)); err != nil {
+	if err := d.Apply(parse(t, base)); err != nil {
 		t.Fatal(err)
 	}
 	if _, recs := h.discoveryRecords(); len(recs) != 2 {
@@ -363,14 +363,14 @@ func TestWarningsLogged(t *testing.T) {
 		}
 	}
 	write(haConfig(dir, "10.99.0.2", 1000, 1999, "non_optimized"))
-	if err := d.reload(path); err != nil {
+	if err := d.Reload(path); err != nil {
 		t.Fatal(err)
 	}
 	if out := logged.take(); strings.Contains(out, warning) {
 		t.Fatalf("warning logged with an ANA state set:\n%s", out)
 	}
 	write(noANA)
-	if err := d.reload(path); err != nil {
+	if err := d.Reload(path); err != nil {
 		t.Fatal(err)
 	}
 	if out := logged.take(); !strings.Contains(out, warning) {

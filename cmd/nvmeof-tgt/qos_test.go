@@ -19,7 +19,7 @@ import (
 func TestQoSLive(t *testing.T) {
 	_, dir, d := startBase(t)
 	path := filepath.Join(dir, "tgt.yaml")
-	c := pipeClient(t, newAPI(d, path, d.log))
+	c := pipeClient(t, newAPI(d, path, version, d.log))
 	ns := d.target.Subsystem(nqnA).Namespace(1)
 
 	cmd, err := parseCtl([]string{"set", "namespace", nqnA, "1", "-iops", "400", "-bandwidth", "4MiB/s"})
@@ -56,7 +56,7 @@ func TestQoSLive(t *testing.T) {
 		t.Fatalf("ctl list does not show the limits:\n%s", out.String())
 	}
 	limits := map[string]float64{}
-	for _, sm := range metricstest.Scrape(t, &metrics.Collector{Target: d.target, Generation: d.generation}, "nvmeof_tgt_qos_limit") {
+	for _, sm := range metricstest.Scrape(t, &metrics.Collector{Target: d.target, Generation: d.Generation}, "nvmeof_tgt_qos_limit") {
 		limits[sm.Labels["subsystem"]+"/"+sm.Labels["nsid"]+"/"+sm.Labels["limit"]] = sm.Value
 	}
 	if len(limits) != 2 || limits[nqnA+"/1/iops"] != 400 || limits[nqnA+"/1/bandwidth"] != 4<<20 {

@@ -13,12 +13,12 @@ import (
 // systemd hears RELOADING=1 before and READY=1 after, whatever the outcome
 // (the caller reports that: SIGHUP in the log, `ctl reload` in its exit
 // status, which is what makes `systemctl reload` fail).
-func (d *daemon) reload(path string) error {
+func (d *daemon) Reload(path string) error {
 	d.sd.reloading() // at once, also while an admin change holds the edit lock
-	defer d.lockEdits()()
+	defer d.LockEdits()()
 	next, err := config.Load(path)
 	if err == nil {
-		err = d.apply(next)
+		err = d.Apply(next)
 	}
 	d.lastReload.Store(&reloadResult{err == nil, time.Now()})
 	var partial *partialError
@@ -56,7 +56,7 @@ func (e *partialError) Unwrap() []error { return e.errs }
 // happens in prepare, before anything running changes, so a failure there
 // leaves the target as it was. What fails in commit is left out of the
 // running configuration and reported in a partialError.
-func (d *daemon) apply(next *config.Config) error {
+func (d *daemon) Apply(next *config.Config) error {
 	if err := next.Validate(); err != nil {
 		return err
 	}

@@ -132,7 +132,7 @@ subsystems:
     ports: [2]
     namespaces: [{nsid: 7, backend: nullblk, size: 1GiB}]
 `, dir, nqnA, dir, nqnB))
-	if err := d.apply(next); err != nil {
+	if err := d.Apply(next); err != nil {
 		t.Fatal(err)
 	}
 	if d.target.Subsystem(nqnA) != subA || subA.Namespace(1) != nsA1 {
@@ -153,12 +153,12 @@ subsystems:
 	if _, err := os.Stat(filepath.Join(dir, "a2.img")); err != nil {
 		t.Fatal(err)
 	}
-	if gen, ok, _ := d.generation(); gen != 2 || !ok {
+	if gen, ok, _ := d.Generation(); gen != 2 || !ok {
 		t.Fatalf("generation %d ok %v, want 2 true", gen, ok)
 	}
 
 	// Back to the start: c and port 2 go, b gets its namespace back.
-	if err := d.apply(parse(t, baseConfig(dir, ""))); err != nil {
+	if err := d.Apply(parse(t, baseConfig(dir, ""))); err != nil {
 		t.Fatal(err)
 	}
 	if d.target.Subsystem("nqn.2026-11.io.example:c") != nil || !rdma.opened[1].closed || d.target.Port(2) != nil {
@@ -171,7 +171,7 @@ subsystems:
 
 func TestApplyFailureLeavesTargetAsItWas(t *testing.T) {
 	rdma, dir, d := startBase(t)
-	before := d.running()
+	before := d.Running()
 
 	// A backend that cannot open: nothing changes, not even the part that could.
 	bad := parse(t, baseConfig(dir, `  - nqn: nqn.2026-11.io.example:c
@@ -179,10 +179,10 @@ func TestApplyFailureLeavesTargetAsItWas(t *testing.T) {
     namespaces: [{nsid: 1, backend: block, path: `+dir+`/no-such-device}]
 `))
 	bad.Subsystems[0].Namespaces = nil // would remove a's namespace
-	if err := d.apply(bad); err == nil || !strings.Contains(err.Error(), "subsystems[2].namespaces[0]") {
+	if err := d.Apply(bad); err == nil || !strings.Contains(err.Error(), "subsystems[2].namespaces[0]") {
 		t.Fatalf("apply with a missing block device: %v", err)
 	}
-	if !reflect.DeepEqual(d.running(), before) || len(nsids(d, nqnA)) != 1 || d.target.Subsystem("nqn.2026-11.io.example:c") != nil {
+	if !reflect.DeepEqual(d.Running(), before) || len(nsids(d, nqnA)) != 1 || d.target.Subsystem("nqn.2026-11.io.example:c") != nil {
 		t.Fatal("a failed apply changed the target")
 	}
 
@@ -191,7 +191,7 @@ func TestApplyFailureLeavesTargetAsItWas(t *testing.T) {
 	withPort := parse(t, baseConfig(dir, ""))
 	withPort.Ports = append(withPort.Ports, config.Port{ID: 9, Transport: "rdma", Address: "10.0.0.9", Port: 4420, InlineDataSize: 8192, MaxQueueSize: 128})
 	withPort.Subsystems = withPort.Subsystems[:1]
-	if err := d.apply(withPort); err == nil || !strings.Contains(err.Error(), "ports[1]") {
+	if err := d.Apply(withPort); err == nil || !strings.Contains(err.Error(), "ports[1]") {
 		t.Fatalf("apply with an unusable port: %v", err)
 	}
 	if d.target.Subsystem(nqnB) == nil || d.target.Port(9) != nil {
@@ -201,13 +201,13 @@ func TestApplyFailureLeavesTargetAsItWas(t *testing.T) {
 	// An invalid file is rejected whole by reload, and recorded as such.
 	path := filepath.Join(dir, "broken.yaml")
 	os.WriteFile(path, []byte("ports: [{id: 1, address: 10.0.0.1}]\nsubsystems: [{nqn: x, namespaces: [{nsid: 0}]}]\n"), 0o600)
-	if err := d.reload(path); err == nil || !strings.Contains(err.Error(), "subsystems[0]") {
+	if err := d.Reload(path); err == nil || !strings.Contains(err.Error(), "subsystems[0]") {
 		t.Fatalf("reload of a broken file: %v", err)
 	}
-	if gen, ok, _ := d.generation(); gen != 1 || ok {
+	if gen, ok, _ := d.Generation(); gen != 1 || ok {
 		t.Fatalf("after a rejected reload: generation %d ok %v, want 1 false", gen, ok)
 	}
-	if !reflect.DeepEqual(d.running(), before) {
+	if !reflect.DeepEqual(d.Running(), before) {
 		t.Fatal("a rejected reload changed the running configuration")
 	}
 }
@@ -243,7 +243,7 @@ func TestControlRoundTrip(t *testing.T) {
 			t.Fatalf("%v succeeded", bad)
 		}
 	}
-	st := state(d)
+	st := stateOf(d)
 	var bt *SubState
 	for i := range st.Subsystems {
 		if st.Subsystems[i].NQN == "blktests-subsystem-1" {
@@ -270,7 +270,7 @@ func TestControlRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d2.stop(time.Second)
-	st2 := state(d2)
+	st2 := stateOf(d2)
 	st.Generation = st2.Generation // counts changes, not state
 	if !reflect.DeepEqual(st, st2) {
 		t.Fatalf("state after restart from the saved file differs:\n%+v\n%+v", st, st2)
@@ -289,7 +289,7 @@ func TestApplyInPart(t *testing.T) {
 	// Port 1 changes in place: its listener closes first, then reopens.
 	next.Ports[0].InlineDataSize = 4096
 	rdma.refuse[1] = true
-	err := d.apply(next)
+	err := d.Apply(next)
 	var partial *partialError
 	if !errors.As(err, &partial) || !strings.Contains(err.Error(), "ports[0]") {
 		t.Fatalf("apply: %v, want a partial error naming ports[0]", err)
@@ -297,18 +297,18 @@ func TestApplyInPart(t *testing.T) {
 	if d.target.Subsystem("nqn.2026-11.io.example:c") == nil {
 		t.Fatal("the part that could be applied was not")
 	}
-	run := d.running()
+	run := d.Running()
 	if len(run.Ports) != 1 || len(run.Subsystems) != 3 || d.listeners[1] != nil || d.target.Port(1) != nil {
 		t.Fatalf("running configuration has %d ports and %d subsystems, want 1 (not listening) and 3", len(run.Ports), len(run.Subsystems))
 	}
-	if gen, _, _ := d.generation(); gen != 2 {
+	if gen, _, _ := d.Generation(); gen != 2 {
 		t.Fatalf("generation %d, want 2", gen)
 	}
 
 	// An unrelated change is valid and brings the port back.
 	rdma.refuse[1] = false
 	run.Subsystems[0].Hosts = append(run.Subsystems[0].Hosts, config.HostNQN("nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-0000000000aa"))
-	if err := d.apply(run); err != nil {
+	if err := d.Apply(run); err != nil {
 		t.Fatalf("a later change: %v", err)
 	}
 	if d.listeners[1] == nil || d.target.Port(1) == nil || d.target.Port(1).InlineDataSize != 4096 {
@@ -322,7 +322,7 @@ func TestApplyResizesInPlace(t *testing.T) {
 	_, dir, d := startBase(t)
 	ns := d.target.Subsystem(nqnB).Namespace(1)
 	grown := parse(t, strings.Replace(baseConfig(dir, ""), "size: 16MiB", "size: 48MiB", 1))
-	if err := d.apply(grown); err != nil {
+	if err := d.Apply(grown); err != nil {
 		t.Fatal(err)
 	}
 	if d.target.Subsystem(nqnB).Namespace(1) != ns || ns.Blocks() != 48<<20/512 {
@@ -338,12 +338,12 @@ func TestApplyResizesInPlace(t *testing.T) {
 	if got := d.target.Subsystem(nqnA).Namespace(1).Blocks(); got != 128<<20/512 {
 		t.Fatalf("nullblk namespace has %d blocks after ctl set namespace", got)
 	}
-	err := d.apply(parse(t, baseConfig(dir, "")))
+	err := d.Apply(parse(t, baseConfig(dir, "")))
 	var partial *partialError
 	if !errors.As(err, &partial) || !strings.Contains(err.Error(), "subsystems[1].namespaces[0].size") {
 		t.Fatalf("shrinking a file namespace: %v", err)
 	}
-	run := d.running()
+	run := d.Running()
 	i, j := findNS(run, nqnB, 1)
 	if ns.Blocks() != 48<<20/512 || run.Subsystems[i].Namespaces[j].Size != 48<<20 {
 		t.Fatal("a refused shrink changed the namespace or the running configuration")
@@ -363,7 +363,7 @@ func TestLimitsApplied(t *testing.T) {
 	}
 	next := parse(t, strings.Replace(baseConfig(dir, "limits: {max_queue_pairs: 40}"),
 		"  - nqn: "+nqnA+"\n", "  - nqn: "+nqnA+"\n    max_controllers: 3\n    max_io_queues: 2\n", 1))
-	if err := d.apply(next); err != nil {
+	if err := d.Apply(next); err != nil {
 		t.Fatal(err)
 	}
 	if d.target.Subsystem(nqnA) != subA {
@@ -397,7 +397,7 @@ func TestApplyReportsPortTheTargetRefuses(t *testing.T) {
 	}
 	next := parse(t, baseConfig(dir, ""))
 	next.Ports = append(next.Ports, config.Port{ID: 2, Transport: "rdma", Address: "10.0.0.2", Port: 4420, InlineDataSize: 8192, MaxQueueSize: 128})
-	err := d.apply(next)
+	err := d.Apply(next)
 	var partial *partialError
 	if !errors.As(err, &partial) || !strings.Contains(err.Error(), "ports[1]: port 2 already exists") {
 		t.Fatalf("apply: %v, want a partial error naming ports[1]", err)
@@ -405,7 +405,7 @@ func TestApplyReportsPortTheTargetRefuses(t *testing.T) {
 	if len(rdma.opened) != 2 || !rdma.opened[1].closed {
 		t.Fatal("the refused port's listener was left open")
 	}
-	if run := d.running(); len(run.Ports) != 2 || d.listeners[2] != nil || d.target.Port(2) != stale {
+	if run := d.Running(); len(run.Ports) != 2 || d.listeners[2] != nil || d.target.Port(2) != stale {
 		t.Fatalf("running configuration has ports %+v", run.Ports)
 	}
 }
@@ -418,11 +418,11 @@ func TestApplyLeavesOutSubsystemTheTargetRefuses(t *testing.T) {
 	if err := d.target.AddSubsystem(fabrics.NewSubsystem(nqnC, "stale", "stale", false)); err != nil {
 		t.Fatal(err)
 	}
-	err := d.apply(parse(t, baseConfig(dir, "  - {nqn: "+nqnC+", allow_any_host: true, namespaces: [{nsid: 1, backend: nullblk, size: 1GiB}]}\n")))
+	err := d.Apply(parse(t, baseConfig(dir, "  - {nqn: "+nqnC+", allow_any_host: true, namespaces: [{nsid: 1, backend: nullblk, size: 1GiB}]}\n")))
 	if err == nil || !strings.Contains(err.Error(), "subsystems[2]: subsystem "+nqnC+" already exists") {
 		t.Fatalf("apply: %v", err)
 	}
-	if run := d.running(); len(run.Subsystems) != 2 {
+	if run := d.Running(); len(run.Subsystems) != 2 {
 		t.Fatalf("running configuration has %d subsystems, want 2", len(run.Subsystems))
 	}
 	if s := d.target.Subsystem(nqnC); s.Serial != "stale" || len(s.NamespaceIDs()) != 0 {
@@ -437,7 +437,7 @@ func TestApplyChangesANAInPlace(t *testing.T) {
 	port, ns := d.target.Port(1), d.target.Subsystem(nqnA).Namespace(1)
 	y := strings.Replace(baseConfig(dir, ""), "{id: 1, address: 10.0.0.1}", "{id: 1, address: 10.0.0.1, ana: {2: inaccessible, 3: change}}", 1)
 	y = strings.Replace(y, "{nsid: 1, backend: nullblk, size: 64MiB}", "{nsid: 1, backend: nullblk, size: 64MiB, ana_group: 2}", 1)
-	if err := d.apply(parse(t, y)); err != nil {
+	if err := d.Apply(parse(t, y)); err != nil {
 		t.Fatal(err)
 	}
 	if len(rdma.opened) != 1 || rdma.opened[0].closed || d.target.Port(1) != port || d.target.Subsystem(nqnA).Namespace(1) != ns {
@@ -449,11 +449,11 @@ func TestApplyChangesANAInPlace(t *testing.T) {
 	if ns.ANAGroup() != 2 {
 		t.Fatalf("namespace in group %d, want 2", ns.ANAGroup())
 	}
-	if run := d.running(); run.Ports[0].ANAState(3) != config.ANAChange || run.Subsystems[0].Namespaces[0].Group() != 2 {
+	if run := d.Running(); run.Ports[0].ANAState(3) != config.ANAChange || run.Subsystems[0].Namespaces[0].Group() != 2 {
 		t.Fatalf("running configuration: %+v", run.Ports[0])
 	}
 	// Back to the base: every group optimized, the namespace in group 1.
-	if err := d.apply(parse(t, baseConfig(dir, ""))); err != nil {
+	if err := d.Apply(parse(t, baseConfig(dir, ""))); err != nil {
 		t.Fatal(err)
 	}
 	if len(port.ANAStates()) != 0 || ns.ANAGroup() != 1 || len(rdma.opened) != 1 {

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 )
 
@@ -75,7 +76,7 @@ type controlServer struct {
 
 // serveControl listens on the admin socket, readable by root (and the
 // daemon's own user) only.
-func serveControl(path string, d *daemon, cfgPath string) (*controlServer, error) {
+func serveControl(path string, d managed, cfgPath, version string, log *logrus.Entry) (*controlServer, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("control.socket: %w", err)
 	}
@@ -90,8 +91,8 @@ func serveControl(path string, d *daemon, cfgPath string) (*controlServer, error
 	if err != nil {
 		return nil, fmt.Errorf("control.socket %s: %w", path, err)
 	}
-	cs := &controlServer{ln: ln, path: path, api: newAPI(d, cfgPath, d.log), accepted: make(chan struct{})}
-	d.log.WithField("socket", path).Info("admin socket ready")
+	cs := &controlServer{ln: ln, path: path, api: newAPI(d, cfgPath, version, log), accepted: make(chan struct{})}
+	log.WithField("socket", path).Info("admin socket ready")
 	go cs.accept()
 	return cs, nil
 }

@@ -10,35 +10,35 @@ import (
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
+	"github.com/nvmeof-tgt/nvmeof-tgt/gateway"
 	"github.com/sirupsen/logrus"
 )
 
 // validatingTarget stands in for the daemon: apply validates and keeps the
 // configuration, opening nothing, so hostile paths touch no file.
 type validatingTarget struct {
-	cfg *config.Config
-	gen uint64
+	cfg    *config.Config
+	gen    uint64
+	target *fabrics.Target // empty: get_state lists what config and target share
 }
 
-func (v *validatingTarget) running() *config.Config { return v.cfg.Clone() }
-func (v *validatingTarget) reload(string) error     { return nil }
-func (v *validatingTarget) lockEdits() func()       { return func() {} }
-func (v *validatingTarget) generation() (uint64, bool, time.Time) {
+func (v *validatingTarget) Running() *config.Config { return v.cfg.Clone() }
+func (v *validatingTarget) Reload(string) error     { return nil }
+func (v *validatingTarget) LockEdits() func()       { return func() {} }
+func (v *validatingTarget) Generation() (uint64, bool, time.Time) {
 	return v.gen, true, time.Time{}
 }
-func (v *validatingTarget) apply(next *config.Config) error {
+func (v *validatingTarget) Apply(next *config.Config) error {
 	if err := next.Validate(); err != nil {
 		return err
 	}
 	v.cfg, v.gen = next.Clone(), v.gen+1
 	return nil
 }
-func (v *validatingTarget) snapshot() State {
-	st := State{Generation: v.gen}
-	for _, s := range v.cfg.Subsystems {
-		st.Subsystems = append(st.Subsystems, SubState{NQN: s.NQN, Hosts: s.HostNQNs()})
-	}
-	return st
+func (v *validatingTarget) Target() *fabrics.Target { return v.target }
+func (v *validatingTarget) Gateway() (string, string, []*gateway.Runner) {
+	return "", "", nil
 }
 
 var fuzzSeeds = []string{
@@ -88,8 +88,8 @@ subsystems:
 	log := logrus.New()
 	log.SetOutput(io.Discard)
 	f.Fuzz(func(t *testing.T, input string) {
-		m := &validatingTarget{cfg: base.Clone()}
-		a := newAPI(m, "", logrus.NewEntry(log))
+		m := &validatingTarget{cfg: base.Clone(), target: fabrics.NewTarget(nil)}
+		a := newAPI(m, "", version, logrus.NewEntry(log))
 		a.write = func(string, []byte) error { return nil }
 		c := &memConn{in: strings.NewReader(input)}
 		a.serveConn(c)

@@ -82,7 +82,7 @@ var envelopeCases = []struct {
 
 func TestRPCEnvelope(t *testing.T) {
 	_, _, d := startBase(t)
-	a := newAPI(d, "", d.log)
+	a := newAPI(d, "", version, d.log)
 	const probe = `{"jsonrpc":"2.0","id":"probe","method":"get_version"}`
 	for _, tc := range envelopeCases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -120,7 +120,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // more of it than the limit and one buffer.
 func TestRPCTooLarge(t *testing.T) {
 	_, _, d := startBase(t)
-	a := newAPI(d, "", d.log)
+	a := newAPI(d, "", version, d.log)
 	in := &countingReader{r: io.MultiReader(strings.NewReader(hello+"\n"), strings.NewReader(strings.Repeat(" ", 64<<20)))}
 	c := &memConn{in: in}
 	a.serveConn(c)
@@ -144,7 +144,7 @@ func TestRPCTooLarge(t *testing.T) {
 // stating a version this daemon does not speak is told which it does.
 func TestRPCHandshake(t *testing.T) {
 	_, _, d := startBase(t)
-	a := newAPI(d, "", d.log)
+	a := newAPI(d, "", version, d.log)
 	rs := exchange(t, a, lines(
 		`{"jsonrpc":"2.0","id":1,"method":"get_state"}`,
 		`{"jsonrpc":"2.0","id":2,"method":"get_version","params":{"api_version":99}}`,
@@ -180,7 +180,7 @@ func TestRPCIdleTimeout(t *testing.T) {
 	_, dir, d := startBase(t)
 	old := idleTimeout
 	idleTimeout = 50 * time.Millisecond // before the server starts: its goroutines read it
-	cs, err := serveControl(dir+"/api.sock", d, "")
+	cs, err := serveControl(dir+"/api.sock", d, "", version, d.log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestRPCIdleTimeout(t *testing.T) {
 // A connection that is open and quiet does not hold up the shutdown.
 func TestRPCCloseEndsIdleConnections(t *testing.T) {
 	_, dir, d := startBase(t)
-	cs, err := serveControl(dir+"/api.sock", d, "")
+	cs, err := serveControl(dir+"/api.sock", d, "", version, d.log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func TestRequestCutByIdleTimeoutIsNotRun(t *testing.T) {
 	old := idleTimeout
 	idleTimeout = 50 * time.Millisecond
 	t.Cleanup(func() { idleTimeout = old })
-	a := newAPI(d, dir+"/x.yaml", d.log)
+	a := newAPI(d, dir+"/x.yaml", version, d.log)
 	srv, cli := net.Pipe()
 	done := make(chan struct{})
 	go func() { a.serveConn(srv); srv.Close(); close(done) }()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
@@ -80,17 +81,15 @@ type CtrlState struct {
 	Created string `json:"created"` // RFC 3339, UTC
 }
 
-// snapshot is get_state's view of the daemon.
-func (d *daemon) snapshot() State { return state(d) }
-
-func state(d *daemon) State {
-	cfg := d.running()
-	gen, _, _ := d.generation()
+// stateOf is get_state's view of the daemon.
+func stateOf(d managed) State {
+	cfg := d.Running()
+	gen, _, _ := d.Generation()
 	st := State{Generation: gen, Ports: []PortState{}, Subsystems: []SubState{}}
 	for _, p := range cfg.Ports {
 		ps := PortState{ID: p.ID, Transport: p.Transport, Address: p.Address, Port: p.Port, ANA: maps.Clone(p.ANA)}
 		// Gateway groups: the state the lease gives them, on every port.
-		for g, s := range d.target.PinnedANAGroups() {
+		for g, s := range d.Target().PinnedANAGroups() {
 			if ps.ANA == nil {
 				ps.ANA = map[uint32]string{}
 			}
@@ -105,17 +104,17 @@ func state(d *daemon) State {
 		st.Ports = append(st.Ports, ps)
 	}
 	for _, sc := range cfg.Subsystems {
-		if ss, ok := subsystemState(d, sc); ok {
+		if ss, ok := subsystemState(d.Target(), sc); ok {
 			st.Subsystems = append(st.Subsystems, ss)
 		}
 	}
-	st.Gateway = d.gateway.state()
+	st.Gateway = gatewayState(d.Gateway())
 	return st
 }
 
 // subsystemState is what runs of subsystem sc; false if it does not run.
-func subsystemState(d *daemon, sc config.Subsystem) (SubState, bool) {
-	s := d.target.Subsystem(sc.NQN)
+func subsystemState(t *fabrics.Target, sc config.Subsystem) (SubState, bool) {
+	s := t.Subsystem(sc.NQN)
 	if s == nil {
 		return SubState{}, false
 	}

@@ -26,7 +26,7 @@ func TestTCPBufferPoolFromConfig(t *testing.T) {
 	if got := tcp.SharedPool().Limit(); got != 8<<20 {
 		t.Fatalf("TCP pool %d bytes, want tcp.buffer_pool's 8MiB", got)
 	}
-	if err := d.apply(parse(t, baseConfig(dir, "tcp: {buffer_pool: 16MiB}"))); err != nil {
+	if err := d.Apply(parse(t, baseConfig(dir, "tcp: {buffer_pool: 16MiB}"))); err != nil {
 		t.Fatal(err)
 	}
 	if got := tcp.SharedPool().Limit(); got != 8<<20 || d.cfg.TCP.BufferPool != 8<<20 {
@@ -58,7 +58,7 @@ func TestTCPDataTimeoutFromConfig(t *testing.T) {
 	stats.DataTimeouts.Add(1)
 	want := float64(stats.DataTimeouts.Load())
 	var got []float64
-	for _, s := range metricstest.Scrape(t, &metrics.Collector{Target: d.target, Generation: d.generation}, "nvmeof_tgt_tcp_data_timeouts_total") {
+	for _, s := range metricstest.Scrape(t, &metrics.Collector{Target: d.target, Generation: d.Generation}, "nvmeof_tgt_tcp_data_timeouts_total") {
 		if s.Labels["port"] == "2" {
 			got = append(got, s.Value)
 		}
@@ -95,7 +95,7 @@ func TestTCPDataTimeoutReloads(t *testing.T) {
 		{"", tcp.DefaultDataTimeout},
 	} {
 		write(step.extra)
-		if err := d.reload(path); err != nil {
+		if err := d.Reload(path); err != nil {
 			t.Fatalf("reload with %q: %v", step.extra, err)
 		}
 		if got := tcp.DataTimeout(); got != step.want {

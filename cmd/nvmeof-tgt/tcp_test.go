@@ -73,18 +73,18 @@ func TestTCPPortStartReloadStop(t *testing.T) {
 	}
 	// get_state names each port's transport: blktests' control script
 	// picks the port of the transport its host connects with.
-	if st := state(d); len(st.Ports) != 2 || st.Ports[0].Transport != "rdma" || st.Ports[1].Transport != "tcp" {
+	if st := stateOf(d); len(st.Ports) != 2 || st.Ports[0].Transport != "rdma" || st.Ports[1].Transport != "tcp" {
 		t.Fatalf("get_state ports %+v, want port 1 rdma and port 2 tcp", st.Ports)
 	}
 	// A reload without the TCP port closes it.
-	if err := d.apply(parse(t, baseConfig(dir, ""))); err != nil {
+	if err := d.Apply(parse(t, baseConfig(dir, ""))); err != nil {
 		t.Fatal(err)
 	}
 	if err := icreq(addr); err == nil {
 		t.Fatal("the removed TCP port still answers")
 	}
 	// And one that adds it back listens again.
-	if err := d.apply(cfg); err != nil {
+	if err := d.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}
 	if err := icreq(addr); err != nil {

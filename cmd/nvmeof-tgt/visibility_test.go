@@ -24,7 +24,7 @@ func wantHosts(t *testing.T, d *daemon, nqn string, nsid uint32, limited bool, h
 // validation as a file; errors name the field.
 func TestNamespaceHostsAPI(t *testing.T) {
 	_, _, d := startBase(t)
-	c := pipeClient(t, newAPI(d, "", d.log))
+	c := pipeClient(t, newAPI(d, "", version, d.log))
 	ref := func(nsid uint32, host string) string {
 		return `{"nqn":"` + nqnA + `","nsid":` + string(rune('0'+nsid)) + `,"host":"` + host + `"}`
 	}
@@ -95,7 +95,7 @@ func TestNamespaceHostsAPI(t *testing.T) {
 	if err := c.call("save_config", nil, &saved); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.apply(parse(t, saved.YAML)); err != nil {
+	if err := d.Apply(parse(t, saved.YAML)); err != nil {
 		t.Fatal(err)
 	}
 	wantHosts(t, d, nqnA, 2, true)
@@ -112,7 +112,7 @@ func TestReloadChangesNamespaceHostsInPlace(t *testing.T) {
 	ns := d.target.Subsystem(nqnA).Namespace(1)
 	limited := strings.Replace(baseConfig(dir, ""), "{nsid: 1, backend: nullblk, size: 64MiB}",
 		"{nsid: 1, backend: nullblk, size: 64MiB, hosts: ["+hostX+"]}\n      - {nsid: 2, backend: nullblk, size: 1MiB, hosts: []}", 1)
-	if err := d.apply(parse(t, limited)); err != nil {
+	if err := d.Apply(parse(t, limited)); err != nil {
 		t.Fatal(err)
 	}
 	if d.target.Subsystem(nqnA).Namespace(1) != ns {
@@ -120,10 +120,10 @@ func TestReloadChangesNamespaceHostsInPlace(t *testing.T) {
 	}
 	wantHosts(t, d, nqnA, 1, true, hostX)
 	wantHosts(t, d, nqnA, 2, true)
-	if run := d.running(); !run.Subsystems[0].Namespaces[0].Limited() || !slices.Equal(run.Subsystems[0].Namespaces[0].VisibleTo(), []string{hostX}) {
+	if run := d.Running(); !run.Subsystems[0].Namespaces[0].Limited() || !slices.Equal(run.Subsystems[0].Namespaces[0].VisibleTo(), []string{hostX}) {
 		t.Fatalf("running configuration: %+v", run.Subsystems[0].Namespaces[0])
 	}
-	if err := d.apply(parse(t, baseConfig(dir, ""))); err != nil {
+	if err := d.Apply(parse(t, baseConfig(dir, ""))); err != nil {
 		t.Fatal(err)
 	}
 	wantHosts(t, d, nqnA, 1, false)

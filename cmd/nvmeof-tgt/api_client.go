@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"syscall"
+	"time"
+)
+
+// apiClient calls methods over one connection to the admin socket.
+type apiClient struct {
+	conn net.Conn
+	dec  *json.Decoder
+	id   int
+}
+
+// dialAPI connects to the daemon and does the handshake.
+func dialAPI(sock string) (*apiClient, error) {
+	conn, err := net.DialTimeout("unix", sock, 5*time.Second)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("no daemon answers at %s: is nvmeof-tgt running (systemctl status nvmeof-tgt)? Use -socket for another path", sock)
+		}
+		if errors.Is(err, os.ErrPermission) {
+			return nil, fmt.Errorf("%s: permission denied: run as root", sock)
+		}
+		return nil, err
+	}
+	// Removing a namespace waits for its in-flight commands, and a reload
+	// may drain several: give the daemon well past its own two-minute
+	// bound on a stuck change (the watchdog's), so a slow change that does
+	// complete is not reported as failed.
+	conn.SetDeadline(time.Now().Add(10 * time.Minute))
+	c, err := newAPIClient(conn)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// newAPIClient does the handshake on conn.
+func newAPIClient(conn net.Conn) (*apiClient, error) {
+	c := &apiClient{conn: conn, dec: json.NewDecoder(bufio.NewReader(conn))}
+	var v versionResult
+	if err := c.call("get_version", versionParams{APIVersion: apiVersion}, &v); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *apiClient) close() { c.conn.Close() }
+
+// call sends one request and decodes its response's result into result.
+// An error response comes back as an *rpcError.
+func (c *apiClient) call(method string, params, result any) error {
+	c.id++
+	req, err := json.Marshal(struct {
+		JSONRPC string `json:"jsonrpc"`
+		ID      int    `json:"id"`
+		Method  string `json:"method"`
+		Params  any    `json:"params,omitempty"`
+	}{"2.0", c.id, method, params})
+	if err != nil {
+		return err
+	}
+	// A refusal may arrive before the request is written: read it anyway.
+	_, werr := c.conn.Write(append(req, '\n'))
+	var resp struct {
+		Result json.RawMessage `json:"result"`
+		Error  *rpcError       `json:"error"`
+	}
+	if err := c.dec.Decode(&resp); err != nil {
+		if werr != nil {
+			return werr
+		}
+		return fmt.Errorf("reading the daemon's reply: %w", err)
+	}
+	if resp.Error != nil {
+		return resp.Error
+	}
+	return json.Unmarshal(resp.Result, result)
+}

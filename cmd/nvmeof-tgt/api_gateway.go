@@ -1,0 +1,75 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/gateway"
+	"github.com/sirupsen/logrus"
+)
+
+// GatewayState is the gateway in get_state.
+type GatewayState struct {
+	Name   string              `json:"name"`
+	Cookie string              `json:"cookie"`
+	Groups []GatewayGroupState `json:"groups"`
+}
+
+type GatewayGroupState struct {
+	Group     uint32 `json:"group"`
+	State     string `json:"state"` // standby, owner or blocklisted
+	Takeovers uint64 `json:"takeovers"`
+	Fencings  uint64 `json:"fencings"`
+	Failbacks uint64 `json:"failbacks"`
+	Rebuilds  uint64 `json:"rebuilds"` // the group's client rebuilt after a blocklist
+	LastError string `json:"last_error,omitempty"`
+}
+
+// gatewayState is the gateway's state: nil without one.
+func gatewayState(name, cookie string, runners []*gateway.Runner) *GatewayState {
+	if runners == nil {
+		return nil
+	}
+	out := &GatewayState{Name: name, Cookie: cookie, Groups: []GatewayGroupState{}}
+	for _, r := range runners {
+		st := r.Status()
+		out.Groups = append(out.Groups, GatewayGroupState{Group: st.Group, State: st.State.String(),
+			Takeovers: st.Takeovers, Fencings: st.Fencings, Failbacks: st.Failbacks, Rebuilds: st.Rebuilds, LastError: st.LastError})
+	}
+	return out
+}
+
+// gatewayParams names the group of release_ana_group.
+type gatewayParams struct {
+	Group uint32 `json:"group"`
+}
+
+type gatewayResult struct {
+	Released bool `json:"released"`
+}
+
+// releaseANAGroup is the planned handover: the owner of the group makes
+// it inaccessible here, then releases the lease, and a peer takes it at
+// once, notified through the lease object (at the latest at its next try,
+// within a quarter of the lease). Not the owner: an error.
+func (s *session) releaseANAGroup(p gatewayParams) (gatewayResult, error) {
+	name, _, runners := s.api.m.Gateway()
+	if runners == nil {
+		return gatewayResult{}, newError(codeNotFound, "this daemon runs no gateway (no gateway block in its configuration at start)", &errorData{Field: "group"})
+	}
+	var r *gateway.Runner
+	groups := make([]uint32, 0, len(runners))
+	for _, gr := range runners {
+		groups = append(groups, gr.Lease.Group)
+		if gr.Lease.Group == p.Group {
+			r = gr
+		}
+	}
+	if r == nil {
+		return gatewayResult{}, paramError("group", "invalid params: ANA group %d is not a gateway group (gateway.groups: %v)", p.Group, groups)
+	}
+	if !r.Release() {
+		return gatewayResult{}, newError(codeNotFound, fmt.Sprintf("this gateway does not own ANA group %d (it is %s here)", p.Group, r.Status().State), &errorData{Field: "group"})
+	}
+	s.api.log.WithFields(logrus.Fields{"ana_group": p.Group, "gateway": name}).Info("gateway released the ANA group: inaccessible here, lease released for a peer")
+	return gatewayResult{Released: true}, nil
+}
