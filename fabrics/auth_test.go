@@ -294,7 +294,7 @@ func newAuthTarget(t *testing.T, key testSecret, ctrlKey *testSecret, pol AuthPo
 // connectAuth connects an admin queue and checks AUTHREQ.
 func (at *authTarget) connectAuth(t *testing.T, kato uint32) *host {
 	t.Helper()
-	h, rsp := connectAdminQueue(t, at.tg, at.p, testNQN, kato)
+	h, rsp := connectAdminQueue(t, at.tg, at.p, testNQN, testHost, kato)
 	if rsp.Result()&nvme.ConnectAuthReqATR == 0 {
 		t.Fatalf("connect result %#x: AUTHREQ.ATR clear for a host with a secret", rsp.Result())
 	}

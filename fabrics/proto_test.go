@@ -18,13 +18,13 @@ const ccEnableNVM = nvme.CCEnable | 6<<nvme.CCIOSQEShift | 4<<nvme.CCIOCQEShift
 // adminOnly connects an admin queue without enabling the controller.
 func adminOnly(t *testing.T, tg *Target, p *Port, subnqn string, kato uint32) *host {
 	t.Helper()
-	h, _ := connectAdminQueue(t, tg, p, subnqn, kato)
+	h, _ := connectAdminQueue(t, tg, p, subnqn, testHost, kato)
 	return h
 }
 
-// connectAdminQueue connects an admin queue and returns the Connect's
-// completion too.
-func connectAdminQueue(t *testing.T, tg *Target, p *Port, subnqn string, kato uint32) (*host, nvme.Completion) {
+// connectAdminQueue connects an admin queue of hostNQN to subnqn and
+// returns the Connect's completion too.
+func connectAdminQueue(t *testing.T, tg *Target, p *Port, subnqn, hostNQN string, kato uint32) (*host, nvme.Completion) {
 	t.Helper()
 	h := &host{t: t, admin: NewLoopQueue(tg, p, 0, 32)}
 	t.Cleanup(func() {
@@ -33,9 +33,9 @@ func connectAdminQueue(t *testing.T, tg *Target, p *Port, subnqn string, kato ui
 		}
 		h.admin.Close()
 	})
-	rsp := h.submit(h.admin, connectCmd(0, 31, kato, false), connectData(subnqn, testHost, 0xffff))
+	rsp := h.submit(h.admin, connectCmd(0, 31, kato, false), connectData(subnqn, hostNQN, 0xffff))
 	if rsp.Status() != 0 {
-		t.Fatalf("admin connect: %v", rsp.Status())
+		t.Fatalf("admin connect of %s: %v", hostNQN, rsp.Status())
 	}
 	h.cntl = uint16(rsp.Result())
 	return h, rsp

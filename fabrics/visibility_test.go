@@ -16,18 +16,7 @@ const (
 // connectAs connects a controller of hostNQN with one I/O queue, enabled.
 func connectAs(t *testing.T, tg *Target, p *Port, hostNQN string) *host {
 	t.Helper()
-	h := &host{t: t, admin: NewLoopQueue(tg, p, 0, 32)}
-	t.Cleanup(func() {
-		if h.io != nil {
-			h.io.Close()
-		}
-		h.admin.Close()
-	})
-	rsp := h.submit(h.admin, connectCmd(0, 31, 0, false), connectData(testNQN, hostNQN, 0xffff))
-	if rsp.Status() != 0 {
-		t.Fatalf("admin connect of %s: %v", hostNQN, rsp.Status())
-	}
-	h.cntl = uint16(rsp.Result())
+	h, _ := connectAdminQueue(t, tg, p, testNQN, hostNQN, 0)
 	h.setProperty(nvme.RegCC, ccEnableNVM)
 	h.io = NewLoopQueue(tg, p, 1, 128)
 	if rsp := h.submit(h.io, connectCmd(1, 127, 0, true), connectData(testNQN, hostNQN, h.cntl)); rsp.Status() != 0 {
