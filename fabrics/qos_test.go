@@ -303,7 +303,7 @@ func TestQoSGateRate(t *testing.T) {
 func TestQoSFairnessBetweenHosts(t *testing.T) {
 	g := newQoSRig(t, QoSLimits{IOPS: 100})
 	a := g.host(testHost, 2)
-	b := g.host("nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-000000000002", 1)[0]
+	b := g.host(qosHostB, 1)[0]
 	for range 20 {
 		g.read(a[0], "a")
 		g.read(a[1], "a")
