@@ -255,6 +255,15 @@ func (g *qosRig) completions(n int) []string {
 
 func (g *qosRig) waiting() int { return g.ns.QoSStats().Waiting }
 
+// spendBurst reads n blocks on lq, the limit's burst, and waits for them.
+func (g *qosRig) spendBurst(lq *LoopQueue, n int) {
+	g.t.Helper()
+	for range n {
+		g.read(lq, "burst")
+	}
+	g.completions(n)
+}
+
 // Commands over the limit wait, holding no data buffer, and go at the
 // rate, in the order they came; the counters say how many waited and how
 // long.
@@ -326,10 +335,7 @@ func TestQoSFairnessBetweenHosts(t *testing.T) {
 func TestQoSFairnessBetweenQueues(t *testing.T) {
 	g := newQoSRig(t, QoSLimits{IOPS: 100})
 	qs := g.host(testHost, 3)
-	for range 10 {
-		g.read(qs[0], "burst") // takes the burst
-	}
-	g.completions(10)
+	g.spendBurst(qs[0], 10)
 	var want []string
 	for i := range 12 {
 		tag := fmt.Sprintf("q%d-%d", i%3, i)
@@ -388,10 +394,7 @@ func TestQoSGateLimitChange(t *testing.T) {
 func TestQoSTeardownWithWaiters(t *testing.T) {
 	g := newQoSRig(t, QoSLimits{IOPS: 100})
 	qs := g.host(testHost, 2)
-	for range 10 {
-		g.read(qs[0], "burst")
-	}
-	g.completions(10)
+	g.spendBurst(qs[0], 10)
 	for range 5 {
 		g.read(qs[0], "closed")
 		g.read(qs[1], "kept")
@@ -528,10 +531,7 @@ func BenchmarkQoSReadPath(b *testing.B) {
 func TestQoSCloseWithReleasedWaiters(t *testing.T) {
 	g := newQoSRig(t, QoSLimits{IOPS: 100})
 	lq := g.host(testHost, 1)[0]
-	for range 10 {
-		g.read(lq, "burst")
-	}
-	g.completions(10)
+	g.spendBurst(lq, 10)
 	for range 5 {
 		g.read(lq, "released")
 	}
@@ -639,10 +639,7 @@ func qosSharedLimitInOrder(t *testing.T) {
 	g := newQoSRig(t, QoSLimits{IOPS: 100})
 	a := g.host(testHost, 1)[0]
 	b := g.host(qosHostB, 1)[0]
-	for range 10 {
-		g.read(a, "burst")
-	}
-	g.completions(10)
+	g.spendBurst(a, 10)
 	var want []string
 	for i := range 6 {
 		tag := fmt.Sprint("a", i)
