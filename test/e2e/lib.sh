@@ -415,14 +415,23 @@ config() { cat >"$1"; }
 # METRICS_ON is the top-level key that serves /metrics where metric reads.
 METRICS_ON="metrics: {address: 127.0.0.1:9750}"
 
-# serve NQN NAMESPACES [TOP]: start the target with one port and one
-# subsystem, NQN, open to any host, whose namespaces are NAMESPACES: a YAML
-# flow list, or the lines of a block list after a newline. TOP is more
-# top-level YAML, such as $METRICS_ON.
+# RDMA_AND_TCP_PORTS is the ports key of the TCP scenarios: port 1 on RDMA,
+# which answers start_target's discovery, and port 2 on NVMe/TCP.
+RDMA_AND_TCP_PORTS="ports:
+  - {id: 1, address: $ADDR, port: $PORT}
+  - {id: 2, transport: tcp, address: $ADDR, port: 4420}"
+
+# serve NQN NAMESPACES [TOP]: start the target with one port (SERVE_PORTS,
+# if set, is the ports key instead) and one subsystem, NQN, open to any
+# host, whose namespaces are NAMESPACES: a YAML flow list, or the lines of
+# a block list after a newline. TOP is more top-level YAML, such as
+# $METRICS_ON.
 serve() {
+	local ports="ports: [{id: 1, address: $ADDR, port: $PORT}]"
+	[ -z "${SERVE_PORTS:-}" ] || ports=$SERVE_PORTS
 	config /tmp/tgt.yaml <<CFG
 ${3:-}
-ports: [{id: 1, address: $ADDR, port: $PORT}]
+$ports
 subsystems:
   - nqn: $1
     allow_any_host: true

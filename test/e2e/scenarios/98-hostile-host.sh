@@ -25,17 +25,7 @@ daemon_only "the isolation of hosts is nvmeof-tgt's"
 [ -x "${RDMAHOST:-}" ] || fail "RDMAHOST='${RDMAHOST:-}' is not an executable: test/e2e/e2e_test.go builds it"
 modprobe nvme-tcp || fail "modprobe nvme-tcp"
 nqn=nqn.2026-11.io.example:shared
-config /tmp/tgt.yaml <<CFG
-metrics: {address: 127.0.0.1:9750}
-ports:
-  - {id: 1, address: $ADDR, port: $PORT}
-  - {id: 2, transport: tcp, address: $ADDR, port: 4420}
-subsystems:
-  - nqn: $nqn
-    allow_any_host: true
-    namespaces: [{nsid: 1, backend: nullblk, size: 1GiB}]
-CFG
-start_target /tmp/tgt.yaml
+SERVE_PORTS=$RDMA_AND_TCP_PORTS serve "$nqn" "[{nsid: 1, backend: nullblk, size: 1GiB}]" "$METRICS_ON"
 # The well-behaved host connects from the second address: the daemon
 # counts queue pairs waiting for their Connect by peer address, and the
 # hostile host, from the first, holds as many as one address may.
