@@ -20,12 +20,8 @@ export CHURN_CYCLES=$cycles CHURN_ABANDONS=${CHURN_ABANDONS:-$((10 * cycles))} C
 # and 0.2 s an abandoned controller; twice that, and the boot, bound the run.
 secs=$((600 + 40 * CHURN_CYCLES + CHURN_ABANDONS * 2 / 5))
 export E2E_ONLY='^81-churn$' E2E_SCENARIO_TIMEOUT=$secs E2E_GUEST_TIMEOUT=$((secs + 300))
-export PATH=/usr/local/go/bin:$PATH
-log=$repo/test/soak/churn-$(date -u +%Y%m%dT%H%M%SZ).log
-echo "soak: $((3 * CHURN_CYCLES)) disconnects under load, $CHURN_ABANDONS abandoned controllers, default rdma settings; up to $((secs / 60)) min; log $log"
-rc=0
-(cd "$repo" && go test -count=1 -tags e2e -v -timeout "$((secs + 600))s" ./test/e2e/) >"$log" 2>&1 || rc=$?
+source "$repo/test/soak/run.sh"
 # The scenario's own account: the phases and the figures at start and end.
-grep -E '^\s+(churn:|\(a\)|\(b\)|\(c\)|fresh host|--- at |[a-z_]+ +[0-9a-z]+ -> |ok: threads|FAIL)' "$log" | sed 's/^\s*//' || true
-grep -E '^(--- |ok|FAIL)' "$log" | tail -3
-exit "$rc"
+soak_run churn "$secs" \
+	"$((3 * CHURN_CYCLES)) disconnects under load, $CHURN_ABANDONS abandoned controllers, default rdma settings; up to $((secs / 60)) min" \
+	'churn:|\(a\)|\(b\)|\(c\)|fresh host|--- at |[a-z_]+ +[0-9a-z]+ -> |ok: threads|FAIL'

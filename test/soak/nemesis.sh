@@ -24,11 +24,5 @@ export NEMESIS_SECONDS=$((minutes * 60))
 secs=$((NEMESIS_SECONDS + 900))
 export E2E_EXTRA=$repo/test/soak/nemesis-guest.sh E2E_ONLY='^nemesis-guest$'
 export E2E_SCENARIO_TIMEOUT=$secs E2E_GUEST_TIMEOUT=$((secs + 300))
-export PATH=/usr/local/go/bin:$PATH
-log=$repo/test/soak/nemesis-$(date -u +%Y%m%dT%H%M%SZ).log
-echo "soak: gateway pair nemesis for $minutes min; log $log"
-rc=0
-(cd "$repo" && go test -count=1 -tags e2e -v -timeout "$((secs + 600))s" ./test/e2e/) >"$log" 2>&1 || rc=$?
-grep -E '^\s+(nemesis:|FAIL)' "$log" | sed 's/^\s*//' || true
-grep -E '^(--- |ok|FAIL)' "$log" | tail -3
-exit "$rc"
+source "$repo/test/soak/run.sh"
+soak_run nemesis "$secs" "gateway pair nemesis for $minutes min" 'nemesis:|FAIL'
