@@ -23,35 +23,25 @@ func TestQoSDatasetManagementIsAWriteOfNoBytes(t *testing.T) {
 		g := newQoSRig(t, QoSLimits{Bandwidth: 1 << 20, WriteBandwidth: 1 << 20}) // bursts of 100 KiB
 		a := g.host(testHost, 1)[0]
 		g.submit(a, ioCmd(nvme.IOWrite, 1, 0, 256, 128<<10), 128<<10, "write")
-		if tag := g.next(); tag != "write" {
-			t.Fatalf("completion %q, want the write of the burst", tag)
-		}
+		g.expectNext("write", "the write of the burst")
 		g.submit(a, dsm(), ranges, "dsm") // the buckets are in debt
 		if n := g.waiting(); n != 0 {
 			t.Fatalf("a deallocate waits on the bandwidth limits (%d waiting), want it to go", n)
 		}
-		if tag := g.next(); tag != "dsm" {
-			t.Fatalf("completion %q, want the deallocate", tag)
-		}
+		g.expectNext("dsm", "the deallocate")
 	})
 	t.Run("write iops", func(t *testing.T) {
 		g := newQoSRig(t, QoSLimits{WriteIOPS: 10}) // a burst of 1
 		a := g.host(testHost, 1)[0]
 		g.submit(a, dsm(), ranges, "dsm 0")
-		if tag := g.next(); tag != "dsm 0" {
-			t.Fatalf("completion %q, want the deallocate of the burst", tag)
-		}
+		g.expectNext("dsm 0", "the deallocate of the burst")
 		g.submit(a, dsm(), ranges, "dsm 1")
 		g.read(a, "read")
-		if tag := g.next(); tag != "read" {
-			t.Fatalf("completion %q, want the read, which no limit holds", tag)
-		}
+		g.expectNext("read", "the read, which no limit holds")
 		if n := g.waiting(); n != 1 {
 			t.Fatalf("%d wait, want the second deallocate on write_iops", n)
 		}
 		g.clk.Advance(100 * time.Millisecond)
-		if tag := g.next(); tag != "dsm 1" {
-			t.Fatalf("completion %q, want the deallocate", tag)
-		}
+		g.expectNext("dsm 1", "the deallocate")
 	})
 }

@@ -255,6 +255,15 @@ func (g *qosRig) completions(n int) []string {
 
 func (g *qosRig) waiting() int { return g.ns.QoSStats().Waiting }
 
+// expectNext checks that the next command to complete is the one tagged
+// tag; what says which that is, for the failure.
+func (g *qosRig) expectNext(tag, what string) {
+	g.t.Helper()
+	if got := g.next(); got != tag {
+		g.t.Fatalf("completion %q, want %s", got, what)
+	}
+}
+
 // spendBurst reads n blocks on lq, the limit's burst, and waits for them.
 func (g *qosRig) spendBurst(lq *LoopQueue, n int) {
 	g.t.Helper()
@@ -422,9 +431,7 @@ func TestQoSTeardownWithWaiters(t *testing.T) {
 	}
 	g.clk.Advance(50 * time.Millisecond)
 	for range 5 {
-		if tag := g.next(); tag != "kept" {
-			t.Fatalf("completion %q, want the kept queue's", tag)
-		}
+		g.expectNext("kept", "the kept queue's")
 	}
 	if n := g.ns.inflight(); n != 0 {
 		t.Fatalf("%d claims left on the namespace", n)
@@ -584,9 +591,7 @@ func qosWriteLimitHoldsNoRead(t *testing.T) {
 	a := g.host(testHost, 1)[0]
 	b := g.host(qosHostB, 1)[0]
 	g.submit(a, blockWrite(), 512, "w0")
-	if tag := g.next(); tag != "w0" {
-		t.Fatalf("completion %q, want the write of the burst", tag)
-	}
+	g.expectNext("w0", "the write of the burst")
 	g.submit(a, blockWrite(), 512, "w1")
 	for range 5 {
 		g.read(a, "read a")
@@ -602,9 +607,7 @@ func qosWriteLimitHoldsNoRead(t *testing.T) {
 		t.Fatalf("%d wait, want the write", n)
 	}
 	g.clk.Advance(100 * time.Millisecond)
-	if tag := g.next(); tag != "w1" {
-		t.Fatalf("completion %q, want the write", tag)
-	}
+	g.expectNext("w1", "the write")
 }
 
 // qosReleasePastALane: a read waiting on the read limit holds up no write
@@ -628,9 +631,7 @@ func qosReleasePastALane(t *testing.T) {
 		}
 	}
 	g.clk.Advance(50 * time.Millisecond)
-	if tag := g.next(); tag != "r" {
-		t.Fatalf("completion %q, want the read", tag)
-	}
+	g.expectNext("r", "the read")
 }
 
 // qosSharedLimitInOrder: on one limit for all kinds, the hosts take turns
@@ -756,9 +757,7 @@ func TestQoSAbortWaiter(t *testing.T) {
 		t.Fatalf("%d wait, want the command not aborted", n)
 	}
 	g.clk.Advance(time.Second)
-	if tag := g.next(); tag != "kept" {
-		t.Fatalf("completion %q, want the command not aborted", tag)
-	}
+	g.expectNext("kept", "the command not aborted")
 }
 
 // A command waits on a limit no longer than qosMaxWait: then it completes
@@ -773,9 +772,7 @@ func TestQoSWaitBound(t *testing.T) {
 	for i := range 6 {
 		g.read(q, fmt.Sprint(i)) // at 0, 1, 2 s; 3 s and after is past the bound
 	}
-	if tag := g.next(); tag != "0" {
-		t.Fatalf("completion %q, want the burst", tag)
-	}
+	g.expectNext("0", "the burst")
 	for _, want := range []string{"1", "2"} {
 		g.clk.Advance(time.Second)
 		if tag := g.next(); tag != want {
@@ -798,9 +795,7 @@ func TestQoSWaitBound(t *testing.T) {
 	// The bucket is full again at 3 s.
 	g.read(q, "later")
 	g.clk.Advance(500 * time.Millisecond)
-	if tag := g.next(); tag != "later" {
-		t.Fatalf("completion %q, want the command that came after", tag)
-	}
+	g.expectNext("later", "the command that came after")
 }
 
 // A fused Compare and Write pair is charged both its commands and waits
