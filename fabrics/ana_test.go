@@ -167,8 +167,7 @@ func TestANAStateIOStatus(t *testing.T) {
 			return h.submit(h.io, c, nil).Status()
 		}},
 		{"flush", func() nvme.Status {
-			c := newCmd(nvme.IOFlush)
-			c.SetNSID(2)
+			c := flushCmd(2)
 			return h.submit(h.io, c, nil).Status()
 		}},
 		{"dsm", func() nvme.Status {

@@ -102,8 +102,7 @@ func checkDispatch(t *testing.T, side string, op uint8, c *command, r *Request) 
 func TestBroadcastDispatch(t *testing.T) {
 	tg, p, _ := testTarget(t)
 	h := connect(t, tg, p, testNQN)
-	cmd := newCmd(nvme.IOFlush)
-	cmd.SetNSID(nvme.NSIDBroadcast)
+	cmd := flushCmd(nvme.NSIDBroadcast)
 	r := prepareOnly(h.io, cmd)
 	if r.Status() != 0 || funcID(r.handler) != funcID(ioCommands[nvme.IOFlush].broadcast) || !r.blocking {
 		t.Fatalf("broadcast flush: status %v, blocking %v, broadcast handler %v", r.Status(), r.blocking,

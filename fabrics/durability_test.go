@@ -208,8 +208,7 @@ func TestFlushAllRunsOffThePollerAndHoldsNamespaces(t *testing.T) {
 	var release sync.Once
 	releaseFlush := func() { release.Do(func() { close(rec.flushGate) }) }
 	t.Cleanup(releaseFlush) // a failure must not leave the queue stuck
-	fl := newCmd(nvme.IOFlush)
-	fl.SetNSID(0xffffffff)
+	fl := flushCmd(0xffffffff)
 	flushed := make(chan nvme.Completion, 1)
 	go func() { flushed <- <-h.io.SubmitAsync(fl, nil) }()
 	<-rec.flushEnter

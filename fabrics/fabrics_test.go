@@ -63,8 +63,7 @@ func TestConnectIdentifyReadWrite(t *testing.T) {
 	if !bytes.Equal(got, data) {
 		t.Fatal("read back differs")
 	}
-	flush := newCmd(nvme.IOFlush)
-	flush.SetNSID(1)
+	flush := flushCmd(1)
 	if st := h.submit(h.io, flush, nil).Status(); st != 0 || mem.flushes != 1 {
 		t.Fatalf("flush: status %v, %d backend flushes", st, mem.flushes)
 	}

@@ -118,8 +118,7 @@ func TestHostileNamespaceIDs(t *testing.T) {
 		t.Fatalf("descriptors of a missing namespace: %v", st)
 	}
 	// Flush to every namespace is allowed.
-	f := newCmd(nvme.IOFlush)
-	f.SetNSID(0xffffffff)
+	f := flushCmd(0xffffffff)
 	if st := h.submit(h.io, f, nil).Status(); st != 0 {
 		t.Fatalf("flush all: %v", st)
 	}

@@ -113,8 +113,7 @@ func ioCommandsForAccess(h *host) map[string]nvme.Status {
 	c.SetCDW(11, nvme.DSMAttrDeallocate)
 	wz := newCmd(nvme.IOWriteZeroes)
 	wz.SetNSID(1)
-	fl := newCmd(nvme.IOFlush)
-	fl.SetNSID(1)
+	fl := flushCmd(1)
 	return map[string]nvme.Status{
 		"read":         h.rw(nvme.IORead, 1, 0, 1, blk, false),
 		"compare":      h.rw(nvme.IOCompare, 1, 0, 1, blk, false),

@@ -61,7 +61,7 @@ func TestFileEngines(t *testing.T) {
 			if st := h.submit(h.io, keyed(fua, 512), data[:512]).Status(); st != 0 {
 				t.Fatalf("FUA write: %v", st)
 			}
-			if st := h.submit(h.io, func() nvme.Command { c := newCmd(nvme.IOFlush); c.SetNSID(1); return c }(), nil).Status(); st != 0 {
+			if st := h.submit(h.io, flushCmd(1), nil).Status(); st != 0 {
 				t.Fatalf("flush: %v", st)
 			}
 			got := make([]byte, len(data))

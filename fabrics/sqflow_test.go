@@ -29,8 +29,7 @@ func TestSQFlowControlDisabled(t *testing.T) {
 		if off && rsp.SQHD() != nvme.SQHDFlowDisabled || !off && rsp.SQHD() != 0 {
 			t.Fatalf("Connect SQHD %#x (flow control off %t)", rsp.SQHD(), off)
 		}
-		flush := newCmd(nvme.IOFlush)
-		flush.SetNSID(1)
+		flush := flushCmd(1)
 		rsp = h.submit(lq, flush, nil)
 		if want := map[bool]uint16{false: 1, true: 0}[off]; rsp.Status() != 0 || rsp.SQHD() != want {
 			t.Fatalf("flush: %v, SQHD %d, want %d (flow control off %t)", rsp.Status(), rsp.SQHD(), want, off)

@@ -151,8 +151,7 @@ func TestHiddenNamespaceIsInactiveToTheController(t *testing.T) {
 func TestBroadcastFlushOnlyVisibleNamespaces(t *testing.T) {
 	tg, p, mems := twoTenants(t)
 	a := connectAs(t, tg, p, hostA)
-	fl := newCmd(nvme.IOFlush)
-	fl.SetNSID(nvme.NSIDBroadcast)
+	fl := flushCmd(nvme.NSIDBroadcast)
 	if st := a.submit(a.io, fl, nil).Status(); st != 0 {
 		t.Fatalf("broadcast flush: %v", st)
 	}
