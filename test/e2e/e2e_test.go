@@ -140,6 +140,12 @@ func buildForGuest(root, results, tgt string) ([]string, error) {
 			return nil, err
 		}
 		env = append(env, "NVMEOF_TGT="+bin, "NVMEOF_TGT_VERSION="+describe(root))
+		// The Debian package of that binary, which 65-systemd installs.
+		deb, err := buildDeb(root, results, bin)
+		if err != nil {
+			return nil, err
+		}
+		env = append(env, "NVMEOF_TGT_DEB="+deb)
 	}
 	// The durability scenarios' writer and checker (test/durability).
 	dur, err := goBuild(root, results, "./test/durability/cmd/durability")
@@ -176,6 +182,20 @@ func buildForGuest(root, results, tgt string) ([]string, error) {
 		return nil, err
 	}
 	return append(env, "RDMA_TEST="+rdmaTest, "RDMAHOST="+rdmahost, "TCPHOST="+tcphost), nil
+}
+
+// buildDeb packages bin with dist/build-deb.sh into dir, uncompressed
+// (it is read once, from this machine's disk), and returns its path.
+func buildDeb(root, dir, bin string) (string, error) {
+	build := exec.Command(filepath.Join(root, "dist/build-deb.sh"), dir)
+	build.Env = append(os.Environ(), "NVMEOF_TGT_BINARY="+bin, "DPKG_DEB_COMPRESSOR_TYPE=none")
+	var stderr strings.Builder
+	build.Stderr = &stderr
+	out, err := build.Output()
+	if err != nil {
+		return "", fmt.Errorf("dist/build-deb.sh: %v\n%s", err, stderr.String())
+	}
+	return strings.TrimSpace(string(out)), nil
 }
 
 // goTestBuild builds the test binary of package pkg into dir as
