@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/api"
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 	"github.com/sirupsen/logrus"
@@ -17,13 +18,20 @@ import (
 
 // pipeClient connects a client to a over an in-memory connection, past
 // the handshake.
-func pipeClient(t *testing.T, a *api) *apiClient {
+// releaseGroup is release_ana_group of the ANA group on d.
+func releaseGroup(t *testing.T, d *daemon, group uint32) (api.GatewayResult, error) {
+	var r api.GatewayResult
+	err := pipeClient(t, api.NewHandler(d, "", version, d.log)).Call("release_ana_group", api.GatewayParams{Group: group}, &r)
+	return r, err
+}
+
+func pipeClient(t *testing.T, a *api.Handler) *api.Client {
 	t.Helper()
 	srv, cli := net.Pipe()
 	done := make(chan struct{})
-	go func() { a.serveConn(srv); srv.Close(); close(done) }()
+	go func() { a.ServeConn(srv); srv.Close(); close(done) }()
 	t.Cleanup(func() { cli.Close(); <-done })
-	c, err := newAPIClient(cli)
+	c, err := api.NewClient(cli)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,55 +57,55 @@ type apiStep struct {
 // subsystems a (nullblk) and b (a 16 MiB file) come first). Port 4 cannot listen.
 var apiSteps = []apiStep{
 	{"add_port", `{"id":2,"address":"10.0.0.2","port":4430}`, 0, "", ""},
-	{"add_port", `{"id":2,"address":"10.0.0.3"}`, codeAlreadyExists, "id", ""},
-	{"add_port", `{"id":3,"address":"ten"}`, codeValidationFailed, "ports[2].address", "address"},
-	{"add_port", `{"id":4,"address":"10.0.0.4"}`, codeNotApplied, "ports[2]", ""},
-	{"remove_port", `{"id":9}`, codeNotFound, "id", ""},
+	{"add_port", `{"id":2,"address":"10.0.0.3"}`, api.CodeAlreadyExists, "id", ""},
+	{"add_port", `{"id":3,"address":"ten"}`, api.CodeValidationFailed, "ports[2].address", "address"},
+	{"add_port", `{"id":4,"address":"10.0.0.4"}`, api.CodeNotApplied, "ports[2]", ""},
+	{"remove_port", `{"id":9}`, api.CodeNotFound, "id", ""},
 	{"add_subsystem", `{"nqn":"` + nqnC + `","hosts":["` + hostX + `"],"ports":[2]}`, 0, "", ""},
-	{"add_subsystem", `{"nqn":"` + nqnC + `","allow_any_host":true}`, codeAlreadyExists, "nqn", ""},
+	{"add_subsystem", `{"nqn":"` + nqnC + `","allow_any_host":true}`, api.CodeAlreadyExists, "nqn", ""},
 	{"add_subsystem", `{"nqn":"nqn.2026-11.io.example:d","allow_any_host":true,"serial":"123456789012345678901"}`,
-		codeValidationFailed, "subsystems[3].serial", "serial"},
-	{"remove_port", `{"id":2}`, codeInUse, "id", ""}, // c would be served on every port
+		api.CodeValidationFailed, "subsystems[3].serial", "serial"},
+	{"remove_port", `{"id":2}`, api.CodeInUse, "id", ""}, // c would be served on every port
 	{"set_subsystem", `{"nqn":"` + nqnC + `","allow_any_host":true,"ports":[]}`, 0, "", ""},
-	{"set_subsystem", `{"nqn":"` + nqnC + `"}`, codeInvalidParams, "params", ""},
-	{"set_subsystem", `{"nqn":"nqn.2026-11.io.example:none","allow_any_host":true}`, codeNotFound, "nqn", ""},
-	{"set_subsystem", `{"nqn":"` + nqnC + `","max_io_queues":-1}`, codeValidationFailed, "subsystems[2].max_io_queues", "max_io_queues"},
+	{"set_subsystem", `{"nqn":"` + nqnC + `"}`, api.CodeInvalidParams, "params", ""},
+	{"set_subsystem", `{"nqn":"nqn.2026-11.io.example:none","allow_any_host":true}`, api.CodeNotFound, "nqn", ""},
+	{"set_subsystem", `{"nqn":"` + nqnC + `","max_io_queues":-1}`, api.CodeValidationFailed, "subsystems[2].max_io_queues", "max_io_queues"},
 	{"set_subsystem", `{"nqn":"` + nqnC + `","cntlid_min":1000,"cntlid_max":1999}`, 0, "", ""},
-	{"set_subsystem", `{"nqn":"` + nqnC + `","cntlid_min":2000}`, codeValidationFailed, "subsystems[2].cntlid_min", "cntlid_min"},
+	{"set_subsystem", `{"nqn":"` + nqnC + `","cntlid_min":2000}`, api.CodeValidationFailed, "subsystems[2].cntlid_min", "cntlid_min"},
 	{"add_subsystem", `{"nqn":"nqn.2026-11.io.example:d","allow_any_host":true,"cntlid_max":65520}`,
-		codeValidationFailed, "subsystems[3].cntlid_min", "cntlid_min"},
+		api.CodeValidationFailed, "subsystems[3].cntlid_min", "cntlid_min"},
 	{"remove_port", `{"id":2}`, 0, "", ""},
 	{"add_namespace", `{"nqn":"` + nqnC + `","backend":"nullblk","size":"64MiB"}`, 0, "", ""},
-	{"add_namespace", `{"nqn":"` + nqnC + `","nsid":1,"backend":"nullblk","size":1048576}`, codeAlreadyExists, "nsid", ""},
-	{"add_namespace", `{"nqn":"` + nqnC + `","backend":"file"}`, codeValidationFailed, "subsystems[2].namespaces[1].path", "path"},
-	{"add_namespace", `{"nqn":"` + nqnC + `","backend":"block","path":"DIR/no-such-disk"}`, codeNotApplied, "subsystems[2].namespaces[1]", ""},
-	{"add_namespace", `{"nqn":"nqn.2026-11.io.example:none","backend":"nullblk","size":512}`, codeNotFound, "nqn", ""},
+	{"add_namespace", `{"nqn":"` + nqnC + `","nsid":1,"backend":"nullblk","size":1048576}`, api.CodeAlreadyExists, "nsid", ""},
+	{"add_namespace", `{"nqn":"` + nqnC + `","backend":"file"}`, api.CodeValidationFailed, "subsystems[2].namespaces[1].path", "path"},
+	{"add_namespace", `{"nqn":"` + nqnC + `","backend":"block","path":"DIR/no-such-disk"}`, api.CodeNotApplied, "subsystems[2].namespaces[1]", ""},
+	{"add_namespace", `{"nqn":"nqn.2026-11.io.example:none","backend":"nullblk","size":512}`, api.CodeNotFound, "nqn", ""},
 	{"add_namespace", `{"nqn":"` + nqnC + `","nsid":3,"backend":"file","path":"DIR/c3.img","size":"8MiB","uuid":"91fdba0d-f87b-4c25-b80f-db7be1418b9e"}`, 0, "", ""},
 	{"set_namespace", `{"nqn":"` + nqnC + `","nsid":1,"size":"128MiB"}`, 0, "", ""},
-	{"set_namespace", `{"nqn":"` + nqnC + `","nsid":9,"size":512}`, codeNotFound, "nsid", ""},
-	{"set_namespace", `{"nqn":"` + nqnC + `","nsid":1}`, codeInvalidParams, "size", ""},
-	{"set_namespace", `{"nqn":"` + nqnB + `","nsid":1,"size":"8MiB"}`, codeAppliedInPart, "subsystems[1].namespaces[0].size", "size"},
+	{"set_namespace", `{"nqn":"` + nqnC + `","nsid":9,"size":512}`, api.CodeNotFound, "nsid", ""},
+	{"set_namespace", `{"nqn":"` + nqnC + `","nsid":1}`, api.CodeInvalidParams, "size", ""},
+	{"set_namespace", `{"nqn":"` + nqnB + `","nsid":1,"size":"8MiB"}`, api.CodeAppliedInPart, "subsystems[1].namespaces[0].size", "size"},
 	{"remove_namespace", `{"nqn":"` + nqnC + `","nsid":1}`, 0, "", ""},
-	{"remove_namespace", `{"nqn":"` + nqnC + `","nsid":1}`, codeNotFound, "nsid", ""},
-	{"remove_namespace", `{"nqn":"` + nqnC + `"}`, codeInvalidParams, "nsid", ""},
+	{"remove_namespace", `{"nqn":"` + nqnC + `","nsid":1}`, api.CodeNotFound, "nsid", ""},
+	{"remove_namespace", `{"nqn":"` + nqnC + `"}`, api.CodeInvalidParams, "nsid", ""},
 	{"add_host", `{"nqn":"` + nqnC + `","host":"` + hostY + `"}`, 0, "", ""},
-	{"add_host", `{"nqn":"` + nqnC + `","host":"` + hostY + `"}`, codeAlreadyExists, "host", ""},
-	{"add_host", `{"nqn":"` + nqnC + `","host":"bad host"}`, codeValidationFailed, "subsystems[2].hosts[2]", ""},
+	{"add_host", `{"nqn":"` + nqnC + `","host":"` + hostY + `"}`, api.CodeAlreadyExists, "host", ""},
+	{"add_host", `{"nqn":"` + nqnC + `","host":"bad host"}`, api.CodeValidationFailed, "subsystems[2].hosts[2]", ""},
 	{"remove_host", `{"nqn":"` + nqnC + `","host":"` + hostX + `"}`, 0, "", ""},
-	{"remove_host", `{"nqn":"` + nqnC + `","host":"` + hostX + `"}`, codeNotFound, "host", ""},
+	{"remove_host", `{"nqn":"` + nqnC + `","host":"` + hostX + `"}`, api.CodeNotFound, "host", ""},
 	{"set_ana_state", `{"port":1,"group":2,"state":"non_optimized"}`, 0, "", ""},
 	{"set_ana_state", `{"port":1,"group":3,"state":"change"}`, 0, "", ""},
 	{"set_ana_state", `{"port":1,"group":3,"state":"optimized"}`, 0, "", ""},
-	{"set_ana_state", `{"port":9,"group":2,"state":"inaccessible"}`, codeNotFound, "port", ""},
-	{"set_ana_state", `{"port":1,"group":0,"state":"inaccessible"}`, codeInvalidParams, "group", ""},
-	{"set_ana_state", `{"port":1,"group":2,"state":"standby"}`, codeInvalidParams, "state", ""},
+	{"set_ana_state", `{"port":9,"group":2,"state":"inaccessible"}`, api.CodeNotFound, "port", ""},
+	{"set_ana_state", `{"port":1,"group":0,"state":"inaccessible"}`, api.CodeInvalidParams, "group", ""},
+	{"set_ana_state", `{"port":1,"group":2,"state":"standby"}`, api.CodeInvalidParams, "state", ""},
 	{"set_namespace", `{"nqn":"` + nqnB + `","nsid":1,"ana_group":2}`, 0, "", ""},
-	{"set_namespace", `{"nqn":"` + nqnB + `","nsid":1,"ana_group":200}`, codeValidationFailed, "subsystems[1].namespaces[0].ana_group", "ana_group"},
-	{"remove_subsystem", `{}`, codeInvalidParams, "nqn", ""},
-	{"remove_subsystem", `{"nqn":"nqn.2026-11.io.example:none"}`, codeNotFound, "nqn", ""},
+	{"set_namespace", `{"nqn":"` + nqnB + `","nsid":1,"ana_group":200}`, api.CodeValidationFailed, "subsystems[1].namespaces[0].ana_group", "ana_group"},
+	{"remove_subsystem", `{}`, api.CodeInvalidParams, "nqn", ""},
+	{"remove_subsystem", `{"nqn":"nqn.2026-11.io.example:none"}`, api.CodeNotFound, "nqn", ""},
 	{"remove_subsystem", `{"nqn":"` + nqnA + `"}`, 0, "", ""},
-	{"save_config", `{"path":"relative.yaml"}`, codeInvalidParams, "path", ""},
-	{"save_config", `{"path":"DIR/no-such-dir/saved.yaml"}`, codeNotApplied, "path", ""},
+	{"save_config", `{"path":"relative.yaml"}`, api.CodeInvalidParams, "path", ""},
+	{"save_config", `{"path":"DIR/no-such-dir/saved.yaml"}`, api.CodeNotApplied, "path", ""},
 	{"save_config", `{"path":"DIR/saved.yaml"}`, 0, "", ""},
 }
 
@@ -107,12 +115,12 @@ var apiSteps = []apiStep{
 func TestAPIMethods(t *testing.T) {
 	rdma, dir, d := startBase(t)
 	rdma.refuse[4] = true
-	c := pipeClient(t, newAPI(d, "", version, d.log))
+	c := pipeClient(t, api.NewHandler(d, "", version, d.log))
 	for i, s := range apiSteps {
 		params := json.RawMessage(strings.ReplaceAll(s.params, "DIR", dir))
 		var result json.RawMessage
-		err := c.call(s.method, params, &result)
-		var re *rpcError
+		err := c.Call(s.method, params, &result)
+		var re *api.Error
 		switch {
 		case s.code == 0 && err != nil:
 			t.Fatalf("step %d %s %s: %v", i, s.method, params, err)
@@ -127,9 +135,9 @@ func TestAPIMethods(t *testing.T) {
 	checkAPIResult(t, c, dir)
 }
 
-func checkAPIResult(t *testing.T, c *apiClient, dir string) {
-	var st State
-	if err := c.call("get_state", nil, &st); err != nil {
+func checkAPIResult(t *testing.T, c *api.Client, dir string) {
+	var st api.State
+	if err := c.Call("get_state", nil, &st); err != nil {
 		t.Fatal(err)
 	}
 	var nqns []string
@@ -150,8 +158,8 @@ func checkAPIResult(t *testing.T, c *apiClient, dir string) {
 	if ana := st.Ports[0].ANA; len(ana) != 1 || ana[2] != config.ANANonOptimized {
 		t.Fatalf("port 1 ANA states %v, want group 2 non_optimized only", ana)
 	}
-	var saved saveResult
-	if err := c.call("save_config", nil, &saved); err != nil {
+	var saved api.SaveResult
+	if err := c.Call("save_config", nil, &saved); err != nil {
 		t.Fatal(err)
 	}
 	file, err := os.ReadFile(filepath.Join(dir, "saved.yaml"))
@@ -167,9 +175,9 @@ func checkAPIResult(t *testing.T, c *apiClient, dir string) {
 // changes return the generation they made.
 func TestAPIChangeResult(t *testing.T) {
 	_, _, d := startBase(t)
-	c := pipeClient(t, newAPI(d, "", version, d.log))
-	var r changeResult
-	if err := c.call("add_namespace", namespaceParams{NQN: nqnA, Backend: "nullblk", Size: 1 << 20}, &r); err != nil {
+	c := pipeClient(t, api.NewHandler(d, "", version, d.log))
+	var r api.ChangeResult
+	if err := c.Call("add_namespace", api.NamespaceParams{NQN: nqnA, Backend: "nullblk", Size: 1 << 20}, &r); err != nil {
 		t.Fatal(err)
 	}
 	if gen, _, _ := d.Generation(); r.NSID != 2 || r.Generation != gen || gen != 2 {
@@ -182,19 +190,19 @@ func TestAPIChangeResult(t *testing.T) {
 func TestAPIReload(t *testing.T) {
 	_, dir, d := startBase(t)
 	path := filepath.Join(dir, "tgt.yaml")
-	c := pipeClient(t, newAPI(d, path, version, d.log))
+	c := pipeClient(t, api.NewHandler(d, path, version, d.log))
 	os.WriteFile(path, []byte(baseConfig(dir, "")+"\n  - {nqn: "+nqnC+", allow_any_host: true, namespaces: [{nsid: 1, backend: flie}]}\n"), 0o600)
-	var re *rpcError
-	err := c.call("reload", nil, nil)
-	if !errors.As(err, &re) || re.Code != codeValidationFailed || re.Data.Field != "subsystems[2].namespaces[0].backend" {
+	var re *api.Error
+	err := c.Call("reload", nil, nil)
+	if !errors.As(err, &re) || re.Code != api.CodeValidationFailed || re.Data.Field != "subsystems[2].namespaces[0].backend" {
 		t.Fatalf("reload of a broken file: %v %+v", err, re)
 	}
 	if d.target.Subsystem(nqnC) != nil {
 		t.Fatal("a refused reload changed the target")
 	}
 	os.WriteFile(path, []byte(baseConfig(dir, "")+"\n  - {nqn: "+nqnC+", allow_any_host: true, namespaces: [{nsid: 1, backend: nullblk, size: 1MiB}]}\n"), 0o600)
-	var r reloadReply
-	if err := c.call("reload", nil, &r); err != nil {
+	var r api.ReloadResult
+	if err := c.Call("reload", nil, &r); err != nil {
 		t.Fatal(err)
 	}
 	if r.File != path || r.Generation != 2 || d.target.Subsystem(nqnC) == nil {
@@ -206,12 +214,12 @@ func TestAPIReload(t *testing.T) {
 // off in the saved configuration (defaults would make it 8192).
 func TestAPIAddPortWithoutInlineData(t *testing.T) {
 	_, _, d := startBase(t)
-	c := pipeClient(t, newAPI(d, "", version, d.log))
-	if err := c.call("add_port", json.RawMessage(`{"id":2,"address":"10.0.0.2","port":4430,"inline_data_size":0}`), &json.RawMessage{}); err != nil {
+	c := pipeClient(t, api.NewHandler(d, "", version, d.log))
+	if err := c.Call("add_port", json.RawMessage(`{"id":2,"address":"10.0.0.2","port":4430,"inline_data_size":0}`), &json.RawMessage{}); err != nil {
 		t.Fatal(err)
 	}
-	var saved saveResult
-	if err := c.call("save_config", nil, &saved); err != nil {
+	var saved api.SaveResult
+	if err := c.Call("save_config", nil, &saved); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := config.Parse([]byte(saved.YAML))
@@ -224,29 +232,22 @@ func TestAPIAddPortWithoutInlineData(t *testing.T) {
 	}
 }
 
-// A reload and an admin API change each hold the daemon's edit lock from
-// reading the running configuration to applying theirs, so neither can
-// undo the other. Both are caught in the middle: the change in its edit,
-// the reload where it listens on the port its file adds.
-func TestEditsAndReloadsHoldTheEditLock(t *testing.T) {
+// A reload holds the daemon's edit lock from reading the file to applying
+// it, as an admin API change does (api's TestChangeHoldsTheEditLock), so
+// neither can undo the other. It is caught where it listens on the port
+// its file adds.
+func TestReloadHoldsTheEditLock(t *testing.T) {
 	_, dir, d := startBase(t)
-	a := newAPI(d, filepath.Join(dir, "tgt.yaml"), version, d.log)
+	cfgPath := filepath.Join(dir, "tgt.yaml")
 	held := func(during string) {
 		if d.edits.TryLock() {
 			d.edits.Unlock()
 			t.Errorf("the edit lock is free during %s", during)
 		}
 	}
-	if _, err := a.change(func(c *config.Config) (string, error) {
-		held("an admin change")
-		c.Subsystems[0].Hosts = append(c.Subsystems[0].Hosts, config.HostNQN(hostX))
-		return "", nil
-	}); err != nil {
-		t.Fatal(err)
-	}
 	file := strings.Replace(baseConfig(dir, ""), "ports: [{id: 1, address: 10.0.0.1}]",
 		"ports: [{id: 1, address: 10.0.0.1}, {id: 2, address: 10.0.0.1, port: 4421}]", 1)
-	if err := os.WriteFile(a.cfgPath, []byte(file), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(file), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	prev := listen
@@ -254,7 +255,7 @@ func TestEditsAndReloadsHoldTheEditLock(t *testing.T) {
 		held("a reload")
 		return prev(tg, p, log)
 	}
-	if err := d.Reload(a.cfgPath); err != nil {
+	if err := d.Reload(cfgPath); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/api"
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/dhchap"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
@@ -158,8 +159,8 @@ func TestNoCoreDumps(t *testing.T) {
 // administrator's terminal raw.
 func TestListEscapesHostNQN(t *testing.T) {
 	evil := "nqn.evil:\x1b]0;owned\x07\x1b[2J\u009b"
-	st := State{Subsystems: []SubState{{NQN: nqnA, AllowAnyHost: true, Hosts: []string{evil},
-		Controllers: []CtrlState{{CNTLID: 1, Host: evil, Port: 1}}}}}
+	st := api.State{Subsystems: []api.SubState{{NQN: nqnA, AllowAnyHost: true, Hosts: []string{evil},
+		Controllers: []api.CtrlState{{CNTLID: 1, Host: evil, Port: 1}}}}}
 	raw, err := json.Marshal(st)
 	if err != nil {
 		t.Fatal(err)

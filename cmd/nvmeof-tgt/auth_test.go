@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/api"
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/dhchap"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
@@ -34,23 +35,23 @@ func mustSecret(t *testing.T, s string) *dhchap.Secret {
 // back out in clear, and change without dropping anyone.
 func TestAPIHostKeys(t *testing.T) {
 	_, dir, d := startBase(t)
-	c := pipeClient(t, newAPI(d, "", version, d.log))
+	c := pipeClient(t, api.NewHandler(d, "", version, d.log))
 	keyFile := filepath.Join(dir, "x.key")
 	os.WriteFile(keyFile, []byte(key2+"\n"), 0o600)
 	s := d.target.Subsystem(nqnA)
 
 	var raw json.RawMessage
-	if err := c.call("add_host", hostParams{NQN: nqnA, Host: hostX, DHCHAPKey: key1, DHCHAPCtrlKeyFile: keyFile}, &raw); err != nil {
+	if err := c.Call("add_host", api.HostParams{NQN: nqnA, Host: hostX, DHCHAPKey: key1, DHCHAPCtrlKeyFile: keyFile}, &raw); err != nil {
 		t.Fatal(err)
 	}
 	if !s.HasHostKeys(hostX, fabrics.HostKeys{Host: mustSecret(t, key1), Ctrl: mustSecret(t, key2)}) {
 		t.Fatal("the target does not hold the keys given")
 	}
-	if err := c.call("add_host", hostParams{NQN: nqnA, Host: hostY}, &raw); err != nil {
+	if err := c.Call("add_host", api.HostParams{NQN: nqnA, Host: hostY}, &raw); err != nil {
 		t.Fatal(err)
 	}
-	var st State
-	if err := c.call("get_state", nil, &st); err != nil {
+	var st api.State
+	if err := c.Call("get_state", nil, &st); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := json.Marshal(st)
@@ -59,29 +60,29 @@ func TestAPIHostKeys(t *testing.T) {
 	}
 
 	// set_host replaces the keys; the host needs none once they are gone.
-	if err := c.call("set_host", hostParams{NQN: nqnA, Host: hostX, DHCHAPKeyFile: keyFile}, &raw); err != nil {
+	if err := c.Call("set_host", api.HostParams{NQN: nqnA, Host: hostX, DHCHAPKeyFile: keyFile}, &raw); err != nil {
 		t.Fatal(err)
 	}
 	if !s.HasHostKeys(hostX, fabrics.HostKeys{Host: mustSecret(t, key2)}) {
 		t.Fatal("set_host did not take")
 	}
 	// A bad key is refused with its field, and changes nothing.
-	err := c.call("set_host", hostParams{NQN: nqnA, Host: hostX, DHCHAPKey: key1[:20] + ":"}, &raw)
-	if re, ok := err.(*rpcError); !ok || re.Code != codeValidationFailed || re.Data.Field != "subsystems[0].hosts[0].dhchap_key" ||
+	err := c.Call("set_host", api.HostParams{NQN: nqnA, Host: hostX, DHCHAPKey: key1[:20] + ":"}, &raw)
+	if re, ok := err.(*api.Error); !ok || re.Code != api.CodeValidationFailed || re.Data.Field != "subsystems[0].hosts[0].dhchap_key" ||
 		strings.Contains(re.Message, key1[10:20]) {
 		t.Fatalf("bad key: %v", err)
 	}
 	if !s.HasHostKeys(hostX, fabrics.HostKeys{Host: mustSecret(t, key2)}) {
 		t.Fatal("a refused change changed the keys")
 	}
-	if err := c.call("set_host", hostParams{NQN: nqnA, Host: hostY, DHCHAPKey: key3, DHCHAPCtrlKey: key1}, &raw); err != nil {
+	if err := c.Call("set_host", api.HostParams{NQN: nqnA, Host: hostY, DHCHAPKey: key3, DHCHAPCtrlKey: key1}, &raw); err != nil {
 		t.Fatal(err)
 	}
 
 	// save_config writes the file reference, redacts the inline keys and
 	// says so; that file does not load until they are put back.
-	var saved saveResult
-	if err := c.call("save_config", nil, &saved); err != nil {
+	var saved api.SaveResult
+	if err := c.Call("save_config", nil, &saved); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(saved.YAML, "DHHC-1") || !strings.Contains(saved.YAML, "dhchap_key_file: "+keyFile) ||
@@ -95,7 +96,7 @@ func TestAPIHostKeys(t *testing.T) {
 	if !s.HasHostKeys(hostY, fabrics.HostKeys{Host: mustSecret(t, key3), Ctrl: mustSecret(t, key1)}) {
 		t.Fatal("redaction touched the running keys")
 	}
-	if err := c.call("set_host", hostParams{NQN: nqnA, Host: hostX}, &raw); err != nil {
+	if err := c.Call("set_host", api.HostParams{NQN: nqnA, Host: hostX}, &raw); err != nil {
 		t.Fatal(err)
 	}
 	if s.AuthRequired(hostX) {

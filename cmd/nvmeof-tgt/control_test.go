@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/api"
 	cephtest "github.com/nvmeof-tgt/nvmeof-tgt/test/ceph"
 )
 
@@ -62,11 +63,11 @@ func TestControlSocketRefusesOtherUsers(t *testing.T) {
 	defer os.RemoveAll(dir)
 	os.Chmod(dir, 0o755)
 	sock := filepath.Join(dir, "ctl.sock")
-	cs, err := serveControl(sock, d, "", version, d.log)
+	cs, err := api.Listen(sock, d, "", version, d.log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cs.close()
+	defer cs.Close()
 	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("socket mode %v (%v), want 0600", fi.Mode().Perm(), err)
 	}

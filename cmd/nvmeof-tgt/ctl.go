@@ -8,10 +8,11 @@ import (
 	"io"
 	"os"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/api"
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 )
 
-// `nvmeof-tgt ctl` is a client of the management API (rpc.go, api.go): it
+// `nvmeof-tgt ctl` is a client of the management API (package api): it
 // parses its command line here, calls one method and prints the result.
 // ctl_verbs.go holds the commands.
 
@@ -68,9 +69,9 @@ func runCtl(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "nvmeof-tgt ctl: %v\n", err)
 		return 2
 	}
-	c, err := dialAPI(sock)
+	c, err := api.Dial(sock)
 	if err == nil {
-		defer c.close()
+		defer c.Close()
 		err = cmd.run(c, stdout)
 	}
 	if err != nil {
@@ -88,9 +89,9 @@ type ctlCommand struct {
 	show   func(result json.RawMessage, out io.Writer) error // nil: print nothing
 }
 
-func (cmd *ctlCommand) run(c *apiClient, out io.Writer) error {
+func (cmd *ctlCommand) run(c *api.Client, out io.Writer) error {
 	var result json.RawMessage
-	if err := c.call(cmd.method, cmd.params, &result); err != nil {
+	if err := c.Call(cmd.method, cmd.params, &result); err != nil {
 		return err
 	}
 	if cmd.show == nil {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/api"
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 )
 
@@ -40,7 +41,9 @@ var ctlVerbs = []ctlVerb{
 		flags: removePortFlags},
 	{name: "remove subsystem", args: []string{"NQN"}, about: "Remove subsystem NQN; its hosts are disconnected.",
 		flags: func(*flag.FlagSet) func([]string) (*ctlCommand, error) {
-			return func(pos []string) (*ctlCommand, error) { return ctlEdit("remove_subsystem", subsystemRef{NQN: pos[0]}) }
+			return func(pos []string) (*ctlCommand, error) {
+				return ctlEdit("remove_subsystem", api.SubsystemRef{NQN: pos[0]})
+			}
 		}},
 	{name: "remove namespace", args: []string{"NQN", "NSID"}, about: "Remove a namespace once its commands in flight are done.",
 		flags: func(*flag.FlagSet) func([]string) (*ctlCommand, error) {
@@ -49,7 +52,7 @@ var ctlVerbs = []ctlVerb{
 				if err != nil {
 					return nil, err
 				}
-				return ctlEdit("remove_namespace", namespaceRef{NQN: pos[0], NSID: nsid})
+				return ctlEdit("remove_namespace", api.NamespaceRef{NQN: pos[0], NSID: nsid})
 			}
 		}},
 	{name: "add namespace-host", args: []string{"NQN", "NSID", "HOSTNQN"}, about: "Show namespace NSID, limited to some hosts, to HOSTNQN too; its block device appears there.",
@@ -61,7 +64,7 @@ var ctlVerbs = []ctlVerb{
 	{name: "save", args: []string{"FILE|-"}, about: "Write the running configuration as YAML to FILE (replaced atomically) or to stdout (-).",
 		flags: func(*flag.FlagSet) func([]string) (*ctlCommand, error) {
 			return func(pos []string) (*ctlCommand, error) {
-				return &ctlCommand{method: "save_config", params: saveParams{}, show: showSave(pos[0])}, nil
+				return &ctlCommand{method: "save_config", params: api.SaveParams{}, show: showSave(pos[0])}, nil
 			}
 		}},
 	{name: "reload", about: "Re-read the daemon's configuration file, as SIGHUP does.",
@@ -82,7 +85,7 @@ func listFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 }
 
 func addPortFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
-	var p portParams
+	var p api.PortParams
 	var svc, depth uint16
 	var inline uint32
 	uintVar(fs, &p.ID, "id", 0, "port `ID`, unique on this target (required)")
@@ -97,7 +100,7 @@ func addPortFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 }
 
 func addSubsystemFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
-	var p subsystemParams
+	var p api.SubsystemParams
 	fs.StringVar(&p.Serial, "serial", "", "`SERIAL` number hosts see, up to 20 characters (default: derived from the NQN)")
 	fs.StringVar(&p.Model, "model", "", "`MODEL` number hosts see, up to 40 characters (default nvmeof-tgt)")
 	fs.BoolVar(&p.AllowAnyHost, "allow-any-host", false, "let any host connect, not only those given with -host")
@@ -112,8 +115,8 @@ func addSubsystemFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 }
 
 func addNamespaceFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
-	var p namespaceParams
-	var size *byteSize
+	var p api.NamespaceParams
+	var size *api.ByteSize
 	uintVar(fs, &p.NSID, "nsid", 0, "namespace ID `NSID` (default: the lowest free one)")
 	fs.StringVar(&p.Backend, "backend", "", "`BACKEND`: file, block, rbd or nullblk (required)")
 	fs.StringVar(&p.Path, "path", "", "file: the image file (created when -size is given); block: the block device (a `PATH`)")
@@ -146,7 +149,7 @@ var ctlStdin io.Reader = os.Stdin
 // process list for every user to see.
 func hostKeyFlags(method string) func(*flag.FlagSet) func([]string) (*ctlCommand, error) {
 	return func(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
-		var p hostParams
+		var p api.HostParams
 		fs.StringVar(&p.DHCHAPKeyFile, "dhchap-key-file", "", "the host's DH-HMAC-CHAP secret is in `FILE` (absolute, mode 0600)")
 		fs.StringVar(&p.DHCHAPCtrlKeyFile, "dhchap-ctrl-key-file", "", "the controller's secret, for bidirectional authentication, is in `FILE`")
 		fs.StringVar(&p.DHCHAPKey, "dhchap-key", "", "the host's secret, `DHHC-1:NN:...:`, or - to read it from standard input (a secret given here is visible in ps: prefer - or -dhchap-key-file)")
@@ -171,12 +174,14 @@ func hostKeyFlags(method string) func(*flag.FlagSet) func([]string) (*ctlCommand
 
 func hostFlags(method string) func(*flag.FlagSet) func([]string) (*ctlCommand, error) {
 	return func(*flag.FlagSet) func([]string) (*ctlCommand, error) {
-		return func(pos []string) (*ctlCommand, error) { return ctlEdit(method, hostParams{NQN: pos[0], Host: pos[1]}) }
+		return func(pos []string) (*ctlCommand, error) {
+			return ctlEdit(method, api.HostParams{NQN: pos[0], Host: pos[1]})
+		}
 	}
 }
 
 func setSubsystemFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
-	var p subsystemSet
+	var p api.SubsystemSet
 	fs.BoolFunc("allow-any-host", "true: any host may connect; false: only the allowed hosts (the others are disconnected)", func(s string) error {
 		v, err := strconv.ParseBool(s)
 		p.AllowAnyHost = &v
@@ -201,7 +206,7 @@ func setSubsystemFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 }
 
 func setNamespaceFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
-	var p namespaceSet
+	var p api.NamespaceSet
 	sizeVar(fs, &p.Size, "size", "the new `SIZE`")
 	qosFlags(fs, &p.QoS)
 	fs.Func("ana-group", "move the namespace to ANA `GROUP` (1 to 128)", func(s string) error {
@@ -237,7 +242,7 @@ func setANAFlags(*flag.FlagSet) func([]string) (*ctlCommand, error) {
 		if !slices.Contains(config.ANAStates, pos[2]) {
 			return nil, fmt.Errorf("ANA state %q: want one of %s", pos[2], strings.Join(config.ANAStates, ", "))
 		}
-		return ctlEdit("set_ana_state", anaParams{Port: port, Group: group, State: pos[2]})
+		return ctlEdit("set_ana_state", api.ANAParams{Port: port, Group: group, State: pos[2]})
 	}
 }
 
@@ -247,7 +252,7 @@ func removePortFlags(*flag.FlagSet) func([]string) (*ctlCommand, error) {
 		if err != nil {
 			return nil, fmt.Errorf("port ID %q: want a number from 0 to 65535", pos[0])
 		}
-		return ctlEdit("remove_port", portRef{ID: id})
+		return ctlEdit("remove_port", api.PortRef{ID: id})
 	}
 }
 
@@ -260,7 +265,7 @@ func parseNSID(s string) (uint32, error) {
 }
 
 // keysFromStdin replaces a "-" key with the first line of standard input.
-func keysFromStdin(p *hostParams) error {
+func keysFromStdin(p *api.HostParams) error {
 	if p.DHCHAPKey == "-" && p.DHCHAPCtrlKey == "-" {
 		return errors.New("-dhchap-key - and -dhchap-ctrl-key -: only one secret can come from standard input; put the other in a file")
 	}

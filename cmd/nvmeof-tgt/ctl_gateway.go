@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/api"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
@@ -14,12 +15,12 @@ func gatewayReleaseFlags(*flag.FlagSet) func([]string) (*ctlCommand, error) {
 		if err != nil || group < 1 || group > nvme.MaxANAGroups {
 			return nil, fmt.Errorf("ANA group %q: want a number from 1 to 128", pos[0])
 		}
-		return ctlEdit("release_ana_group", gatewayParams{Group: group})
+		return ctlEdit("release_ana_group", api.GatewayParams{Group: group})
 	}
 }
 
 // showGatewayText is ctl list's gateway lines.
-func showGatewayText(w io.Writer, g *GatewayState) {
+func showGatewayText(w io.Writer, g *api.GatewayState) {
 	if g == nil {
 		return
 	}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"text/tabwriter"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/api"
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
@@ -29,7 +30,7 @@ func showStateJSON(raw json.RawMessage, out io.Writer) error {
 
 // showStateText prints get_state's result as aligned text for people.
 func showStateText(raw json.RawMessage, out io.Writer) error {
-	var st State
+	var st api.State
 	if err := json.Unmarshal(raw, &st); err != nil {
 		return err
 	}
@@ -94,7 +95,7 @@ func termSafe(s string) string {
 
 // anaGroupsOn lists, ascending, the ANA groups port p serves a namespace
 // of and those it gives a state.
-func anaGroupsOn(st State, p PortState) []uint32 {
+func anaGroupsOn(st api.State, p api.PortState) []uint32 {
 	groups := map[uint32]bool{}
 	for g := range p.ANA {
 		groups[g] = true

@@ -6,18 +6,19 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/api"
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 )
 
 // qosFlags adds ctl set namespace's limit flags, which fill *p.
-func qosFlags(fs *flag.FlagSet, p **qosParams) {
-	params := func() *qosParams {
+func qosFlags(fs *flag.FlagSet, p **api.QoSParams) {
+	params := func() *api.QoSParams {
 		if *p == nil {
-			*p = &qosParams{}
+			*p = &api.QoSParams{}
 		}
 		return *p
 	}
-	iops := func(name, what string, field func(*qosParams) **uint64) {
+	iops := func(name, what string, field func(*api.QoSParams) **uint64) {
 		fs.Func(name, what+" per second, every host together (0: no limit)", func(s string) error {
 			v, err := strconv.ParseUint(s, 10, 64)
 			if err != nil {
@@ -27,27 +28,27 @@ func qosFlags(fs *flag.FlagSet, p **qosParams) {
 			return nil
 		})
 	}
-	rate := func(name, what string, field func(*qosParams) **byteRate) {
+	rate := func(name, what string, field func(*api.QoSParams) **api.ByteRate) {
 		fs.Func(name, what+" per second, every host together, such as 100MiB (0: no limit)", func(s string) error {
 			v, err := config.ParseRate(s)
 			if err != nil {
 				return err
 			}
-			b := byteRate(v)
+			b := api.ByteRate(v)
 			*field(params()) = &b
 			return nil
 		})
 	}
-	iops("iops", "limit commands", func(q *qosParams) **uint64 { return &q.IOPS })
-	iops("read-iops", "limit reads", func(q *qosParams) **uint64 { return &q.ReadIOPS })
-	iops("write-iops", "limit writes", func(q *qosParams) **uint64 { return &q.WriteIOPS })
-	rate("bandwidth", "limit bytes read and written", func(q *qosParams) **byteRate { return &q.Bandwidth })
-	rate("read-bandwidth", "limit bytes read", func(q *qosParams) **byteRate { return &q.ReadBandwidth })
-	rate("write-bandwidth", "limit bytes written", func(q *qosParams) **byteRate { return &q.WriteBandwidth })
+	iops("iops", "limit commands", func(q *api.QoSParams) **uint64 { return &q.IOPS })
+	iops("read-iops", "limit reads", func(q *api.QoSParams) **uint64 { return &q.ReadIOPS })
+	iops("write-iops", "limit writes", func(q *api.QoSParams) **uint64 { return &q.WriteIOPS })
+	rate("bandwidth", "limit bytes read and written", func(q *api.QoSParams) **api.ByteRate { return &q.Bandwidth })
+	rate("read-bandwidth", "limit bytes read", func(q *api.QoSParams) **api.ByteRate { return &q.ReadBandwidth })
+	rate("write-bandwidth", "limit bytes written", func(q *api.QoSParams) **api.ByteRate { return &q.WriteBandwidth })
 }
 
 // qosText is ctl list's column for a namespace's limits: "" without.
-func qosText(q *QoSState) string {
+func qosText(q *api.QoSState) string {
 	if q == nil {
 		return ""
 	}

@@ -4,10 +4,12 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/api"
 )
 
 // resvSummary is what ctl list shows of a namespace's reservation.
-func resvSummary(n NSState) string {
+func resvSummary(n api.NSState) string {
 	r := n.Reservation
 	switch {
 	case !n.Reservations:

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/api"
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 )
 
@@ -22,9 +23,9 @@ func control(d *daemon, cfgPath string, args []string, out io.Writer) error {
 	}
 	srv, cli := net.Pipe()
 	done := make(chan struct{})
-	go func() { newAPI(d, cfgPath, version, d.log).serveConn(srv); srv.Close(); close(done) }()
+	go func() { api.NewHandler(d, cfgPath, version, d.log).ServeConn(srv); srv.Close(); close(done) }()
 	defer func() { cli.Close(); <-done }()
-	c, err := newAPIClient(cli)
+	c, err := api.NewClient(cli)
 	if err != nil {
 		return err
 	}
@@ -78,11 +79,11 @@ var ctlSteps = []struct {
 func TestCtlRoundTrip(t *testing.T) {
 	_, dir, d := startBase(t)
 	sock := filepath.Join(dir, "api.sock")
-	cs, err := serveControl(sock, d, filepath.Join(dir, "missing.yaml"), version, d.log)
+	cs, err := api.Listen(sock, d, filepath.Join(dir, "missing.yaml"), version, d.log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cs.close()
+	defer cs.Close()
 	for _, s := range ctlSteps {
 		args := make([]string, len(s.args))
 		for i, a := range s.args {

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/api"
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 )
 
@@ -175,13 +176,13 @@ func parseUint32(s string) (uint32, error) {
 }
 
 // sizeVar declares a size flag ("64MiB"); it stays nil when not given.
-func sizeVar(fs *flag.FlagSet, p **byteSize, name, usage string) {
+func sizeVar(fs *flag.FlagSet, p **api.ByteSize, name, usage string) {
 	fs.Func(name, usage+" (a byte count, or with KiB, MiB, GiB, TiB, KB, MB, GB, TB)", func(s string) error {
 		v, err := config.ParseSize(s)
 		if err != nil {
 			return err
 		}
-		b := byteSize(v)
+		b := api.ByteSize(v)
 		*p = &b
 		return nil
 	})
@@ -195,7 +196,7 @@ func ctlEdit(method string, params any) (*ctlCommand, error) {
 // showSave writes save_config's YAML to stdout ("-") or, atomically, to a file.
 func showSave(to string) func(json.RawMessage, io.Writer) error {
 	return func(raw json.RawMessage, out io.Writer) error {
-		var r saveResult
+		var r api.SaveResult
 		if err := json.Unmarshal(raw, &r); err != nil {
 			return err
 		}
@@ -216,7 +217,7 @@ func showSave(to string) func(json.RawMessage, io.Writer) error {
 }
 
 func showReload(raw json.RawMessage, out io.Writer) error {
-	var r reloadReply
+	var r api.ReloadResult
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"strings"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/api"
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 )
 
@@ -27,7 +28,7 @@ func namespaceHostFlags(method string) func(*flag.FlagSet) func([]string) (*ctlC
 			if err != nil {
 				return nil, err
 			}
-			return ctlEdit(method, namespaceHostParams{NQN: pos[0], NSID: nsid, Host: pos[2]})
+			return ctlEdit(method, api.NamespaceHostParams{NQN: pos[0], NSID: nsid, Host: pos[2]})
 		}
 	}
 }

@@ -5,7 +5,7 @@
 //
 // While it runs, SIGHUP re-reads the file and applies only the difference
 // (reload.go), and a Unix socket takes the same changes as JSON-RPC calls
-// (rpc.go, api*.go), which `nvmeof-tgt ctl` makes (ctl*.go). Both go
+// (package api), which `nvmeof-tgt ctl` makes (ctl*.go). Both go
 // through daemon.Apply, which opens everything that can fail before it
 // changes anything running.
 //

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/api"
 )
 
 func TestCtlGatewayRelease(t *testing.T) {
@@ -11,7 +13,7 @@ func TestCtlGatewayRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, ok := cmd.params.(gatewayParams); cmd.method != "release_ana_group" || !ok || p.Group != 3 {
+	if p, ok := cmd.params.(api.GatewayParams); cmd.method != "release_ana_group" || !ok || p.Group != 3 {
 		t.Fatalf("%s %+v", cmd.method, cmd.params)
 	}
 	for _, args := range [][]string{{"gateway", "release", "0"}, {"gateway", "release", "x"}, {"gateway", "release"}} {
@@ -29,18 +31,17 @@ func TestReleaseWithoutGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.stop(0)
-	s := &session{api: newAPI(d, "", version, d.log)}
-	if _, err := s.releaseANAGroup(gatewayParams{Group: 1}); err == nil || !strings.Contains(err.Error(), "runs no gateway") {
+	if _, err := releaseGroup(t, d, 1); err == nil || !strings.Contains(err.Error(), "runs no gateway") {
 		t.Fatalf("release: %v", err)
 	}
-	if st := stateOf(d); st.Gateway != nil {
+	if st := api.StateOf(d); st.Gateway != nil {
 		t.Fatalf("gateway state without a gateway: %+v", st.Gateway)
 	}
 }
 
 func TestCtlListShowsGateway(t *testing.T) {
-	st := State{Ports: []PortState{{ID: 1, Address: "10.0.0.1", Port: 4420, ANA: map[uint32]string{1: "inaccessible"}}},
-		Gateway: &GatewayState{Name: "gw-b", Cookie: "gw-b.0a1b", Groups: []GatewayGroupState{
+	st := api.State{Ports: []api.PortState{{ID: 1, Address: "10.0.0.1", Port: 4420, ANA: map[uint32]string{1: "inaccessible"}}},
+		Gateway: &api.GatewayState{Name: "gw-b", Cookie: "gw-b.0a1b", Groups: []api.GatewayGroupState{
 			{Group: 1, State: "blocklisted", Takeovers: 1, Fencings: 1, LastError: "blocklisted"},
 			{Group: 2, State: "standby", Takeovers: 2, Fencings: 0, Failbacks: 1, Rebuilds: 3}}}}
 	raw, err := json.Marshal(st)

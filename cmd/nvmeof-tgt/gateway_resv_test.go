@@ -144,8 +144,7 @@ func TestGatewayTakeoverKeepsReservations(t *testing.T) {
 
 	// The planned handover: b takes the group.
 	h1b, h2b := resvConnect(t, b.target, nqn, 1), resvConnect(t, b.target, nqn, 2)
-	s := &session{api: newAPI(a, "", version, a.log)}
-	if r, err := s.releaseANAGroup(gatewayParams{Group: 1}); err != nil || !r.Released {
+	if r, err := releaseGroup(t, a, 1); err != nil || !r.Released {
 		t.Fatalf("release: %v %v", r, err)
 	}
 	waitGroup(t, b, gateway.Owner, 5*time.Second)

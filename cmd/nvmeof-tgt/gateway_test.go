@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/api"
 	"github.com/nvmeof-tgt/nvmeof-tgt/gateway"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	cephtest "github.com/nvmeof-tgt/nvmeof-tgt/test/ceph"
@@ -104,14 +105,13 @@ func TestGatewayPairOnCluster(t *testing.T) {
 	if s := b.gateway.runner(1).Status(); s.State != gateway.Standby || anaOf(b) != nvme.ANAInaccessible {
 		t.Fatalf("b while a owns the group: %+v, %v", s, anaOf(b))
 	}
-	if st := stateOf(b); st.Gateway == nil || st.Gateway.Groups[0].State != "standby" || st.Ports[0].ANA[1] != "inaccessible" {
+	if st := api.StateOf(b); st.Gateway == nil || st.Gateway.Groups[0].State != "standby" || st.Ports[0].ANA[1] != "inaccessible" {
 		t.Fatalf("b's get_state: %+v", st)
 	}
 
 	// Planned handover: a is inaccessible when the call returns; b takes
 	// the group within a renewal interval, without fencing.
-	s := &session{api: newAPI(a, "", version, a.log)}
-	if r, err := s.releaseANAGroup(gatewayParams{Group: 1}); err != nil || !r.Released {
+	if r, err := releaseGroup(t, a, 1); err != nil || !r.Released {
 		t.Fatalf("release: %v %v", r, err)
 	}
 	if anaOf(a) != nvme.ANAInaccessible {
@@ -129,7 +129,7 @@ func TestGatewayPairOnCluster(t *testing.T) {
 	if anaOf(b) != nvme.ANAOptimized || b.gateway.runner(1).Status().Fencings != 0 {
 		t.Fatalf("b after the handover: %v, %+v", anaOf(b), b.gateway.runner(1).Status())
 	}
-	if _, err := s.releaseANAGroup(gatewayParams{Group: 1}); err == nil {
+	if _, err := releaseGroup(t, a, 1); err == nil {
 		t.Fatal("a released a group it does not own")
 	}
 

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/api"
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
@@ -195,7 +196,7 @@ func runDaemon(path string, cfg *config.Config, log *logrus.Logger, sup supervis
 	d.sd, d.clock = sup.sd, sup.clock
 	life := openLifetime(cfg.StateFile, d.log)
 	d.target.SetLifetime(life.Lifetime())
-	ctl, err := serveControl(cfg.Control.Socket, d, path, version, d.log)
+	ctl, err := api.Listen(cfg.Control.Socket, d, path, version, d.log)
 	if err != nil {
 		d.stop(time.Second)
 		life.close()
@@ -206,7 +207,7 @@ func runDaemon(path string, cfg *config.Config, log *logrus.Logger, sup supervis
 	d.mainLoop(path, sup)
 	d.sd.stopping()
 	// No admin change may start once hosts are being disconnected.
-	ctl.close()
+	ctl.Close()
 	d.stop(5 * time.Second)
 	life.close()
 	d.log.Info("stopped")

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/api"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
@@ -279,7 +280,7 @@ func TestReferralsFollowReload(t *testing.T) {
 		t.Fatalf("discovery log at start %+v, want the referral to 10.99.0.2:4420 last", recs)
 	}
 	// get_state and ctl list show them, and the controller ID range.
-	raw, err := json.Marshal(stateOf(d))
+	raw, err := json.Marshal(api.StateOf(d))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/api"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 	"github.com/nvmeof-tgt/nvmeof-tgt/metrics"
 	"github.com/nvmeof-tgt/nvmeof-tgt/metrics/metricstest"
@@ -19,14 +20,14 @@ import (
 func TestQoSLive(t *testing.T) {
 	_, dir, d := startBase(t)
 	path := filepath.Join(dir, "tgt.yaml")
-	c := pipeClient(t, newAPI(d, path, version, d.log))
+	c := pipeClient(t, api.NewHandler(d, path, version, d.log))
 	ns := d.target.Subsystem(nqnA).Namespace(1)
 
 	cmd, err := parseCtl([]string{"set", "namespace", nqnA, "1", "-iops", "400", "-bandwidth", "4MiB/s"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.call(cmd.method, cmd.params, &json.RawMessage{}); err != nil {
+	if err := c.Call(cmd.method, cmd.params, &json.RawMessage{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := d.target.Subsystem(nqnA).Namespace(1); got != ns {
@@ -37,10 +38,10 @@ func TestQoSLive(t *testing.T) {
 	}
 
 	var raw json.RawMessage
-	if err := c.call("get_state", nil, &raw); err != nil {
+	if err := c.Call("get_state", nil, &raw); err != nil {
 		t.Fatal(err)
 	}
-	var st State
+	var st api.State
 	json.Unmarshal(raw, &st)
 	if q := st.Subsystems[0].Namespaces[0].QoS; q == nil || q.IOPS != 400 || q.Bandwidth != 4<<20 {
 		t.Fatalf("get_state qos %+v", q)
@@ -64,15 +65,15 @@ func TestQoSLive(t *testing.T) {
 	}
 
 	// One key given changes that limit only.
-	if err := c.call("set_namespace", json.RawMessage(`{"nqn":"`+nqnA+`","nsid":1,"qos":{"iops":0}}`), &json.RawMessage{}); err != nil {
+	if err := c.Call("set_namespace", json.RawMessage(`{"nqn":"`+nqnA+`","nsid":1,"qos":{"iops":0}}`), &json.RawMessage{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := ns.QoS(); got != (fabrics.QoSLimits{Bandwidth: 4 << 20}) {
 		t.Fatalf("limits %+v after removing iops", got)
 	}
-	var re *rpcError
-	err = c.call("set_namespace", json.RawMessage(`{"nqn":"`+nqnA+`","nsid":1,"qos":{"write_iops":3}}`), nil)
-	if !errors.As(err, &re) || re.Code != codeValidationFailed || re.Data.Field != "subsystems[0].namespaces[0].qos.write_iops" {
+	var re *api.Error
+	err = c.Call("set_namespace", json.RawMessage(`{"nqn":"`+nqnA+`","nsid":1,"qos":{"write_iops":3}}`), nil)
+	if !errors.As(err, &re) || re.Code != api.CodeValidationFailed || re.Data.Field != "subsystems[0].namespaces[0].qos.write_iops" {
 		t.Fatalf("a limit below the minimum: %v %+v", err, re)
 	}
 
@@ -80,7 +81,7 @@ func TestQoSLive(t *testing.T) {
 	if err := os.WriteFile(path, []byte(baseConfig(dir, "")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.call("reload", nil, &json.RawMessage{}); err != nil {
+	if err := c.Call("reload", nil, &json.RawMessage{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := d.target.Subsystem(nqnA).Namespace(1); got != ns || ns.QoS().Limited() {
@@ -91,7 +92,7 @@ func TestQoSLive(t *testing.T) {
 	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.call("reload", nil, &json.RawMessage{}); err != nil {
+	if err := c.Call("reload", nil, &json.RawMessage{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := d.target.Subsystem(nqnA).Namespace(1); got != ns || ns.QoS() != (fabrics.QoSLimits{ReadIOPS: 1000, WriteBandwidth: 8 << 20}) {

@@ -50,6 +50,9 @@ type partialError struct{ errs []error }
 func (e *partialError) Error() string   { return errors.Join(e.errs...).Error() }
 func (e *partialError) Unwrap() []error { return e.errs }
 
+// AppliedInPart is what was left out, for the API's error.
+func (e *partialError) AppliedInPart() []error { return e.errs }
+
 // apply moves the target from the running configuration to next, touching
 // only what differs: hosts of unchanged subsystems keep their connections.
 // Everything that can fail (opening backends, listening on new ports)

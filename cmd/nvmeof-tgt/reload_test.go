@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/api"
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
@@ -243,8 +244,8 @@ func TestControlRoundTrip(t *testing.T) {
 			t.Fatalf("%v succeeded", bad)
 		}
 	}
-	st := stateOf(d)
-	var bt *SubState
+	st := api.StateOf(d)
+	var bt *api.SubState
 	for i := range st.Subsystems {
 		if st.Subsystems[i].NQN == "blktests-subsystem-1" {
 			bt = &st.Subsystems[i]
@@ -270,7 +271,7 @@ func TestControlRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d2.stop(time.Second)
-	st2 := stateOf(d2)
+	st2 := api.StateOf(d2)
 	st.Generation = st2.Generation // counts changes, not state
 	if !reflect.DeepEqual(st, st2) {
 		t.Fatalf("state after restart from the saved file differs:\n%+v\n%+v", st, st2)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/api"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/nvmeof-tgt/nvmeof-tgt/tcp"
 )
@@ -73,7 +74,7 @@ func TestTCPPortStartReloadStop(t *testing.T) {
 	}
 	// get_state names each port's transport: blktests' control script
 	// picks the port of the transport its host connects with.
-	if st := stateOf(d); len(st.Ports) != 2 || st.Ports[0].Transport != "rdma" || st.Ports[1].Transport != "tcp" {
+	if st := api.StateOf(d); len(st.Ports) != 2 || st.Ports[0].Transport != "rdma" || st.Ports[1].Transport != "tcp" {
 		t.Fatalf("get_state ports %+v, want port 1 rdma and port 2 tcp", st.Ports)
 	}
 	// A reload without the TCP port closes it.

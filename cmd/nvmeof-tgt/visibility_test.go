@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/api"
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 )
 
@@ -24,34 +25,34 @@ func wantHosts(t *testing.T, d *daemon, nqn string, nsid uint32, limited bool, h
 // validation as a file; errors name the field.
 func TestNamespaceHostsAPI(t *testing.T) {
 	_, _, d := startBase(t)
-	c := pipeClient(t, newAPI(d, "", version, d.log))
+	c := pipeClient(t, api.NewHandler(d, "", version, d.log))
 	ref := func(nsid uint32, host string) string {
 		return `{"nqn":"` + nqnA + `","nsid":` + string(rune('0'+nsid)) + `,"host":"` + host + `"}`
 	}
 	steps := []apiStep{
 		{"add_namespace", `{"nqn":"` + nqnA + `","nsid":2,"backend":"nullblk","size":"1MiB","hosts":[]}`, 0, "", ""},
 		{"add_namespace_host", ref(2, hostX), 0, "", ""},
-		{"add_namespace_host", ref(2, hostX), codeAlreadyExists, "host", ""},
-		{"add_namespace_host", ref(1, hostX), codeAlreadyExists, "host", ""}, // every host sees it already
-		{"remove_namespace_host", ref(1, hostX), codeNotFound, "host", ""},
-		{"remove_namespace_host", ref(2, hostY), codeNotFound, "host", ""},
-		{"add_namespace_host", ref(9, hostY), codeNotFound, "nsid", ""},
-		{"add_namespace_host", `{"nqn":"` + nqnA + `","nsid":2}`, codeInvalidParams, "host", ""},
-		{"add_namespace_host", ref(2, "bad host"), codeValidationFailed, "subsystems[0].namespaces[1].hosts[1]", ""},
+		{"add_namespace_host", ref(2, hostX), api.CodeAlreadyExists, "host", ""},
+		{"add_namespace_host", ref(1, hostX), api.CodeAlreadyExists, "host", ""}, // every host sees it already
+		{"remove_namespace_host", ref(1, hostX), api.CodeNotFound, "host", ""},
+		{"remove_namespace_host", ref(2, hostY), api.CodeNotFound, "host", ""},
+		{"add_namespace_host", ref(9, hostY), api.CodeNotFound, "nsid", ""},
+		{"add_namespace_host", `{"nqn":"` + nqnA + `","nsid":2}`, api.CodeInvalidParams, "host", ""},
+		{"add_namespace_host", ref(2, "bad host"), api.CodeValidationFailed, "subsystems[0].namespaces[1].hosts[1]", ""},
 		{"add_subsystem", `{"nqn":"` + nqnC + `","hosts":["` + hostX + `"]}`, 0, "", ""},
 		{"add_namespace", `{"nqn":"` + nqnC + `","backend":"nullblk","size":"1MiB","hosts":["` + hostY + `"]}`,
-			codeValidationFailed, "subsystems[2].namespaces[0].hosts[0]", "hosts[0]"},
+			api.CodeValidationFailed, "subsystems[2].namespaces[0].hosts[0]", "hosts[0]"},
 		{"add_namespace", `{"nqn":"` + nqnC + `","backend":"nullblk","size":"1MiB","hosts":["` + hostX + `"]}`, 0, "", ""},
 		// The host a namespace names cannot leave the subsystem first.
 		{"add_host", `{"nqn":"` + nqnC + `","host":"` + hostY + `"}`, 0, "", ""},
-		{"remove_host", `{"nqn":"` + nqnC + `","host":"` + hostX + `"}`, codeValidationFailed, "subsystems[2].namespaces[0].hosts[0]", ""},
+		{"remove_host", `{"nqn":"` + nqnC + `","host":"` + hostX + `"}`, api.CodeValidationFailed, "subsystems[2].namespaces[0].hosts[0]", ""},
 	}
 	ns2 := func() any { return d.target.Subsystem(nqnA).Namespace(2) }
 	var before any
 	for i, s := range steps {
 		var result json.RawMessage
-		err := c.call(s.method, json.RawMessage(s.params), &result)
-		var re *rpcError
+		err := c.Call(s.method, json.RawMessage(s.params), &result)
+		var re *api.Error
 		switch {
 		case s.code == 0 && err != nil:
 			t.Fatalf("step %d %s %s: %v", i, s.method, s.params, err)
@@ -72,27 +73,27 @@ func TestNamespaceHostsAPI(t *testing.T) {
 	if ns2() != before {
 		t.Fatal("namespace 2 was replaced: a change of hosts must apply in place")
 	}
-	if err := c.call("set_namespace", map[string]any{"nqn": nqnA, "nsid": 2, "hosts": []string{hostY, hostX}}, new(json.RawMessage)); err != nil {
+	if err := c.Call("set_namespace", map[string]any{"nqn": nqnA, "nsid": 2, "hosts": []string{hostY, hostX}}, new(json.RawMessage)); err != nil {
 		t.Fatal(err)
 	}
 	wantHosts(t, d, nqnA, 2, true, hostX, hostY)
 	for _, h := range []string{hostX, hostY} {
-		if err := c.call("remove_namespace_host", map[string]any{"nqn": nqnA, "nsid": 2, "host": h}, new(json.RawMessage)); err != nil {
+		if err := c.Call("remove_namespace_host", map[string]any{"nqn": nqnA, "nsid": 2, "host": h}, new(json.RawMessage)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Without its last host the namespace is hidden from all, not shown
 	// to all; get_state and a saved file say so.
 	wantHosts(t, d, nqnA, 2, true)
-	var st State
-	if err := c.call("get_state", nil, &st); err != nil {
+	var st api.State
+	if err := c.Call("get_state", nil, &st); err != nil {
 		t.Fatal(err)
 	}
 	if h := st.Subsystems[0].Namespaces[1].Hosts; h == nil || len(*h) != 0 || st.Subsystems[0].Namespaces[0].Hosts != nil {
 		t.Fatalf("get_state hosts: namespace 1 %v, namespace 2 %v", st.Subsystems[0].Namespaces[0].Hosts, h)
 	}
 	var saved struct{ YAML string }
-	if err := c.call("save_config", nil, &saved); err != nil {
+	if err := c.Call("save_config", nil, &saved); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Apply(parse(t, saved.YAML)); err != nil {
@@ -139,8 +140,8 @@ func TestCtlNamespaceHosts(t *testing.T) {
 		method string
 		want   any
 	}{
-		{[]string{"add", "namespace-host", nqnA, "2", hostX}, "add_namespace_host", namespaceHostParams{NQN: nqnA, NSID: 2, Host: hostX}},
-		{[]string{"remove", "namespace-host", nqnA, "2", hostX}, "remove_namespace_host", namespaceHostParams{NQN: nqnA, NSID: 2, Host: hostX}},
+		{[]string{"add", "namespace-host", nqnA, "2", hostX}, "add_namespace_host", api.NamespaceHostParams{NQN: nqnA, NSID: 2, Host: hostX}},
+		{[]string{"remove", "namespace-host", nqnA, "2", hostX}, "remove_namespace_host", api.NamespaceHostParams{NQN: nqnA, NSID: 2, Host: hostX}},
 	} {
 		cmd, err := parseCtl(tc.args)
 		if err != nil {
@@ -162,7 +163,7 @@ func TestCtlNamespaceHosts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := cmd.params.(namespaceParams).Hosts
+		got := cmd.params.(api.NamespaceParams).Hosts
 		if !config.SameHosts(got, tc.want) {
 			t.Errorf("ctl add namespace %q: hosts %v, want %v", tc.flag, got, tc.want)
 		}
@@ -170,7 +171,7 @@ func TestCtlNamespaceHosts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h := set.params.(namespaceSet).Hosts; h == nil || !slices.Equal(*h, []string{hostX}) {
+		if h := set.params.(api.NamespaceSet).Hosts; h == nil || !slices.Equal(*h, []string{hostX}) {
 			t.Errorf("ctl set namespace -hosts: %v", h)
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package api
 
 import (
 	"fmt"
@@ -23,7 +23,7 @@ func findNamespace(c *config.Config, nqn string, nsid uint32) (int, int, error) 
 	return i, j, nil
 }
 
-func (s *session) addNamespace(p namespaceParams) (changeResult, error) {
+func (s *session) addNamespace(p NamespaceParams) (ChangeResult, error) {
 	nsid := p.NSID
 	res, err := s.api.change(func(c *config.Config) (string, error) {
 		i, err := findSubsystem(c, p.NQN)
@@ -57,9 +57,9 @@ func (s *session) addNamespace(p namespaceParams) (changeResult, error) {
 
 // setNamespace resizes a namespace, or moves it to another ANA group, in
 // place: hosts keep it and see the new size or group.
-func (s *session) setNamespace(p namespaceSet) (changeResult, error) {
+func (s *session) setNamespace(p NamespaceSet) (ChangeResult, error) {
 	if p.Size == nil && p.ANAGroup == nil && p.Hosts == nil && p.Reservations == nil && p.QoS == nil {
-		return changeResult{}, paramError("size", "invalid params: nothing to set (size, ana_group, hosts, reservations, qos)")
+		return ChangeResult{}, paramError("size", "invalid params: nothing to set (size, ana_group, hosts, reservations, qos)")
 	}
 	return s.api.change(func(c *config.Config) (string, error) {
 		i, j, err := findNamespace(c, p.NQN, p.NSID)
@@ -84,7 +84,7 @@ func (s *session) setNamespace(p namespaceSet) (changeResult, error) {
 	})
 }
 
-func (s *session) removeNamespace(p namespaceRef) (changeResult, error) {
+func (s *session) removeNamespace(p NamespaceRef) (ChangeResult, error) {
 	return s.api.change(func(c *config.Config) (string, error) {
 		i, j, err := findNamespace(c, p.NQN, p.NSID)
 		if err != nil {
@@ -96,15 +96,15 @@ func (s *session) removeNamespace(p namespaceRef) (changeResult, error) {
 }
 
 // addHost allows a host NQN into a subsystem.
-func (s *session) addHost(p hostParams) (changeResult, error) { return s.editHosts(p, true) }
+func (s *session) addHost(p HostParams) (ChangeResult, error) { return s.editHosts(p, true) }
 
 // removeHost takes a host NQN off a subsystem's allow-list; its
 // controllers are disconnected unless the subsystem allows any host.
-func (s *session) removeHost(p hostParams) (changeResult, error) { return s.editHosts(p, false) }
+func (s *session) removeHost(p HostParams) (ChangeResult, error) { return s.editHosts(p, false) }
 
 // setHost replaces a host's DH-HMAC-CHAP keys. Its connected controllers
 // stay; the keys apply to its next authentication.
-func (s *session) setHost(p hostParams) (changeResult, error) {
+func (s *session) setHost(p HostParams) (ChangeResult, error) {
 	return s.api.change(func(c *config.Config) (string, error) {
 		i, err := findSubsystem(c, p.NQN)
 		if err != nil {
@@ -120,9 +120,9 @@ func (s *session) setHost(p hostParams) (changeResult, error) {
 	})
 }
 
-func (s *session) editHosts(p hostParams, add bool) (changeResult, error) {
+func (s *session) editHosts(p HostParams, add bool) (ChangeResult, error) {
 	if !add && !p.entry().Plain() {
-		return changeResult{}, paramError("dhchap_key", "invalid params: remove_host takes no keys")
+		return ChangeResult{}, paramError("dhchap_key", "invalid params: remove_host takes no keys")
 	}
 	return s.api.change(func(c *config.Config) (string, error) {
 		i, err := findSubsystem(c, p.NQN)

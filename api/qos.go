@@ -1,4 +1,4 @@
-package main
+package api
 
 import (
 	"bytes"
@@ -8,23 +8,23 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 )
 
-// qosParams are set_namespace's qos keys: each one given replaces that
+// QoSParams are set_namespace's qos keys: each one given replaces that
 // limit (0 removes it); the others stay.
-type qosParams struct {
+type QoSParams struct {
 	IOPS           *uint64   `json:"iops,omitempty"`
 	ReadIOPS       *uint64   `json:"read_iops,omitempty"`
 	WriteIOPS      *uint64   `json:"write_iops,omitempty"`
-	Bandwidth      *byteRate `json:"bandwidth,omitempty"`
-	ReadBandwidth  *byteRate `json:"read_bandwidth,omitempty"`
-	WriteBandwidth *byteRate `json:"write_bandwidth,omitempty"`
+	Bandwidth      *ByteRate `json:"bandwidth,omitempty"`
+	ReadBandwidth  *ByteRate `json:"read_bandwidth,omitempty"`
+	WriteBandwidth *ByteRate `json:"write_bandwidth,omitempty"`
 }
 
 // apply sets the limits p gives in q.
-func (p *qosParams) applyTo(q *config.QoS) {
+func (p *QoSParams) applyTo(q *config.QoS) {
 	q.IOPS = orDefault(p.IOPS, q.IOPS)
 	q.ReadIOPS = orDefault(p.ReadIOPS, q.ReadIOPS)
 	q.WriteIOPS = orDefault(p.WriteIOPS, q.WriteIOPS)
-	rate := func(p *byteRate, cur config.Rate) config.Rate {
+	rate := func(p *ByteRate, cur config.Rate) config.Rate {
 		if p == nil {
 			return cur
 		}
@@ -35,11 +35,11 @@ func (p *qosParams) applyTo(q *config.QoS) {
 	q.WriteBandwidth = rate(p.WriteBandwidth, q.WriteBandwidth)
 }
 
-// byteRate is a bandwidth parameter: bytes per second, or a string such
+// ByteRate is a bandwidth parameter: bytes per second, or a string such
 // as "100MiB" or "100MiB/s" as the configuration file takes.
-type byteRate int64
+type ByteRate int64
 
-func (b *byteRate) UnmarshalJSON(data []byte) error {
+func (b *ByteRate) UnmarshalJSON(data []byte) error {
 	s := string(data)
 	switch {
 	case s == "null":
@@ -55,7 +55,7 @@ func (b *byteRate) UnmarshalJSON(data []byte) error {
 	if err != nil {
 		return paramError("qos", "invalid params: qos: %v", err)
 	}
-	*b = byteRate(v)
+	*b = ByteRate(v)
 	return nil
 }
 

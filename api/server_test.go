@@ -1,4 +1,4 @@
-package main
+package api
 
 import (
 	"bufio"
@@ -28,16 +28,16 @@ type rawResponse struct {
 	JSONRPC string          `json:"jsonrpc"`
 	ID      json.RawMessage `json:"id"`
 	Result  json.RawMessage `json:"result"`
-	Error   *rpcError       `json:"error"`
+	Error   *Error          `json:"error"`
 }
 
 const hello = `{"jsonrpc":"2.0","id":0,"method":"get_version"}`
 
 // exchange feeds input to one connection of a and returns the responses.
-func exchange(t testing.TB, a *api, input string) []rawResponse {
+func exchange(t testing.TB, a *Handler, input string) []rawResponse {
 	t.Helper()
 	c := &memConn{in: strings.NewReader(input)}
-	a.serveConn(c)
+	a.ServeConn(c)
 	var out []rawResponse
 	sc := bufio.NewScanner(&c.out)
 	sc.Buffer(nil, 16<<20)
@@ -62,27 +62,27 @@ var envelopeCases = []struct {
 	closes     bool
 	echoesID   bool
 }{
-	{"not JSON", `{"jsonrpc":"2.0",`, codeParseError, "", true, false},
-	{"batch", `[{"jsonrpc":"2.0","id":1,"method":"get_state"}]`, codeInvalidRequest, "", false, false},
-	{"not an object", `42`, codeInvalidRequest, "", false, false},
-	{"wrong version", `{"jsonrpc":"1.0","id":1,"method":"get_state"}`, codeInvalidRequest, "jsonrpc", false, true},
-	{"object id", `{"jsonrpc":"2.0","id":{},"method":"get_state"}`, codeInvalidRequest, "id", false, false},
-	{"no method", `{"jsonrpc":"2.0","id":1}`, codeInvalidRequest, "method", false, true},
-	{"unknown method", `{"jsonrpc":"2.0","id":1,"method":"frobnicate"}`, codeMethodNotFound, "method", false, true},
-	{"positional params", `{"jsonrpc":"2.0","id":1,"method":"get_state","params":[1]}`, codeInvalidParams, "params", false, true},
-	{"unknown param", `{"jsonrpc":"2.0","id":1,"method":"add_port","params":{"idd":1}}`, codeInvalidParams, "idd", false, true},
-	{"out of range", `{"jsonrpc":"2.0","id":1,"method":"add_port","params":{"id":70000}}`, codeInvalidParams, "id", false, true},
-	{"wrong type", `{"jsonrpc":"2.0","id":1,"method":"remove_subsystem","params":{"nqn":5}}`, codeInvalidParams, "nqn", false, true},
-	{"bad size", `{"jsonrpc":"2.0","id":1,"method":"add_namespace","params":{"nqn":"x","size":"lots"}}`, codeInvalidParams, "size", false, true},
-	{"negative size", `{"jsonrpc":"2.0","id":1,"method":"add_namespace","params":{"nqn":"x","size":-512}}`, codeInvalidParams, "size", false, true},
-	{"float size", `{"jsonrpc":"2.0","id":1,"method":"add_namespace","params":{"nqn":"x","size":1e9}}`, codeInvalidParams, "size", false, true},
-	{"too large", `{"jsonrpc":"2.0","id":1,"method":"get_state","params":{"x":"` + strings.Repeat("a", maxRequest) + `"}}`,
-		codeInvalidRequest, "", true, false},
+	{"not JSON", `{"jsonrpc":"2.0",`, CodeParseError, "", true, false},
+	{"batch", `[{"jsonrpc":"2.0","id":1,"method":"get_state"}]`, CodeInvalidRequest, "", false, false},
+	{"not an object", `42`, CodeInvalidRequest, "", false, false},
+	{"wrong version", `{"jsonrpc":"1.0","id":1,"method":"get_state"}`, CodeInvalidRequest, "jsonrpc", false, true},
+	{"object id", `{"jsonrpc":"2.0","id":{},"method":"get_state"}`, CodeInvalidRequest, "id", false, false},
+	{"no method", `{"jsonrpc":"2.0","id":1}`, CodeInvalidRequest, "method", false, true},
+	{"unknown method", `{"jsonrpc":"2.0","id":1,"method":"frobnicate"}`, CodeMethodNotFound, "method", false, true},
+	{"positional params", `{"jsonrpc":"2.0","id":1,"method":"get_state","params":[1]}`, CodeInvalidParams, "params", false, true},
+	{"unknown param", `{"jsonrpc":"2.0","id":1,"method":"add_port","params":{"idd":1}}`, CodeInvalidParams, "idd", false, true},
+	{"out of range", `{"jsonrpc":"2.0","id":1,"method":"add_port","params":{"id":70000}}`, CodeInvalidParams, "id", false, true},
+	{"wrong type", `{"jsonrpc":"2.0","id":1,"method":"remove_subsystem","params":{"nqn":5}}`, CodeInvalidParams, "nqn", false, true},
+	{"bad size", `{"jsonrpc":"2.0","id":1,"method":"add_namespace","params":{"nqn":"x","size":"lots"}}`, CodeInvalidParams, "size", false, true},
+	{"negative size", `{"jsonrpc":"2.0","id":1,"method":"add_namespace","params":{"nqn":"x","size":-512}}`, CodeInvalidParams, "size", false, true},
+	{"float size", `{"jsonrpc":"2.0","id":1,"method":"add_namespace","params":{"nqn":"x","size":1e9}}`, CodeInvalidParams, "size", false, true},
+	{"too large", `{"jsonrpc":"2.0","id":1,"method":"get_state","params":{"x":"` + strings.Repeat("a", MaxRequest) + `"}}`,
+		CodeInvalidRequest, "", true, false},
 }
 
 func TestRPCEnvelope(t *testing.T) {
-	_, _, d := startBase(t)
-	a := newAPI(d, "", version, d.log)
+	d := standIn(t)
+	a := NewHandler(d, "", "test", d.log)
 	const probe = `{"jsonrpc":"2.0","id":"probe","method":"get_version"}`
 	for _, tc := range envelopeCases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -119,11 +119,11 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // A too large request is refused with the limit, and the server reads no
 // more of it than the limit and one buffer.
 func TestRPCTooLarge(t *testing.T) {
-	_, _, d := startBase(t)
-	a := newAPI(d, "", version, d.log)
+	d := standIn(t)
+	a := NewHandler(d, "", "test", d.log)
 	in := &countingReader{r: io.MultiReader(strings.NewReader(hello+"\n"), strings.NewReader(strings.Repeat(" ", 64<<20)))}
 	c := &memConn{in: in}
-	a.serveConn(c)
+	a.ServeConn(c)
 	var rs []rawResponse
 	for _, l := range strings.Split(strings.TrimSpace(c.out.String()), "\n") {
 		var r rawResponse
@@ -132,19 +132,19 @@ func TestRPCTooLarge(t *testing.T) {
 		}
 		rs = append(rs, r)
 	}
-	if len(rs) != 2 || rs[1].Error == nil || rs[1].Error.Code != codeInvalidRequest || rs[1].Error.Data.Limit != maxRequest {
+	if len(rs) != 2 || rs[1].Error == nil || rs[1].Error.Code != CodeInvalidRequest || rs[1].Error.Data.Limit != MaxRequest {
 		t.Fatalf("responses %+v", rs)
 	}
-	if in.n > maxRequest+128<<10 {
-		t.Fatalf("the server read %d bytes of a request over the %d-byte limit", in.n, maxRequest)
+	if in.n > MaxRequest+128<<10 {
+		t.Fatalf("the server read %d bytes of a request over the %d-byte limit", in.n, MaxRequest)
 	}
 }
 
 // Nothing but get_version is answered before the handshake; a client
 // stating a version this daemon does not speak is told which it does.
 func TestRPCHandshake(t *testing.T) {
-	_, _, d := startBase(t)
-	a := newAPI(d, "", version, d.log)
+	d := standIn(t)
+	a := NewHandler(d, "", "test", d.log)
 	rs := exchange(t, a, lines(
 		`{"jsonrpc":"2.0","id":1,"method":"get_state"}`,
 		`{"jsonrpc":"2.0","id":2,"method":"get_version","params":{"api_version":99}}`,
@@ -156,17 +156,17 @@ func TestRPCHandshake(t *testing.T) {
 	if len(rs) != 5 {
 		t.Fatalf("%d responses, want 5: %+v", len(rs), rs)
 	}
-	if rs[0].Error == nil || rs[0].Error.Code != codeHandshakeRequired {
+	if rs[0].Error == nil || rs[0].Error.Code != CodeHandshakeRequired {
 		t.Fatalf("before the handshake: %+v", rs[0])
 	}
-	if e := rs[1].Error; e == nil || e.Code != codeVersionMismatch || e.Data.Field != "api_version" || len(e.Data.APIVersions) != 1 || e.Data.APIVersions[0] != apiVersion {
+	if e := rs[1].Error; e == nil || e.Code != CodeVersionMismatch || e.Data.Field != "api_version" || len(e.Data.APIVersions) != 1 || e.Data.APIVersions[0] != APIVersion {
 		t.Fatalf("unsupported version: %+v", rs[1])
 	}
-	if rs[2].Error == nil || rs[2].Error.Code != codeHandshakeRequired {
+	if rs[2].Error == nil || rs[2].Error.Code != CodeHandshakeRequired {
 		t.Fatalf("after a refused handshake: %+v", rs[2])
 	}
-	var v versionResult
-	if json.Unmarshal(rs[3].Result, &v); string(rs[3].ID) != `"four"` || v.Version != version || v.APIVersion != apiVersion {
+	var v VersionResult
+	if json.Unmarshal(rs[3].Result, &v); string(rs[3].ID) != `"four"` || v.Version != "test" || v.APIVersion != APIVersion {
 		t.Fatalf("handshake: %+v %s", rs[3], rs[3].Result)
 	}
 	var st State
@@ -177,15 +177,15 @@ func TestRPCHandshake(t *testing.T) {
 
 // An idle connection is closed after idleTimeout.
 func TestRPCIdleTimeout(t *testing.T) {
-	_, dir, d := startBase(t)
-	old := idleTimeout
-	idleTimeout = 50 * time.Millisecond // before the server starts: its goroutines read it
-	cs, err := serveControl(dir+"/api.sock", d, "", version, d.log)
+	d, dir := standIn(t), t.TempDir()
+	old := IdleTimeout
+	IdleTimeout = 50 * time.Millisecond // before the server starts: its goroutines read it
+	cs, err := Listen(dir+"/sock", d, "", "test", d.log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { cs.close(); idleTimeout = old }() // close waits for the readers
-	c, err := net.Dial("unix", dir+"/api.sock")
+	defer func() { cs.Close(); IdleTimeout = old }() // close waits for the readers
+	c, err := net.Dial("unix", dir+"/sock")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,21 +198,21 @@ func TestRPCIdleTimeout(t *testing.T) {
 
 // A connection that is open and quiet does not hold up the shutdown.
 func TestRPCCloseEndsIdleConnections(t *testing.T) {
-	_, dir, d := startBase(t)
-	cs, err := serveControl(dir+"/api.sock", d, "", version, d.log)
+	d, dir := standIn(t), t.TempDir()
+	cs, err := Listen(dir+"/sock", d, "", "test", d.log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := net.Dial("unix", dir+"/api.sock")
+	c, err := net.Dial("unix", dir+"/sock")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := newAPIClient(c); err != nil {
+	if _, err := NewClient(c); err != nil {
 		t.Fatal(err)
 	}
 	closed := make(chan struct{})
-	go func() { cs.close(); close(closed) }()
+	go func() { cs.Close(); close(closed) }()
 	select {
 	case <-closed:
 	case <-time.After(10 * time.Second):
@@ -223,14 +223,14 @@ func TestRPCCloseEndsIdleConnections(t *testing.T) {
 // A request cut short by the idle timeout (no newline, the client still
 // connected) is not run: the connection closes without an answer.
 func TestRequestCutByIdleTimeoutIsNotRun(t *testing.T) {
-	_, dir, d := startBase(t)
-	old := idleTimeout
-	idleTimeout = 50 * time.Millisecond
-	t.Cleanup(func() { idleTimeout = old })
-	a := newAPI(d, dir+"/x.yaml", version, d.log)
+	d, dir := standIn(t), t.TempDir()
+	old := IdleTimeout
+	IdleTimeout = 50 * time.Millisecond
+	t.Cleanup(func() { IdleTimeout = old })
+	a := NewHandler(d, dir+"/x.yaml", "test", d.log)
 	srv, cli := net.Pipe()
 	done := make(chan struct{})
-	go func() { a.serveConn(srv); srv.Close(); close(done) }()
+	go func() { a.ServeConn(srv); srv.Close(); close(done) }()
 	t.Cleanup(func() { cli.Close(); <-done })
 	if _, err := cli.Write([]byte(`{"jsonrpc":"2.0","id":7,"method":"get_version"}`)); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package main
+package api
 
 import (
 	"bufio"
@@ -7,39 +7,11 @@ import (
 	"io"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
-	"github.com/nvmeof-tgt/nvmeof-tgt/gateway"
 	"github.com/sirupsen/logrus"
 )
-
-// validatingTarget stands in for the daemon: apply validates and keeps the
-// configuration, opening nothing, so hostile paths touch no file.
-type validatingTarget struct {
-	cfg    *config.Config
-	gen    uint64
-	target *fabrics.Target // empty: get_state lists what config and target share
-}
-
-func (v *validatingTarget) Running() *config.Config { return v.cfg.Clone() }
-func (v *validatingTarget) Reload(string) error     { return nil }
-func (v *validatingTarget) LockEdits() func()       { return func() {} }
-func (v *validatingTarget) Generation() (uint64, bool, time.Time) {
-	return v.gen, true, time.Time{}
-}
-func (v *validatingTarget) Apply(next *config.Config) error {
-	if err := next.Validate(); err != nil {
-		return err
-	}
-	v.cfg, v.gen = next.Clone(), v.gen+1
-	return nil
-}
-func (v *validatingTarget) Target() *fabrics.Target { return v.target }
-func (v *validatingTarget) Gateway() (string, string, []*gateway.Runner) {
-	return "", "", nil
-}
 
 var fuzzSeeds = []string{
 	hello + "\n" + `{"jsonrpc":"2.0","id":1,"method":"get_state"}`,
@@ -63,9 +35,9 @@ var fuzzSeeds = []string{
 }
 
 var fuzzCodes = map[int]bool{
-	codeParseError: true, codeInvalidRequest: true, codeMethodNotFound: true, codeInvalidParams: true,
-	codeHandshakeRequired: true, codeVersionMismatch: true, codeNotFound: true, codeAlreadyExists: true,
-	codeValidationFailed: true, codeNotApplied: true, codeInUse: true,
+	CodeParseError: true, CodeInvalidRequest: true, CodeMethodNotFound: true, CodeInvalidParams: true,
+	CodeHandshakeRequired: true, CodeVersionMismatch: true, CodeNotFound: true, CodeAlreadyExists: true,
+	CodeValidationFailed: true, CodeNotApplied: true, CodeInUse: true,
 }
 
 // FuzzRPC feeds arbitrary bytes to one admin connection: every response
@@ -89,10 +61,10 @@ subsystems:
 	log.SetOutput(io.Discard)
 	f.Fuzz(func(t *testing.T, input string) {
 		m := &validatingTarget{cfg: base.Clone(), target: fabrics.NewTarget(nil)}
-		a := newAPI(m, "", version, logrus.NewEntry(log))
+		a := NewHandler(m, "", "test", logrus.NewEntry(log))
 		a.write = func(string, []byte) error { return nil }
 		c := &memConn{in: strings.NewReader(input)}
-		a.serveConn(c)
+		a.ServeConn(c)
 		checkResponses(t, c.out.Bytes(), strings.Count(input, "\n")+1)
 		if err := m.cfg.Validate(); err != nil {
 			t.Fatalf("an accepted change left an invalid configuration: %v", err)

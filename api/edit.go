@@ -1,4 +1,4 @@
-package main
+package api
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 // would. They check only what validation cannot: that what they name
 // exists, or does not yet.
 
-type portParams struct {
+type PortParams struct {
 	ID             uint16  `json:"id"`
 	Address        string  `json:"address"`
 	Port           *uint16 `json:"port,omitempty"`             // default 4420
@@ -24,18 +24,18 @@ type portParams struct {
 	MaxQueueSize   *uint16 `json:"max_queue_size,omitempty"`   // default config.DefaultMaxQueueSize
 }
 
-// anaParams sets the ANA state of one group on one port.
-type anaParams struct {
+// ANAParams sets the ANA state of one group on one port.
+type ANAParams struct {
 	Port  uint16 `json:"port"`
 	Group uint32 `json:"group"`
 	State string `json:"state"` // optimized, non_optimized, inaccessible, persistent_loss, change
 }
 
-type portRef struct {
+type PortRef struct {
 	ID uint16 `json:"id"`
 }
 
-type subsystemParams struct {
+type SubsystemParams struct {
 	NQN          string `json:"nqn"`
 	Serial       string `json:"serial,omitempty"`
 	Model        string `json:"model,omitempty"`
@@ -52,8 +52,8 @@ type subsystemParams struct {
 	CntlidMax      uint16        `json:"cntlid_max,omitempty"` // default 65519
 }
 
-// subsystemSet changes what is given and keeps the rest.
-type subsystemSet struct {
+// SubsystemSet changes what is given and keeps the rest.
+type SubsystemSet struct {
 	NQN            string    `json:"nqn"`
 	AllowAnyHost   *bool     `json:"allow_any_host,omitempty"`
 	Ports          *[]uint16 `json:"ports,omitempty"`
@@ -63,16 +63,16 @@ type subsystemSet struct {
 	CntlidMax      *uint16   `json:"cntlid_max,omitempty"`
 }
 
-type subsystemRef struct {
+type SubsystemRef struct {
 	NQN string `json:"nqn"`
 }
 
-type namespaceParams struct {
+type NamespaceParams struct {
 	NQN       string   `json:"nqn"`
 	NSID      uint32   `json:"nsid,omitempty"` // 0: the lowest free NSID
 	Backend   string   `json:"backend"`
 	Path      string   `json:"path,omitempty"`
-	Size      byteSize `json:"size,omitempty"`
+	Size      ByteSize `json:"size,omitempty"`
 	BlockSize uint32   `json:"block_size,omitempty"`
 	ReadOnly  bool     `json:"read_only,omitempty"`
 	Buffered  bool     `json:"buffered,omitempty"`
@@ -90,24 +90,24 @@ type namespaceParams struct {
 	Hosts *[]string `json:"hosts,omitempty"`
 }
 
-type namespaceSet struct {
+type NamespaceSet struct {
 	NQN      string    `json:"nqn"`
 	NSID     uint32    `json:"nsid"`
-	Size     *byteSize `json:"size,omitempty"`
+	Size     *ByteSize `json:"size,omitempty"`
 	ANAGroup *uint32   `json:"ana_group,omitempty"`
 	Hosts    *[]string `json:"hosts,omitempty"`
 	// Reservations turns the reservation commands on or off in place.
 	Reservations *bool `json:"reservations,omitempty"`
 
-	QoS *qosParams `json:"qos,omitempty"` // the limits to change (qos.go)
+	QoS *QoSParams `json:"qos,omitempty"` // the limits to change (qos.go)
 }
 
-type namespaceRef struct {
+type NamespaceRef struct {
 	NQN  string `json:"nqn"`
 	NSID uint32 `json:"nsid"`
 }
 
-type hostParams struct {
+type HostParams struct {
 	NQN  string `json:"nqn"`
 	Host string `json:"host"`
 	// DH-HMAC-CHAP secrets, inline or by file, and the host's hash and
@@ -122,17 +122,17 @@ type hostParams struct {
 }
 
 // entry is the configuration's host entry for p.
-func (p hostParams) entry() config.Host {
+func (p HostParams) entry() config.Host {
 	return config.Host{NQN: p.Host, DHCHAPKey: p.DHCHAPKey, DHCHAPKeyFile: p.DHCHAPKeyFile,
 		DHCHAPCtrlKey: p.DHCHAPCtrlKey, DHCHAPCtrlKeyFile: p.DHCHAPCtrlKeyFile,
 		DHCHAPHashes: p.DHCHAPHashes, DHCHAPDHGroups: p.DHCHAPDHGroups}
 }
 
-// byteSize is a size parameter: a byte count, or a string such as
+// ByteSize is a size parameter: a byte count, or a string such as
 // "64MiB" as the configuration file takes.
-type byteSize int64
+type ByteSize int64
 
-func (b *byteSize) UnmarshalJSON(data []byte) error {
+func (b *ByteSize) UnmarshalJSON(data []byte) error {
 	s := string(data)
 	switch {
 	case s == "null": // as encoding/json leaves a value it has no data for
@@ -148,7 +148,7 @@ func (b *byteSize) UnmarshalJSON(data []byte) error {
 	if err != nil {
 		return paramError("size", "invalid params: size: %v", err)
 	}
-	*b = byteSize(v)
+	*b = ByteSize(v)
 	return nil
 }
 
@@ -172,7 +172,7 @@ func findSubsystem(c *config.Config, nqn string) (int, error) {
 	return -1, notFound("nqn", "no subsystem %s", nqn)
 }
 
-func (s *session) addPort(p portParams) (changeResult, error) {
+func (s *session) addPort(p PortParams) (ChangeResult, error) {
 	return s.api.change(func(c *config.Config) (string, error) {
 		if slices.ContainsFunc(c.Ports, func(q config.Port) bool { return q.ID == p.ID }) {
 			return "", alreadyExists("id", "port %d already exists", p.ID)
@@ -193,7 +193,7 @@ func (s *session) addPort(p portParams) (changeResult, error) {
 // removePort also takes the port off every subsystem's list. A subsystem
 // served on this port alone would be served on every port instead, so
 // that is refused.
-func (s *session) removePort(p portRef) (changeResult, error) {
+func (s *session) removePort(p PortRef) (ChangeResult, error) {
 	return s.api.change(func(c *config.Config) (string, error) {
 		n := len(c.Ports)
 		c.Ports = slices.DeleteFunc(c.Ports, func(q config.Port) bool { return q.ID == p.ID })
@@ -203,7 +203,7 @@ func (s *session) removePort(p portRef) (changeResult, error) {
 		for i := range c.Subsystems {
 			sc := &c.Subsystems[i]
 			if slices.Equal(sc.Ports, []uint16{p.ID}) {
-				return "", newError(codeInUse, fmt.Sprintf("port %d is the only port of subsystem %s: give it another port or remove it first", p.ID, sc.NQN), &errorData{Field: "id"})
+				return "", newError(CodeInUse, fmt.Sprintf("port %d is the only port of subsystem %s: give it another port or remove it first", p.ID, sc.NQN), &ErrorData{Field: "id"})
 			}
 			sc.Ports = slices.DeleteFunc(sc.Ports, func(id uint16) bool { return id == p.ID })
 		}
@@ -214,12 +214,12 @@ func (s *session) removePort(p portRef) (changeResult, error) {
 // setANAState changes the ANA state of a group on a port in place: hosts
 // connected through the port keep their connections and get an ANA change
 // event. Optimized, the default, leaves the group out of the port's list.
-func (s *session) setANAState(p anaParams) (changeResult, error) {
+func (s *session) setANAState(p ANAParams) (ChangeResult, error) {
 	if p.Group < 1 || p.Group > nvme.MaxANAGroups {
-		return changeResult{}, paramError("group", "invalid params: group %d is out of range 1..%d", p.Group, nvme.MaxANAGroups)
+		return ChangeResult{}, paramError("group", "invalid params: group %d is out of range 1..%d", p.Group, nvme.MaxANAGroups)
 	}
 	if !slices.Contains(config.ANAStates, p.State) {
-		return changeResult{}, paramError("state", "invalid params: state %q: want one of %s", p.State, strings.Join(config.ANAStates, ", "))
+		return ChangeResult{}, paramError("state", "invalid params: state %q: want one of %s", p.State, strings.Join(config.ANAStates, ", "))
 	}
 	return s.api.change(func(c *config.Config) (string, error) {
 		i := slices.IndexFunc(c.Ports, func(q config.Port) bool { return q.ID == p.Port })
@@ -239,7 +239,7 @@ func (s *session) setANAState(p anaParams) (changeResult, error) {
 	})
 }
 
-func (s *session) addSubsystem(p subsystemParams) (changeResult, error) {
+func (s *session) addSubsystem(p SubsystemParams) (ChangeResult, error) {
 	return s.api.change(func(c *config.Config) (string, error) {
 		if slices.ContainsFunc(c.Subsystems, func(x config.Subsystem) bool { return x.NQN == p.NQN }) {
 			return "", alreadyExists("nqn", "subsystem %s already exists", p.NQN)
@@ -254,9 +254,9 @@ func (s *session) addSubsystem(p subsystemParams) (changeResult, error) {
 	})
 }
 
-func (s *session) setSubsystem(p subsystemSet) (changeResult, error) {
+func (s *session) setSubsystem(p SubsystemSet) (ChangeResult, error) {
 	if p.AllowAnyHost == nil && p.Ports == nil && p.MaxControllers == nil && p.MaxIOQueues == nil && p.CntlidMin == nil && p.CntlidMax == nil {
-		return changeResult{}, paramError("params", "invalid params: nothing to set (allow_any_host, ports, max_controllers, max_io_queues, cntlid_min, cntlid_max)")
+		return ChangeResult{}, paramError("params", "invalid params: nothing to set (allow_any_host, ports, max_controllers, max_io_queues, cntlid_min, cntlid_max)")
 	}
 	return s.api.change(func(c *config.Config) (string, error) {
 		i, err := findSubsystem(c, p.NQN)
@@ -274,7 +274,7 @@ func (s *session) setSubsystem(p subsystemSet) (changeResult, error) {
 	})
 }
 
-func (s *session) removeSubsystem(p subsystemRef) (changeResult, error) {
+func (s *session) removeSubsystem(p SubsystemRef) (ChangeResult, error) {
 	return s.api.change(func(c *config.Config) (string, error) {
 		i, err := findSubsystem(c, p.NQN)
 		if err != nil {

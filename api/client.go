@@ -1,4 +1,4 @@
-package main
+package api
 
 import (
 	"bufio"
@@ -11,15 +11,15 @@ import (
 	"time"
 )
 
-// apiClient calls methods over one connection to the admin socket.
-type apiClient struct {
+// Client calls methods over one connection to the admin socket.
+type Client struct {
 	conn net.Conn
 	dec  *json.Decoder
 	id   int
 }
 
-// dialAPI connects to the daemon and does the handshake.
-func dialAPI(sock string) (*apiClient, error) {
+// Dial connects to the daemon and does the handshake.
+func Dial(sock string) (*Client, error) {
 	conn, err := net.DialTimeout("unix", sock, 5*time.Second)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
@@ -35,7 +35,7 @@ func dialAPI(sock string) (*apiClient, error) {
 	// bound on a stuck change (the watchdog's), so a slow change that does
 	// complete is not reported as failed.
 	conn.SetDeadline(time.Now().Add(10 * time.Minute))
-	c, err := newAPIClient(conn)
+	c, err := NewClient(conn)
 	if err != nil {
 		conn.Close()
 		return nil, err
@@ -43,21 +43,21 @@ func dialAPI(sock string) (*apiClient, error) {
 	return c, nil
 }
 
-// newAPIClient does the handshake on conn.
-func newAPIClient(conn net.Conn) (*apiClient, error) {
-	c := &apiClient{conn: conn, dec: json.NewDecoder(bufio.NewReader(conn))}
-	var v versionResult
-	if err := c.call("get_version", versionParams{APIVersion: apiVersion}, &v); err != nil {
+// NewClient does the handshake on conn.
+func NewClient(conn net.Conn) (*Client, error) {
+	c := &Client{conn: conn, dec: json.NewDecoder(bufio.NewReader(conn))}
+	var v VersionResult
+	if err := c.Call("get_version", VersionParams{APIVersion: APIVersion}, &v); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-func (c *apiClient) close() { c.conn.Close() }
+func (c *Client) Close() { c.conn.Close() }
 
-// call sends one request and decodes its response's result into result.
+// Call sends one request and decodes its response's result into result.
 // An error response comes back as an *rpcError.
-func (c *apiClient) call(method string, params, result any) error {
+func (c *Client) Call(method string, params, result any) error {
 	c.id++
 	req, err := json.Marshal(struct {
 		JSONRPC string `json:"jsonrpc"`
@@ -72,7 +72,7 @@ func (c *apiClient) call(method string, params, result any) error {
 	_, werr := c.conn.Write(append(req, '\n'))
 	var resp struct {
 		Result json.RawMessage `json:"result"`
-		Error  *rpcError       `json:"error"`
+		Error  *Error          `json:"error"`
 	}
 	if err := c.dec.Decode(&resp); err != nil {
 		if werr != nil {

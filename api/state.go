@@ -1,4 +1,4 @@
-package main
+package api
 
 import (
 	"cmp"
@@ -81,8 +81,8 @@ type CtrlState struct {
 	Created string `json:"created"` // RFC 3339, UTC
 }
 
-// stateOf is get_state's view of the daemon.
-func stateOf(d managed) State {
+// StateOf is get_state's view of the daemon.
+func StateOf(d Daemon) State {
 	cfg := d.Running()
 	gen, _, _ := d.Generation()
 	st := State{Generation: gen, Ports: []PortState{}, Subsystems: []SubState{}}

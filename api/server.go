@@ -1,4 +1,4 @@
-package main
+package api
 
 import (
 	"bufio"
@@ -23,9 +23,9 @@ import (
 // must come first on every connection. api.go holds the methods.
 
 const (
-	// maxRequest bounds one request line, so a client cannot make the
+	// MaxRequest bounds one request line, so a client cannot make the
 	// daemon buffer without limit.
-	maxRequest = 1 << 20
+	MaxRequest = 1 << 20
 	// replyTimeout bounds the write of one response to a client that does
 	// not read.
 	replyTimeout = 10 * time.Second
@@ -34,14 +34,14 @@ const (
 	acceptBackoff = 100 * time.Millisecond
 )
 
-// idleTimeout closes a connection that sends nothing; a variable for tests.
-var idleTimeout = 2 * time.Minute
+// IdleTimeout closes a connection that sends nothing; a variable for tests.
+var IdleTimeout = 2 * time.Minute
 
 var errTooLarge = errors.New("request too large")
 
-// rpcConn is what a session reads requests from and writes responses to:
+// Conn is what a session reads requests from and writes responses to:
 // a Unix socket connection, or an in-memory one in tests.
-type rpcConn interface {
+type Conn interface {
 	io.ReadWriter
 	SetReadDeadline(time.Time) error
 	SetWriteDeadline(time.Time) error
@@ -61,22 +61,22 @@ type response struct {
 	JSONRPC string          `json:"jsonrpc"`
 	ID      json.RawMessage `json:"id"`
 	Result  any             `json:"result,omitempty"`
-	Error   *rpcError       `json:"error,omitempty"`
+	Error   *Error          `json:"error,omitempty"`
 }
 
 var nullID = json.RawMessage("null")
 
-type controlServer struct {
+type Server struct {
 	ln       net.Listener
 	path     string
-	api      *api
+	api      *Handler
 	wg       sync.WaitGroup
 	accepted chan struct{} // closed when the accept loop has returned
 }
 
-// serveControl listens on the admin socket, readable by root (and the
+// Listen listens on the admin socket, readable by root (and the
 // daemon's own user) only.
-func serveControl(path string, d managed, cfgPath, version string, log *logrus.Entry) (*controlServer, error) {
+func Listen(path string, d Daemon, cfgPath, version string, log *logrus.Entry) (*Server, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("control.socket: %w", err)
 	}
@@ -91,13 +91,13 @@ func serveControl(path string, d managed, cfgPath, version string, log *logrus.E
 	if err != nil {
 		return nil, fmt.Errorf("control.socket %s: %w", path, err)
 	}
-	cs := &controlServer{ln: ln, path: path, api: newAPI(d, cfgPath, version, log), accepted: make(chan struct{})}
+	cs := &Server{ln: ln, path: path, api: NewHandler(d, cfgPath, version, log), accepted: make(chan struct{})}
 	log.WithField("socket", path).Info("admin socket ready")
 	go cs.accept()
 	return cs, nil
 }
 
-func (cs *controlServer) accept() {
+func (cs *Server) accept() {
 	defer close(cs.accepted)
 	for {
 		c, err := cs.ln.Accept()
@@ -120,14 +120,14 @@ func (cs *controlServer) accept() {
 				writeResponse(c, &response{ID: nullID, Error: errPermission(err)})
 				return
 			}
-			cs.api.serveConn(c)
+			cs.api.ServeConn(c)
 		}()
 	}
 }
 
-// close stops accepting, ends idle connections and waits for the requests
+// Close stops accepting, ends idle connections and waits for the requests
 // under way to finish.
-func (cs *controlServer) close() {
+func (cs *Server) Close() {
 	cs.ln.Close()
 	<-cs.accepted // no wg.Add after this
 	cs.api.shutdown()
@@ -155,10 +155,10 @@ func checkPeer(c *net.UnixConn) error {
 	return nil
 }
 
-// serveConn answers the requests on c until the client hangs up, stays
+// ServeConn answers the requests on c until the client hangs up, stays
 // idle past idleTimeout, sends a line that is not JSON or too large, or
 // the server shuts down.
-func (a *api) serveConn(c rpcConn) {
+func (a *Handler) ServeConn(c Conn) {
 	if !a.track(c, true) {
 		return
 	}
@@ -166,7 +166,7 @@ func (a *api) serveConn(c rpcConn) {
 	s := &session{api: a}
 	r := bufio.NewReaderSize(c, 64<<10)
 	for a.armRead(c) {
-		line, rerr := readLine(r, maxRequest)
+		line, rerr := readLine(r, MaxRequest)
 		var resp *response
 		fatal := rerr != nil
 		switch {
@@ -193,7 +193,7 @@ func (a *api) serveConn(c rpcConn) {
 
 // track adds or drops an open connection; it refuses new ones once the
 // server shuts down.
-func (a *api) track(c rpcConn, open bool) bool {
+func (a *Handler) track(c Conn, open bool) bool {
 	a.connMu.Lock()
 	defer a.connMu.Unlock()
 	switch {
@@ -209,19 +209,19 @@ func (a *api) track(c rpcConn, open bool) bool {
 
 // armRead sets the idle deadline for the next request, unless the server
 // shuts down.
-func (a *api) armRead(c rpcConn) bool {
+func (a *Handler) armRead(c Conn) bool {
 	a.connMu.Lock()
 	defer a.connMu.Unlock()
 	if a.closing {
 		return false
 	}
-	c.SetReadDeadline(time.Now().Add(idleTimeout))
+	c.SetReadDeadline(time.Now().Add(IdleTimeout))
 	return true
 }
 
 // shutdown ends every connection waiting for a request; one being
 // answered ends after its response.
-func (a *api) shutdown() {
+func (a *Handler) shutdown() {
 	a.connMu.Lock()
 	defer a.connMu.Unlock()
 	a.closing = true
@@ -258,7 +258,7 @@ func writeResponse(w io.Writer, resp *response) error {
 
 // session is one connection's state: whether the handshake happened.
 type session struct {
-	api     *api
+	api     *Handler
 	greeted bool
 }
 
@@ -266,7 +266,7 @@ type session struct {
 // the line was not JSON, so the framing can no longer be trusted.
 func (s *session) handle(line []byte) (resp *response, fatal bool) {
 	if !json.Valid(line) {
-		return &response{ID: nullID, Error: newError(codeParseError, "parse error: the request is not valid JSON", nil)}, true
+		return &response{ID: nullID, Error: newError(CodeParseError, "parse error: the request is not valid JSON", nil)}, true
 	}
 	req, rerr := parseRequest(line)
 	if rerr != nil {
@@ -288,23 +288,23 @@ func (s *session) handle(line []byte) (resp *response, fatal bool) {
 
 // parseRequest checks the envelope of a request that is valid JSON. With
 // an error, it returns the request too once its id is known to be valid.
-func parseRequest(line []byte) (*request, *rpcError) {
+func parseRequest(line []byte) (*request, *Error) {
 	line = bytes.TrimSpace(line)
 	if len(line) > 0 && line[0] == '[' {
-		return nil, newError(codeInvalidRequest, "invalid request: batches are not supported; send one request object per line", nil)
+		return nil, newError(CodeInvalidRequest, "invalid request: batches are not supported; send one request object per line", nil)
 	}
 	var req request
 	if err := json.Unmarshal(line, &req); err != nil || line[0] != '{' {
-		return nil, newError(codeInvalidRequest, "invalid request: want a JSON-RPC 2.0 request object", nil)
+		return nil, newError(CodeInvalidRequest, "invalid request: want a JSON-RPC 2.0 request object", nil)
 	}
 	if req.ID != nil && !validID(req.ID) {
-		return nil, newError(codeInvalidRequest, "invalid request: id must be a string, a number or null", &errorData{Field: "id"})
+		return nil, newError(CodeInvalidRequest, "invalid request: id must be a string, a number or null", &ErrorData{Field: "id"})
 	}
 	if req.JSONRPC != "2.0" {
-		return &req, newError(codeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`, &errorData{Field: "jsonrpc"})
+		return &req, newError(CodeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`, &ErrorData{Field: "jsonrpc"})
 	}
 	if req.Method == "" {
-		return &req, newError(codeInvalidRequest, `invalid request: "method" is missing`, &errorData{Field: "method"})
+		return &req, newError(CodeInvalidRequest, `invalid request: "method" is missing`, &ErrorData{Field: "method"})
 	}
 	return &req, nil
 }
@@ -321,17 +321,17 @@ func validID(id json.RawMessage) bool {
 func (s *session) call(req *request) (any, error) {
 	m, ok := methods[req.Method]
 	if !ok {
-		return nil, newError(codeMethodNotFound, fmt.Sprintf("method not found: %q", req.Method), &errorData{Field: "method"})
+		return nil, newError(CodeMethodNotFound, fmt.Sprintf("method not found: %q", req.Method), &ErrorData{Field: "method"})
 	}
 	if !s.greeted && req.Method != "get_version" {
-		return nil, newError(codeHandshakeRequired, "handshake required: call get_version first on each connection", nil)
+		return nil, newError(CodeHandshakeRequired, "handshake required: call get_version first on each connection", nil)
 	}
 	result, err := m.call(s, req.Params)
 	if m.changes {
 		log := s.api.log.WithField("method", req.Method)
-		var re *rpcError
+		var re *Error
 		switch {
-		case errors.As(err, &re) && re.Code == codeAppliedInPart:
+		case errors.As(err, &re) && re.Code == CodeAppliedInPart:
 			log.WithError(err).Error("admin change applied in part: the items named were left out")
 		case err != nil:
 			log.WithError(err).Warn("admin change refused")

@@ -1,4 +1,4 @@
-package main
+package api
 
 import (
 	"fmt"
@@ -14,26 +14,26 @@ func init() {
 	methods["remove_namespace_host"] = typed((*session).removeNamespaceHost, true)
 }
 
-type namespaceHostParams struct {
+type NamespaceHostParams struct {
 	NQN  string `json:"nqn"`
 	NSID uint32 `json:"nsid"`
 	Host string `json:"host"`
 }
 
 // addNamespaceHost shows a namespace limited to some hosts to one more.
-func (s *session) addNamespaceHost(p namespaceHostParams) (changeResult, error) {
+func (s *session) addNamespaceHost(p NamespaceHostParams) (ChangeResult, error) {
 	return s.editNamespaceHosts(p, true)
 }
 
 // removeNamespaceHost hides a namespace from one of the hosts it is
 // limited to; without its last host, no host sees it.
-func (s *session) removeNamespaceHost(p namespaceHostParams) (changeResult, error) {
+func (s *session) removeNamespaceHost(p NamespaceHostParams) (ChangeResult, error) {
 	return s.editNamespaceHosts(p, false)
 }
 
-func (s *session) editNamespaceHosts(p namespaceHostParams, add bool) (changeResult, error) {
+func (s *session) editNamespaceHosts(p NamespaceHostParams, add bool) (ChangeResult, error) {
 	if p.Host == "" {
-		return changeResult{}, paramError("host", "invalid params: host is required")
+		return ChangeResult{}, paramError("host", "invalid params: host is required")
 	}
 	return s.api.change(func(c *config.Config) (string, error) {
 		i, j, err := findNamespace(c, p.NQN, p.NSID)

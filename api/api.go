@@ -1,4 +1,4 @@
-package main
+package api
 
 import (
 	"bytes"
@@ -16,14 +16,14 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// apiVersion is the version of the management API's methods and types.
+// APIVersion is the version of the management API's methods and types.
 // It changes only when a method or a field changes incompatibly; adding a
 // method or an optional field keeps it.
-const apiVersion = 1
+const APIVersion = 1
 
-// managed is what the API reads and changes: the daemon, or a stand-in
+// Daemon is what the API reads and changes: the daemon, or a stand-in
 // in the fuzz test that validates without opening anything.
-type managed interface {
+type Daemon interface {
 	Running() *config.Config
 	Apply(next *config.Config) error
 	Reload(path string) error // takes the edit lock itself
@@ -36,21 +36,21 @@ type managed interface {
 	Gateway() (name, cookie string, runners []*gateway.Runner)
 }
 
-// api holds what the methods share across connections.
-type api struct {
-	m       managed
+// Handler holds what the methods share across connections.
+type Handler struct {
+	m       Daemon
 	cfgPath string // the file reload reads
 	version string // the daemon's release, which get_version reports
 	log     *logrus.Entry
 	// write saves save_config's file; a variable so the fuzz test writes nothing.
 	write   func(path string, data []byte) error
-	connMu  sync.Mutex       // guards the fields below
-	conns   map[rpcConn]bool // open connections, for shutdown
+	connMu  sync.Mutex    // guards the fields below
+	conns   map[Conn]bool // open connections, for shutdown
 	closing bool
 }
 
-func newAPI(m managed, cfgPath, version string, log *logrus.Entry) *api {
-	return &api{m: m, cfgPath: cfgPath, version: version, log: log, write: config.WriteFileAtomic, conns: map[rpcConn]bool{}}
+func NewHandler(m Daemon, cfgPath, version string, log *logrus.Entry) *Handler {
+	return &Handler{m: m, cfgPath: cfgPath, version: version, log: log, write: config.WriteFileAtomic, conns: map[Conn]bool{}}
 }
 
 // method is one entry of the method table.
@@ -108,7 +108,7 @@ func decodeParams(raw json.RawMessage, p any) error {
 	dec.DisallowUnknownFields()
 	err := dec.Decode(p)
 	var te *json.UnmarshalTypeError
-	var re *rpcError
+	var re *Error
 	switch {
 	case err == nil:
 		return nil
@@ -123,37 +123,37 @@ func decodeParams(raw json.RawMessage, p any) error {
 	return paramError("params", "invalid params: %v", err)
 }
 
-type versionParams struct {
+type VersionParams struct {
 	APIVersion int `json:"api_version,omitempty"` // the version the client speaks; 0: any
 }
 
-type versionResult struct {
+type VersionResult struct {
 	Version    string `json:"version"`     // the daemon's release
 	APIVersion int    `json:"api_version"` // apiVersion
 }
 
 // getVersion is the handshake: the first call on every connection.
-func (s *session) getVersion(p versionParams) (versionResult, error) {
-	if p.APIVersion != 0 && p.APIVersion != apiVersion {
-		return versionResult{}, newError(codeVersionMismatch,
-			fmt.Sprintf("API version %d is not supported: nvmeof-tgt %s speaks version %d", p.APIVersion, s.api.version, apiVersion),
-			&errorData{Field: "api_version", APIVersions: []int{apiVersion}})
+func (s *session) getVersion(p VersionParams) (VersionResult, error) {
+	if p.APIVersion != 0 && p.APIVersion != APIVersion {
+		return VersionResult{}, newError(CodeVersionMismatch,
+			fmt.Sprintf("API version %d is not supported: nvmeof-tgt %s speaks version %d", p.APIVersion, s.api.version, APIVersion),
+			&ErrorData{Field: "api_version", APIVersions: []int{APIVersion}})
 	}
 	s.greeted = true
-	return versionResult{Version: s.api.version, APIVersion: apiVersion}, nil
+	return VersionResult{Version: s.api.version, APIVersion: APIVersion}, nil
 }
 
-type noParams struct{}
+type NoParams struct{}
 
-func (s *session) getState(noParams) (State, error) {
-	return stateOf(s.api.m), nil
+func (s *session) getState(NoParams) (State, error) {
+	return StateOf(s.api.m), nil
 }
 
-type saveParams struct {
+type SaveParams struct {
 	Path string `json:"path,omitempty"` // also write the YAML there (absolute, replaced atomically)
 }
 
-type saveResult struct {
+type SaveResult struct {
 	YAML string `json:"yaml"`
 	Path string `json:"path,omitempty"`
 	// Redacted counts the inline DH-HMAC-CHAP secrets written as
@@ -165,14 +165,14 @@ type saveResult struct {
 
 // saveConfig returns the running configuration as YAML that -check
 // accepts and a daemon starts from with the same state.
-func (s *session) saveConfig(p saveParams) (saveResult, error) {
+func (s *session) saveConfig(p SaveParams) (SaveResult, error) {
 	if p.Path != "" && !filepath.IsAbs(p.Path) {
-		return saveResult{}, paramError("path", "invalid params: path %q is not absolute", p.Path)
+		return SaveResult{}, paramError("path", "invalid params: path %q is not absolute", p.Path)
 	}
 	cfg, redacted := s.api.m.Running().Redact()
 	y, err := config.Marshal(cfg)
 	if err != nil {
-		return saveResult{}, err
+		return SaveResult{}, err
 	}
 	note := ""
 	if redacted > 0 {
@@ -180,28 +180,28 @@ func (s *session) saveConfig(p saveParams) (saveResult, error) {
 	}
 	if p.Path != "" {
 		if err := s.api.write(p.Path, y); err != nil {
-			return saveResult{}, newError(codeNotApplied, fmt.Sprintf("writing %s: %v", p.Path, err), &errorData{Field: "path"})
+			return SaveResult{}, newError(CodeNotApplied, fmt.Sprintf("writing %s: %v", p.Path, err), &ErrorData{Field: "path"})
 		}
 	}
-	return saveResult{YAML: string(y), Path: p.Path, Redacted: redacted, Note: note}, nil
+	return SaveResult{YAML: string(y), Path: p.Path, Redacted: redacted, Note: note}, nil
 }
 
-type reloadReply struct {
+type ReloadResult struct {
 	File       string `json:"file"`
 	Generation uint64 `json:"generation"`
 }
 
 // reload re-reads the configuration file, as SIGHUP does.
-func (s *session) reloadConfig(noParams) (reloadReply, error) {
+func (s *session) reloadConfig(NoParams) (ReloadResult, error) {
 	if err := s.api.m.Reload(s.api.cfgPath); err != nil {
-		return reloadReply{}, changeError(err, "")
+		return ReloadResult{}, changeError(err, "")
 	}
 	gen, _, _ := s.api.m.Generation()
-	return reloadReply{File: s.api.cfgPath, Generation: gen}, nil
+	return ReloadResult{File: s.api.cfgPath, Generation: gen}, nil
 }
 
-// changeResult is what every add_, set_ and remove_ method returns.
-type changeResult struct {
+// ChangeResult is what every add_, set_ and remove_ method returns.
+type ChangeResult struct {
 	Generation uint64 `json:"generation"`     // the configuration generation the change made
 	NSID       uint32 `json:"nsid,omitempty"` // add_namespace: the NSID, also when the daemon chose it
 }
@@ -209,7 +209,7 @@ type changeResult struct {
 // change runs one edit of the running configuration through apply, with
 // the validation and difference a reload has. edit returns the
 // configuration path of the item it added or changed.
-func (a *api) change(edit func(c *config.Config) (item string, err error)) (changeResult, error) {
+func (a *Handler) change(edit func(c *config.Config) (item string, err error)) (ChangeResult, error) {
 	// Under the daemon's edit lock no reload or other client's change can
 	// come between reading the running configuration and applying the
 	// edit of it, nor between the apply and the generation it reports.
@@ -217,12 +217,12 @@ func (a *api) change(edit func(c *config.Config) (item string, err error)) (chan
 	next := a.m.Running()
 	item, err := edit(next)
 	if err != nil {
-		return changeResult{}, err
+		return ChangeResult{}, err
 	}
 	next.ApplyDefaults() // what the edit added gets the limits a file would
 	if err := a.m.Apply(next); err != nil {
-		return changeResult{}, changeError(err, item)
+		return ChangeResult{}, changeError(err, item)
 	}
 	gen, _, _ := a.m.Generation()
-	return changeResult{Generation: gen}, nil
+	return ChangeResult{Generation: gen}, nil
 }

@@ -1,4 +1,4 @@
-package main
+package api
 
 import (
 	"fmt"
@@ -38,12 +38,12 @@ func gatewayState(name, cookie string, runners []*gateway.Runner) *GatewayState 
 	return out
 }
 
-// gatewayParams names the group of release_ana_group.
-type gatewayParams struct {
+// GatewayParams names the group of release_ana_group.
+type GatewayParams struct {
 	Group uint32 `json:"group"`
 }
 
-type gatewayResult struct {
+type GatewayResult struct {
 	Released bool `json:"released"`
 }
 
@@ -51,10 +51,10 @@ type gatewayResult struct {
 // it inaccessible here, then releases the lease, and a peer takes it at
 // once, notified through the lease object (at the latest at its next try,
 // within a quarter of the lease). Not the owner: an error.
-func (s *session) releaseANAGroup(p gatewayParams) (gatewayResult, error) {
+func (s *session) releaseANAGroup(p GatewayParams) (GatewayResult, error) {
 	name, _, runners := s.api.m.Gateway()
 	if runners == nil {
-		return gatewayResult{}, newError(codeNotFound, "this daemon runs no gateway (no gateway block in its configuration at start)", &errorData{Field: "group"})
+		return GatewayResult{}, newError(CodeNotFound, "this daemon runs no gateway (no gateway block in its configuration at start)", &ErrorData{Field: "group"})
 	}
 	var r *gateway.Runner
 	groups := make([]uint32, 0, len(runners))
@@ -65,11 +65,11 @@ func (s *session) releaseANAGroup(p gatewayParams) (gatewayResult, error) {
 		}
 	}
 	if r == nil {
-		return gatewayResult{}, paramError("group", "invalid params: ANA group %d is not a gateway group (gateway.groups: %v)", p.Group, groups)
+		return GatewayResult{}, paramError("group", "invalid params: ANA group %d is not a gateway group (gateway.groups: %v)", p.Group, groups)
 	}
 	if !r.Release() {
-		return gatewayResult{}, newError(codeNotFound, fmt.Sprintf("this gateway does not own ANA group %d (it is %s here)", p.Group, r.Status().State), &errorData{Field: "group"})
+		return GatewayResult{}, newError(CodeNotFound, fmt.Sprintf("this gateway does not own ANA group %d (it is %s here)", p.Group, r.Status().State), &ErrorData{Field: "group"})
 	}
 	s.api.log.WithFields(logrus.Fields{"ana_group": p.Group, "gateway": name}).Info("gateway released the ANA group: inaccessible here, lease released for a peer")
-	return gatewayResult{Released: true}, nil
+	return GatewayResult{Released: true}, nil
 }
