@@ -11,6 +11,7 @@ import (
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/api"
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/ctl"
 	"github.com/nvmeof-tgt/nvmeof-tgt/dhchap"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
@@ -122,16 +123,16 @@ func writeConfig(t *testing.T, dir, extra string, anyHost bool) string {
 // the process list.
 func TestCtlKeyFromStdin(t *testing.T) {
 	_, _, d := startBase(t)
-	orig := ctlStdin
-	t.Cleanup(func() { ctlStdin = orig })
-	ctlStdin = strings.NewReader(key1 + "\n")
+	orig := ctl.Stdin
+	t.Cleanup(func() { ctl.Stdin = orig })
+	ctl.Stdin = strings.NewReader(key1 + "\n")
 	if err := control(d, "", []string{"add", "host", nqnB, hostX, "-dhchap-key", "-"}, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	if !d.target.Subsystem(nqnB).HasHostKeys(hostX, fabrics.HostKeys{Host: mustSecret(t, key1)}) {
 		t.Fatal("the secret read from standard input did not reach the target")
 	}
-	ctlStdin = strings.NewReader("")
+	ctl.Stdin = strings.NewReader("")
 	if err := control(d, "", []string{"set", "host", nqnB, hostX, "-dhchap-key", "-"}, io.Discard); err == nil ||
 		!strings.Contains(err.Error(), "no secret on standard input") {
 		t.Fatalf("empty standard input: %v", err)
@@ -166,7 +167,7 @@ func TestListEscapesHostNQN(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out strings.Builder
-	if err := showStateText(raw, &out); err != nil {
+	if err := ctl.ShowState(raw, &out); err != nil {
 		t.Fatal(err)
 	}
 	if strings.ContainsAny(out.String(), "\x1b\x07\u009b") {

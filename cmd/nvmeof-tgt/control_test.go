@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/api"
+	"github.com/nvmeof-tgt/nvmeof-tgt/ctl"
 	cephtest "github.com/nvmeof-tgt/nvmeof-tgt/test/ceph"
 )
 
@@ -19,7 +20,7 @@ import (
 // or a raw JSON-RPC client that prints the first response line.
 func TestMain(m *testing.M) {
 	if sock := os.Getenv("NVMEOF_TGT_TEST_CTL_CLIENT"); sock != "" {
-		os.Exit(runCtl([]string{"-socket", sock, "list"}, os.Stdout, os.Stderr))
+		os.Exit(ctl.Run([]string{"-socket", sock, "list"}, os.Stdout, os.Stderr))
 	}
 	if sock := os.Getenv("NVMEOF_TGT_TEST_RPC_CLIENT"); sock != "" {
 		os.Exit(rawClient(sock))

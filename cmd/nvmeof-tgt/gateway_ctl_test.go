@@ -6,18 +6,19 @@ import (
 	"testing"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/api"
+	"github.com/nvmeof-tgt/nvmeof-tgt/ctl"
 )
 
 func TestCtlGatewayRelease(t *testing.T) {
-	cmd, err := parseCtl([]string{"gateway", "release", "3"})
+	cmd, err := ctl.Parse([]string{"gateway", "release", "3"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, ok := cmd.params.(api.GatewayParams); cmd.method != "release_ana_group" || !ok || p.Group != 3 {
-		t.Fatalf("%s %+v", cmd.method, cmd.params)
+	if p, ok := cmd.Params.(api.GatewayParams); cmd.Method != "release_ana_group" || !ok || p.Group != 3 {
+		t.Fatalf("%s %+v", cmd.Method, cmd.Params)
 	}
 	for _, args := range [][]string{{"gateway", "release", "0"}, {"gateway", "release", "x"}, {"gateway", "release"}} {
-		if _, err := parseCtl(args); err == nil {
+		if _, err := ctl.Parse(args); err == nil {
 			t.Errorf("%q accepted", args)
 		}
 	}
@@ -49,7 +50,7 @@ func TestCtlListShowsGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out strings.Builder
-	if err := showStateText(raw, &out); err != nil {
+	if err := ctl.ShowState(raw, &out); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"gateway gw-b  cookie gw-b.0a1b", "ANA group 1  blocklisted  takeovers 1, fencings 1  last error: blocklisted",

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/api"
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/ctl"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/nvmeof-tgt/nvmeof-tgt/rdma"
@@ -90,7 +91,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "warning: secrets may end up in core dumps: %v\n", err)
 	}
 	if len(args) > 0 && args[0] == "ctl" {
-		return runCtl(args[1:], stdout, stderr)
+		return ctl.Run(args[1:], stdout, stderr)
 	}
 	fs := flag.NewFlagSet("nvmeof-tgt", flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/api"
+	"github.com/nvmeof-tgt/nvmeof-tgt/ctl"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
@@ -285,7 +286,7 @@ func TestReferralsFollowReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	var text bytes.Buffer
-	if err := showStateText(raw, &text); err != nil {
+	if err := ctl.ShowState(raw, &text); err != nil {
 		t.Fatal(err)
 	}
 	// Compared with the columns' padding squeezed.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/api"
+	"github.com/nvmeof-tgt/nvmeof-tgt/ctl"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 	"github.com/nvmeof-tgt/nvmeof-tgt/metrics"
 	"github.com/nvmeof-tgt/nvmeof-tgt/metrics/metricstest"
@@ -23,11 +24,11 @@ func TestQoSLive(t *testing.T) {
 	c := pipeClient(t, api.NewHandler(d, path, version, d.log))
 	ns := d.target.Subsystem(nqnA).Namespace(1)
 
-	cmd, err := parseCtl([]string{"set", "namespace", nqnA, "1", "-iops", "400", "-bandwidth", "4MiB/s"})
+	cmd, err := ctl.Parse([]string{"set", "namespace", nqnA, "1", "-iops", "400", "-bandwidth", "4MiB/s"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Call(cmd.method, cmd.params, &json.RawMessage{}); err != nil {
+	if err := c.Call(cmd.Method, cmd.Params, &json.RawMessage{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := d.target.Subsystem(nqnA).Namespace(1); got != ns {
@@ -50,7 +51,7 @@ func TestQoSLive(t *testing.T) {
 		t.Fatalf("get_state shows limits %+v on a namespace without", q)
 	}
 	var out strings.Builder
-	if err := showStateText(raw, &out); err != nil {
+	if err := ctl.ShowState(raw, &out); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "qos iops 400, bandwidth 4MiB/s") {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/api"
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/ctl"
 )
 
 // wantHosts checks who the running target shows namespace nsid of nqn to:
@@ -143,12 +144,12 @@ func TestCtlNamespaceHosts(t *testing.T) {
 		{[]string{"add", "namespace-host", nqnA, "2", hostX}, "add_namespace_host", api.NamespaceHostParams{NQN: nqnA, NSID: 2, Host: hostX}},
 		{[]string{"remove", "namespace-host", nqnA, "2", hostX}, "remove_namespace_host", api.NamespaceHostParams{NQN: nqnA, NSID: 2, Host: hostX}},
 	} {
-		cmd, err := parseCtl(tc.args)
+		cmd, err := ctl.Parse(tc.args)
 		if err != nil {
 			t.Fatalf("%v: %v", tc.args, err)
 		}
-		if cmd.method != tc.method || cmd.params != tc.want {
-			t.Fatalf("%v: %s %+v, want %s %+v", tc.args, cmd.method, cmd.params, tc.method, tc.want)
+		if cmd.Method != tc.method || cmd.Params != tc.want {
+			t.Fatalf("%v: %s %+v, want %s %+v", tc.args, cmd.Method, cmd.Params, tc.method, tc.want)
 		}
 	}
 	for _, tc := range []struct {
@@ -159,19 +160,19 @@ func TestCtlNamespaceHosts(t *testing.T) {
 		if tc.flag != "" {
 			args = append(args, tc.flag)
 		}
-		cmd, err := parseCtl(args)
+		cmd, err := ctl.Parse(args)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := cmd.params.(api.NamespaceParams).Hosts
+		got := cmd.Params.(api.NamespaceParams).Hosts
 		if !config.SameHosts(got, tc.want) {
 			t.Errorf("ctl add namespace %q: hosts %v, want %v", tc.flag, got, tc.want)
 		}
-		set, err := parseCtl([]string{"set", "namespace", nqnA, "1", "-hosts=" + hostX})
+		set, err := ctl.Parse([]string{"set", "namespace", nqnA, "1", "-hosts=" + hostX})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h := set.params.(api.NamespaceSet).Hosts; h == nil || !slices.Equal(*h, []string{hostX}) {
+		if h := set.Params.(api.NamespaceSet).Hosts; h == nil || !slices.Equal(*h, []string{hostX}) {
 			t.Errorf("ctl set namespace -hosts: %v", h)
 		}
 	}

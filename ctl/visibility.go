@@ -1,4 +1,4 @@
-package main
+package ctl
 
 import (
 	"flag"
@@ -21,9 +21,9 @@ func hostsFlag(fs *flag.FlagSet, to **[]string) {
 	})
 }
 
-func namespaceHostFlags(method string) func(*flag.FlagSet) func([]string) (*ctlCommand, error) {
-	return func(*flag.FlagSet) func([]string) (*ctlCommand, error) {
-		return func(pos []string) (*ctlCommand, error) {
+func namespaceHostFlags(method string) func(*flag.FlagSet) func([]string) (*Command, error) {
+	return func(*flag.FlagSet) func([]string) (*Command, error) {
+		return func(pos []string) (*Command, error) {
 			nsid, err := parseNSID(pos[1])
 			if err != nil {
 				return nil, err

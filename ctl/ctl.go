@@ -1,4 +1,4 @@
-package main
+package ctl
 
 import (
 	"encoding/json"
@@ -11,10 +11,6 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/api"
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 )
-
-// `nvmeof-tgt ctl` is a client of the management API (package api): it
-// parses its command line here, calls one method and prints the result.
-// ctl_verbs.go holds the commands.
 
 const ctlUsage = `usage: nvmeof-tgt ctl [-socket PATH] COMMAND
   list [-json]                         the running state: ports, subsystems, namespaces, hosts, controllers
@@ -42,9 +38,9 @@ file; save them to keep them. COMMAND -h lists the command's flags.
 The socket is -socket PATH or -socket=PATH, else $NVMEOF_TGT_SOCKET, else
 ` + config.DefaultControlSocket + `.`
 
-// runCtl is `nvmeof-tgt ctl`. It exits 0 on success, 1 when the daemon
+// Run is `nvmeof-tgt ctl`. It exits 0 on success, 1 when the daemon
 // refused or could not be reached, 2 on a usage error.
-func runCtl(args []string, stdout, stderr io.Writer) int {
+func Run(args []string, stdout, stderr io.Writer) int {
 	sock := os.Getenv("NVMEOF_TGT_SOCKET")
 	if sock == "" {
 		sock = config.DefaultControlSocket
@@ -53,9 +49,9 @@ func runCtl(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&sock, "socket", sock, "the daemon's admin socket `PATH` (also $NVMEOF_TGT_SOCKET)")
 	err := fs.Parse(args)
-	var cmd *ctlCommand
+	var cmd *Command
 	if err == nil {
-		cmd, err = parseCtl(fs.Args())
+		cmd, err = Parse(fs.Args())
 	}
 	var help *ctlHelp
 	switch {
@@ -72,7 +68,7 @@ func runCtl(args []string, stdout, stderr io.Writer) int {
 	c, err := api.Dial(sock)
 	if err == nil {
 		defer c.Close()
-		err = cmd.run(c, stdout)
+		err = cmd.Run(c, stdout)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "nvmeof-tgt ctl: %v\n", err)
@@ -81,17 +77,17 @@ func runCtl(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// ctlCommand is one parsed command: the method to call and how to show
+// Command is one parsed command: the method to call and how to show
 // its result.
-type ctlCommand struct {
-	method string
-	params any
+type Command struct {
+	Method string
+	Params any
 	show   func(result json.RawMessage, out io.Writer) error // nil: print nothing
 }
 
-func (cmd *ctlCommand) run(c *api.Client, out io.Writer) error {
+func (cmd *Command) Run(c *api.Client, out io.Writer) error {
 	var result json.RawMessage
-	if err := c.Call(cmd.method, cmd.params, &result); err != nil {
+	if err := c.Call(cmd.Method, cmd.Params, &result); err != nil {
 		return err
 	}
 	if cmd.show == nil {

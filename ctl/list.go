@@ -1,4 +1,4 @@
-package main
+package ctl
 
 import (
 	"bytes"
@@ -28,8 +28,8 @@ func showStateJSON(raw json.RawMessage, out io.Writer) error {
 	return err
 }
 
-// showStateText prints get_state's result as aligned text for people.
-func showStateText(raw json.RawMessage, out io.Writer) error {
+// ShowState prints get_state's result as aligned text for people.
+func ShowState(raw json.RawMessage, out io.Writer) error {
 	var st api.State
 	if err := json.Unmarshal(raw, &st); err != nil {
 		return err

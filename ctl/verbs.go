@@ -1,4 +1,4 @@
-package main
+package ctl
 
 import (
 	"bytes"
@@ -24,7 +24,7 @@ type ctlVerb struct {
 	about string
 	// flags declares the flags on fs and returns what turns the
 	// positional arguments into the command, once fs is parsed.
-	flags func(fs *flag.FlagSet) func(pos []string) (*ctlCommand, error)
+	flags func(fs *flag.FlagSet) func(pos []string) (*Command, error)
 }
 
 // ctlHelp is the answer to COMMAND -h.
@@ -32,9 +32,9 @@ type ctlHelp struct{ text string }
 
 func (h *ctlHelp) Error() string { return h.text }
 
-// parseCtl turns a ctl command line (after the global flags) into a
+// Parse turns a ctl command line (after the global flags) into a
 // command, or a usage error, or *ctlHelp.
-func parseCtl(args []string) (*ctlCommand, error) {
+func Parse(args []string) (*Command, error) {
 	if len(args) == 0 {
 		return nil, errors.New(ctlUsage)
 	}
@@ -48,7 +48,7 @@ func parseCtl(args []string) (*ctlCommand, error) {
 		}
 		name, rest = name+" "+rest[0], rest[1:]
 	}
-	for _, v := range ctlVerbs {
+	for _, v := range verbs {
 		if v.name == name {
 			return v.parse(rest)
 		}
@@ -56,7 +56,7 @@ func parseCtl(args []string) (*ctlCommand, error) {
 	return nil, fmt.Errorf("unknown command %q\n%s", name, ctlUsage)
 }
 
-func (v *ctlVerb) parse(args []string) (*ctlCommand, error) {
+func (v *ctlVerb) parse(args []string) (*Command, error) {
 	fs := flag.NewFlagSet("nvmeof-tgt ctl "+v.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	finish := v.flags(fs)
@@ -189,8 +189,8 @@ func sizeVar(fs *flag.FlagSet, p **api.ByteSize, name, usage string) {
 }
 
 // ctlEdit is the command of an add, set or remove: it prints nothing.
-func ctlEdit(method string, params any) (*ctlCommand, error) {
-	return &ctlCommand{method: method, params: params}, nil
+func ctlEdit(method string, params any) (*Command, error) {
+	return &Command{Method: method, Params: params}, nil
 }
 
 // showSave writes save_config's YAML to stdout ("-") or, atomically, to a file.

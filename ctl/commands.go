@@ -1,4 +1,4 @@
-package main
+package ctl
 
 import (
 	"bufio"
@@ -15,8 +15,8 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 )
 
-// ctlVerbs is every ctl command, in the order ctlUsage lists them.
-var ctlVerbs = []ctlVerb{
+// verbs is every ctl command, in the order ctlUsage lists them.
+var verbs = []ctlVerb{
 	{name: "list", about: "Print the running state: ports, subsystems, namespaces, hosts and connected controllers.",
 		flags: listFlags},
 	{name: "add port", about: "Listen on one more RDMA address.", flags: addPortFlags},
@@ -40,14 +40,14 @@ var ctlVerbs = []ctlVerb{
 	{name: "remove port", args: []string{"ID"}, about: "Stop listening on port ID; hosts connected through it are disconnected.",
 		flags: removePortFlags},
 	{name: "remove subsystem", args: []string{"NQN"}, about: "Remove subsystem NQN; its hosts are disconnected.",
-		flags: func(*flag.FlagSet) func([]string) (*ctlCommand, error) {
-			return func(pos []string) (*ctlCommand, error) {
+		flags: func(*flag.FlagSet) func([]string) (*Command, error) {
+			return func(pos []string) (*Command, error) {
 				return ctlEdit("remove_subsystem", api.SubsystemRef{NQN: pos[0]})
 			}
 		}},
 	{name: "remove namespace", args: []string{"NQN", "NSID"}, about: "Remove a namespace once its commands in flight are done.",
-		flags: func(*flag.FlagSet) func([]string) (*ctlCommand, error) {
-			return func(pos []string) (*ctlCommand, error) {
+		flags: func(*flag.FlagSet) func([]string) (*Command, error) {
+			return func(pos []string) (*Command, error) {
 				nsid, err := parseNSID(pos[1])
 				if err != nil {
 					return nil, err
@@ -62,29 +62,29 @@ var ctlVerbs = []ctlVerb{
 	{name: "remove host", args: []string{"NQN", "HOSTNQN"}, about: "Take HOSTNQN off subsystem NQN's allow-list; its controllers go.",
 		flags: hostFlags("remove_host")},
 	{name: "save", args: []string{"FILE|-"}, about: "Write the running configuration as YAML to FILE (replaced atomically) or to stdout (-).",
-		flags: func(*flag.FlagSet) func([]string) (*ctlCommand, error) {
-			return func(pos []string) (*ctlCommand, error) {
-				return &ctlCommand{method: "save_config", params: api.SaveParams{}, show: showSave(pos[0])}, nil
+		flags: func(*flag.FlagSet) func([]string) (*Command, error) {
+			return func(pos []string) (*Command, error) {
+				return &Command{Method: "save_config", Params: api.SaveParams{}, show: showSave(pos[0])}, nil
 			}
 		}},
 	{name: "reload", about: "Re-read the daemon's configuration file, as SIGHUP does.",
-		flags: func(*flag.FlagSet) func([]string) (*ctlCommand, error) {
-			return func([]string) (*ctlCommand, error) { return &ctlCommand{method: "reload", show: showReload}, nil }
+		flags: func(*flag.FlagSet) func([]string) (*Command, error) {
+			return func([]string) (*Command, error) { return &Command{Method: "reload", show: showReload}, nil }
 		}},
 }
 
-func listFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
+func listFlags(fs *flag.FlagSet) func([]string) (*Command, error) {
 	asJSON := fs.Bool("json", false, "print the state as JSON (get_state's result), for scripts")
-	return func([]string) (*ctlCommand, error) {
-		show := showStateText
+	return func([]string) (*Command, error) {
+		show := ShowState
 		if *asJSON {
 			show = showStateJSON
 		}
-		return &ctlCommand{method: "get_state", show: show}, nil
+		return &Command{Method: "get_state", show: show}, nil
 	}
 }
 
-func addPortFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
+func addPortFlags(fs *flag.FlagSet) func([]string) (*Command, error) {
 	var p api.PortParams
 	var svc, depth uint16
 	var inline uint32
@@ -93,13 +93,13 @@ func addPortFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 	uintVar(fs, &svc, "port", config.DefaultServiceID, "RDMA service ID (trsvcid) `PORT` hosts connect to")
 	uintVar(fs, &inline, "inline-data-size", config.DefaultInlineDataSize, "`BYTES` of write data a command may carry in its capsule, a multiple of 16")
 	uintVar(fs, &depth, "max-queue-size", config.DefaultMaxQueueSize, "most `ENTRIES` of an I/O queue, 2 to 1024")
-	return func([]string) (*ctlCommand, error) {
+	return func([]string) (*Command, error) {
 		p.Port, p.InlineDataSize, p.MaxQueueSize = &svc, &inline, &depth
 		return ctlEdit("add_port", p)
 	}
 }
 
-func addSubsystemFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
+func addSubsystemFlags(fs *flag.FlagSet) func([]string) (*Command, error) {
 	var p api.SubsystemParams
 	fs.StringVar(&p.Serial, "serial", "", "`SERIAL` number hosts see, up to 20 characters (default: derived from the NQN)")
 	fs.StringVar(&p.Model, "model", "", "`MODEL` number hosts see, up to 40 characters (default nvmeof-tgt)")
@@ -108,13 +108,13 @@ func addSubsystemFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 	listVar(fs, &p.Hosts, "host", "allow host `HOSTNQN` (keys: ctl add host)", func(s string) (config.Host, error) { return config.HostNQN(s), nil })
 	uintVar(fs, &p.CntlidMin, "cntlid-min", 0, "lowest controller `ID` handed out (default 1); another daemon serving the subsystem needs a range apart")
 	uintVar(fs, &p.CntlidMax, "cntlid-max", 0, "highest controller `ID` handed out (default 65519)")
-	return func(pos []string) (*ctlCommand, error) {
+	return func(pos []string) (*Command, error) {
 		p.NQN = pos[0]
 		return ctlEdit("add_subsystem", p)
 	}
 }
 
-func addNamespaceFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
+func addNamespaceFlags(fs *flag.FlagSet) func([]string) (*Command, error) {
 	var p api.NamespaceParams
 	var size *api.ByteSize
 	uintVar(fs, &p.NSID, "nsid", 0, "namespace ID `NSID` (default: the lowest free one)")
@@ -132,7 +132,7 @@ func addNamespaceFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 	uintVar(fs, &p.ANAGroup, "ana-group", 0, "ANA `GROUP` of the namespace, 1 to 128 (default 1)")
 	hostsFlag(fs, &p.Hosts)
 	optBoolVar(fs, &p.Reservations, "reservations", "NVMe reservations (default true; -reservations=false answers them Invalid Opcode)")
-	return func(pos []string) (*ctlCommand, error) {
+	return func(pos []string) (*Command, error) {
 		p.NQN = pos[0]
 		if size != nil {
 			p.Size = *size
@@ -141,14 +141,14 @@ func addNamespaceFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 	}
 }
 
-// ctlStdin is where `-dhchap-key -` reads a secret from.
-var ctlStdin io.Reader = os.Stdin
+// Stdin is where `-dhchap-key -` reads a secret from.
+var Stdin io.Reader = os.Stdin
 
 // hostKeyFlags takes the host's keys: from a file the daemon reads, or
 // from standard input with "-". A key on the command line would be in the
 // process list for every user to see.
-func hostKeyFlags(method string) func(*flag.FlagSet) func([]string) (*ctlCommand, error) {
-	return func(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
+func hostKeyFlags(method string) func(*flag.FlagSet) func([]string) (*Command, error) {
+	return func(fs *flag.FlagSet) func([]string) (*Command, error) {
 		var p api.HostParams
 		fs.StringVar(&p.DHCHAPKeyFile, "dhchap-key-file", "", "the host's DH-HMAC-CHAP secret is in `FILE` (absolute, mode 0600)")
 		fs.StringVar(&p.DHCHAPCtrlKeyFile, "dhchap-ctrl-key-file", "", "the controller's secret, for bidirectional authentication, is in `FILE`")
@@ -162,7 +162,7 @@ func hostKeyFlags(method string) func(*flag.FlagSet) func([]string) (*ctlCommand
 			p.DHCHAPDHGroups = strings.Split(s, ",")
 			return nil
 		})
-		return func(pos []string) (*ctlCommand, error) {
+		return func(pos []string) (*Command, error) {
 			p.NQN, p.Host = pos[0], pos[1]
 			if err := keysFromStdin(&p); err != nil {
 				return nil, err
@@ -172,15 +172,15 @@ func hostKeyFlags(method string) func(*flag.FlagSet) func([]string) (*ctlCommand
 	}
 }
 
-func hostFlags(method string) func(*flag.FlagSet) func([]string) (*ctlCommand, error) {
-	return func(*flag.FlagSet) func([]string) (*ctlCommand, error) {
-		return func(pos []string) (*ctlCommand, error) {
+func hostFlags(method string) func(*flag.FlagSet) func([]string) (*Command, error) {
+	return func(*flag.FlagSet) func([]string) (*Command, error) {
+		return func(pos []string) (*Command, error) {
 			return ctlEdit(method, api.HostParams{NQN: pos[0], Host: pos[1]})
 		}
 	}
 }
 
-func setSubsystemFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
+func setSubsystemFlags(fs *flag.FlagSet) func([]string) (*Command, error) {
 	var p api.SubsystemSet
 	fs.BoolFunc("allow-any-host", "true: any host may connect; false: only the allowed hosts (the others are disconnected)", func(s string) error {
 		v, err := strconv.ParseBool(s)
@@ -199,13 +199,13 @@ func setSubsystemFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 	}
 	idFlag("cntlid-min", "lowest controller `ID` handed out to new controllers", &p.CntlidMin)
 	idFlag("cntlid-max", "highest controller `ID` handed out to new controllers", &p.CntlidMax)
-	return func(pos []string) (*ctlCommand, error) {
+	return func(pos []string) (*Command, error) {
 		p.NQN = pos[0]
 		return ctlEdit("set_subsystem", p)
 	}
 }
 
-func setNamespaceFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
+func setNamespaceFlags(fs *flag.FlagSet) func([]string) (*Command, error) {
 	var p api.NamespaceSet
 	sizeVar(fs, &p.Size, "size", "the new `SIZE`")
 	qosFlags(fs, &p.QoS)
@@ -219,7 +219,7 @@ func setNamespaceFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 	})
 	hostsFlag(fs, &p.Hosts)
 	optBoolVar(fs, &p.Reservations, "reservations", "turn NVMe reservations on or off (-reservations=false) in place")
-	return func(pos []string) (*ctlCommand, error) {
+	return func(pos []string) (*Command, error) {
 		nsid, err := parseNSID(pos[1])
 		if err != nil {
 			return nil, err
@@ -229,8 +229,8 @@ func setNamespaceFlags(fs *flag.FlagSet) func([]string) (*ctlCommand, error) {
 	}
 }
 
-func setANAFlags(*flag.FlagSet) func([]string) (*ctlCommand, error) {
-	return func(pos []string) (*ctlCommand, error) {
+func setANAFlags(*flag.FlagSet) func([]string) (*Command, error) {
+	return func(pos []string) (*Command, error) {
 		port, err := parseUint16(pos[0])
 		if err != nil {
 			return nil, fmt.Errorf("port ID %q: want a number from 0 to 65535", pos[0])
@@ -246,8 +246,8 @@ func setANAFlags(*flag.FlagSet) func([]string) (*ctlCommand, error) {
 	}
 }
 
-func removePortFlags(*flag.FlagSet) func([]string) (*ctlCommand, error) {
-	return func(pos []string) (*ctlCommand, error) {
+func removePortFlags(*flag.FlagSet) func([]string) (*Command, error) {
+	return func(pos []string) (*Command, error) {
 		id, err := parseUint16(pos[0])
 		if err != nil {
 			return nil, fmt.Errorf("port ID %q: want a number from 0 to 65535", pos[0])
@@ -273,7 +273,7 @@ func keysFromStdin(p *api.HostParams) error {
 		if *k != "-" {
 			continue
 		}
-		line, err := bufio.NewReader(io.LimitReader(ctlStdin, 4<<10)).ReadString('\n')
+		line, err := bufio.NewReader(io.LimitReader(Stdin, 4<<10)).ReadString('\n')
 		if err != nil && err != io.EOF {
 			return fmt.Errorf("reading the secret from standard input: %w", err)
 		}

@@ -1,4 +1,4 @@
-package main
+package ctl
 
 import (
 	"flag"
@@ -9,8 +9,8 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
-func gatewayReleaseFlags(*flag.FlagSet) func([]string) (*ctlCommand, error) {
-	return func(pos []string) (*ctlCommand, error) {
+func gatewayReleaseFlags(*flag.FlagSet) func([]string) (*Command, error) {
+	return func(pos []string) (*Command, error) {
 		group, err := parseUint32(pos[0])
 		if err != nil || group < 1 || group > nvme.MaxANAGroups {
 			return nil, fmt.Errorf("ANA group %q: want a number from 1 to 128", pos[0])
