@@ -203,20 +203,3 @@ func sameFile(t *testing.T, want, got string) {
 		t.Errorf("%s differs from %s", got, want)
 	}
 }
-
-// needTool returns the path of a tool the test runs. A missing tool
-// fails the test under test/run-tests.sh (NVMEOF_REQUIRE_TOOLS) and
-// skips it, saying so, elsewhere.
-func needTool(t *testing.T, name, pkg string) string {
-	t.Helper()
-	path, err := exec.LookPath(name)
-	switch {
-	case err == nil:
-		return path
-	case os.Getenv("NVMEOF_REQUIRE_TOOLS") != "":
-		t.Fatalf("%s is missing (Debian package %s): %v", name, pkg, err)
-	default:
-		t.Skipf("NOT RUN: %s is missing (Debian: apt-get install %s); test/run-tests.sh requires it", name, pkg)
-	}
-	return ""
-}

@@ -1,13 +1,12 @@
 // Command nvmeof-tgt is the NVMe over Fabrics target daemon. It reads one
 // YAML configuration file, opens the namespaces' backends, listens on the
-// configured RDMA ports and serves until SIGTERM or SIGINT, when it
-// disconnects the hosts cleanly and exits.
+// configured RDMA and NVMe/TCP ports and serves until SIGTERM or SIGINT,
+// when it disconnects the hosts cleanly and exits.
 //
-// While it runs, SIGHUP re-reads the file and applies only the difference
-// (reload.go), and a Unix socket takes the same changes as JSON-RPC calls
-// (package api), which `nvmeof-tgt ctl` makes (ctl*.go). Both go
-// through daemon.Apply, which opens everything that can fail before it
-// changes anything running.
+// This package is only flags, the version and wiring: package daemon runs
+// the target (SIGHUP reloads the file, applying only the difference),
+// package api serves the management API on a Unix socket, and package
+// ctl is `nvmeof-tgt ctl`, its command line.
 //
 // Usage:
 //

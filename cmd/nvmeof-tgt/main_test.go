@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestCLI(t *testing.T) {
@@ -100,5 +103,22 @@ func TestFirmwareRevision(t *testing.T) {
 		if got := firmwareRevision(v); got != want {
 			t.Errorf("firmwareRevision(%q) = %q, want %q", v, got, want)
 		}
+	}
+}
+
+// The daemon (and ctl, which may read a secret from standard input) makes
+// itself non-dumpable with no core size before it reads any secret.
+func TestNoCoreDumps(t *testing.T) {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{Cur: 1 << 20, Max: 1 << 20})
+	run([]string{"-version"}, io.Discard, io.Discard)
+	if v, err := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0); err != nil || v != 0 {
+		t.Fatalf("dumpable %d (%v) after run", v, err)
+	}
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_CORE, &lim); err != nil || lim.Cur != 0 {
+		t.Fatalf("core size limit %d (%v) after run", lim.Cur, err)
 	}
 }
