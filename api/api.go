@@ -178,6 +178,10 @@ func (s *session) saveConfig(p SaveParams) (SaveResult, error) {
 	if redacted > 0 {
 		note = fmt.Sprintf("%d inline DH-HMAC-CHAP secret(s) written as %s: put them back, or move them to dhchap_key_file / dhchap_ctrl_key_file, before loading this file", redacted, config.Redacted)
 	}
+	if p.Path != "" && redacted > 0 {
+		// A file with redacted secrets would not start the daemon.
+		return SaveResult{}, newError(CodeNotApplied, fmt.Sprintf("not writing %s: %s", p.Path, note), &ErrorData{Field: "path"})
+	}
 	if p.Path != "" {
 		if err := s.api.write(p.Path, y); err != nil {
 			return SaveResult{}, newError(CodeNotApplied, fmt.Sprintf("writing %s: %v", p.Path, err), &ErrorData{Field: "path"})

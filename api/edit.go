@@ -16,12 +16,20 @@ import (
 // would. They check only what validation cannot: that what they name
 // exists, or does not yet.
 
+// PortParams is a port as the configuration file's ports[] entry has it.
 type PortParams struct {
 	ID             uint16  `json:"id"`
+	Transport      string  `json:"transport,omitempty"` // rdma (default) or tcp
 	Address        string  `json:"address"`
 	Port           *uint16 `json:"port,omitempty"`             // default 4420
 	InlineDataSize *uint32 `json:"inline_data_size,omitempty"` // default config.DefaultInlineDataSize
 	MaxQueueSize   *uint16 `json:"max_queue_size,omitempty"`   // default config.DefaultMaxQueueSize
+	// ANA is the state of each ANA group on the port that is not
+	// optimized (non_optimized, inaccessible, persistent_loss, change).
+	ANA map[uint32]string `json:"ana,omitempty"`
+	// Referrals are other ports, possibly another daemon's, that the
+	// port's discovery log lists.
+	Referrals []Referral `json:"referrals,omitempty"`
 }
 
 // ANAParams sets the ANA state of one group on one port.
@@ -178,9 +186,13 @@ func (s *session) addPort(p PortParams) (ChangeResult, error) {
 			return "", alreadyExists("id", "port %d already exists", p.ID)
 		}
 		port := config.Port{
-			ID: p.ID, Transport: "rdma", Address: p.Address,
+			ID: p.ID, Transport: p.Transport, Address: p.Address,
 			Port:         orDefault(p.Port, config.DefaultServiceID),
 			MaxQueueSize: orDefault(p.MaxQueueSize, config.DefaultMaxQueueSize),
+			ANA:          p.ANA,
+		}
+		for _, r := range p.Referrals {
+			port.Referrals = append(port.Referrals, config.Referral{Transport: r.Transport, Address: r.Address, Port: r.Port})
 		}
 		// An explicit 0 turns in-capsule data off; only a size set this
 		// way survives the defaults a reload applies.

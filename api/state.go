@@ -30,12 +30,14 @@ type PortState struct {
 	ANA map[uint32]string `json:"ana,omitempty"`
 	// Referrals are the other discovery services the port's discovery
 	// log lists.
-	Referrals []ReferralState `json:"referrals,omitempty"`
+	Referrals []Referral `json:"referrals,omitempty"`
 }
 
-type ReferralState struct {
-	Address string `json:"address"`
-	Port    uint16 `json:"port"`
+// Referral is a discovery service a port's discovery log lists.
+type Referral struct {
+	Transport string `json:"transport,omitempty"` // rdma (default) or tcp
+	Address   string `json:"address"`
+	Port      uint16 `json:"port,omitempty"` // default 4420
 }
 
 type SubState struct {
@@ -99,7 +101,7 @@ func StateOf(d Daemon) State {
 			}
 		}
 		for _, r := range p.Referrals {
-			ps.Referrals = append(ps.Referrals, ReferralState{r.Address, r.Port})
+			ps.Referrals = append(ps.Referrals, Referral{r.Transport, r.Address, r.Port})
 		}
 		st.Ports = append(st.Ports, ps)
 	}

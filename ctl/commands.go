@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -13,13 +14,14 @@ import (
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/api"
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
-// verbs is every ctl command, in the order ctlUsage lists them.
+// verbs is every ctl command, in the order ctl's usage lists them.
 var verbs = []ctlVerb{
 	{name: "list", about: "Print the running state: ports, subsystems, namespaces, hosts and connected controllers.",
 		flags: listFlags},
-	{name: "add port", about: "Listen on one more RDMA address.", flags: addPortFlags},
+	{name: "add port", about: "Listen on one more address, over RDMA (the default) or NVMe/TCP.", flags: addPortFlags},
 	{name: "add subsystem", args: []string{"NQN"}, about: "Add an NVM subsystem, without namespaces.", flags: addSubsystemFlags},
 	{name: "add namespace", args: []string{"NQN"}, about: "Add a namespace to subsystem NQN; connected hosts see it appear.",
 		flags: addNamespaceFlags},
@@ -89,8 +91,21 @@ func addPortFlags(fs *flag.FlagSet) func([]string) (*Command, error) {
 	var svc, depth uint16
 	var inline uint32
 	uintVar(fs, &p.ID, "id", 0, "port `ID`, unique on this target (required)")
-	fs.StringVar(&p.Address, "address", "", "IPv4 or IPv6 `ADDRESS` of an RDMA netdev to listen on (required)")
-	uintVar(fs, &svc, "port", config.DefaultServiceID, "RDMA service ID (trsvcid) `PORT` hosts connect to")
+	fs.StringVar(&p.Transport, "transport", config.TransportRDMA, "`TRANSPORT` hosts connect with: rdma or tcp")
+	fs.StringVar(&p.Address, "address", "", "local IPv4 or IPv6 `ADDRESS` to listen on, of an RDMA netdev for rdma (required)")
+	uintVar(fs, &svc, "port", config.DefaultServiceID, "service ID (trsvcid) `PORT` hosts connect to")
+	fs.Func("ana", "`GROUP=STATE`: the ANA state of a group on this port (non_optimized, inaccessible, persistent_loss or change; a group left out is optimized) (repeat for more)", func(v string) error {
+		g, st, err := parseANA(v)
+		if err != nil {
+			return err
+		}
+		if p.ANA == nil {
+			p.ANA = map[uint32]string{}
+		}
+		p.ANA[g] = st
+		return nil
+	})
+	listVar(fs, &p.Referrals, "referral", "`[TRANSPORT://]ADDRESS[:PORT]` another discovery service this port's discovery log lists, e.g. tcp://10.0.0.2:8009 or rdma://[fd00::2]", parseReferral)
 	uintVar(fs, &inline, "inline-data-size", config.DefaultInlineDataSize, "`BYTES` of write data a command may carry in its capsule, a multiple of 16")
 	uintVar(fs, &depth, "max-queue-size", config.DefaultMaxQueueSize, "most `ENTRIES` of an I/O queue, 2 to 1024")
 	return func([]string) (*Command, error) {
@@ -282,4 +297,40 @@ func keysFromStdin(p *api.HostParams) error {
 		}
 	}
 	return nil
+}
+
+// parseANA reads -ana's GROUP=STATE.
+func parseANA(v string) (uint32, string, error) {
+	gs, st, ok := strings.Cut(v, "=")
+	g, err := parseUint32(gs)
+	if !ok || err != nil || g < 1 || g > nvme.MaxANAGroups {
+		return 0, "", fmt.Errorf("%q: want GROUP=STATE, GROUP a number from 1 to %d", v, nvme.MaxANAGroups)
+	}
+	if !slices.Contains(config.ANAStates, st) {
+		return 0, "", fmt.Errorf("ANA state %q: want one of %s", st, strings.Join(config.ANAStates, ", "))
+	}
+	return g, st, nil
+}
+
+// parseReferral reads -referral's [TRANSPORT://]ADDRESS[:PORT]; an IPv6
+// address with a port is bracketed, as in a URL.
+func parseReferral(v string) (api.Referral, error) {
+	var r api.Referral
+	rest := v
+	if t, a, ok := strings.Cut(v, "://"); ok {
+		r.Transport, rest = t, a
+	}
+	if host, port, err := net.SplitHostPort(rest); err == nil {
+		n, err := parseUint16(port)
+		if err != nil {
+			return r, fmt.Errorf("referral %q: port %q: want a number from 0 to 65535", v, port)
+		}
+		r.Address, r.Port = host, n
+		return r, nil
+	}
+	r.Address = strings.TrimSuffix(strings.TrimPrefix(rest, "["), "]")
+	if r.Address == "" {
+		return r, fmt.Errorf("referral %q: no address", v)
+	}
+	return r, nil
 }

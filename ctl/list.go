@@ -37,7 +37,7 @@ func ShowState(raw json.RawMessage, out io.Writer) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "configuration generation %d\n", st.Generation)
 	for _, p := range st.Ports {
-		fmt.Fprintf(w, "port %d  rdma %s\n", p.ID, net.JoinHostPort(p.Address, strconv.Itoa(int(p.Port))))
+		fmt.Fprintf(w, "port %d  %s %s\n", p.ID, transportOf(p.Transport), net.JoinHostPort(p.Address, strconv.Itoa(int(p.Port))))
 		for _, g := range anaGroupsOn(st, p) {
 			state := p.ANA[g]
 			if state == "" {
@@ -46,7 +46,7 @@ func ShowState(raw json.RawMessage, out io.Writer) error {
 			fmt.Fprintf(w, "  ANA group %d\t%s\n", g, state)
 		}
 		for _, r := range p.Referrals {
-			fmt.Fprintf(w, "  referral\trdma %s\n", net.JoinHostPort(r.Address, strconv.Itoa(int(r.Port))))
+			fmt.Fprintf(w, "  referral\t%s %s\n", transportOf(r.Transport), net.JoinHostPort(r.Address, strconv.Itoa(int(r.Port))))
 		}
 	}
 	for _, s := range st.Subsystems {
@@ -109,4 +109,12 @@ func anaGroupsOn(st api.State, p api.PortState) []uint32 {
 		}
 	}
 	return slices.Sorted(maps.Keys(groups))
+}
+
+// transportOf is a port's or a referral's transport, rdma when left out.
+func transportOf(t string) string {
+	if t == "" {
+		return config.TransportRDMA
+	}
+	return termSafe(t)
 }

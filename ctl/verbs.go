@@ -36,7 +36,7 @@ func (h *ctlHelp) Error() string { return h.text }
 // command, or a usage error, or *ctlHelp.
 func Parse(args []string) (*Command, error) {
 	if len(args) == 0 {
-		return nil, errors.New(ctlUsage)
+		return nil, errors.New(usage())
 	}
 	name, rest := args[0], args[1:]
 	switch name {
@@ -44,7 +44,7 @@ func Parse(args []string) (*Command, error) {
 		return nil, flag.ErrHelp
 	case "add", "set", "remove", "gateway":
 		if len(rest) == 0 || rest[0] == "-h" || rest[0] == "-help" || rest[0] == "--help" {
-			return nil, fmt.Errorf("%s what?\n%s", name, ctlUsage)
+			return nil, fmt.Errorf("%s what?\n%s", name, usage())
 		}
 		name, rest = name+" "+rest[0], rest[1:]
 	}
@@ -53,7 +53,7 @@ func Parse(args []string) (*Command, error) {
 			return v.parse(rest)
 		}
 	}
-	return nil, fmt.Errorf("unknown command %q\n%s", name, ctlUsage)
+	return nil, fmt.Errorf("unknown command %q\n%s", name, usage())
 }
 
 func (v *ctlVerb) parse(args []string) (*Command, error) {
@@ -99,6 +99,66 @@ func hasFlags(fs *flag.FlagSet) bool {
 	n := 0
 	fs.VisitAll(func(*flag.Flag) { n++ })
 	return n > 0
+}
+
+// usage is ctl's usage: every command of the verbs table, its arguments,
+// its flags and the first line of what it does, made from the table so
+// that it cannot leave one out.
+func usage() string {
+	var b strings.Builder
+	b.WriteString("usage: nvmeof-tgt ctl [-socket PATH] COMMAND [ARGS] [FLAGS]\n")
+	for _, v := range verbs {
+		line := "  " + strings.Join(append([]string{v.name}, v.args...), " ")
+		about, _, _ := strings.Cut(v.about, "\n")
+		fmt.Fprintf(&b, "%-40s %s\n", line, about)
+		fs := flag.NewFlagSet(v.name, flag.ContinueOnError)
+		v.flags(fs)
+		writeWrapped(&b, "      ", flagSummary(fs), 100)
+	}
+	b.WriteString(`Changes apply at once and last until the daemon stops or reloads its
+file; save them to keep them. COMMAND -h describes each flag.
+The socket is -socket PATH or -socket=PATH, else $NVMEOF_TGT_SOCKET, else
+` + config.DefaultControlSocket + `.`)
+	return b.String()
+}
+
+// flagSummary is each flag of fs as [-name VALUE], VALUE the name its
+// help quotes; a required flag has no brackets.
+func flagSummary(fs *flag.FlagSet) []string {
+	var out []string
+	fs.VisitAll(func(f *flag.Flag) {
+		name, help := flag.UnquoteUsage(f)
+		s := "-" + f.Name
+		if name != "" {
+			s += " " + name
+		}
+		if !strings.Contains(help, "(required)") {
+			s = "[" + s + "]"
+		}
+		if strings.Contains(help, "(repeat for more)") {
+			s += "..."
+		}
+		out = append(out, s)
+	})
+	return out
+}
+
+// writeWrapped writes words after indent, in lines of at most width.
+func writeWrapped(b *strings.Builder, indent string, words []string, width int) {
+	line := ""
+	for _, w := range words {
+		if line != "" && len(indent)+len(line)+1+len(w) > width {
+			b.WriteString(indent + line + "\n")
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += w
+	}
+	if line != "" {
+		b.WriteString(indent + line + "\n")
+	}
 }
 
 // help is the usage line, what the command does, and each flag with its help.
@@ -199,6 +259,11 @@ func showSave(to string) func(json.RawMessage, io.Writer) error {
 		var r api.SaveResult
 		if err := json.Unmarshal(raw, &r); err != nil {
 			return err
+		}
+		if r.Redacted > 0 && to != "-" {
+			// The file would not start the daemon: -check refuses a
+			// redacted secret. Standard output is for a person to fix.
+			return fmt.Errorf("save: not writing %s: %s; or save to standard output (-) and put them back", to, r.Note)
 		}
 		if r.Note != "" {
 			// On stderr, so that "save -" still writes YAML alone.

@@ -16,6 +16,21 @@ ctl add subsystem "$nqn" -host "$hostnqn" -serial ctl0001 || fail "ctl add subsy
 ctl add namespace "$nqn" -backend file -path /data/ctl1.img -size 64MiB || fail "ctl add namespace 1"
 ctl add namespace "$nqn" -nsid 5 -backend nullblk -size 1GiB -block-size 4096 || fail "ctl add namespace 5"
 ctl add port -id 2 -address "$ADDR" -port 4421 || fail "ctl add port"
+# An NVMe/TCP port, with an ANA state and a referral to port 2, from ctl:
+# a host's discovery over TCP reaches it and lists both.
+ctl add port -id 3 -transport tcp -address "$ADDR" -port 4430 -ana 7=non_optimized -referral "rdma://$ADDR:4421" ||
+	fail "ctl add port -transport tcp"
+modprobe nvme-tcp || fail "modprobe nvme-tcp"
+disc=$(nvme discover -t tcp -a "$ADDR" -s 4430 -o json) || fail "nvme discover over the ctl-added TCP port"
+echo "$disc" | jq -e --arg n "$nqn" '.records | any(.trtype == "tcp" and (.trsvcid | tonumber) == 4430 and .subnqn == $n)' >/dev/null ||
+	fail "no TCP record of $nqn on port 3 in its discovery log: $disc"
+echo "$disc" | jq -e '.records | any(.trtype == "rdma" and (.trsvcid | tonumber) == 4421 and .subtype == "discovery subsystem referral")' >/dev/null ||
+	fail "no RDMA referral to port 2 in port 3's discovery log: $disc"
+ctl list | grep -q "^port 3  tcp $ADDR:4430" || fail "ctl list does not show port 3 as tcp: $(ctl list)"
+ctl list | grep -q "referral *rdma $ADDR:4421" || fail "ctl list does not show port 3's referral as rdma: $(ctl list)"
+assert_eq "port 3 in get_state" "$(ctl list -json | jq -c '.ports[] | select(.id == 3) | [.transport, .ana["7"], .referrals[0].transport]')" \
+	'["tcp","non_optimized","rdma"]'
+echo "ok: ctl add port -transport tcp answers a host's discovery over TCP"
 # A refused change says why and changes nothing.
 if out=$(ctl add namespace "$nqn" -backend file 2>&1); then fail "a namespace without a path was accepted"; fi
 echo "refused as expected: $out"
