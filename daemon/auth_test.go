@@ -50,14 +50,7 @@ func TestAPIHostKeys(t *testing.T) {
 	if err := c.Call("add_host", api.HostParams{NQN: nqnA, Host: hostY}, &raw); err != nil {
 		t.Fatal(err)
 	}
-	var st api.State
-	if err := c.Call("get_state", nil, &st); err != nil {
-		t.Fatal(err)
-	}
-	b, _ := json.Marshal(st)
-	if strings.Contains(string(b), "DHHC-1") || len(st.Subsystems[0].DHCHAPHosts) != 1 || st.Subsystems[0].DHCHAPHosts[0] != hostX {
-		t.Fatalf("state: %s", b)
-	}
+	checkStateHidesKeys(t, c)
 
 	// set_host replaces the keys; the host needs none once they are gone.
 	if err := c.Call("set_host", api.HostParams{NQN: nqnA, Host: hostX, DHCHAPKeyFile: keyFile}, &raw); err != nil {
@@ -79,8 +72,39 @@ func TestAPIHostKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// save_config writes the file reference, redacts the inline keys and
-	// says so; that file does not load until they are put back.
+	checkSaveRedactsKeys(t, c, keyFile)
+	// The running configuration still has them.
+	if !s.HasHostKeys(hostY, fabrics.HostKeys{Host: mustSecret(t, key3), Ctrl: mustSecret(t, key1)}) {
+		t.Fatal("redaction touched the running keys")
+	}
+	if err := c.Call("set_host", api.HostParams{NQN: nqnA, Host: hostX}, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if s.AuthRequired(hostX) {
+		t.Fatal("keys cleared, authentication still required")
+	}
+	checkCtlSetsHostPolicy(t, d)
+}
+
+// checkStateHidesKeys checks that get_state names a's one host with keys,
+// hostX, and shows no key.
+func checkStateHidesKeys(t *testing.T, c *api.Client) {
+	t.Helper()
+	var st api.State
+	if err := c.Call("get_state", nil, &st); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(st)
+	if strings.Contains(string(b), "DHHC-1") || len(st.Subsystems[0].DHCHAPHosts) != 1 || st.Subsystems[0].DHCHAPHosts[0] != hostX {
+		t.Fatalf("state: %s", b)
+	}
+}
+
+// checkSaveRedactsKeys checks that save_config writes the file reference
+// keyFile, redacts the two inline keys and says so, and that the file it
+// writes does not load until they are put back.
+func checkSaveRedactsKeys(t *testing.T, c *api.Client, keyFile string) {
+	t.Helper()
 	var saved api.SaveResult
 	if err := c.Call("save_config", nil, &saved); err != nil {
 		t.Fatal(err)
@@ -92,18 +116,14 @@ func TestAPIHostKeys(t *testing.T) {
 	if _, err := config.Parse([]byte(saved.YAML)); err == nil || !strings.Contains(err.Error(), "redacted when this file was saved") {
 		t.Fatalf("loading the redacted file: %v", err)
 	}
-	// The running configuration still has them.
-	if !s.HasHostKeys(hostY, fabrics.HostKeys{Host: mustSecret(t, key3), Ctrl: mustSecret(t, key1)}) {
-		t.Fatal("redaction touched the running keys")
-	}
-	if err := c.Call("set_host", api.HostParams{NQN: nqnA, Host: hostX}, &raw); err != nil {
-		t.Fatal(err)
-	}
-	if s.AuthRequired(hostX) {
-		t.Fatal("keys cleared, authentication still required")
-	}
+}
 
-	// ctl set host gives the host its own hash and group lists.
+// checkCtlSetsHostPolicy checks that ctl set host gives hostX of a its own
+// hash and group lists, and that an unknown hash is refused and changes
+// nothing.
+func checkCtlSetsHostPolicy(t *testing.T, d *Daemon) {
+	t.Helper()
+	s := d.target.Subsystem(nqnA)
 	if err := control(d, "", []string{"set", "host", nqnA, hostX, "-dhchap-key", key1,
 		"-dhchap-hashes", "sha512,sha384", "-dhchap-dhgroups", "ffdhe8192"}, io.Discard); err != nil {
 		t.Fatal(err)
@@ -113,7 +133,7 @@ func TestAPIHostKeys(t *testing.T) {
 	if !s.HasHostKeys(hostX, want) {
 		t.Fatal("set host with -dhchap-hashes and -dhchap-dhgroups did not take")
 	}
-	err = control(d, "", []string{"set", "host", nqnA, hostX, "-dhchap-key", key1, "-dhchap-hashes", "hmac(sha512)"}, io.Discard)
+	err := control(d, "", []string{"set", "host", nqnA, hostX, "-dhchap-key", key1, "-dhchap-hashes", "hmac(sha512)"}, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), `dhchap_hashes[0]: unknown "hmac(sha512)"`) {
 		t.Fatalf("unknown hash: %v", err)
 	}

@@ -4,7 +4,6 @@ package daemon
 
 import (
 	"bufio"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -114,111 +113,140 @@ const (
 
 func TestGatewayProcesses(t *testing.T) {
 	env := cephtest.Use(t)
-	image := fmt.Sprintf("gwp%d", time.Now().UnixNano())
-	out, err := exec.Command("rbd", "--conf", env["CEPH_CONF"], "--id", "admin", "--keyring", env["CEPH_ADMIN_KEYRING"],
-		"create", "--size", "16M", env["CEPH_POOL"]+"/"+image).CombinedOutput()
-	if err != nil {
-		t.Fatalf("rbd create: %v\n%s", err, out)
-	}
+	image := createImage(t, env, "gwp")
 	prefix := "test." + image
-	cfgA := gatewayConfig(env, "a", env["CEPH_CONF"], image, prefix, 1)
-	cfgB := gatewayConfig(env, "b", env["CEPH_CONF"], image, prefix, 101)
-	holder := func() string {
-		l, err := backend.OpenRadosLease(backend.RBDOptions{Pool: env["CEPH_POOL"], Conf: env["CEPH_CONF"], User: env["CEPH_USER"], Keyring: env["CEPH_KEYRING"]},
-			prefix+".group.1", "reader", time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		h, err := l.Holder()
-		if err != nil {
-			t.Fatal(err)
-		}
-		// name, cookie, client address, handover
-		f := strings.Split(h, "\n")
-		if len(f) < 3 {
-			t.Fatalf("lease record %q", h)
-		}
-		return f[2]
-	}
-	blocklist := func() string {
-		out, err := exec.Command("ceph", "--conf", env["CEPH_CONF"], "--id", "admin", "--keyring", env["CEPH_ADMIN_KEYRING"], "osd", "blocklist", "ls").CombinedOutput()
-		if err != nil {
-			t.Fatalf("osd blocklist ls: %v\n%s", err, out)
-		}
-		return string(out)
-	}
-	bare := func(addr string) string { return addr[strings.IndexByte(addr, ':')+1:] + " " }
+	c := &procCluster{env: env, prefix: prefix,
+		cfgA: gatewayConfig(env, "a", env["CEPH_CONF"], image, prefix, 1),
+		cfgB: gatewayConfig(env, "b", env["CEPH_CONF"], image, prefix, 101)}
 
-	a := startGatewayProc(t, "a", cfgA)
+	a := startGatewayProc(t, "a", c.cfgA)
 	a.wait(t, optimizedLine, 15*time.Second)
-	b := startGatewayProc(t, "b", cfgB)
+	b := startGatewayProc(t, "b", c.cfgB)
 	b.wait(t, standbyLine, 15*time.Second)
-	aAddr := holder()
+	c.suspendOwner(t, a, b)
+	a2 := c.killOwner(t, a, b)
+	b2 := c.stopOwner(t, a2)
+	c.blocklistOwner(t, b2)
+}
 
-	// SIGSTOP of the owner: B fences A and takes over.
+// procCluster is what TestGatewayProcesses's daemons share: the cluster,
+// their lease prefix and configurations.
+type procCluster struct {
+	env        map[string]string
+	prefix     string
+	cfgA, cfgB string
+}
+
+// holder is the client address in group 1's lease record.
+func (c *procCluster) holder(t *testing.T) string {
+	t.Helper()
+	l, err := backend.OpenRadosLease(backend.RBDOptions{Pool: c.env["CEPH_POOL"], Conf: c.env["CEPH_CONF"], User: c.env["CEPH_USER"], Keyring: c.env["CEPH_KEYRING"]},
+		c.prefix+".group.1", "reader", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	h, err := l.Holder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// name, cookie, client address, handover
+	f := strings.Split(h, "\n")
+	if len(f) < 3 {
+		t.Fatalf("lease record %q", h)
+	}
+	return f[2]
+}
+
+// ceph runs the ceph command as the cluster's admin and returns its
+// output.
+func (c *procCluster) ceph(t *testing.T, args ...string) string {
+	t.Helper()
+	admin := []string{"--conf", c.env["CEPH_CONF"], "--id", "admin", "--keyring", c.env["CEPH_ADMIN_KEYRING"]}
+	out, err := exec.Command("ceph", append(admin, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func (c *procCluster) blocklist(t *testing.T) string { return c.ceph(t, "osd", "blocklist", "ls") }
+
+// bare is the part of a client address that osd blocklist ls shows,
+// from after its first colon, with the space that follows it there.
+func bare(addr string) string { return addr[strings.IndexByte(addr, ':')+1:] + " " }
+
+// suspendOwner stops the owner a with SIGSTOP: b fences a and takes over.
+// On SIGCONT, a finds its client blocklisted, rebuilds it and stands by
+// again by itself, inaccessible all along.
+func (c *procCluster) suspendOwner(t *testing.T, a, b *gwProc) {
+	aAddr := c.holder(t)
 	a.cmd.Process.Signal(syscall.SIGSTOP)
 	took := b.wait(t, optimizedLine, 3*gatewayLeaseTime)
 	t.Logf("SIGSTOP of the owner: the peer optimized %v later (lease %v)", took, gatewayLeaseTime)
-	if !strings.Contains(blocklist(), bare(aAddr)) {
-		t.Fatalf("A's client %s not blocklisted:\n%s", aAddr, blocklist())
+	if !strings.Contains(c.blocklist(t), bare(aAddr)) {
+		t.Fatalf("A's client %s not blocklisted:\n%s", aAddr, c.blocklist(t))
 	}
-	// SIGCONT: A finds its client blocklisted, rebuilds it and stands
-	// by again by itself, inaccessible all along.
 	a.cmd.Process.Signal(syscall.SIGCONT)
 	a.wait(t, rebuiltLine, 10*time.Second)
 	if !strings.HasPrefix(b.line(), optimizedLine) {
 		t.Fatalf("b after A resumed: %q", b.line())
 	}
+}
 
-	// kill -9 of the owner B; A restarts (a new client) and takes over,
-	// fencing B.
+// killOwner kills a (kill -9) and restarts it as a2 (a new client), then
+// kills the owner b: a2 takes over, fencing b. It returns a2.
+func (c *procCluster) killOwner(t *testing.T, a, b *gwProc) *gwProc {
 	a.cmd.Process.Kill()
 	<-a.done
-	bAddr := holder()
-	a2 := startGatewayProc(t, "a2", cfgA)
+	bAddr := c.holder(t)
+	a2 := startGatewayProc(t, "a2", c.cfgA)
 	a2.wait(t, standbyLine, 15*time.Second)
 	b.cmd.Process.Kill()
 	<-b.done
-	took = a2.wait(t, optimizedLine, 3*gatewayLeaseTime)
+	took := a2.wait(t, optimizedLine, 3*gatewayLeaseTime)
 	t.Logf("kill -9 of the owner: the restarted peer optimized %v later", took)
-	if !strings.Contains(blocklist(), bare(bAddr)) {
-		t.Fatalf("B's client %s not blocklisted:\n%s", bAddr, blocklist())
+	if !strings.Contains(c.blocklist(t), bare(bAddr)) {
+		t.Fatalf("B's client %s not blocklisted:\n%s", bAddr, c.blocklist(t))
 	}
+	return a2
+}
 
-	// B restarts and stands by; A2 stops cleanly (SIGTERM): it releases,
-	// and B takes over at its next try, without fencing A2.
-	b2 := startGatewayProc(t, "b2", cfgB)
+// stopOwner restarts b as b2, which stands by, and stops the owner a2
+// cleanly (SIGTERM): a2 releases, and b2 takes over at its next try,
+// without fencing a2. It returns b2.
+func (c *procCluster) stopOwner(t *testing.T, a2 *gwProc) *gwProc {
+	b2 := startGatewayProc(t, "b2", c.cfgB)
 	b2.wait(t, standbyLine, 15*time.Second)
-	a2Addr := holder()
+	a2Addr := c.holder(t)
 	a2.cmd.Process.Signal(syscall.SIGTERM)
-	took = b2.wait(t, optimizedLine, gatewayLeaseTime)
+	took := b2.wait(t, optimizedLine, gatewayLeaseTime)
 	t.Logf("clean stop of the owner: the peer optimized %v later", took)
 	<-a2.done
-	if strings.Contains(blocklist(), bare(a2Addr)) {
+	if strings.Contains(c.blocklist(t), bare(a2Addr)) {
 		t.Fatalf("a clean release fenced %s", a2Addr)
 	}
+	return b2
+}
 
-	// An operator blocklists the owner B2's client from outside: A3
-	// takes the group over, and B2, without a restart, rebuilds its
-	// client (a new address, not blocklisted) and stands by; with the new
-	// client it takes the group back when A3 dies.
-	a3 := startGatewayProc(t, "a3", cfgA)
+// blocklistOwner has an operator blocklist the owner b2's client from
+// outside: a3 takes the group over, and b2, without a restart, rebuilds
+// its client (a new address, not blocklisted) and stands by; with the new
+// client it takes the group back when a3 dies.
+func (c *procCluster) blocklistOwner(t *testing.T, b2 *gwProc) {
+	a3 := startGatewayProc(t, "a3", c.cfgA)
 	a3.wait(t, standbyLine, 15*time.Second)
-	b2Addr := holder()
-	out, err = exec.Command("ceph", "--conf", env["CEPH_CONF"], "--id", "admin", "--keyring", env["CEPH_ADMIN_KEYRING"], "osd", "blocklist", "add", b2Addr).CombinedOutput()
-	if err != nil {
-		t.Fatalf("osd blocklist add %s: %v\n%s", b2Addr, err, out)
-	}
+	b2Addr := c.holder(t)
+	c.ceph(t, "osd", "blocklist", "add", b2Addr)
 	added := time.Now()
-	took = a3.wait(t, optimizedLine, 3*gatewayLeaseTime)
+	took := a3.wait(t, optimizedLine, 3*gatewayLeaseTime)
 	t.Logf("blocklist of the owner's client from outside: the peer optimized %v later", took)
 	b2.wait(t, rebuiltLine, 10*time.Second)
 	t.Logf("the blocklisted gateway stood by again, with a new client, %v after the blocklist", time.Since(added))
 	a3.cmd.Process.Kill()
 	<-a3.done
 	b2.wait(t, optimizedLine+" rebuilds=1", 3*gatewayLeaseTime)
-	if b2New := holder(); b2New == b2Addr || strings.Contains(blocklist(), bare(b2New)) {
-		t.Fatalf("B2 owns the group again with the client %s (blocklisted one %s):\n%s", b2New, b2Addr, blocklist())
+	if b2New := c.holder(t); b2New == b2Addr || strings.Contains(c.blocklist(t), bare(b2New)) {
+		t.Fatalf("B2 owns the group again with the client %s (blocklisted one %s):\n%s", b2New, b2Addr, c.blocklist(t))
 	}
 }

@@ -58,6 +58,19 @@ func waitGroup(t *testing.T, d *Daemon, st gateway.State, limit time.Duration) t
 
 func anaOf(d *Daemon) nvme.ANAState { return d.target.Port(1).ANAState(1) }
 
+// createImage creates a 16 MiB rbd image in the cluster's pool, named
+// after name and the time so that runs do not meet, and returns its name.
+func createImage(t *testing.T, env map[string]string, name string) string {
+	t.Helper()
+	image := fmt.Sprintf("%s%d", name, time.Now().UnixNano())
+	out, err := exec.Command("rbd", "--conf", env["CEPH_CONF"], "--id", "admin", "--keyring", env["CEPH_ADMIN_KEYRING"],
+		"create", "--size", "16M", env["CEPH_POOL"]+"/"+image).CombinedOutput()
+	if err != nil {
+		t.Fatalf("rbd create: %v\n%s", err, out)
+	}
+	return image
+}
+
 // The gateway pair against a real single-node cluster (test/ceph, as
 // root), with two daemons in this process. Each daemon has a cluster
 // connection of its own, as two processes would: connections are shared
@@ -65,12 +78,7 @@ func anaOf(d *Daemon) nvme.ANAState { return d.target.Port(1).ANAState(1) }
 func TestGatewayPairOnCluster(t *testing.T) {
 	env := cephtest.Use(t)
 	useFakeRDMA(t)
-	image := fmt.Sprintf("gw%d", time.Now().UnixNano())
-	out, err := exec.Command("rbd", "--conf", env["CEPH_CONF"], "--id", "admin", "--keyring", env["CEPH_ADMIN_KEYRING"],
-		"create", "--size", "16M", env["CEPH_POOL"]+"/"+image).CombinedOutput()
-	if err != nil {
-		t.Fatalf("rbd create: %v\n%s", err, out)
-	}
+	image := createImage(t, env, "gw")
 	prefix := "test." + image
 	confB := filepath.Dir(env["CEPH_CONF"]) + "/./" + filepath.Base(env["CEPH_CONF"])
 
@@ -90,10 +98,19 @@ func TestGatewayPairOnCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Stop(time.Second) })
+	checkStandsBy(t, b)
+	handOver(t, a, b, bEntries)
+	takeOverSilentOwner(t, a, b)
+}
+
+// checkStandsBy checks that b, started while another daemon owns group 1,
+// is inaccessible from the start, tries a few times and stays standby,
+// and says so in get_state.
+func checkStandsBy(t *testing.T, b *Daemon) {
+	t.Helper()
 	if anaOf(b) != nvme.ANAInaccessible {
 		t.Fatalf("b started %v", anaOf(b))
 	}
-	// b tries a few times and stays standby.
 	tries := b.gateway.runner(1).Status().Ops
 	deadline := time.Now().Add(30 * time.Second)
 	for b.gateway.runner(1).Status().Ops < tries+3 {
@@ -108,7 +125,11 @@ func TestGatewayPairOnCluster(t *testing.T) {
 	if st := api.StateOf(b); st.Gateway == nil || st.Gateway.Groups[0].State != "standby" || st.Ports[0].ANA[1] != "inaccessible" {
 		t.Fatalf("b's get_state: %+v", st)
 	}
+}
 
+// handOver releases group 1 from its owner a to the standby b, whose log
+// bEntries records.
+func handOver(t *testing.T, a, b *Daemon, bEntries *logtest.Hook) {
 	// Planned handover: a is inaccessible when the call returns; b takes
 	// the group within a renewal interval, without fencing.
 	if r, err := releaseGroup(t, a, 1); err != nil || !r.Released {
@@ -132,7 +153,11 @@ func TestGatewayPairOnCluster(t *testing.T) {
 	if _, err := releaseGroup(t, a, 1); err == nil {
 		t.Fatal("a released a group it does not own")
 	}
+}
 
+// takeOverSilentOwner stops the owner b's lease loop and checks that the
+// standby a takes group 1 over and fences b's cluster client.
+func takeOverSilentOwner(t *testing.T, a, b *Daemon) {
 	// b dies without releasing (its lease loop stops; its client stays):
 	// a takes over once the lease expired, fencing b's client.
 	bLease := b.gateway.leases[0]

@@ -37,7 +37,37 @@ func TestQoSLive(t *testing.T) {
 	if got := ns.QoS(); got != (fabrics.QoSLimits{IOPS: 400, Bandwidth: 4 << 20}) {
 		t.Fatalf("limits %+v after set_namespace", got)
 	}
+	checkQoSShown(t, d, c)
 
+	// One key given changes that limit only.
+	if err := c.Call("set_namespace", json.RawMessage(`{"nqn":"`+nqnA+`","nsid":1,"qos":{"iops":0}}`), &json.RawMessage{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := ns.QoS(); got != (fabrics.QoSLimits{Bandwidth: 4 << 20}) {
+		t.Fatalf("limits %+v after removing iops", got)
+	}
+	var re *api.Error
+	err = c.Call("set_namespace", json.RawMessage(`{"nqn":"`+nqnA+`","nsid":1,"qos":{"write_iops":3}}`), nil)
+	if !errors.As(err, &re) || re.Code != api.CodeValidationFailed || re.Data.Field != "subsystems[0].namespaces[0].qos.write_iops" {
+		t.Fatalf("a limit below the minimum: %v %+v", err, re)
+	}
+
+	// A reload sets them as the file says: first none, then others.
+	reloadQoS(t, c, dir, "")
+	if got := d.target.Subsystem(nqnA).Namespace(1); got != ns || ns.QoS().Limited() {
+		t.Fatalf("after a reload without qos: same namespace %v, limits %+v", got == ns, ns.QoS())
+	}
+	reloadQoS(t, c, dir, "qos: {read_iops: 1000, write_bandwidth: 8MiB}")
+	if got := d.target.Subsystem(nqnA).Namespace(1); got != ns || ns.QoS() != (fabrics.QoSLimits{ReadIOPS: 1000, WriteBandwidth: 8 << 20}) {
+		t.Fatalf("after a reload with qos: same namespace %v, limits %+v", got == ns, ns.QoS())
+	}
+}
+
+// checkQoSShown checks that get_state, ctl list and the metrics show the
+// limits TestQoSLive set on namespace 1 of a (400 IOPS, 4 MiB/s), and
+// none on b's namespace.
+func checkQoSShown(t *testing.T, d *Daemon, c *api.Client) {
+	t.Helper()
 	var raw json.RawMessage
 	if err := c.Call("get_state", nil, &raw); err != nil {
 		t.Fatal(err)
@@ -64,40 +94,22 @@ func TestQoSLive(t *testing.T) {
 	if len(limits) != 2 || limits[nqnA+"/1/iops"] != 400 || limits[nqnA+"/1/bandwidth"] != 4<<20 {
 		t.Fatalf("nvmeof_tgt_qos_limit %v", limits)
 	}
+}
 
-	// One key given changes that limit only.
-	if err := c.Call("set_namespace", json.RawMessage(`{"nqn":"`+nqnA+`","nsid":1,"qos":{"iops":0}}`), &json.RawMessage{}); err != nil {
-		t.Fatal(err)
+// reloadQoS writes startBase's configuration to dir/tgt.yaml, with qos
+// (a YAML key, or "" for none) on namespace 1 of a, and reloads it
+// through c.
+func reloadQoS(t *testing.T, c *api.Client, dir, qos string) {
+	t.Helper()
+	file := baseConfig(dir, "")
+	if qos != "" {
+		file = strings.Replace(file, "{nsid: 1, backend: nullblk, size: 64MiB}", "{nsid: 1, backend: nullblk, size: 64MiB, "+qos+"}", 1)
 	}
-	if got := ns.QoS(); got != (fabrics.QoSLimits{Bandwidth: 4 << 20}) {
-		t.Fatalf("limits %+v after removing iops", got)
-	}
-	var re *api.Error
-	err = c.Call("set_namespace", json.RawMessage(`{"nqn":"`+nqnA+`","nsid":1,"qos":{"write_iops":3}}`), nil)
-	if !errors.As(err, &re) || re.Code != api.CodeValidationFailed || re.Data.Field != "subsystems[0].namespaces[0].qos.write_iops" {
-		t.Fatalf("a limit below the minimum: %v %+v", err, re)
-	}
-
-	// A reload sets them as the file says: here none.
-	if err := os.WriteFile(path, []byte(baseConfig(dir, "")), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "tgt.yaml"), []byte(file), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Call("reload", nil, &json.RawMessage{}); err != nil {
 		t.Fatal(err)
-	}
-	if got := d.target.Subsystem(nqnA).Namespace(1); got != ns || ns.QoS().Limited() {
-		t.Fatalf("after a reload without qos: same namespace %v, limits %+v", got == ns, ns.QoS())
-	}
-	file := strings.Replace(baseConfig(dir, ""), "{nsid: 1, backend: nullblk, size: 64MiB}",
-		"{nsid: 1, backend: nullblk, size: 64MiB, qos: {read_iops: 1000, write_bandwidth: 8MiB}}", 1)
-	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Call("reload", nil, &json.RawMessage{}); err != nil {
-		t.Fatal(err)
-	}
-	if got := d.target.Subsystem(nqnA).Namespace(1); got != ns || ns.QoS() != (fabrics.QoSLimits{ReadIOPS: 1000, WriteBandwidth: 8 << 20}) {
-		t.Fatalf("after a reload with qos: same namespace %v, limits %+v", got == ns, ns.QoS())
 	}
 }
 

@@ -51,18 +51,7 @@ func TestNamespaceHostsAPI(t *testing.T) {
 	ns2 := func() any { return d.target.Subsystem(nqnA).Namespace(2) }
 	var before any
 	for i, s := range steps {
-		var result json.RawMessage
-		err := c.Call(s.method, json.RawMessage(s.params), &result)
-		var re *api.Error
-		switch {
-		case s.code == 0 && err != nil:
-			t.Fatalf("step %d %s %s: %v", i, s.method, s.params, err)
-		case s.code == 0:
-		case !errors.As(err, &re):
-			t.Fatalf("step %d %s %s: %v, want error %d", i, s.method, s.params, err, s.code)
-		case re.Code != s.code || re.Data.Field != s.field || re.Data.Param != s.param:
-			t.Fatalf("step %d %s %s: error %d %q %+v, want %d field %q param %q", i, s.method, s.params, re.Code, re.Message, re.Data, s.code, s.field, s.param)
-		}
+		callStepExactly(t, c, i, s)
 		if i == 0 {
 			wantHosts(t, d, nqnA, 2, true)
 			before = ns2()
@@ -85,6 +74,36 @@ func TestNamespaceHostsAPI(t *testing.T) {
 	}
 	// Without its last host the namespace is hidden from all, not shown
 	// to all; get_state and a saved file say so.
+	checkHiddenFromAll(t, d, c)
+	if ns2() != before {
+		t.Fatal("reloading the saved configuration replaced namespace 2")
+	}
+}
+
+// callStepExactly makes step i's call and checks its outcome: success,
+// or the error with exactly its code, data.field and data.param.
+func callStepExactly(t *testing.T, c *api.Client, i int, s apiStep) {
+	t.Helper()
+	var result json.RawMessage
+	err := c.Call(s.method, json.RawMessage(s.params), &result)
+	var re *api.Error
+	switch {
+	case s.code == 0 && err != nil:
+		t.Fatalf("step %d %s %s: %v", i, s.method, s.params, err)
+	case s.code == 0:
+	case !errors.As(err, &re):
+		t.Fatalf("step %d %s %s: %v, want error %d", i, s.method, s.params, err, s.code)
+	case re.Code != s.code || re.Data.Field != s.field || re.Data.Param != s.param:
+		t.Fatalf("step %d %s %s: error %d %q %+v, want %d field %q param %q", i, s.method, s.params, re.Code, re.Message, re.Data, s.code, s.field, s.param)
+	}
+}
+
+// checkHiddenFromAll checks that namespace 2 of a, whose hosts were all
+// removed, is hidden from every host, that get_state shows it with an
+// empty list (and namespace 1 with none), and that the saved
+// configuration applies to the same.
+func checkHiddenFromAll(t *testing.T, d *Daemon, c *api.Client) {
+	t.Helper()
 	wantHosts(t, d, nqnA, 2, true)
 	var st api.State
 	if err := c.Call("get_state", nil, &st); err != nil {
@@ -101,9 +120,6 @@ func TestNamespaceHostsAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantHosts(t, d, nqnA, 2, true)
-	if ns2() != before {
-		t.Fatal("reloading the saved configuration replaced namespace 2")
-	}
 }
 
 // A reload that changes only a namespace's hosts keeps the namespace and

@@ -17,27 +17,11 @@ import (
 // closing brace, tests and test tools included.
 const maxFuncLines = 80
 
-// pendingSplit lists the long functions of cmd/nvmeof-tgt, whose split into
-// packages is under way. It is temporary: remove each name as its function
-// is shortened (the test fails while a listed function is short, so the list
-// cannot go stale), and the variable with the last one.
-var pendingSplit = []string{
-	"cmd/nvmeof-tgt TestGatewayProcesses",
-	"cmd/nvmeof-tgt TestGatewayPairOnCluster",
-	"cmd/nvmeof-tgt TestAPIHostKeys",
-	"cmd/nvmeof-tgt TestQoSLive",
-	"cmd/nvmeof-tgt TestNamespaceHostsAPI",
-}
-
 // longFunc is a function longer than maxFuncLines.
 type longFunc struct {
-	dir, name, file string // dir and file relative to the module root
-	line, lines     int
+	name, file  string // file relative to the module root
+	line, lines int
 }
-
-// key names the function as pendingSplit does: its directory and its name
-// (Type.Method for a method).
-func (f longFunc) key() string { return f.dir + " " + f.name }
 
 func (f longFunc) String() string {
 	return fmt.Sprintf("%s:%d %s: %d lines", f.file, f.line, f.name, f.lines)
@@ -48,17 +32,8 @@ func TestFunctionsAreShort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	found := map[string]bool{}
 	for _, f := range long {
-		found[f.key()] = true
-		if !slices.Contains(pendingSplit, f.key()) {
-			t.Errorf("%s: longer than %d lines; split it along its steps", f, maxFuncLines)
-		}
-	}
-	for _, name := range pendingSplit {
-		if !found[name] {
-			t.Errorf("pendingSplit lists %q, which is no longer over %d lines: remove it from the list", name, maxFuncLines)
-		}
+		t.Errorf("%s: longer than %d lines; split it along its steps", f, maxFuncLines)
 	}
 }
 
@@ -152,7 +127,7 @@ func longFuncs(root string, max int) ([]longFunc, error) {
 			}
 			first, last := fset.Position(fn.Pos()).Line, fset.Position(fn.End()).Line
 			if lines := last - first + 1; lines > max {
-				long = append(long, longFunc{dir: filepath.ToSlash(filepath.Dir(rel)), name: funcName(fn), file: rel, line: first, lines: lines})
+				long = append(long, longFunc{name: funcName(fn), file: rel, line: first, lines: lines})
 			}
 		}
 		return nil
