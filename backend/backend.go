@@ -163,7 +163,7 @@ type Reconnecter interface {
 
 // ErrNoRBD is returned when opening an RBD namespace with a build that
 // has no librbd (built with the norbd tag).
-var ErrNoRBD = errors.New("this build has no RBD support (built with -tags norbd)")
+var ErrNoRBD = errors.New("this build has no RBD support (built with -tags norbd, or without cgo)")
 
 // OpenFunc opens one kind of backend.
 type OpenFunc func(Options) (Backend, error)

@@ -1,4 +1,4 @@
-//go:build !norbd
+//go:build !norbd && cgo
 
 package backend
 

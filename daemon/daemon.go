@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"net/netip"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/gateway"
 	"github.com/nvmeof-tgt/nvmeof-tgt/metrics"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
-	"github.com/nvmeof-tgt/nvmeof-tgt/rdma"
 	"github.com/nvmeof-tgt/nvmeof-tgt/sharedstate"
 	"github.com/nvmeof-tgt/nvmeof-tgt/tcp"
 	"github.com/sirupsen/logrus"
@@ -77,16 +75,7 @@ func openListener(t *fabrics.Target, p *fabrics.Port, log *logrus.Entry) (portLi
 }
 
 // listen opens an RDMA port's listener; a variable so tests run without RDMA.
-var listen = func(t *fabrics.Target, p *fabrics.Port, log *logrus.Entry) (portListener, error) {
-	l, err := rdma.Listen(t, p, log)
-	if err != nil {
-		if devs, _ := filepath.Glob(filepath.Join(sysfs, "class/infiniband/*")); len(devs) == 0 {
-			return nil, fmt.Errorf("no RDMA device on this machine: load your RDMA NIC's driver, or add `rxe: [IFACE]` to the configuration for a soft-RoCE link (%w)", err)
-		}
-		return nil, err
-	}
-	return l, nil
-}
+var listen = listenRDMA
 
 // Start builds the target from cfg: it opens every backend and listens on
 // every port. On error everything opened so far is closed again.

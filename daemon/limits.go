@@ -4,17 +4,9 @@ import (
 	"fmt"
 	"runtime/debug"
 
-	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
-	"github.com/nvmeof-tgt/nvmeof-tgt/rdma"
 	"golang.org/x/sys/unix"
 )
-
-// rdmaSettings are the transport's resources as configured.
-func rdmaSettings(c config.RDMA) rdma.Settings {
-	return rdma.Settings{BufferPool: int64(c.BufferPool), SharedReceiveQueue: c.SRQ(),
-		ReceiveQueueDepth: c.ReceiveQueueDepth, PollerCPUs: c.PollerCPUs}
-}
 
 // checkMemlock refuses to start where an RDMA device's registrations, need
 // bytes when a port first listens on it, would not fit the locked-memory

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
-	"github.com/nvmeof-tgt/nvmeof-tgt/rdma"
 	"github.com/sirupsen/logrus"
 )
 
@@ -26,15 +25,7 @@ func ConfigureLogger(log *logrus.Logger, c config.Log) {
 // Started by systemd (Type=notify), it reports its state and, if the unit
 // sets WatchdogSec=, pings the watchdog.
 func Serve(path string, cfg *config.Config, log *logrus.Logger, control Control) error {
-	rs := rdmaSettings(cfg.RDMA)
-	if err := rdma.Configure(rs); err != nil {
-		return err
-	}
-	var inline []int
-	for _, p := range cfg.Ports {
-		inline = append(inline, int(p.InlineDataSize))
-	}
-	if err := checkMemlock(rdma.DeviceMemory(rs, inline)); err != nil {
+	if err := configureRDMA(cfg); err != nil {
 		return err
 	}
 	sigs := make(chan os.Signal, 1)
