@@ -55,27 +55,12 @@ func (p listedPackage) rel() string {
 // under reports whether the module-relative path rel is name or below it.
 func under(rel, name string) bool { return rel == name || strings.HasPrefix(rel, name+"/") }
 
-// docGoPending names the packages whose package comment is still in
-// another file than doc.go. It is temporary: remove each name as its
-// comment moves to a doc.go (the test fails while a listed package has
-// one, so the list cannot go stale), and the variable with the last one.
-var docGoPending = []string{"gateway", "metrics/metricstest"}
-
 // TestPackageStructure keeps the package structure: every library package
 // says what it owns in a doc.go, and the imports run one way.
 func TestPackageStructure(t *testing.T) {
 	pkgs := listModule(t, moduleRoot(t))
-	found := map[string]bool{}
 	for _, d := range missingDocs(pkgs) {
-		found[d.pkg] = true
-		if !slices.Contains(docGoPending, d.pkg) {
-			t.Error(d)
-		}
-	}
-	for _, name := range docGoPending {
-		if !found[name] {
-			t.Errorf("docGoPending lists %q, which has its doc.go now: remove it from the list", name)
-		}
+		t.Error(d)
 	}
 	for _, msg := range wrongImports(pkgs) {
 		t.Error(msg)
