@@ -1,8 +1,8 @@
 // Package fakedaemon answers the admin socket calls nvmet-cfs makes
 // (get_state, add_namespace, remove_namespace, set_namespace,
 // set_ana_state) as nvmeof-tgt would, from a state file in get_state's
-// JSON form. It reads the file on every call and writes each change back,
-// so a stub of `nvmeof-tgt ctl` may edit the same file between calls; it
+// JSON form (api.State). It reads the file on every call and writes each
+// change back, so a stub of `nvmeof-tgt ctl` may edit the same file between calls; it
 // appends each change call to a log file as "METHOD {params}". It is for
 // the shim's tests (cfs's Go tests and selftest.sh), not a daemon.
 package fakedaemon
@@ -15,41 +15,10 @@ import (
 	"net"
 	"os"
 	"slices"
-	"strconv"
 	"sync"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/api"
 )
-
-type state struct {
-	Generation int         `json:"generation"`
-	Ports      []port      `json:"ports"`
-	Subsystems []subsystem `json:"subsystems"`
-}
-
-type port struct {
-	ID        uint16            `json:"id"`
-	Transport string            `json:"transport,omitempty"`
-	Address   string            `json:"address"`
-	Port      uint16            `json:"port"`
-	ANA       map[string]string `json:"ana,omitempty"`
-}
-
-type subsystem struct {
-	NQN        string      `json:"nqn"`
-	Hosts      []string    `json:"hosts"`
-	Ports      []uint16    `json:"ports"`
-	Namespaces []namespace `json:"namespaces"`
-}
-
-type namespace struct {
-	NSID      uint32 `json:"nsid"`
-	Backend   string `json:"backend"`
-	Path      string `json:"path,omitempty"`
-	SizeBytes uint64 `json:"size_bytes"`
-	BlockSize uint32 `json:"block_size"`
-	ReadOnly  bool   `json:"read_only"`
-	UUID      string `json:"uuid"`
-	ANAGroup  uint32 `json:"ana_group"`
-}
 
 // params is every parameter of the calls it answers.
 type params struct {
@@ -118,11 +87,11 @@ func (d *Daemon) serve(conn net.Conn) {
 		}
 		resp := map[string]any{"jsonrpc": "2.0"}
 		if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
-			resp["error"] = map[string]any{"code": -32700, "message": err.Error()}
+			resp["error"] = &api.Error{Code: api.CodeParseError, Message: err.Error()}
 		} else {
 			resp["id"] = req.ID
 			if res, err := d.handle(req.Method, req.Params); err != nil {
-				resp["error"] = map[string]any{"code": -32602, "message": err.Error()}
+				resp["error"] = &api.Error{Code: api.CodeInvalidParams, Message: err.Error()}
 			} else {
 				resp["result"] = res
 			}
@@ -137,7 +106,7 @@ func (d *Daemon) serve(conn net.Conn) {
 func (d *Daemon) handle(method string, raw json.RawMessage) (any, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var st state
+	var st api.State
 	b, err := os.ReadFile(d.StatePath)
 	if err == nil {
 		err = json.Unmarshal(b, &st)
@@ -153,7 +122,7 @@ func (d *Daemon) handle(method string, raw json.RawMessage) (any, error) {
 	}
 	switch method {
 	case "get_version":
-		return map[string]int{"api_version": 1}, nil
+		return api.VersionResult{APIVersion: api.APIVersion}, nil
 	case "get_state":
 		return st, nil
 	}
@@ -177,36 +146,36 @@ func (d *Daemon) log(line string) error {
 	return errors.Join(err, f.Close())
 }
 
-func change(st *state, method string, p params, noResv bool) error {
+func change(st *api.State, method string, p params, noResv bool) error {
 	if p.Reservations && noResv {
 		return fmt.Errorf("invalid params: unknown parameter reservations")
 	}
 	if method == "set_ana_state" {
-		i := slices.IndexFunc(st.Ports, func(q port) bool { return q.ID == p.Port })
+		i := slices.IndexFunc(st.Ports, func(q api.PortState) bool { return q.ID == p.Port })
 		if i < 0 {
 			return fmt.Errorf("no port %d", p.Port)
 		}
 		q := &st.Ports[i]
 		if q.ANA == nil {
-			q.ANA = map[string]string{}
+			q.ANA = map[uint32]string{}
 		}
-		q.ANA[strconv.Itoa(int(p.Group))] = p.State
+		q.ANA[p.Group] = p.State
 		if p.State == "optimized" {
-			delete(q.ANA, strconv.Itoa(int(p.Group)))
+			delete(q.ANA, p.Group)
 		}
 		return nil
 	}
-	i := slices.IndexFunc(st.Subsystems, func(s subsystem) bool { return s.NQN == p.NQN })
+	i := slices.IndexFunc(st.Subsystems, func(s api.SubState) bool { return s.NQN == p.NQN })
 	if i < 0 {
 		return fmt.Errorf("no subsystem %s", p.NQN)
 	}
 	s := &st.Subsystems[i]
-	j := slices.IndexFunc(s.Namespaces, func(n namespace) bool { return n.NSID == p.NSID })
+	j := slices.IndexFunc(s.Namespaces, func(n api.NSState) bool { return n.NSID == p.NSID })
 	switch {
 	case method == "add_namespace" && j >= 0:
 		return fmt.Errorf("namespace %d already exists in %s", p.NSID, p.NQN)
 	case method == "add_namespace":
-		s.Namespaces = append(s.Namespaces, namespace{NSID: p.NSID, Backend: p.Backend, Path: p.Path,
+		s.Namespaces = append(s.Namespaces, api.NSState{NSID: p.NSID, Backend: p.Backend, Path: p.Path,
 			SizeBytes: 1 << 20, BlockSize: 512, UUID: p.UUID, ANAGroup: max(p.ANAGroup, 1)})
 	case j < 0:
 		return fmt.Errorf("no namespace %d in %s", p.NSID, p.NQN)
