@@ -26,8 +26,9 @@ echo "$disc" | jq -e --arg n "$nqn" '.records | any(.trtype == "tcp" and (.trsvc
 	fail "no TCP record of $nqn on port 3 in its discovery log: $disc"
 echo "$disc" | jq -e '.records | any(.trtype == "rdma" and (.trsvcid | tonumber) == 4421 and .subtype == "discovery subsystem referral")' >/dev/null ||
 	fail "no RDMA referral to port 2 in port 3's discovery log: $disc"
-ctl list | grep -q "^port 3  tcp $ADDR:4430" || fail "ctl list does not show port 3 as tcp: $(ctl list)"
-ctl list | grep -q "referral *rdma $ADDR:4421" || fail "ctl list does not show port 3's referral as rdma: $(ctl list)"
+listed=$(ctl list) || fail "ctl list"
+grep -q "^port 3  tcp $ADDR:4430" <<<"$listed" || fail "ctl list does not show port 3 as tcp: $listed"
+grep -q "referral *rdma $ADDR:4421" <<<"$listed" || fail "ctl list does not show port 3's referral as rdma: $listed"
 assert_eq "port 3 in get_state" "$(ctl list -json | jq -c '.ports[] | select(.id == 3) | [.transport, .ana["7"], .referrals[0].transport]')" \
 	'["tcp","non_optimized","rdma"]'
 echo "ok: ctl add port -transport tcp answers a host's discovery over TCP"
