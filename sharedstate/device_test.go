@@ -304,21 +304,63 @@ func timedChange(t *testing.T, clock *testClock, a *sharedResvStore, ea *resvEng
 	return clock.Now().Sub(start)
 }
 
-// peerRecord opens the area at path for a test to write, as the peer in
-// slot 1 would, the record peers: sequence 1, host 2 registered.
-func peerRecord(t *testing.T, path string) (*os.File, []byte) {
+// openResvArea opens the area at path for a test to write into, as
+// another daemon or a damaged device would.
+func openResvArea(t *testing.T, path string) *os.File {
 	t.Helper()
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// peerRecord returns what writes, over a's record in the area at path,
+// the record the peer in slot 1 would: sequence 1, host 2 registered.
+func peerRecord(t *testing.T, path string, a *sharedResvStore) (writePeer func() error) {
+	t.Helper()
+	f := openResvArea(t, path)
 	peers, err := encodeRecord(record{id: recordID{seq: 1, writer: 1},
 		st: fabrics.ReservationState{Generation: 1, Registrants: []fabrics.Registrant{{HostID: [16]byte{2}, Key: 0xb}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return f, peers
+	return func() error {
+		_, err := f.WriteAt(peers, a.base)
+		return err
+	}
+}
+
+// resvBesidePeer is daemon a in slot 0 of a new area at path, on the
+// test's clock, and what writes the peer's record over a's (peerRecord).
+func resvBesidePeer(t *testing.T) (path string, clock *testClock, a *sharedResvStore, ea *resvEngine, writePeer func() error) {
+	t.Helper()
+	path, clock, a, ea = resvAlone(t)
+	return path, clock, a, ea, peerRecord(t, path, a)
+}
+
+// resvAlone is daemon a in slot 0 of a new area at path, on the test's
+// clock, with a one-second timeout.
+func resvAlone(t *testing.T) (path string, clock *testClock, a *sharedResvStore, ea *resvEngine) {
+	t.Helper()
+	path = resvArea(t)
+	clock = newTestClock()
+	a, ea = resvDaemon(t, path, 0, clock, time.Second)
+	return path, clock, a, ea
+}
+
+// wantBothRegistered fails unless a's record and the state the engine of
+// daemon who enforces both hold the two hosts' registrations.
+func wantBothRegistered(t *testing.T, a *sharedResvStore, e *resvEngine, who string) {
+	t.Helper()
+	st, err := a.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Registrants) != 2 || len(e.state().Registrants) != 2 {
+		t.Fatalf("record %+v, %s enforces %+v: want both registrations", st, who, e.state())
+	}
 }
 
 type testWriter struct{ t *testing.T }
@@ -430,9 +472,7 @@ func TestSharedResvRestartedPeer(t *testing.T) {
 // for T turns the namespace away, not before, and serves it again once a
 // read succeeds.
 func TestSharedResvUnavailable(t *testing.T) {
-	path := resvArea(t)
-	clock := newTestClock()
-	a, ea := resvDaemon(t, path, 0, clock, time.Second)
+	_, clock, a, ea := resvAlone(t)
 	dev := &failingDevice{resvDevice: a.dev}
 	a.dev = dev
 	a.tick()
@@ -469,17 +509,11 @@ func TestSharedResvUnavailable(t *testing.T) {
 // TestSharedResvCorrupt: a record that fails its checksum, and an area
 // holding something else, are errors, never an empty state.
 func TestSharedResvCorrupt(t *testing.T) {
-	path := resvArea(t)
-	clock := newTestClock()
-	a, ea := resvDaemon(t, path, 0, clock, time.Second)
+	path, _, a, ea := resvAlone(t)
 	if err := ea.change(register(1, 0xa)); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := openResvArea(t, path)
 	// A flipped bit in the registrant's key.
 	at := a.base + resvRecordHead + 16
 	flip := func() {
@@ -517,19 +551,13 @@ func TestSharedResvCorrupt(t *testing.T) {
 // daemon starting then serves that one, and the next change writes over
 // the torn block.
 func TestSharedResvTornWrite(t *testing.T) {
-	path := resvArea(t)
-	clock := newTestClock()
-	a, ea := resvDaemon(t, path, 0, clock, time.Second)
+	path, clock, a, ea := resvAlone(t)
 	for id := byte(1); id <= 2; id++ {
 		if err := ea.change(register(id, 0xa)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := openResvArea(t, path)
 	// Record 3 was being written when its writer died: its first sector
 	// made it, the rest did not.
 	regs := make([]fabrics.Registrant, 30)
@@ -559,17 +587,11 @@ func TestSharedResvTornWrite(t *testing.T) {
 // TestSharedResvNeverBack: a record older than the one a daemon enforces
 // (the device went back) is overwritten with that one.
 func TestSharedResvNeverBack(t *testing.T) {
-	path := resvArea(t)
-	clock := newTestClock()
-	a, ea := resvDaemon(t, path, 0, clock, time.Second)
+	path, clock, a, ea := resvAlone(t)
 	if err := ea.change(register(1, 0xa)); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := openResvArea(t, path)
 	old := make([]byte, resvAreaBlock)
 	if _, err := f.ReadAt(old, a.base); err != nil {
 		t.Fatal(err)
@@ -619,10 +641,7 @@ func TestSharedResvStaleDaemon(t *testing.T) {
 // when the record is read back: the change is computed again on it, not
 // reported done while the record holds the peer's alone.
 func TestSharedResvLateOverwrite(t *testing.T) {
-	path := resvArea(t)
-	clock := newTestClock()
-	a, ea := resvDaemon(t, path, 0, clock, time.Second)
-	f, peers := peerRecord(t, path)
+	_, clock, a, ea, writePeer := resvBesidePeer(t)
 	// The peer's heartbeat never moves; its record lands on a's last
 	// wait, after a's last look at the record.
 	wrote := false
@@ -630,7 +649,7 @@ func TestSharedResvLateOverwrite(t *testing.T) {
 	clock.onSleep = func() {
 		if !wrote && !clock.Now().Add(a.period()/5).Before(end) {
 			wrote = true
-			if _, err := f.WriteAt(peers, a.base); err != nil {
+			if err := writePeer(); err != nil {
 				t.Error(err)
 			}
 		}
@@ -639,13 +658,7 @@ func TestSharedResvLateOverwrite(t *testing.T) {
 	if !wrote {
 		t.Fatal("the peer's record was never written")
 	}
-	st, err := a.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(st.Registrants) != 2 || len(ea.state().Registrants) != 2 {
-		t.Fatalf("record %+v, enforced %+v: want both registrations", st, ea.state())
-	}
+	wantBothRegistered(t, a, ea, "a")
 }
 
 // TestSharedResvOverwritten: the peer wrote its record over ours at our
@@ -653,17 +666,14 @@ func TestSharedResvLateOverwrite(t *testing.T) {
 // is computed again on the peer's at once, rather than both waiting for
 // each other with their heartbeats moving.
 func TestSharedResvOverwritten(t *testing.T) {
-	path := resvArea(t)
-	clock := newTestClock()
-	a, ea := resvDaemon(t, path, 0, clock, time.Second)
+	path, clock, a, ea, writePeer := resvBesidePeer(t)
 	b, eb := resvDaemon(t, path, 1, clock, time.Second)
-	f, peers := peerRecord(t, path)
 	eb.mu.Lock() // b's change waits for a to enforce its record
 	wrote, bDone := false, false
 	clock.onSleep = func() {
 		if !wrote {
 			wrote = true
-			if _, err := f.WriteAt(peers, a.base); err != nil {
+			if err := writePeer(); err != nil {
 				t.Error(err)
 			}
 		}
@@ -678,13 +688,7 @@ func TestSharedResvOverwritten(t *testing.T) {
 		settle(b)
 	}
 	changeWithin10T(t, clock, a, ea, register(1, 0xa), "a's change and b's still wait for each other after 10T")
-	st, err := a.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(st.Registrants) != 2 || len(eb.state().Registrants) != 2 {
-		t.Fatalf("record %+v, b enforces %+v: want both registrations", st, eb.state())
-	}
+	wantBothRegistered(t, a, eb, "b")
 }
 
 // TestSharedResvSameSlot: two daemons given one slot find each other's
@@ -692,9 +696,7 @@ func TestSharedResvOverwritten(t *testing.T) {
 // rather than each taking the other for stopped; a restarted daemon goes
 // on from its own count.
 func TestSharedResvSameSlot(t *testing.T) {
-	path := resvArea(t)
-	clock := newTestClock()
-	a, _ := resvDaemon(t, path, 0, clock, time.Second)
+	path, clock, a, _ := resvAlone(t)
 	for range 3 {
 		if _, _, err := a.refresh(); err != nil {
 			t.Fatal(err)
@@ -720,11 +722,8 @@ func TestSharedResvSameSlot(t *testing.T) {
 // it: the peer's change would otherwise complete while a write of a host
 // it took access from can still land here.
 func TestSharedResvEnforcedBeat(t *testing.T) {
-	path := resvArea(t)
-	clock := newTestClock()
-	a, ea := resvDaemon(t, path, 0, clock, time.Second)
-	f, peers := peerRecord(t, path)
-	if _, err := f.WriteAt(peers, a.base); err != nil {
+	_, _, a, ea, writePeer := resvBesidePeer(t)
+	if err := writePeer(); err != nil {
 		t.Fatal(err)
 	}
 	reached, release := ea.holdFence(t)
@@ -796,13 +795,10 @@ func TestSharedResvBeatsWhileFencing(t *testing.T) {
 // the last refresh whose record it enforced. Once it enforces the record,
 // a refresh serves it again.
 func TestSharedResvUnenforcedRefresh(t *testing.T) {
-	path := resvArea(t)
-	clock := newTestClock()
-	a, ea := resvDaemon(t, path, 0, clock, time.Second)
+	_, clock, a, ea, writePeer := resvBesidePeer(t)
 	a.tick()
 	lease := ea.leaseEnd()
-	f, peers := peerRecord(t, path)
-	if _, err := f.WriteAt(peers, a.base); err != nil {
+	if err := writePeer(); err != nil {
 		t.Fatal(err)
 	}
 	ea.mu.Lock() // a change computes on the state before
