@@ -53,17 +53,7 @@ func TestRadosLeaseAndFencing(t *testing.T) {
 
 	// a stops renewing: b gets the lock once it expired, not before.
 	took := time.Now()
-	deadline := took.Add(3 * lease)
-	for {
-		err := b.Lock(false)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
-			t.Fatalf("b's lock after a stopped renewing: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond) // polling the cluster, not ordering events
-	}
+	lockOnceExpired(t, b, took.Add(3*lease))
 	if d := time.Since(took); d < lease-time.Second {
 		t.Fatalf("b took the lock %v after a's renewal; the lease is %v", d, lease)
 	}
@@ -101,6 +91,22 @@ func TestRadosLeaseAndFencing(t *testing.T) {
 	}
 	if err := b.Lock(true); !errors.Is(err, syscall.ENOENT) {
 		t.Fatalf("renewal after unlock: %v", err)
+	}
+}
+
+// lockOnceExpired takes b's lock once a, which stopped renewing, lets
+// its lease expire: it fails on any error but EBUSY, or past deadline.
+func lockOnceExpired(t *testing.T, b *RadosLease, deadline time.Time) {
+	t.Helper()
+	for {
+		err := b.Lock(false)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
+			t.Fatalf("b's lock after a stopped renewing: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond) // polling the cluster, not ordering events
 	}
 }
 
@@ -185,17 +191,7 @@ func TestRadosLeaseRecordNeedsTheLock(t *testing.T) {
 		t.Fatalf("b's record while a holds the lock: %v, want EBUSY", err)
 	}
 	holder("a")
-	deadline := time.Now().Add(3 * lease)
-	for {
-		err := b.Lock(false)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
-			t.Fatalf("b's lock after a stopped renewing: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond) // polling the cluster, not ordering events
-	}
+	lockOnceExpired(t, b, time.Now().Add(3*lease))
 	for _, v := range []string{"", "a"} {
 		if err := a.SetHolder(v); err == nil {
 			t.Fatalf("a changed the record to %q after b took its expired lock", v)
