@@ -102,16 +102,25 @@ func (s *session) addHost(p HostParams) (ChangeResult, error) { return s.editHos
 // controllers are disconnected unless the subsystem allows any host.
 func (s *session) removeHost(p HostParams) (ChangeResult, error) { return s.editHosts(p, false) }
 
+// findHost is subsystem nqn's index in c and the subsystem, with host's
+// index on its allow-list (-1: not on it).
+func findHost(c *config.Config, nqn, host string) (int, *config.Subsystem, int, error) {
+	i, err := findSubsystem(c, nqn)
+	if err != nil {
+		return 0, nil, 0, err
+	}
+	sc := &c.Subsystems[i]
+	return i, sc, slices.IndexFunc(sc.Hosts, func(h config.Host) bool { return h.NQN == host }), nil
+}
+
 // setHost replaces a host's DH-HMAC-CHAP keys. Its connected controllers
 // stay; the keys apply to its next authentication.
 func (s *session) setHost(p HostParams) (ChangeResult, error) {
 	return s.api.change(func(c *config.Config) (string, error) {
-		i, err := findSubsystem(c, p.NQN)
+		i, sc, j, err := findHost(c, p.NQN, p.Host)
 		if err != nil {
 			return "", err
 		}
-		sc := &c.Subsystems[i]
-		j := slices.IndexFunc(sc.Hosts, func(h config.Host) bool { return h.NQN == p.Host })
 		if j < 0 {
 			return "", notFound("host", "host %s is not on the allow-list of %s", p.Host, p.NQN)
 		}
@@ -125,12 +134,10 @@ func (s *session) editHosts(p HostParams, add bool) (ChangeResult, error) {
 		return ChangeResult{}, paramError("dhchap_key", "invalid params: remove_host takes no keys")
 	}
 	return s.api.change(func(c *config.Config) (string, error) {
-		i, err := findSubsystem(c, p.NQN)
+		i, sc, j, err := findHost(c, p.NQN, p.Host)
 		if err != nil {
 			return "", err
 		}
-		sc := &c.Subsystems[i]
-		j := slices.IndexFunc(sc.Hosts, func(h config.Host) bool { return h.NQN == p.Host })
 		switch {
 		case add && j >= 0:
 			return "", alreadyExists("host", "host %s is already allowed into %s", p.Host, p.NQN)
