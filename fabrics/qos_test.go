@@ -264,6 +264,15 @@ func (g *qosRig) expectNext(tag, what string) {
 	}
 }
 
+// noTimers checks that no timer is armed on the rig's clock; when says
+// when none should be, for the failure.
+func (g *qosRig) noTimers(when string) {
+	g.t.Helper()
+	if n := g.clk.Pending(); n != 0 {
+		g.t.Fatalf("%d timers armed %s", n, when)
+	}
+}
+
 // spendBurst reads n blocks on lq, the limit's burst, and waits for them.
 func (g *qosRig) spendBurst(lq *LoopQueue, n int) {
 	g.t.Helper()
@@ -310,9 +319,7 @@ func TestQoSGateRate(t *testing.T) {
 	if st.Throttled != 20 || st.Waited != 2100*time.Millisecond {
 		t.Fatalf("stats %+v, want 20 throttled, 2.1 s waited", st)
 	}
-	if g.clk.Pending() != 0 {
-		t.Fatalf("%d timers armed with nothing waiting", g.clk.Pending())
-	}
+	g.noTimers("with nothing waiting")
 }
 
 // Hosts take turns: a host with two queues full of commands gets the same
@@ -392,9 +399,7 @@ func TestQoSGateLimitChange(t *testing.T) {
 	if tag := g.next(); tag != "free" {
 		t.Fatalf("completion %q without limits", tag)
 	}
-	if g.clk.Pending() != 0 {
-		t.Fatalf("%d timers armed without limits", g.clk.Pending())
-	}
+	g.noTimers("without limits")
 }
 
 // A queue closed with commands waiting on the limit closes at once: its
@@ -789,9 +794,7 @@ func TestQoSWaitBound(t *testing.T) {
 	if st := g.ns.QoSStats(); st.TimedOut != 3 || st.Waiting != 0 {
 		t.Fatalf("stats %+v, want 3 timed out, none waiting", st)
 	}
-	if g.clk.Pending() != 0 {
-		t.Fatalf("%d timers armed with nothing waiting", g.clk.Pending())
-	}
+	g.noTimers("with nothing waiting")
 	// The bucket is full again at 3 s.
 	g.read(q, "later")
 	g.clk.Advance(500 * time.Millisecond)
