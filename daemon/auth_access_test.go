@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -144,18 +143,11 @@ func TestListEscapesHostNQN(t *testing.T) {
 	evil := "nqn.evil:\x1b]0;owned\x07\x1b[2J\u009b"
 	st := api.State{Subsystems: []api.SubState{{NQN: nqnA, AllowAnyHost: true, Hosts: []string{evil},
 		Controllers: []api.CtrlState{{CNTLID: 1, Host: evil, Port: 1}}}}}
-	raw, err := json.Marshal(st)
-	if err != nil {
-		t.Fatal(err)
+	out := ctlList(t, st)
+	if strings.ContainsAny(out, "\x1b\x07\u009b") {
+		t.Fatalf("raw control characters in ctl list:\n%q", out)
 	}
-	var out strings.Builder
-	if err := ctl.ShowState(raw, &out); err != nil {
-		t.Fatal(err)
-	}
-	if strings.ContainsAny(out.String(), "\x1b\x07\u009b") {
-		t.Fatalf("raw control characters in ctl list:\n%q", out.String())
-	}
-	if !strings.Contains(out.String(), `nqn.evil:\x1b]0;owned\a\x1b[2J\u009b`) {
-		t.Fatalf("the NQN is not shown escaped:\n%s", out.String())
+	if !strings.Contains(out, `nqn.evil:\x1b]0;owned\a\x1b[2J\u009b`) {
+		t.Fatalf("the NQN is not shown escaped:\n%s", out)
 	}
 }

@@ -14,6 +14,26 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/ctl"
 )
 
+// ctlList is what `ctl list` prints of st.
+func ctlList(t *testing.T, st api.State) string {
+	t.Helper()
+	raw, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctlListRaw(t, raw)
+}
+
+// ctlListRaw is what `ctl list` prints of get_state's result raw.
+func ctlListRaw(t *testing.T, raw []byte) string {
+	t.Helper()
+	var out strings.Builder
+	if err := ctl.ShowState(raw, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
+}
+
 // control runs one ctl command line (after `ctl`) against d in process,
 // through the API over an in-memory connection.
 func control(d *Daemon, cfgPath string, args []string, out io.Writer) error {

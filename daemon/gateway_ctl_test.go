@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -45,18 +44,11 @@ func TestCtlListShowsGateway(t *testing.T) {
 		Gateway: &api.GatewayState{Name: "gw-b", Cookie: "gw-b.0a1b", Groups: []api.GatewayGroupState{
 			{Group: 1, State: "blocklisted", Takeovers: 1, Fencings: 1, LastError: "blocklisted"},
 			{Group: 2, State: "standby", Takeovers: 2, Fencings: 0, Failbacks: 1, Rebuilds: 3}}}}
-	raw, err := json.Marshal(st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	if err := ctl.ShowState(raw, &out); err != nil {
-		t.Fatal(err)
-	}
+	out := ctlList(t, st)
 	for _, want := range []string{"gateway gw-b  cookie gw-b.0a1b", "ANA group 1  blocklisted  takeovers 1, fencings 1  last error: blocklisted",
 		"takeovers 2, fencings 0, failbacks 1, rebuilds 3\n"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("ctl list lacks %q:\n%s", want, out.String())
+		if !strings.Contains(out, want) {
+			t.Errorf("ctl list lacks %q:\n%s", want, out)
 		}
 	}
 }

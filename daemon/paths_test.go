@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/api"
-	"github.com/nvmeof-tgt/nvmeof-tgt/ctl"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
@@ -281,19 +279,12 @@ func TestReferralsFollowReload(t *testing.T) {
 		t.Fatalf("discovery log at start %+v, want the referral to 10.99.0.2:4420 last", recs)
 	}
 	// get_state and ctl list show them, and the controller ID range.
-	raw, err := json.Marshal(api.StateOf(d))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var text bytes.Buffer
-	if err := ctl.ShowState(raw, &text); err != nil {
-		t.Fatal(err)
-	}
+	text := ctlList(t, api.StateOf(d))
 	// Compared with the columns' padding squeezed.
-	listed := strings.Join(strings.Fields(text.String()), " ")
+	listed := strings.Join(strings.Fields(text), " ")
 	for _, want := range []string{"referral rdma 10.99.0.2:4420", "all ports, controller IDs 1..999"} {
 		if !strings.Contains(listed, want) {
-			t.Errorf("ctl list lacks %q:\n%s", want, text.String())
+			t.Errorf("ctl list lacks %q:\n%s", want, text)
 		}
 	}
 	events := h.awaitEvent(nvme.OAESDiscoveryChange)

@@ -80,12 +80,8 @@ func checkQoSShown(t *testing.T, d *Daemon, c *api.Client) {
 	if q := st.Subsystems[1].Namespaces[0].QoS; q != nil {
 		t.Fatalf("get_state shows limits %+v on a namespace without", q)
 	}
-	var out strings.Builder
-	if err := ctl.ShowState(raw, &out); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(out.String(), "qos iops 400, bandwidth 4MiB/s") {
-		t.Fatalf("ctl list does not show the limits:\n%s", out.String())
+	if out := ctlListRaw(t, raw); !strings.Contains(out, "qos iops 400, bandwidth 4MiB/s") {
+		t.Fatalf("ctl list does not show the limits:\n%s", out)
 	}
 	limits := map[string]float64{}
 	for _, sm := range metricstest.Scrape(t, &metrics.Collector{Target: d.target, Generation: d.Generation}, "nvmeof_tgt_qos_limit") {
