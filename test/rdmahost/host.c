@@ -146,26 +146,17 @@ int rh_connect(struct rh_conn *c, const void *priv, int len, int timeout_ms, int
 int rh_post_recv(struct rh_conn *c, uint64_t wr_id, uint64_t addr, uint32_t len)
 {
 	struct ibv_sge sge = {.addr = addr, .length = len, .lkey = c->mr->lkey};
-	struct ibv_recv_wr wr, *bad;
+	struct ibv_recv_wr wr = {.wr_id = wr_id, .sg_list = &sge, .num_sge = 1}, *bad;
 
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = wr_id;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
 	return -ibv_post_recv(c->id->qp, &wr, &bad);
 }
 
 int rh_post_send(struct rh_conn *c, uint64_t wr_id, uint64_t addr, uint32_t len)
 {
 	struct ibv_sge sge = {.addr = addr, .length = len, .lkey = c->mr->lkey};
-	struct ibv_send_wr wr, *bad;
+	struct ibv_send_wr wr = {.wr_id = wr_id, .sg_list = &sge, .num_sge = 1,
+				 .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED}, *bad;
 
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = wr_id;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = IBV_WR_SEND;
-	wr.send_flags = IBV_SEND_SIGNALED;
 	return -ibv_post_send(c->id->qp, &wr, &bad);
 }
 
