@@ -141,22 +141,31 @@ func (p HostParams) entry() config.Host {
 type ByteSize int64
 
 func (b *ByteSize) UnmarshalJSON(data []byte) error {
+	return byteParam(data, b, "size", "size", `a byte count or a string such as "1GiB"`, config.ParseSize)
+}
+
+// byteParam reads into v a parameter of bytes: a JSON integer, or a
+// string parse takes, as the configuration file does. null leaves v
+// alone, as encoding/json leaves a value it has no data for. field is the
+// parameter the errors name; a fraction is refused as what, with what
+// the parameter takes (want).
+func byteParam[V, P ~int64](data []byte, v *V, field, what, want string, parse func(string) (P, error)) error {
 	s := string(data)
 	switch {
-	case s == "null": // as encoding/json leaves a value it has no data for
+	case s == "null":
 		return nil
 	case data[0] == '"':
 		if err := json.Unmarshal(data, &s); err != nil {
-			return paramError("size", "invalid params: size: %v", err)
+			return paramError(field, "invalid params: %s: %v", field, err)
 		}
 	case bytes.ContainsAny(data, ".eE"):
-		return paramError("size", "invalid params: size %s: want a byte count or a string such as \"1GiB\"", data)
+		return paramError(field, "invalid params: %s %s: want %s", what, data, want)
 	}
-	v, err := config.ParseSize(s)
+	n, err := parse(s)
 	if err != nil {
-		return paramError("size", "invalid params: size: %v", err)
+		return paramError(field, "invalid params: %s: %v", field, err)
 	}
-	*b = ByteSize(v)
+	*v = V(n)
 	return nil
 }
 

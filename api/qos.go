@@ -1,9 +1,6 @@
 package api
 
 import (
-	"bytes"
-	"encoding/json"
-
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 )
@@ -40,23 +37,7 @@ func (p *QoSParams) applyTo(q *config.QoS) {
 type ByteRate int64
 
 func (b *ByteRate) UnmarshalJSON(data []byte) error {
-	s := string(data)
-	switch {
-	case s == "null":
-		return nil
-	case data[0] == '"':
-		if err := json.Unmarshal(data, &s); err != nil {
-			return paramError("qos", "invalid params: qos: %v", err)
-		}
-	case bytes.ContainsAny(data, ".eE"):
-		return paramError("qos", "invalid params: qos bandwidth %s: want bytes per second or a string such as \"100MiB\"", data)
-	}
-	v, err := config.ParseRate(s)
-	if err != nil {
-		return paramError("qos", "invalid params: qos: %v", err)
-	}
-	*b = ByteRate(v)
-	return nil
+	return byteParam(data, b, "qos", "qos bandwidth", `bytes per second or a string such as "100MiB"`, config.ParseRate)
 }
 
 // QoSState is a namespace's limits as the target enforces them (0: no
