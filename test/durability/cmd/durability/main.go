@@ -95,20 +95,28 @@ func openSized(path string) (*os.File, int64, error) {
 	return f, size, nil
 }
 
+// openWithRecord reads the writer's record at record and opens the
+// device or log at path, with its size. Both are required: cmd names the
+// subcommand and pathFlag path's flag for the error.
+func openWithRecord(cmd, pathFlag, path, record string) (*durability.Record, *os.File, int64, error) {
+	if path == "" || record == "" {
+		return nil, nil, 0, fmt.Errorf("%s: %s and -record are required", cmd, pathFlag)
+	}
+	rec, err := readRecord(record)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	f, size, err := openSized(path)
+	return rec, f, size, err
+}
+
 func check(args []string) error {
 	fs := flag.NewFlagSet("check", flag.ExitOnError)
 	logPath := fs.String("log", "", "dm-log-writes log device (or a copy of it)")
 	record := fs.String("record", "", "the writer's record")
 	data := fs.String("data", "", "optional: the data device under dm-log-writes, to check the replay against")
 	fs.Parse(args)
-	if *logPath == "" || *record == "" {
-		return fmt.Errorf("check: -log and -record are required")
-	}
-	rec, err := readRecord(*record)
-	if err != nil {
-		return err
-	}
-	f, size, err := openSized(*logPath)
+	rec, f, size, err := openWithRecord("check", "-log", *logPath, *record)
 	if err != nil {
 		return err
 	}
@@ -140,14 +148,7 @@ func verify(args []string) error {
 	dev := fs.String("dev", "", "device to read back")
 	record := fs.String("record", "", "the writer's record")
 	fs.Parse(args)
-	if *dev == "" || *record == "" {
-		return fmt.Errorf("verify: -dev and -record are required")
-	}
-	rec, err := readRecord(*record)
-	if err != nil {
-		return err
-	}
-	f, _, err := openSized(*dev)
+	rec, f, _, err := openWithRecord("verify", "-dev", *dev, *record)
 	if err != nil {
 		return err
 	}
