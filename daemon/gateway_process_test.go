@@ -113,7 +113,7 @@ const (
 
 func TestGatewayProcesses(t *testing.T) {
 	env := cephtest.Use(t)
-	image := createImage(t, env, "gwp")
+	image := cephtest.CreateImage(t, env, "gwp")
 	prefix := "test." + image
 	c := &procCluster{env: env, prefix: prefix,
 		cfgA: gatewayConfig(env, "a", env["CEPH_CONF"], image, prefix, 1),

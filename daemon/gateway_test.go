@@ -5,7 +5,6 @@ package daemon
 import (
 	"errors"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -58,19 +57,6 @@ func waitGroup(t *testing.T, d *Daemon, st gateway.State, limit time.Duration) t
 
 func anaOf(d *Daemon) nvme.ANAState { return d.target.Port(1).ANAState(1) }
 
-// createImage creates a 16 MiB rbd image in the cluster's pool, named
-// after name and the time so that runs do not meet, and returns its name.
-func createImage(t *testing.T, env map[string]string, name string) string {
-	t.Helper()
-	image := fmt.Sprintf("%s%d", name, time.Now().UnixNano())
-	out, err := exec.Command("rbd", "--conf", env["CEPH_CONF"], "--id", "admin", "--keyring", env["CEPH_ADMIN_KEYRING"],
-		"create", "--size", "16M", env["CEPH_POOL"]+"/"+image).CombinedOutput()
-	if err != nil {
-		t.Fatalf("rbd create: %v\n%s", err, out)
-	}
-	return image
-}
-
 // The gateway pair against a real single-node cluster (test/ceph, as
 // root), with two daemons in this process. Each daemon has a cluster
 // connection of its own, as two processes would: connections are shared
@@ -78,7 +64,7 @@ func createImage(t *testing.T, env map[string]string, name string) string {
 func TestGatewayPairOnCluster(t *testing.T) {
 	env := cephtest.Use(t)
 	useFakeRDMA(t)
-	image := createImage(t, env, "gw")
+	image := cephtest.CreateImage(t, env, "gw")
 	prefix := "test." + image
 	confB := filepath.Dir(env["CEPH_CONF"]) + "/./" + filepath.Base(env["CEPH_CONF"])
 
