@@ -221,12 +221,7 @@ func TestRadosLeaseFenceOutlastsTheClient(t *testing.T) {
 	env := cephtest.Use(t)
 	ceph := func(args ...string) string {
 		t.Helper()
-		args = append([]string{"--conf", env["CEPH_CONF"], "--id", "admin", "--keyring", env["CEPH_ADMIN_KEYRING"]}, args...)
-		out, err := exec.Command("ceph", args...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("ceph %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
+		return adminCLI(t, env, "ceph", args...)
 	}
 	ceph("config", "set", "mon", "mon_osd_blocklist_default_expire", "60")
 	t.Cleanup(func() { ceph("config", "rm", "mon", "mon_osd_blocklist_default_expire") })

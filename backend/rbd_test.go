@@ -41,10 +41,18 @@ func rbdOpts(env map[string]string, image string) RBDOptions {
 // rbdCLI runs the rbd command as the test cluster's administrator.
 func rbdCLI(t *testing.T, env map[string]string, args ...string) string {
 	t.Helper()
+	return adminCLI(t, env, "rbd", args...)
+}
+
+// adminCLI runs a Ceph command line tool (rbd, ceph) as the test
+// cluster's administrator and returns its output; it fails the test if
+// the tool fails.
+func adminCLI(t *testing.T, env map[string]string, tool string, args ...string) string {
+	t.Helper()
 	args = append([]string{"--conf", env["CEPH_CONF"], "--id", "admin", "--keyring", env["CEPH_ADMIN_KEYRING"]}, args...)
-	out, err := exec.Command("rbd", args...).CombinedOutput()
+	out, err := exec.Command(tool, args...).CombinedOutput()
 	if err != nil {
-		t.Fatalf("rbd %s: %v\n%s", strings.Join(args, " "), err, out)
+		t.Fatalf("%s %s: %v\n%s", tool, strings.Join(args, " "), err, out)
 	}
 	return string(out)
 }
