@@ -4,7 +4,6 @@ package daemon
 
 import (
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/gateway"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/nvmeof-tgt/nvmeof-tgt/sharedstate"
-	cephtest "github.com/nvmeof-tgt/nvmeof-tgt/test/ceph"
 )
 
 // resvLoopHost is a host with an I/O queue on a daemon's target over the
@@ -104,11 +102,7 @@ func (h *resvLoopHost) report() nvme.ResvStatus {
 // gateway that takes the group over: it read the state from the image
 // before it turned optimized, not the one it loaded at its start.
 func TestGatewayTakeoverKeepsReservations(t *testing.T) {
-	env := cephtest.Use(t)
-	useFakeRDMA(t)
-	image := cephtest.CreateImage(t, env, "gwresv")
-	prefix := "test." + image
-	confB := filepath.Dir(env["CEPH_CONF"]) + "/./" + filepath.Base(env["CEPH_CONF"])
+	env, image, prefix, confB := gatewayOnCluster(t, "gwresv")
 	const nqn = "nqn.2026-11.io.example:gw"
 
 	a, err := Start(parse(t, gatewayConfig(env, "a", env["CEPH_CONF"], image, prefix, 1)), quietLogger())

@@ -57,16 +57,25 @@ func waitGroup(t *testing.T, d *Daemon, st gateway.State, limit time.Duration) t
 
 func anaOf(d *Daemon) nvme.ANAState { return d.target.Port(1).ANAState(1) }
 
+// gatewayOnCluster is the test cluster (test/ceph) for a gateway pair on
+// fake RDMA: a new image named after name, the prefix of the group's
+// lease objects, and daemon B's conf path, the same file named another way
+// so that B has a cluster connection of its own.
+func gatewayOnCluster(t *testing.T, name string) (env map[string]string, image, prefix, confB string) {
+	t.Helper()
+	env = cephtest.Use(t)
+	useFakeRDMA(t)
+	image = cephtest.CreateImage(t, env, name)
+	confB = filepath.Dir(env["CEPH_CONF"]) + "/./" + filepath.Base(env["CEPH_CONF"])
+	return env, image, "test." + image, confB
+}
+
 // The gateway pair against a real single-node cluster (test/ceph, as
 // root), with two daemons in this process. Each daemon has a cluster
 // connection of its own, as two processes would: connections are shared
 // per conf path, and daemon B names the same file another way.
 func TestGatewayPairOnCluster(t *testing.T) {
-	env := cephtest.Use(t)
-	useFakeRDMA(t)
-	image := cephtest.CreateImage(t, env, "gw")
-	prefix := "test." + image
-	confB := filepath.Dir(env["CEPH_CONF"]) + "/./" + filepath.Base(env["CEPH_CONF"])
+	env, image, prefix, confB := gatewayOnCluster(t, "gw")
 
 	a, err := Start(parse(t, gatewayConfig(env, "a", env["CEPH_CONF"], image, prefix, 1)), quietLogger())
 	if err != nil {
