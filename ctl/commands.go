@@ -254,8 +254,8 @@ func setANAFlags(*flag.FlagSet) func([]string) (*Command, error) {
 		if err != nil {
 			return nil, fmt.Errorf("ANA group %q: want a number from 1 to 128", pos[1])
 		}
-		if !slices.Contains(config.ANAStates, pos[2]) {
-			return nil, fmt.Errorf("ANA state %q: want one of %s", pos[2], strings.Join(config.ANAStates, ", "))
+		if err := checkANAState(pos[2]); err != nil {
+			return nil, err
 		}
 		return ctlEdit("set_ana_state", api.ANAParams{Port: port, Group: group, State: pos[2]})
 	}
@@ -306,10 +306,18 @@ func parseANA(v string) (uint32, string, error) {
 	if !ok || err != nil || g < 1 || g > nvme.MaxANAGroups {
 		return 0, "", fmt.Errorf("%q: want GROUP=STATE, GROUP a number from 1 to %d", v, nvme.MaxANAGroups)
 	}
-	if !slices.Contains(config.ANAStates, st) {
-		return 0, "", fmt.Errorf("ANA state %q: want one of %s", st, strings.Join(config.ANAStates, ", "))
+	if err := checkANAState(st); err != nil {
+		return 0, "", err
 	}
 	return g, st, nil
+}
+
+// checkANAState refuses a state the configuration does not know.
+func checkANAState(st string) error {
+	if !slices.Contains(config.ANAStates, st) {
+		return fmt.Errorf("ANA state %q: want one of %s", st, strings.Join(config.ANAStates, ", "))
+	}
+	return nil
 }
 
 // parseReferral reads -referral's [TRANSPORT://]ADDRESS[:PORT]; an IPv6

@@ -32,7 +32,7 @@ func setupImageReservations(ns *fabrics.Namespace, m backend.ImageMetadata, nc c
 	if nc.RadosNamespace != "" {
 		image = nc.Pool + "/" + nc.RadosNamespace + "/" + nc.Image
 	}
-	if err := ns.SetReservationStore(&imageResvStore{meta: m, image: image}); err != nil {
+	if err := ns.SetReservationStore(NewImageStore(m, image)); err != nil {
 		// Starting without it could drop a host's fencing.
 		return fmt.Errorf("reservation state: %w (repair the value, or remove it to start without reservations: rbd image-meta remove %s %s)", err, image, resvImageMetaKey)
 	}
