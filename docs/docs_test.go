@@ -131,17 +131,17 @@ func TestLinks(t *testing.T) {
 	}
 }
 
-// TestSetUpCommands keeps the README's "Set up" section naming the two
-// commands that set everything up: the demo and the test command, as they
-// are in the repository, executable, and the test command the one CI runs.
-func TestSetUpCommands(t *testing.T) {
+// readmeSection returns the indented lines of the README's section
+// "## title", trimmed: its commands.
+func readmeSection(t *testing.T, title string) []string {
+	t.Helper()
 	data, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(data), "\n## Set up\n")
+	_, section, ok := strings.Cut(string(data), "\n## "+title+"\n")
 	if !ok {
-		t.Fatal(`README.md has no "## Set up" section`)
+		t.Fatalf(`README.md has no "## %s" section`, title)
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	var commands []string
@@ -150,6 +150,42 @@ func TestSetUpCommands(t *testing.T) {
 			commands = append(commands, strings.TrimSpace(line))
 		}
 	}
+	return commands
+}
+
+// TestSoakCommands keeps the README's soaks and benchmarks runnable: each
+// script it names is an executable file, and each scenario it selects
+// with E2E_ONLY exists.
+func TestSoakCommands(t *testing.T) {
+	commands := readmeSection(t, "Soaks and benchmarks")
+	if len(commands) < 4 {
+		t.Fatalf("README's soaks and benchmarks: %q, want the bench, the soaks and the RBD benchmark", commands)
+	}
+	only := regexp.MustCompile(`E2E_ONLY='\^([0-9a-z-]+)\$'`)
+	for _, c := range commands {
+		if script, _, _ := strings.Cut(c, " "); strings.HasPrefix(script, "./") {
+			fi, err := os.Stat(filepath.Join("..", script))
+			if err != nil || fi.Mode().Perm()&0o111 == 0 {
+				t.Errorf("README's command %s: not an executable file (%v)", script, err)
+			}
+			continue
+		}
+		m := only.FindStringSubmatch(c)
+		if m == nil {
+			t.Errorf("README's command %q names neither a script nor one scenario", c)
+			continue
+		}
+		if _, err := os.Stat(filepath.Join("../test/e2e/scenarios", m[1]+".sh")); err != nil {
+			t.Errorf("README's command %q: %v", c, err)
+		}
+	}
+}
+
+// TestSetUpCommands keeps the README's "Set up" section naming the two
+// commands that set everything up: the demo and the test command, as they
+// are in the repository, executable, and the test command the one CI runs.
+func TestSetUpCommands(t *testing.T) {
+	commands := readmeSection(t, "Set up")
 	want := []string{"./test/demo.sh", "./test/run-tests.sh"}
 	if strings.Join(commands, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("README's Set up commands are %q, want %q", commands, want)

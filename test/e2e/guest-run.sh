@@ -16,6 +16,15 @@ fi
 if [ "$TARGET" = kernel ]; then
 	source "$E2E_DIR/../vm/kernel-target.sh"
 fi
+# stamp: its input, each line after the seconds since the scenario began.
+stamp() {
+	local t0=${EPOCHREALTIME/./} line us
+	while IFS= read -r line; do
+		us=$((${EPOCHREALTIME/./} - t0))
+		printf '%4d.%d %s\n' $((us / 1000000)) $((us / 100000 % 10)) "$line"
+	done
+}
+export -f stamp
 # E2E_EXTRA: one more scenario, outside the suite (a soak test's).
 for s in "$E2E_DIR"/scenarios/*.sh ${E2E_EXTRA:+"$E2E_EXTRA"}; do
 	name=$(basename "$s" .sh)
@@ -31,8 +40,12 @@ for s in "$E2E_DIR"/scenarios/*.sh ${E2E_EXTRA:+"$E2E_EXTRA"}; do
 	limit=${E2E_SCENARIO_TIMEOUT:-300}
 	own=$(sed -n 's/^# e2e-timeout: \([0-9]*\)$/\1/p' "$s")
 	[ -z "$own" ] || [ "$own" -le "$limit" ] || limit=$own
+	# Each line of its log starts with the seconds since it started, so a
+	# slow step shows where the time went. The stamping runs beside the
+	# scenario, not after it in a pipe, which a process the scenario left
+	# running would hold open.
 	SCENARIO=$name timeout -k 10 "$limit" \
-		bash -c 'source "$E2E_DIR/lib.sh"; source "$1"' _ "$s" >"$RESULTS/$name.log" 2>&1 </dev/null || rc=$?
+		bash -c 'exec > >(stamp >"$RESULTS/$SCENARIO.log") 2>&1; source "$E2E_DIR/lib.sh"; source "$1"' _ "$s" </dev/null || rc=$?
 	if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
 		echo "FAIL: timed out after $limit s" >>"$RESULTS/$name.log"
 		dmesg | tail -25 >>"$RESULTS/$name.log"

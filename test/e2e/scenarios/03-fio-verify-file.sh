@@ -10,7 +10,7 @@ if ours; then
 	grep -q "io_engine=io_uring" "$RESULTS/$SCENARIO-target.log" || fail "the daemon did not start with io_uring: $(grep -m1 serving "$RESULTS/$SCENARIO-target.log")"
 	echo "ok: io_engine=io_uring"
 fi
-fio_write_verify "$dev" 96 42
+fio_write_verify "$dev" 48 42
 # The verify pass must be able to fail: corrupt the first 4 KiB and expect
 # fio to report it.
 dd if=/dev/urandom of="$dev" bs=4096 count=1 oflag=direct status=none

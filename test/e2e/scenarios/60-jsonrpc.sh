@@ -101,8 +101,8 @@ dev=$(connect "$nqn")
 dev2=$(wait_dev "$nqn" 2)
 assert_eq "namespace 1 size" "$(blockdev --getsize64 "$dev")" $((64 << 20))
 assert_eq "namespace 2 block size" "$(blockdev --getss "$dev2")" 4096
-fio_ok rpc --filename="$dev" --rw=randwrite --bs=4k --iodepth=16 --ioengine=libaio --direct=1 --size=32m --verify=crc32c
-fio_ok rpc2 --filename="$dev2" --rw=write --bs=64k --iodepth=8 --ioengine=libaio --direct=1 --size=32m --verify=crc32c
+fio_ok rpc --filename="$dev" --rw=randwrite --bs=4k --iodepth=16 --ioengine=libaio --direct=1 --size=8m --verify=crc32c
+fio_ok rpc2 --filename="$dev2" --rw=write --bs=64k --iodepth=8 --ioengine=libaio --direct=1 --size=16m --verify=crc32c
 state=$(ok get_state)
 assert_eq "controllers in get_state" "$(echo "$state" | jq --arg n "$nqn" '[.subsystems[] | select(.nqn == $n) | .controllers[]] | length')" 1
 assert_eq "hosts in get_state" "$(echo "$state" | jq -c --arg n "$nqn" '.subsystems[] | select(.nqn == $n) | .hosts | length')" 2

@@ -34,7 +34,7 @@ resv_a=$(resv_report "/dev/$ca")
 [[ $resv_a == *" 1 161@"*"*" ]] || fail "the report through A: '$resv_a', want Write Exclusive held by key 161"
 echo "reservation through A: $resv_a"
 
-fio_verify_bg kill9 128M "the kill"
+fio_verify_bg kill9 48M "the kill"
 t0=$(now_ms)
 kill9_target
 wait_for 40 "the host seeing B's path optimized" ana_state_is "$cb" 1 optimized

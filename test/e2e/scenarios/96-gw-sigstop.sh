@@ -20,7 +20,7 @@ wait_for 10 "B standing by" gw_state_is b standby
 ha_connect_both "$nqn" --reconnect-delay=1 --ctrl-loss-tmo=120
 a_addr=$(gw_holder_addr gw96)
 [ -n "$a_addr" ] || fail "no holder address in the lease object"
-fio_verify_bg sigstop 128M "the stop"
+fio_verify_bg sigstop 48M "the stop"
 t0=$(now_ms)
 kill -STOP "$TARGET_PID"
 wait_for 40 "B owning group 1" gw_state_is b owner
@@ -50,7 +50,7 @@ assert_eq "A still standing by" "$(gw_state a)" standby
 # The operator's blocklist of the owner B, under fio write + verify.
 b_addr=$(gw_holder_addr gw96)
 [ -n "$b_addr" ] || fail "no holder address in the lease object"
-job=(--filename="$dev" --direct=1 --ioengine=libaio --rw=write --bs=64k --iodepth=16 --size=128M
+job=(--filename="$dev" --direct=1 --ioengine=libaio --rw=write --bs=64k --iodepth=16 --size=48M
 	--verify=crc32c --do_verify=1 --verify_fatal=1 --verify_dump=1 --verify_state_save=0)
 b0=$(path_ios "$cb" 1)
 fio_ok blocklist "${job[@]}" &
