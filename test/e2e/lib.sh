@@ -47,6 +47,21 @@ fail() {
 	exit 1
 }
 
+# The guest is emulated, and each process started costs it milliseconds
+# of CPU the daemon and the host need: the helpers the scenarios poll
+# with read sysfs with val and pause with nap, neither of which starts
+# one.
+
+# val FILE: REPLY set to FILE's first line; fails when FILE cannot be read.
+val() {
+	REPLY=""
+	read -r REPLY 2>/dev/null <"$1" || [ -n "$REPLY" ]
+}
+
+# nap SECONDS: sleep, as a read that times out on a pipe nothing writes to.
+exec {NAP_FD}<> <(:)
+nap() { read -rt "$1" -u "$NAP_FD" || true; }
+
 # poll SECONDS CMD...: run CMD every 0.1 s until it succeeds (status 0),
 # or until SECONDS have passed (status 1). The pause only spaces out the
 # checks; the condition, not the time, decides.
@@ -55,7 +70,7 @@ poll() {
 	shift
 	until "$@"; do
 		[ "$SECONDS" -lt "$deadline" ] || return 1
-		sleep 0.1
+		nap 0.1
 	done
 }
 
@@ -70,9 +85,8 @@ wait_for() {
 # ctrl_state_is CTRL REGEX: the host controller's state matches REGEX
 # ("gone" once it is deleted).
 ctrl_state_is() {
-	local s
-	s=$(cat "/sys/class/nvme/$1/state" 2>/dev/null) || s=gone
-	[[ $s =~ $2 ]]
+	val "/sys/class/nvme/$1/state" || REPLY=gone
+	[[ $REPLY =~ $2 ]]
 }
 
 assert_eq() { # what got want
@@ -264,9 +278,9 @@ connect() {
 ctrl_of() {
 	local c
 	for c in /sys/class/nvme/nvme*; do
-		[ -e "$c/subsysnqn" ] || continue
-		if [ "$(cat "$c/subsysnqn")" = "$1" ] && [ "$(cat "$c/state")" = live ]; then
-			basename "$c"
+		val "$c/subsysnqn" && [ "$REPLY" = "$1" ] || continue
+		if val "$c/state" && [ "$REPLY" = live ]; then
+			echo "${c##*/}"
 			return 0
 		fi
 	done
@@ -285,11 +299,11 @@ wait_dev() {
 ns_dev() {
 	local s d
 	for s in /sys/class/nvme-subsystem/nvme-subsys* /sys/class/nvme/nvme*; do
-		[ -e "$s/subsysnqn" ] && [ "$(cat "$s/subsysnqn")" = "$1" ] || continue
+		val "$s/subsysnqn" && [ "$REPLY" = "$1" ] || continue
 		for d in "$s"/nvme*n*; do
-			[ -e "$d/nsid" ] && [ "$(cat "$d/nsid")" = "$2" ] || continue
-			if [ -b "/dev/$(basename "$d")" ]; then
-				echo "/dev/$(basename "$d")"
+			val "$d/nsid" && [ "$REPLY" = "$2" ] || continue
+			if [ -b "/dev/${d##*/}" ]; then
+				echo "/dev/${d##*/}"
 				return 0
 			fi
 		done
@@ -308,9 +322,9 @@ wait_ns_gone() {
 ns_absent() {
 	local s d
 	for s in /sys/class/nvme-subsystem/nvme-subsys* /sys/class/nvme/nvme*; do
-		[ -e "$s/subsysnqn" ] && [ "$(cat "$s/subsysnqn")" = "$1" ] || continue
+		val "$s/subsysnqn" && [ "$REPLY" = "$1" ] || continue
 		for d in "$s"/nvme*n*; do
-			[ -e "$d/nsid" ] && [ "$(cat "$d/nsid")" = "$2" ] && return 1
+			val "$d/nsid" && [ "$REPLY" = "$2" ] && return 1
 		done
 	done
 	return 0
@@ -546,9 +560,9 @@ connect_at() {
 ctrl_at() {
 	local c
 	for c in /sys/class/nvme/nvme*; do
-		[ -e "$c/subsysnqn" ] && [ "$(cat "$c/subsysnqn")" = "$1" ] || continue
-		if [[ $(cat "$c/address") == *"traddr=$2,"* ]]; then
-			basename "$c"
+		val "$c/subsysnqn" && [ "$REPLY" = "$1" ] || continue
+		if val "$c/address" && [[ $REPLY == *"traddr=$2,"* ]]; then
+			echo "${c##*/}"
 			return 0
 		fi
 	done
@@ -558,7 +572,7 @@ ctrl_at() {
 # ctrl_live_at NQN ADDR: that controller exists and is live.
 ctrl_live_at() {
 	local c
-	c=$(ctrl_at "$1" "$2") && [ "$(cat "/sys/class/nvme/$c/state" 2>/dev/null)" = live ]
+	c=$(ctrl_at "$1" "$2") && val "/sys/class/nvme/$c/state" && [ "$REPLY" = live ]
 }
 
 # path_of CTRL NSID: the controller's path to namespace NSID: the hidden
@@ -566,8 +580,8 @@ ctrl_live_at() {
 path_of() {
 	local d
 	for d in "/sys/class/nvme/$1"/nvme*c*n*; do
-		if [ -e "$d/nsid" ] && [ "$(cat "$d/nsid")" = "$2" ]; then
-			basename "$d"
+		if val "$d/nsid" && [ "$REPLY" = "$2" ]; then
+			echo "${d##*/}"
 			return 0
 		fi
 	done
@@ -579,7 +593,8 @@ path_of() {
 ana_state() {
 	local p
 	p=$(path_of "$1" "$2") || { echo none; return 0; }
-	cat "/sys/class/nvme/$1/$p/ana_state" 2>/dev/null || echo none
+	val "/sys/class/nvme/$1/$p/ana_state" || REPLY=none
+	echo "$REPLY"
 }
 
 # ana_state_is CTRL NSID STATE: for polling.
@@ -590,14 +605,18 @@ ana_state_is() { [ "$(ana_state "$1" "$2")" = "$3" ]; }
 path_ios() {
 	local p
 	p=$(path_of "$1" "$2") || { echo 0; return 0; }
-	awk '{print $1 + $5}' "/sys/class/nvme/$1/$p/stat"
+	local f
+	read -r -a f <"/sys/class/nvme/$1/$p/stat"
+	echo $((f[0] + f[4]))
 }
 
 # path_inflight CTRL NSID: requests outstanding on the path.
 path_inflight() {
 	local p
 	p=$(path_of "$1" "$2") || { echo 0; return 0; }
-	awk '{print $9}' "/sys/class/nvme/$1/$p/stat"
+	local f
+	read -r -a f <"/sys/class/nvme/$1/$p/stat"
+	echo "${f[8]}"
 }
 
 # path_ios_above CTRL NSID N: more than N I/Os went through the path.
@@ -608,9 +627,9 @@ path_ios_above() { [ "$(path_ios "$1" "$2")" -gt "$3" ]; }
 ns_heads() {
 	local s d n=0
 	for s in /sys/class/nvme-subsystem/nvme-subsys*; do
-		[ -e "$s/subsysnqn" ] && [ "$(cat "$s/subsysnqn")" = "$1" ] || continue
+		val "$s/subsysnqn" && [ "$REPLY" = "$1" ] || continue
 		for d in "$s"/nvme*n*; do
-			[ -b "/dev/$(basename "$d")" ] && n=$((n + 1))
+			[ -b "/dev/${d##*/}" ] && n=$((n + 1))
 		done
 	done
 	echo "$n"
@@ -719,7 +738,7 @@ blocklisted() {
 }
 
 # now_ms: monotonic-enough wall time in milliseconds, for measuring.
-now_ms() { date +%s%3N; }
+now_ms() { local t=${EPOCHREALTIME/./}; echo $((t / 1000)); }
 
 # --- the versioned-block writer (test/e2e/vblock) on dev ---
 
@@ -872,8 +891,8 @@ ctrl_ns_dev() {
 ctrl_ns() {
 	local d
 	for d in /sys/class/nvme/"$1"/nvme*n*; do
-		[ -e "$d/nsid" ] && [ "$(cat "$d/nsid")" = "$2" ] && [ -b "/dev/$(basename "$d")" ] || continue
-		echo "/dev/$(basename "$d")"
+		val "$d/nsid" && [ "$REPLY" = "$2" ] && [ -b "/dev/${d##*/}" ] || continue
+		echo "/dev/${d##*/}"
 		return 0
 	done
 	return 1

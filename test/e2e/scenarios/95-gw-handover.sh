@@ -94,10 +94,13 @@ wait_for 20 "the host seeing B's or C's path optimized" survivor_path
 t1=$(now_ms)
 wait_for 10 "one of B and C owning the group, the host's only optimized path" survivor_owns
 echo "handover: the host saw $survivor's path optimized $((t1 - t0)) ms after SIGTERM of A"
+# A released the group as it stopped: faster than a lease (10 s) expiring.
+[ $((t1 - t0)) -lt 10000 ] || fail "handover took $((t1 - t0)) ms, as long as a lease expiring"
 assert_eq "$survivor's fencings, failbacks after A's release" "$(group_counts $survivor)" "[0,0]"
 writes_through_survivor 200
 vblock_stop
 echo "SIGTERM of the owner: the writer's longest write took $vb_longest_ms ms"
+[ "$vb_longest_ms" -lt 10000 ] || fail "a write took $vb_longest_ms ms through the handover"
 vblock_verify "after SIGTERM of the owner"
 
 # A restarts and stands by; the group comes back to it after the delay.
@@ -113,6 +116,7 @@ echo "failback: A owner $((t_owner - t_standby)) ms after it was seen standing b
 # which comes after A's standby state; the state's observation lags by
 # one poll and a ctl call (up to a second on a busy guest).
 [ $((t_owner - t_standby)) -ge 4000 ] || fail "failback $((t_owner - t_standby)) ms after A stood by, before the 5 s delay"
+[ $((t_owner - t_standby)) -lt 15000 ] || fail "failback $((t_owner - t_standby)) ms after A stood by: the delay is 5 s"
 wait_for 30 "the host's path to A live again" ctrl_live_at "$nqn" "$ADDR"
 wait_for 15 "the host seeing A's path optimized" ana_state_is "$ca" 1 optimized
 wait_for 10 "the host seeing $survivor's path inaccessible" ana_state_is "$sc" 1 inaccessible
@@ -123,6 +127,7 @@ a1=$(path_ios "$ca" 1)
 wait_for 60 "200 writes through A" vblock_busy_on "$ca" $((a1 + 200)) "the end"
 vblock_stop
 echo "failback: the writer's longest write took $vb_longest_ms ms"
+[ "$vb_longest_ms" -lt 10000 ] || fail "a write took $vb_longest_ms ms through the failback"
 vblock_verify "after the failback"
 
 # kill -9 of the owner.
@@ -133,12 +138,14 @@ wait_for 40 "the host seeing B's or C's path optimized" survivor_path
 t1=$(now_ms)
 wait_for 10 "one of B and C owning the group, the host's only optimized path" survivor_owns
 echo "takeover: the host saw $survivor's path optimized $((t1 - t0)) ms after kill -9 of A"
+[ $((t1 - t0)) -lt 20000 ] || fail "takeover took $((t1 - t0)) ms: a lease (10 s) and a try (2.5 s), and the host's reaction"
 writes_through_survivor 200
 fenced=0
 for g in b c; do fenced=$((fenced + $(group_counts $g | jq '.[0]'))); done
 assert_eq "fencings by B and C" "$fenced" 1
 vblock_stop
 echo "kill -9 of the owner: the writer's longest write took $vb_longest_ms ms"
+[ "$vb_longest_ms" -lt 25000 ] || fail "a write took $vb_longest_ms ms through the takeover"
 vblock_verify "after kill -9 of the owner"
 disconnect "$nqn"
 kill -TERM "$TARGET3_PID"

@@ -26,6 +26,7 @@ kill -STOP "$TARGET_PID"
 wait_for 40 "B owning group 1" gw_state_is b owner
 t1=$(now_ms)
 echo "takeover: B owner $((t1 - t0)) ms after SIGSTOP of A"
+[ $((t1 - t0)) -lt 20000 ] || fail "takeover took $((t1 - t0)) ms: a lease (10 s) and a try (2.5 s)"
 blocklisted "$a_addr" || fail "A's client $a_addr is not in the OSD blocklist"
 wait_for 60 "the host seeing B's path optimized" ana_state_is "$cb" 1 optimized
 kill -CONT "$TARGET_PID"
@@ -65,6 +66,7 @@ t1=$(now_ms)
 wait_for 40 "A owning group 1" gw_state_is a owner
 t2=$(now_ms)
 echo "blocklist of B's client: B standing by again (rebuilt) $((t1 - t0)) ms, A owner $((t2 - t0)) ms after"
+[ $((t2 - t0)) -lt 20000 ] || fail "A took the group $((t2 - t0)) ms after B's blocklist"
 assert_eq "B's client rebuilds (metric)" "$(metric_at "$B_METRICS" nvmeof_tgt_gateway_rebuilds_total)" 1
 rc=0
 wait "$fio_pid" || rc=$?
