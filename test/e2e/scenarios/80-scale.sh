@@ -41,8 +41,9 @@ echo "connected $nsubs controllers in $((SECONDS - start)) s"
 queues=0
 for i in $(seq 1 $nsubs); do
 	c=$(ctrl_of "nqn.2026-11.io.example:scale$i") || fail "no live controller for scale$i"
-	queues=$((queues + $(cat "/sys/class/nvme/$c/queue_count") - 1))
-	assert_eq "sqsize of $c" "$(cat "/sys/class/nvme/$c/sqsize")" 127 >/dev/null
+	val "/sys/class/nvme/$c/queue_count" || fail "no queue_count for $c"
+	queues=$((queues + REPLY - 1))
+	val "/sys/class/nvme/$c/sqsize" && [ "$REPLY" = 127 ] || fail "sqsize of $c: '$REPLY', want 127"
 done
 [ "$queues" -ge 256 ] || fail "the host got $queues I/O queues, want at least 256"
 echo "ok: $queues I/O queues at depth 128 on $nsubs controllers"
