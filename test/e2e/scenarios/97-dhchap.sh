@@ -192,11 +192,10 @@ fio_ok verify --filename="$dev" --rw=randwrite --bs=4k --iodepth=8 --ioengine=li
 	--size=8m --verify=crc32c
 live=$(ctrl_of "$subsys")
 
-# --- every hash with a spread of groups (daemon only: the Linux target
-# picks per host, below) ---
+# --- every hash and every group, each at least once (daemon only: the
+# Linux target picks per host, below, where ffdhe8192 comes with SHA-384) ---
 if ours; then
-	for combo in sha256/null sha256/ffdhe2048 sha256/ffdhe6144 sha384/null sha384/ffdhe3072 \
-		sha384/ffdhe4096 sha384/ffdhe8192 sha512/null sha512/ffdhe2048 sha512/ffdhe4096 sha512/ffdhe8192; do
+	for combo in sha256/null sha256/ffdhe2048 sha384/ffdhe3072 sha512/ffdhe4096 sha512/ffdhe6144; do
 		hash=${combo%/*} group=${combo#*/}
 		write_config "$hash" "$group"
 		"$NVMEOF_TGT" ctl reload >/dev/null || fail "ctl reload for $combo"
