@@ -108,11 +108,15 @@ func boot() guest {
 	}
 	env := []string{"TARGET=" + tgt, "E2E_DIR=" + filepath.Join(root, "test/e2e"),
 		"E2E_ONLY=" + os.Getenv("E2E_ONLY"), "E2E_SCENARIO_TIMEOUT=" + os.Getenv("E2E_SCENARIO_TIMEOUT")}
-	// The churn scenario's knobs, which the soak test (test/soak) turns,
-	// and the soak's own scenario (E2E_EXTRA) and its knobs.
+	// The scenarios' knobs: the churn scenario's, which the soak test
+	// (test/soak) turns, and the soak's own scenario (E2E_EXTRA) and its
+	// knobs; the length of 82's and 77's measurements, longer for the
+	// figures in docs/performance.md.
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "CHURN_") || strings.HasPrefix(kv, "NEMESIS_") || strings.HasPrefix(kv, "E2E_EXTRA=") {
-			env = append(env, kv)
+		for _, knob := range []string{"CHURN_", "NEMESIS_", "E2E_EXTRA=", "POOL_MIX_SECONDS=", "ENGINES_READ_SECONDS="} {
+			if strings.HasPrefix(kv, knob) {
+				env = append(env, kv)
+			}
 		}
 	}
 	bins, err := buildForGuest(root, results, tgt)
