@@ -69,8 +69,9 @@ wait_for 40 "A owning group 1" gw_state_is a owner
 t2=$(now_ms)
 echo "blocklist of B's client: B standing by again (rebuilt) $((t1 - t0)) ms, A owner $((t2 - t0)) ms after"
 # B's lock, renewed up to a renewal (2.5 s) before its client was
-# blocklisted, lasts its lease (10 s); A tries every 2.5 s and fences.
-[ $((t2 - t0)) -lt 20000 ] || fail "A took the group $((t2 - t0)) ms after B's blocklist"
+# blocklisted, lasts its lease (10 s); A tries every 2.5 s and fences,
+# in the emulated guest beside fio: 25 s.
+[ $((t2 - t0)) -lt 25000 ] || fail "A took the group $((t2 - t0)) ms after B's blocklist"
 assert_eq "B's client rebuilds (metric)" "$(metric_at "$B_METRICS" nvmeof_tgt_gateway_rebuilds_total)" 1
 rc=0
 wait "$fio_pid" || rc=$?
