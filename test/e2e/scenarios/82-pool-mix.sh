@@ -36,7 +36,12 @@ p99=$(jq '.jobs[0].read.clat_ns.percentile["99.000000"] / 1000 | floor' "$sj")
 mean=$(jq '.jobs[0].read.clat_ns.mean / 1000 | floor' "$sj")
 iops=$(jq '.jobs[0].read.iops | floor' "$sj")
 mibs=$(jq '.jobs[0].read.bw_bytes / 1048576 | floor' "$RESULTS/$SCENARIO-stream.json")
-echo "4 KiB QD1 beside the streamer: $iops IOPS, completion latency mean $mean µs, p99 $p99 µs; streamer $mibs MiB/s; pool waits $(metric nvmeof_tgt_rdma_buffer_pool_waits_total)"
+waits=$(metric nvmeof_tgt_rdma_buffer_pool_waits_total) over=$(metric nvmeof_tgt_rdma_buffer_pool_over_share_total)
+echo "4 KiB QD1 beside the streamer: $iops IOPS, completion latency mean $mean µs, p99 $p99 µs; streamer $mibs MiB/s; pool waits $waits, past the share $over"
+# The streamer was held back (the pool dry, or past its queue pair's
+# share): otherwise the reads never met it and the check proves nothing.
+[ "$(printf '%.0f' "${waits:-0}")" -gt 0 ] || [ "$(printf '%.0f' "${over:-0}")" -gt 0 ] ||
+	fail "the streamer never waited for a buffer: the pool was not contended"
 [ "$iops" -ge 3 ] || fail "4 KiB reads beside the streamer: $iops IOPS, want 3 or more"
 [ "$mibs" -gt 0 ] || fail "the streamer made no progress: $mibs MiB/s"
 disconnect "$small"
