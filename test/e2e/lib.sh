@@ -376,6 +376,17 @@ fio_ok() {
 	FIO_WRITTEN=$wr
 }
 
+# fio_interrupt PID OUT: end the time-based fio run PID early with SIGINT,
+# which fio takes as a clean end: it reports, and exits 0 or, for the
+# signal, 128 (into FIO_STATUS). Its note on the signal comes ahead of the
+# JSON report in OUT, which is left holding the report alone.
+fio_interrupt() {
+	FIO_STATUS=0
+	kill -INT "$1"
+	wait "$1" || FIO_STATUS=$?
+	sed -n '/^{/,$p' "$2" >"$2.tmp" && mv "$2.tmp" "$2"
+}
+
 # fio_write_verify DEV MIB SEED: fio random writes of 4 KiB to 1 MiB at
 # queue depth 16 over the first MIB MiB of DEV with crc32c verification,
 # then a verify-only read pass, each of at least MIB MiB. FIO_VERIFY is the

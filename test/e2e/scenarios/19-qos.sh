@@ -81,10 +81,8 @@ fio_bg() {
 # fell inside its run): it reports on SIGINT, without errors.
 fio_done() {
 	kill -0 "$FIO_PID" 2>/dev/null || fail "fio ended before the measurements did"
-	kill -INT "$FIO_PID"
-	wait "$FIO_PID" || true
-	# fio puts its note on the signal ahead of the JSON in the file.
-	assert_eq "fio errors" "$(sed -n '/^{/,$p' "$RESULTS/$SCENARIO-$1.json" | jq '[.jobs[].error] | add')" 0
+	fio_interrupt "$FIO_PID" "$RESULTS/$SCENARIO-$1.json"
+	assert_eq "fio errors" "$(jq '[.jobs[].error] | add' "$RESULTS/$SCENARIO-$1.json")" 0
 }
 
 # IOPS: unlimited first, then limited in the same run, then lowered live.

@@ -50,13 +50,8 @@ echo "OSD up again $((SECONDS - stop_at)) s after the stop"
 w=$(writes)
 wait_for 40 "writes resuming after the OSD came back" writes_over $((w + 500))
 echo "writes resumed $((SECONDS - stop_at)) s after the stop; stopping fio"
-# SIGINT ends fio's run early and cleanly: it exits with 128 then, and
-# its report follows a line that says so.
-kill -INT "$fio_pid"
-rc=0
-wait "$fio_pid" || rc=$?
-[ "$rc" = 0 ] || [ "$rc" = 128 ] || fail "fio exit status $rc: $(tail -5 "$out")"
-sed -n '/^{/,$p' "$out" >"$out.tmp" && mv "$out.tmp" "$out"
+fio_interrupt "$fio_pid" "$out"
+[ "$FIO_STATUS" = 0 ] || [ "$FIO_STATUS" = 128 ] || fail "fio exit status $FIO_STATUS: $(tail -5 "$out")"
 assert_eq "fio errors" "$(jq '[.jobs[].error] | add' "$out")" 0
 echo "fio wrote $(jq '[.jobs[].write.io_bytes] | add' "$out") bytes and verified $(jq '[.jobs[].read.io_bytes] | add' "$out")"
 [ "$(jq '[.jobs[].read.io_bytes] | add' "$out")" -gt 0 ] || fail "fio verified nothing"
