@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/gateway"
 	"github.com/sirupsen/logrus"
@@ -22,6 +23,9 @@ type GatewayGroupState struct {
 	Failbacks uint64 `json:"failbacks"`
 	Rebuilds  uint64 `json:"rebuilds"` // the group's client rebuilt after a blocklist
 	LastError string `json:"last_error,omitempty"`
+	// Since: when the group took its state here (RFC 3339, to the
+	// nanosecond, UTC).
+	Since string `json:"since,omitempty"`
 }
 
 // gatewayState is the gateway's state: nil without one.
@@ -32,8 +36,12 @@ func gatewayState(name, cookie string, runners []*gateway.Runner) *GatewayState 
 	out := &GatewayState{Name: name, Cookie: cookie, Groups: []GatewayGroupState{}}
 	for _, r := range runners {
 		st := r.Status()
-		out.Groups = append(out.Groups, GatewayGroupState{Group: st.Group, State: st.State.String(),
-			Takeovers: st.Takeovers, Fencings: st.Fencings, Failbacks: st.Failbacks, Rebuilds: st.Rebuilds, LastError: st.LastError})
+		g := GatewayGroupState{Group: st.Group, State: st.State.String(),
+			Takeovers: st.Takeovers, Fencings: st.Fencings, Failbacks: st.Failbacks, Rebuilds: st.Rebuilds, LastError: st.LastError}
+		if !st.Since.IsZero() {
+			g.Since = st.Since.UTC().Format(time.RFC3339Nano)
+		}
+		out.Groups = append(out.Groups, g)
 	}
 	return out
 }

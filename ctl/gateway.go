@@ -33,6 +33,9 @@ func showGatewayText(w io.Writer, g *api.GatewayState) {
 		if grp.Rebuilds != 0 {
 			fmt.Fprintf(w, ", rebuilds %d", grp.Rebuilds)
 		}
+		if grp.Since != "" {
+			fmt.Fprintf(w, ", %s since %s", grp.State, grp.Since)
+		}
 		if grp.LastError != "" {
 			fmt.Fprintf(w, "\tlast error: %s", grp.LastError)
 		}

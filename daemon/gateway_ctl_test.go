@@ -43,10 +43,10 @@ func TestCtlListShowsGateway(t *testing.T) {
 	st := api.State{Ports: []api.PortState{{ID: 1, Address: "10.0.0.1", Port: 4420, ANA: map[uint32]string{1: "inaccessible"}}},
 		Gateway: &api.GatewayState{Name: "gw-b", Cookie: "gw-b.0a1b", Groups: []api.GatewayGroupState{
 			{Group: 1, State: "blocklisted", Takeovers: 1, Fencings: 1, LastError: "blocklisted"},
-			{Group: 2, State: "standby", Takeovers: 2, Fencings: 0, Failbacks: 1, Rebuilds: 3}}}}
+			{Group: 2, State: "standby", Since: "2026-11-28T23:59:01.5Z", Takeovers: 2, Fencings: 0, Failbacks: 1, Rebuilds: 3}}}}
 	out := ctlList(t, st)
 	for _, want := range []string{"gateway gw-b  cookie gw-b.0a1b", "ANA group 1  blocklisted  takeovers 1, fencings 1  last error: blocklisted",
-		"takeovers 2, fencings 0, failbacks 1, rebuilds 3\n"} {
+		"takeovers 2, fencings 0, failbacks 1, rebuilds 3, standby since 2026-11-28T23:59:01.5Z\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("ctl list lacks %q:\n%s", want, out)
 		}

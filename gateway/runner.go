@@ -44,6 +44,7 @@ type Runner struct {
 	mu        sync.Mutex // guards Lease
 	pubMu     sync.Mutex // orders Publish calls
 	published State
+	since     time.Time // when published last changed, on the wall clock; under mu
 	wake      chan struct{}
 	results   chan Result
 	released  chan struct{} // a release op finished
@@ -68,6 +69,10 @@ type Status struct {
 	RebuildFailures uint64
 	RebuildIn       time.Duration
 	LastError       string
+	// Since is when the group last took its state here (its ANA state
+	// set), on the wall clock: an operator reads how long a gateway has
+	// owned or stood by, and a failback's delay shows from the daemons.
+	Since time.Time
 }
 
 // Status is the lease's state now.
@@ -75,7 +80,7 @@ func (r *Runner) Status() Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := Status{Group: r.Lease.Group, State: r.Lease.State(), Takeovers: r.Lease.Takeovers, Fencings: r.Lease.Fencings, Failbacks: r.Lease.Failbacks,
-		Rebuilds: r.Lease.Rebuilds, RebuildFailures: r.Lease.RebuildFailures, Ops: r.opsDone}
+		Rebuilds: r.Lease.Rebuilds, RebuildFailures: r.Lease.RebuildFailures, Ops: r.opsDone, Since: r.since}
 	if r.Now != nil {
 		s.RebuildIn = r.Lease.RebuildBackoff(r.Now())
 	}
@@ -242,6 +247,12 @@ func (r *Runner) publish() {
 	defer r.pubMu.Unlock()
 	r.mu.Lock()
 	st := r.Lease.State()
+	if st != r.published {
+		r.since = time.Now()
+		if r.Lease.Wall != nil {
+			r.since = r.Lease.Wall()
+		}
+	}
 	r.mu.Unlock()
 	if st == r.published {
 		return

@@ -226,6 +226,8 @@ func TestRunnerFailsBackThroughQuiesce(t *testing.T) {
 	s := &standingByStore{recordingStore: recordingStore{calls: make(chan string, 10)}, looked: make(chan struct{}, 10)}
 	r := quietRunner(s, pub, &now)
 	r.Lease.Name, r.Lease.Preferred, r.Lease.Failback = "a", "p", time.Second
+	epoch := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	r.Lease.Wall = func() time.Time { return epoch.Add(time.Duration(now.Load())) }
 	quiesced := make(chan struct{}, 1)
 	r.Quiesce = func(uint32, time.Duration) error {
 		if len(s.calls) != 0 {
@@ -236,6 +238,9 @@ func TestRunnerFailsBackThroughQuiesce(t *testing.T) {
 	}
 	defer run(r)()
 	expectOwner(t, pub)
+	if got := r.Status().Since; !got.Equal(epoch) {
+		t.Errorf("owner since %v, want %v", got, epoch)
+	}
 	now.Store(int64(timing.Renew))
 	r.Poke()
 	select {
@@ -258,7 +263,8 @@ func TestRunnerFailsBackThroughQuiesce(t *testing.T) {
 	if c := []string{<-s.calls, <-s.calls}; fmt.Sprint(c) != "[record handover to p unlock]" {
 		t.Fatalf("calls %v", c)
 	}
-	if st := r.Status(); st.Failbacks != 1 || st.State != Standby {
+	// Since moves with the published state: it dates the failback.
+	if st := r.Status(); st.Failbacks != 1 || st.State != Standby || !st.Since.Equal(epoch.Add(timing.Renew+time.Second)) {
 		t.Fatalf("status %+v", st)
 	}
 }

@@ -57,7 +57,7 @@ e2e() {
 	if [ "$rc" != 0 ]; then
 		echo "== failed on guest kernel $kernel"
 		awk '/^=== RUN   TestScenarios\// { name = $3 }
-			/^ +FAIL: |exit status [0-9]+ after|scenario produced no result|the guest did not|^panic/ { sub(/^ +/, ""); print (name == "" ? "the guest" : name) ": " $0 }' "$log"
+			/^ +([0-9]+\.[0-9] +)?FAIL: |exit status [0-9]+ after|scenario produced no result|the guest did not|^panic/ { sub(/^ +([0-9]+\.[0-9] +)?/, ""); print (name == "" ? "the guest" : name) ": " $0 }' "$log"
 	fi
 	rm -f "$log"
 	return "$rc"

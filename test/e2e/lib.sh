@@ -743,6 +743,16 @@ gw_state() {
 	"$NVMEOF_TGT" ctl "${sock[@]}" list -json 2>/dev/null | jq -r '.gateway.groups[0].state'
 }
 gw_state_is() { [ "$(gw_state "$1")" = "$2" ]; }
+# gw_since_ms DAEMON STATE: when DAEMON's group 1 took STATE, in ms since
+# the epoch by the daemon's own clock (ctl list's since); fails while the
+# group is in another state.
+gw_since_ms() {
+	local sock=() since
+	[ "$1" = a ] || sock=(-socket "/run/nvmeof-tgt/$1.sock")
+	since=$("$NVMEOF_TGT" ctl "${sock[@]}" list -json 2>/dev/null |
+		jq -r --arg st "$2" '.gateway.groups[0] | select(.state == $st) | .since // empty')
+	[ -n "$since" ] && date -d "$since" +%s%3N
+}
 
 # gw_holder_addr IMAGE: the client address recorded in group 1's lease
 # object, without its messenger type, as `ceph osd blocklist ls` prints it.
