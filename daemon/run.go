@@ -10,11 +10,15 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
+// logTime stamps log lines to the millisecond: a failover's steps, across
+// daemons, come within the same second.
+const logTime = "2006-01-02T15:04:05.000Z07:00"
+
 func ConfigureLogger(log *logrus.Logger, c config.Log) {
 	if c.Format == "json" {
-		log.SetFormatter(&logrus.JSONFormatter{})
+		log.SetFormatter(&logrus.JSONFormatter{TimestampFormat: logTime})
 	} else {
-		log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
+		log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true, TimestampFormat: logTime})
 	}
 	if lvl, err := logrus.ParseLevel(c.Level); err == nil {
 		log.SetLevel(lvl)

@@ -151,6 +151,12 @@ func (r *Runner) loop(ctx context.Context) {
 			st, failedBack, retryIn := r.Lease.State(), r.Lease.Failbacks != failbacks, r.Lease.RebuildBackoff(now)
 			r.mu.Unlock()
 			r.logResult(res, prev, st, retryIn)
+			if took := now - res.Started; took > r.Lease.Timing.Renew/2 {
+				// The cluster answers slowly: a renewal this slow eats
+				// into the deadline, an acquire this slow keeps the group
+				// unserved.
+				r.Log.WithFields(logrus.Fields{"ana_group": r.Lease.Group, "gateway": r.Me.Name, "op": res.Op.String(), "took": took.Round(time.Millisecond).String()}).Warn("gateway lease operation slow")
+			}
 			if failedBack {
 				r.Log.WithFields(logrus.Fields{"ana_group": r.Lease.Group, "gateway": r.Me.Name, "preferred": r.Lease.Preferred}).Info("gateway handed the ANA group back to its preferred gateway, standing by for the failback delay")
 			}

@@ -26,7 +26,12 @@ usage() { sed -n '2,16p' "$0" >&2; exit 2; }
 cmd=$1 C=$(realpath -m "$2") port=${3:-6789}
 pool=rbd user=nvmeof
 
-admin() { ceph --connect-timeout 10 --conf "$C/ceph.conf" --name client.admin --keyring "$C/admin.keyring" "$@"; }
+# mon JSON [INPUT]: a monitor command as the administrator, through
+# cephmon (cmd/cephmon: librados; the ceph tool starts Python, seconds in
+# an emulated guest). CEPHMON names a built one; else start builds it into
+# DIR, with Go.
+CEPHMON=${CEPHMON:-$C/cephmon}
+mon() { "$CEPHMON" -conf "$C/ceph.conf" -name client.admin -keyring "$C/admin.keyring" ${2:+-in "$2"} "$1"; }
 
 # waitfor DESC SECONDS COMMAND...: poll until COMMAND succeeds.
 waitfor() {
@@ -42,10 +47,11 @@ waitfor() {
 	done
 }
 
-osd_up() { admin osd dump 2>/dev/null | grep -q '^osd.0 up '; }
+osd0() { mon '{"prefix": "osd dump", "format": "json"}' 2>/dev/null | jq -e ".osds[] | select(.osd == 0) | $1"; }
+osd_up() { osd0 '.up == 1' >/dev/null; }
 osd_down() { ! osd_up; }
 # up_from: the map epoch the running OSD instance came up in.
-up_from() { admin osd dump 2>/dev/null | awk '/^osd.0 / { for (i = 1; i < NF; i++) if ($i == "up_from") print $(i + 1) }'; }
+up_from() { osd0 .up_from || true; }
 # osd_booted EPOCH: up, as an instance newer than the one up from EPOCH (a
 # killed OSD stays "up" in the map until its successor boots).
 osd_booted() { osd_up && [ "$(up_from)" != "$1" ]; }
@@ -77,7 +83,7 @@ start_osd() {
 }
 
 start() {
-	for t in ceph-mon ceph-osd ceph-authtool monmaptool ceph rbd; do
+	for t in ceph-mon ceph-osd ceph-authtool monmaptool rbd; do
 		command -v $t >/dev/null || { echo "cluster.sh: $t is missing (apt-get install ceph-mon ceph-osd ceph-common)" >&2; exit 1; }
 	done
 	if [ -e "$C/ceph.conf" ]; then
@@ -85,6 +91,10 @@ start() {
 		exit 1
 	fi
 	mkdir -p "$C/mon" "$C/osd0" "$C/run" "$C/log"
+	if [ ! -x "$CEPHMON" ]; then
+		(cd "$(dirname "$0")/cmd/cephmon" && go build -o "$CEPHMON" .) ||
+			{ echo "cluster.sh: building cephmon (CEPHMON unset: needs Go and librados-dev)" >&2; exit 1; }
+	fi
 	local fsid
 	fsid=$(cat /proc/sys/kernel/random/uuid)
 	cat >"$C/ceph.conf" <<CONF
@@ -130,15 +140,15 @@ CONF
 	local uuid key
 	uuid=$(cat /proc/sys/kernel/random/uuid)
 	key=$(ceph-authtool --gen-print-key)
-	echo "{\"cephx_secret\": \"$key\"}" | admin osd new "$uuid" -i - >/dev/null
+	echo "{\"cephx_secret\": \"$key\"}" | mon "{\"prefix\": \"osd new\", \"uuid\": \"$uuid\"}" - >/dev/null
 	ceph-authtool --create-keyring "$C/osd0/keyring" --name osd.0 --add-key "$key" >/dev/null
 	ceph-osd --conf "$C/ceph.conf" -i 0 --mkfs --osd-uuid "$uuid" 2>>"$C/log/mkfs.log"
 	start_osd
-	admin osd pool create "$pool" 8 >/dev/null 2>&1
+	mon "{\"prefix\": \"osd pool create\", \"pool\": \"$pool\", \"pg_num\": 8}" >/dev/null 2>&1
 	rbd --conf "$C/ceph.conf" --name client.admin --keyring "$C/admin.keyring" pool init "$pool"
 	# The user the target runs as: RBD on one pool, nothing else.
-	admin auth get-or-create "client.$user" mon 'profile rbd' osd "profile rbd pool=$pool" \
-		-o "$C/$user.keyring"
+	mon "{\"prefix\": \"auth get-or-create\", \"entity\": \"client.$user\", \"caps\": [\"mon\", \"profile rbd\", \"osd\", \"profile rbd pool=$pool\"]}" \
+		>"$C/$user.keyring" 2>/dev/null
 	cat >"$C/env" <<ENV
 CEPH_CONF=$C/ceph.conf
 CEPH_ADMIN_KEYRING=$C/admin.keyring

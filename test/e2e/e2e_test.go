@@ -163,6 +163,13 @@ func buildForGuest(root, results, tgt string) ([]string, error) {
 		return nil, err
 	}
 	env = append(env, "VBLOCK="+vb)
+	// The Ceph cluster's monitor commands (test/ceph/cluster.sh, the
+	// gateway scenarios' blocklist).
+	cephmon, err := goBuild(root, results, "./test/ceph/cmd/cephmon")
+	if err != nil {
+		return nil, err
+	}
+	env = append(env, "CEPHMON="+cephmon)
 	// The backend package's tests, which need root and loop devices: the
 	// guest runs them so that they never go unrun.
 	backendTest, err := goTestBuild(root, results, "./backend")

@@ -755,16 +755,21 @@ gw_since_ms() {
 }
 
 # gw_holder_addr IMAGE: the client address recorded in group 1's lease
-# object, without its messenger type, as `ceph osd blocklist ls` prints it.
+# object, without its messenger type, as the OSD blocklist has it.
 gw_holder_addr() {
 	timeout 30 rados --conf "$CEPH_CONF" --id admin --keyring "$CEPH_ADMIN_KEYRING" -p "$CEPH_POOL" \
 		getxattr "e2e.$1.group.1" nvmeof-tgt.holder | sed -n 3p | sed 's/^[a-z0-9]*://'
 }
 
+# ceph_mon JSON: a monitor command as the cluster's administrator, through
+# test/ceph/cmd/cephmon (the ceph tool starts Python: seconds in the
+# emulated guest).
+ceph_mon() { timeout 30 "$CEPHMON" -conf "$CEPH_CONF" -keyring "$CEPH_ADMIN_KEYRING" "$1"; }
+
 # blocklisted ADDR: the OSD blocklist names ADDR.
 blocklisted() {
-	timeout 30 ceph --conf "$CEPH_CONF" --id admin --keyring "$CEPH_ADMIN_KEYRING" osd blocklist ls 2>/dev/null |
-		grep -q "^$1 "
+	ceph_mon '{"prefix": "osd blocklist ls", "format": "json"}' 2>/dev/null |
+		jq -e --arg a "$1" 'select(type == "array") | .[] | select(.addr == $a)' >/dev/null
 }
 
 # now_ms: monotonic-enough wall time in milliseconds, for measuring.
@@ -824,15 +829,24 @@ vblock_verify() {
 # /dev/nvme-fabrics: nvme-cli takes a second controller to one subsystem
 # address for a duplicate of the first, whatever its host NQN.
 connect_host() {
-	local line
+	local c
+	c=$(fabrics_connect "$(printf 'transport=rdma,traddr=%s,trsvcid=%s,nqn=%s,hostnqn=%s,hostid=%s,ctrl_loss_tmo=%s,reconnect_delay=1%s' \
+		"$1" "$PORT" "$2" "$3" "${3##*uuid:}" "${4:-60}" "${5:-}")") || fail "connect as $3 to $1"
+	wait_for 10 "/dev/$c appearing" test -c "/dev/$c"
+	echo "/dev/$c"
+}
+# fabrics_connect OPTIONS: connect as nvme-cli does, by writing OPTIONS
+# (transport=rdma,traddr=...) to /dev/nvme-fabrics, and print the new
+# controller's name (nvmeN). No process starts, and nothing scans every
+# controller in sysfs for a duplicate, as nvme-cli's connect does; the
+# kernel's refusal goes to standard error.
+fabrics_connect() {
+	local line=""
 	exec 3<>/dev/nvme-fabrics
-	printf 'transport=rdma,traddr=%s,trsvcid=%s,nqn=%s,hostnqn=%s,hostid=%s,ctrl_loss_tmo=%s,reconnect_delay=1%s' \
-		"$1" "$PORT" "$2" "$3" "${3##*uuid:}" "${4:-60}" "${5:-}" >&3 || fail "connect as $3 to $1"
-	read -r line <&3
+	printf '%s' "$1" >&3 && read -r line <&3
 	exec 3>&-
-	[[ $line =~ instance=([0-9]+) ]] || fail "connect as $3 to $1: the kernel answered '$line'"
-	wait_for 10 "/dev/nvme${BASH_REMATCH[1]} appearing" test -c "/dev/nvme${BASH_REMATCH[1]}"
-	echo "/dev/nvme${BASH_REMATCH[1]}"
+	[[ $line =~ instance=([0-9]+) ]] || { echo "connect $1: the kernel answered '$line' ($(dmesg | tail -1))" >&2; return 1; }
+	echo "nvme${BASH_REMATCH[1]}"
 }
 # resv_report DEV: namespace 1's extended Reservation Status through the
 # controller DEV, as "gen rtype regctl key@hostid,..." (the host ID's first

@@ -58,9 +58,8 @@ fio_ok blocklist "${job[@]}" &
 fio_pid=$!
 fio_busy_on_b() { gone "$fio_pid" && fail "fio ended before the blocklist"; path_ios_above "$cb" 1 "$1"; }
 wait_for 60 "256 I/Os through B" fio_busy_on_b $((b0 + 256))
-# Timed from the ceph tool's return, when the blocklist is in the OSD map
-# (the tool itself takes seconds of Python in the emulated guest).
-timeout 30 ceph --conf "$CEPH_CONF" --id admin --keyring "$CEPH_ADMIN_KEYRING" osd blocklist add "$b_addr" >/dev/null 2>&1 ||
+# Timed from the command's return, when the blocklist is in the OSD map.
+ceph_mon "{\"prefix\": \"osd blocklist\", \"blocklistop\": \"add\", \"addr\": \"$b_addr\"}" >/dev/null 2>&1 ||
 	fail "osd blocklist add $b_addr"
 t0=$(now_ms)
 wait_for 30 "B standing by again, its client rebuilt" gw_state_is b standby

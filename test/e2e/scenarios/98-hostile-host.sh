@@ -41,16 +41,23 @@ in_use() { metric nvmeof_tgt_tcp_buffer_pool_in_use_bytes; }
 threads0=$(threads) fds0=$(fds)
 echo "before any host: $threads0 threads, $fds0 fds, RSS $(rss)"
 
-# rate NAME DEV: fio's random 4 KiB read IOPS on DEV, the median of three
-# runs of 3 s: the emulated guest's own speed swings by half within
-# seconds, and one slow run must not decide. Reads, so that the rate does
-# not depend on what the hostile host's writes do.
+# rate NAME DEV [WARM]: fio's random 4 KiB read IOPS on DEV, the median
+# of three runs of 3 s: the emulated guest's own speed swings by half
+# within seconds, and one slow run must not decide. Reads, so that the
+# rate does not depend on what the hostile host's writes do. The runs are
+# jobs of one fio, one after another (stonewall), after a warm-up of 3 s
+# if WARM is set (the guest's first seconds of I/O run slow): a fio start
+# takes seconds of the emulated guest.
 rate() {
-	local i r rates=()
+	local i r jobs=() rates=() out=$RESULTS/$SCENARIO-$1.json
+	[ -z "${3:-}" ] || jobs+=(--name=warm-up)
+	for i in 1 2 3; do jobs+=(--name="run$i" --stonewall); done
+	fio --output-format=json --output="$out" --filename="$2" --ioengine=libaio --direct=1 --rw=randread \
+		--bs=4k --iodepth=16 --size=256m --time_based --runtime=3 "${jobs[@]}" >&2 ||
+		fail "fio $1 exited with $?: $(tail -20 "$out")"
+	assert_eq "fio $1 errors" "$(jq '[.jobs[].error] | add' "$out")" 0 >&2
 	for i in 1 2 3; do
-		fio_ok "$1-$i" --filename="$2" --ioengine=libaio --direct=1 --rw=randread --bs=4k --iodepth=16 \
-			--size=256m --time_based --runtime=3 >&2
-		r=$(jq '[.jobs[].read.iops] | add | floor' "$RESULTS/$SCENARIO-$1-$i.json")
+		r=$(jq --arg j "run$i" '[.jobs[] | select(.jobname == $j) | .read.iops] | add | floor' "$out")
 		echo "$1 run $i: $r IOPS" >&2
 		rates+=("$r")
 	done
@@ -68,13 +75,11 @@ beside() {
 	nvme connect -t "$tr" -a "$ADDR" -s "$port" -n "$nqn" -w "$ADDR2" >&2 || fail "nvme connect over $tr"
 	dev=$(wait_dev "$nqn")
 	ctrl=$(ctrl_of "$nqn") || fail "no live controller for $nqn"
-	fio_ok "$tr-warm-up" --filename="$dev" --ioengine=libaio --direct=1 --rw=randread --bs=4k --iodepth=16 \
-		--size=256m --time_based --runtime=3 # the guest's first seconds of I/O run slow
+	alone=$(rate "$tr-alone" "$dev" warm)
 	t0=$(now_ms)
 	nvme id-ctrl "/dev/$ctrl" >/dev/null || fail "Identify over $tr"
 	idle=$(($(now_ms) - t0))
 	echo "$tr Identify alone: $idle ms (most of it nvme-cli's start in the emulated guest)"
-	alone=$(rate "$tr-alone" "$dev")
 	[ "$alone" -gt 0 ] || fail "no reads over $tr alone"
 	echo "$tr alone: $alone IOPS"
 	"$3"
