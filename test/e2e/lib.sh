@@ -766,10 +766,11 @@ gw_holder_addr() {
 # emulated guest).
 ceph_mon() { timeout 30 "$CEPHMON" -conf "$CEPH_CONF" -keyring "$CEPH_ADMIN_KEYRING" "$1"; }
 
-# blocklisted ADDR: the OSD blocklist names ADDR.
+# blocklisted ADDR: the OSD blocklist names ADDR. (The monitors answer
+# with two lists, the addresses' and the ranges'.)
 blocklisted() {
 	ceph_mon '{"prefix": "osd blocklist ls", "format": "json"}' 2>/dev/null |
-		jq -e --arg a "$1" 'select(type == "array") | .[] | select(.addr == $a)' >/dev/null
+		jq -se --arg a "$1" 'add | any(.[]; .addr == $a)' >/dev/null
 }
 
 # now_ms: monotonic-enough wall time in milliseconds, for measuring.
