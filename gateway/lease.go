@@ -395,8 +395,10 @@ func (l *Lease) Done(now time.Duration, r Result) {
 			l.holdUntil = now + l.Timing.Holdoff
 		}
 		// Taken late (the calls took longer than the deadline allows):
-		// stay inaccessible; the next acquire renews our lock.
-		if r.Err == nil && !l.releasing && now < r.Started+l.Timing.Deadline {
+		// stay inaccessible; the next acquire renews our lock. Fenced
+		// meanwhile (an I/O found the client blocklisted): stay
+		// blocklisted, for the client to be rebuilt; the lock lapses.
+		if r.Err == nil && !l.releasing && l.state != Blocklisted && now < r.Started+l.Timing.Deadline {
 			l.state = Owner
 			l.setDeadline(r)
 			l.Takeovers++

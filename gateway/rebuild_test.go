@@ -206,3 +206,21 @@ func TestRebuiltGatewayHoldsOff(t *testing.T) {
 		t.Fatalf("a owner %q %v after its rebuild; want not before %v", owner(a), took, timing.Holdoff+timing.Renew)
 	}
 }
+
+// The fence hook fires (an I/O found the client blocklisted) while an
+// acquire is in flight: the acquire's success must not serve the group on
+// the blocklisted client; it stays blocklisted, and is rebuilt.
+func TestAcquireDoesNotOverrideFenced(t *testing.T) {
+	l := &Lease{Group: 1, Timing: timing, Name: "a", Rebuild: true}
+	if op, _ := l.Wake(0); op != OpAcquire {
+		t.Fatalf("first op %v, want an acquire", op)
+	}
+	l.Fenced()
+	l.Done(10*time.Millisecond, Result{Op: OpAcquire})
+	if l.State() != Blocklisted || l.Takeovers != 0 {
+		t.Fatalf("after an acquire that raced the fence hook: %v, takeovers %d", l.State(), l.Takeovers)
+	}
+	if op, _ := l.Wake(20 * time.Millisecond); op != OpRebuild {
+		t.Fatalf("next op %v, want a rebuild", op)
+	}
+}

@@ -201,19 +201,18 @@ func (r *Runner) run(op Op, releaseBy time.Duration, honourHandover bool) {
 }
 
 // ready runs Ready for the lease just taken; on an error it gives the
-// lease back, its record cleared (the previous owner is fenced already),
-// for a gateway that can serve the group.
+// lease back for a gateway that can serve the group, its record still
+// naming this daemon, so that the next owner fences it: this daemon may
+// have stepped down at its deadline with commands in flight and taken
+// its own lock back, which fences nobody.
 func (r *Runner) ready() error {
 	err := r.Ready(r.Lease.Group)
 	if err == nil {
 		return nil
 	}
 	err = fmt.Errorf("%w: %v", ErrNotReady, err)
-	if rerr := r.Store.Record(Holder{}); rerr != nil {
-		return fmt.Errorf("%w; clearing the record: %w", err, rerr) // ErrBlocklisted stays visible
-	}
 	if uerr := r.Store.Unlock(); uerr != nil {
-		return fmt.Errorf("%w; giving the lease back: %w", err, uerr)
+		return fmt.Errorf("%w; giving the lease back: %w", err, uerr) // ErrBlocklisted stays visible
 	}
 	return err
 }

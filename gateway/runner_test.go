@@ -270,8 +270,9 @@ func TestRunnerFailsBackThroughQuiesce(t *testing.T) {
 }
 
 // An acquire makes the group's namespaces ready (Ready) before the group
-// turns optimized; one that cannot gives the lease back, its record
-// cleared, and the group stays inaccessible until a later try succeeds.
+// turns optimized; one that cannot gives the lease back, its record left
+// naming this daemon for the next owner to fence, and the group stays
+// inaccessible until a later try succeeds.
 func TestRunnerReadyBeforeServing(t *testing.T) {
 	var now atomic.Int64
 	events := make(chan string, 20)
@@ -289,7 +290,7 @@ func TestRunnerReadyBeforeServing(t *testing.T) {
 		return nil
 	}
 	defer run(r)()
-	for _, want := range []string{"publish standby", "ready 1", "clear record", "unlock"} {
+	for _, want := range []string{"publish standby", "ready 1", "unlock"} {
 		if got := <-events; got != want {
 			t.Fatalf("got %q, want %q", got, want)
 		}
@@ -317,15 +318,11 @@ func TestRunnerReadyBeforeServing(t *testing.T) {
 	}
 }
 
-// blocklistedRecord refuses the record's clearing: the client was fenced.
-type blocklistedRecord struct{ stuckStore }
+// blocklistedUnlock refuses the lease's giving back: the client was
+// fenced.
+type blocklistedUnlock struct{ stuckStore }
 
-func (s *blocklistedRecord) Record(h Holder) error {
-	if h == (Holder{}) {
-		return fmt.Errorf("setxattr: %w", ErrBlocklisted)
-	}
-	return nil
-}
+func (s *blocklistedUnlock) Unlock() error { return fmt.Errorf("unlock: %w", ErrBlocklisted) }
 
 // A ready that fails because the client was fenced meanwhile leaves the
 // group blocklisted, for its client to be rebuilt, not standing by on a
@@ -333,7 +330,7 @@ func (s *blocklistedRecord) Record(h Holder) error {
 func TestRunnerReadyFailsBlocklisted(t *testing.T) {
 	var now atomic.Int64
 	pub := make(chan State, 10)
-	r := quietRunner(&blocklistedRecord{}, pub, &now)
+	r := quietRunner(&blocklistedUnlock{}, pub, &now)
 	r.Ready = func(uint32) error { return errors.New("image metadata: cannot send after transport endpoint shutdown") }
 	defer run(r)()
 	if st := <-pub; st != Standby {
