@@ -90,6 +90,12 @@ func cloneANA(cur *anaTable) *anaTable {
 	return tab
 }
 
+// ErrUnsettledWrites: a write of the group timed out in the cluster
+// (librados' rados_osd_op_timeout), which cancels it only here: it may
+// still land, after the next owner's writes, unless that owner fences this
+// client. It counts as in flight until then.
+var ErrUnsettledWrites = errors.New("writes timed out in the cluster and may still land: the next owner must fence this client")
+
 // claimedHook, if set (tests only), runs once an I/O command is counted
 // in flight on its namespace, before its ANA check.
 var claimedHook func(*Request)
@@ -100,11 +106,18 @@ var claimedHook func(*Request)
 // over cannot have a write of its own overtaken by one of ours. The caller
 // made the group inaccessible first (PinANAGroup), so no command starts
 // on it meanwhile. An error names the namespace whose commands did not
-// finish within timeout or whose flush failed.
+// finish within timeout or whose flush failed, or one with a write that
+// timed out in the cluster (ErrUnsettledWrites): every such error leaves
+// the lease to expire, and the next owner fences this client.
 func (t *Target) QuiesceANAGroup(g uint32, timeout time.Duration) error {
 	members, err := t.drainANAGroup(g, timeout)
 	if err != nil {
 		return err
+	}
+	for _, m := range members {
+		if n := m.ns.unsettled.Load(); n != 0 {
+			return fmt.Errorf("subsystem %s namespace %d: %w (%d since this client opened it)", m.nqn, m.ns.ID, ErrUnsettledWrites, n)
+		}
 	}
 	for _, m := range members {
 		if m.ns.ReadOnly || !m.ns.hold() {
@@ -193,6 +206,11 @@ func (r *Request) backendStatus(err error, write bool) nvme.Status {
 		if f := r.q.target.onFenced.Load(); f != nil {
 			(*f)(g)
 		}
+	}
+	if write && errors.Is(err, syscall.ETIMEDOUT) {
+		// The client gave up waiting; the write may still sit in a
+		// socket or an OSD's queue and land later.
+		r.ns.unsettled.Add(1)
 	}
 	if path := r.q.port.ANAState(g).IOStatus(); path != 0 {
 		return path

@@ -27,6 +27,11 @@ func (t *Target) ReopenANAGroup(g uint32, timeout time.Duration) error {
 			continue // removed meanwhile: its removal closes the old one
 		}
 		err := r.Reconnect()
+		if err == nil {
+			// The old client is blocklisted (a reopen follows a fence):
+			// its writes that timed out can no longer land.
+			m.ns.unsettled.Store(0)
+		}
 		m.ns.unhold()
 		if err != nil {
 			return fmt.Errorf("subsystem %s namespace %d: reopen: %w", m.nqn, m.ns.ID, err)

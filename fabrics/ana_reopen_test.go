@@ -1,8 +1,10 @@
 package fabrics
 
 import (
+	"errors"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -67,5 +69,41 @@ func TestReopenANAGroupTouchesOnlyItsGroup(t *testing.T) {
 	releaseOther()
 	if c := <-doneOther; c == nil || c.Status() != 0 {
 		t.Fatalf("group 6's write: %v", c)
+	}
+}
+
+// timingOut fails every write as librados does past its op timeout, and
+// reconnects.
+type timingOut struct{ *memBackend }
+
+func (timingOut) WriteAt([]byte, int64) error { return syscall.ETIMEDOUT }
+func (timingOut) Reconnect() error            { return nil }
+
+// A write of a gateway group that timed out in the cluster may still
+// land: it stays in flight, so the group's quiesce refuses a clean
+// release (the lease then expires and the next owner fences this client)
+// until the client has been replaced, after a fence, by a reopen.
+func TestTimedOutWriteKeepsQuiesceFromReleasing(t *testing.T) {
+	tg, p, _ := testTarget(t)
+	gatewayNamespace(t, tg, timingOut{newMem(1<<20, 512)}) // namespace 2, group 5
+	if err := tg.PinANAGroup(5, nvme.ANAOptimized); err != nil {
+		t.Fatal(err)
+	}
+	h := connect(t, tg, p, testNQN)
+	if st := h.rw(nvme.IOWrite, 2, 0, 1, make([]byte, 512), false); st != nvme.StatusANATransition {
+		t.Fatalf("timed-out write: %v, want ANA Transition", st)
+	}
+	if err := tg.PinANAGroup(5, nvme.ANAInaccessible); err != nil {
+		t.Fatal(err)
+	}
+	err := tg.QuiesceANAGroup(5, 10*time.Second)
+	if !errors.Is(err, ErrUnsettledWrites) || !strings.Contains(err.Error(), "namespace 2") {
+		t.Fatalf("quiesce after a timed-out write: %v, want ErrUnsettledWrites naming namespace 2", err)
+	}
+	if err := tg.ReopenANAGroup(5, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := tg.QuiesceANAGroup(5, 10*time.Second); err != nil {
+		t.Fatalf("quiesce on the new client: %v", err)
 	}
 }

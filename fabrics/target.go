@@ -346,6 +346,10 @@ type Namespace struct {
 	removed  atomic.Bool        // set once RemoveNamespace unpublished it
 	anaGroup atomic.Uint32      // ANA group (ana.go)
 	holds    atomic.Int64       // holders outside any queue (hold), counted by drain
+	// unsettled counts the writes of a gateway group that timed out in
+	// the cluster (backendStatus): they may still land, so they stay in
+	// flight until this client is fenced (QuiesceANAGroup).
+	unsettled atomic.Int64
 	// subsystem is the one AddNamespace put it in: its controllers hear
 	// of ANA changes the namespace makes (SetReservationUnavailable).
 	subsystem atomic.Pointer[Subsystem]

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
@@ -269,5 +270,37 @@ func TestHandoverLapsesWithoutThePreferred(t *testing.T) {
 	}
 	if len(c.fences) != 1 {
 		t.Errorf("fences %v: the handover's lease had no holder to fence", c.fences)
+	}
+}
+
+// unsettledOwner's failback stops short before it touches the lease, as
+// the group's quiesce does when a write of the group timed out in the
+// cluster and may still land (fabrics.ErrUnsettledWrites).
+type unsettledOwner struct{ notifyingClient }
+
+func (u unsettledOwner) Record(h Holder) error {
+	if h.Handover != "" {
+		return errors.New("subsystem nqn.x namespace 1: writes timed out in the cluster and may still land")
+	}
+	return u.notifyingClient.Record(h)
+}
+
+// A failback that stops short leaves the lock to expire and does not take
+// it straight back: the preferred gateway takes the group once the lock
+// has expired, fencing the old owner, whose late write cannot land after.
+func TestFailbackStoppedShortFencesTheOldOwner(t *testing.T) {
+	c := newCluster(timing.Lease)
+	a, b := newGW(c, "a", "10.0.0.1:0/1"), newGW(c, "b", "10.0.0.2:0/2")
+	preferring(c, "a", a, b)
+	sim(t, c, time.Second, a, b)
+	failOver(t, c, a, b)
+	b.store = unsettledOwner{notifyingClient{b.client}}
+	a2 := restart(c, a, "10.0.0.1:0/3")
+	sim(t, c, failback+2*timing.Renew+timing.Lease+2*timing.Renew, a2, b)
+	if owner(a2, b) != "a" || b.l.Failbacks != 0 || b.l.Takeovers != 1 {
+		t.Fatalf("owner %q, b's failbacks %d, b's takeovers %d", owner(a2, b), b.l.Failbacks, b.l.Takeovers)
+	}
+	if a2.l.Fencings != 1 || !c.blocklist[b.client.addr] {
+		t.Fatalf("the old owner not fenced: a2's fencings %d, blocklist %v", a2.l.Fencings, c.blocklist)
 	}
 }

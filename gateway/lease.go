@@ -407,16 +407,21 @@ func (l *Lease) Done(now time.Duration, r Result) {
 	case OpRelease, OpFailback:
 		l.releasing = false
 		l.holdUntil = now + l.Timing.Holdoff
-		if l.failingBack {
+		if l.failingBack && r.Err == nil {
 			// The preferred gateway, notified, takes the group at once;
 			// should it not (it died since its last announcement), this
 			// daemon, like the others, takes it again once the handover's
 			// bound has passed (HonourHandover), not after a lease.
-			l.failingBack = false
 			l.holdUntil = now + l.Timing.Renew
-			if r.Err == nil {
-				l.Failbacks++
-			}
+			l.Failbacks++
+		}
+		l.failingBack = false
+		if r.Err != nil {
+			// Stopped short (a command of the group still in flight, or
+			// one whose fate is unknown): our lock stays until it
+			// expires, and our own next acquire would take it straight
+			// back, fencing nobody. Leave it to a peer, which fences us.
+			l.holdUntil = now + l.Timing.Holdoff + l.Timing.Renew
 		}
 	}
 }
