@@ -195,12 +195,26 @@ func (t *Target) SetFencedHook(f func(group uint32)) { t.onFenced.Store(&f) }
 // the gateway down (SetFencedHook).
 func (r *Request) backendStatus(err error, write bool) nvme.Status {
 	st := ioStatus(err, write)
-	if st != nvme.StatusNamespaceNotReady || r.q.target == nil {
+	if st != nvme.StatusNamespaceNotReady {
 		return st
+	}
+	if path, ok := r.pathStatus(err, write); ok {
+		return path
+	}
+	return st
+}
+
+// pathStatus is, in a gateway group, the path status for err, a cluster
+// error that ioStatus makes Namespace Not Ready; ok is false outside one.
+// A fenced client (ESHUTDOWN) steps the gateway down, and a write that
+// timed out stays in flight (ErrUnsettledWrites).
+func (r *Request) pathStatus(err error, write bool) (st nvme.Status, ok bool) {
+	if r.q.target == nil {
+		return 0, false
 	}
 	g := r.ns.ANAGroup()
 	if !r.q.target.pinned(g) {
-		return st
+		return 0, false
 	}
 	if errors.Is(err, syscall.ESHUTDOWN) {
 		if f := r.q.target.onFenced.Load(); f != nil {
@@ -213,7 +227,7 @@ func (r *Request) backendStatus(err error, write bool) nvme.Status {
 		r.ns.unsettled.Add(1)
 	}
 	if path := r.q.port.ANAState(g).IOStatus(); path != 0 {
-		return path
+		return path, true
 	}
-	return nvme.StatusANATransition
+	return nvme.StatusANATransition, true
 }

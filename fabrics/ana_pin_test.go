@@ -1,6 +1,7 @@
 package fabrics
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
 	"sync"
@@ -264,5 +265,55 @@ func TestGatewayGroupClusterErrorsArePathErrors(t *testing.T) {
 	case g := <-fenced:
 		t.Fatalf("step down asked for group %d without a fenced client in it", g)
 	default:
+	}
+}
+
+// readTimingOut fails every read as librados does past its op timeout.
+type readTimingOut struct{ *memBackend }
+
+func (readTimingOut) ReadAt([]byte, int64) error { return syscall.ETIMEDOUT }
+
+// In a gateway group, the two commands that reach the cluster outside a
+// read or write fail over too: a fused Compare whose read times out, and
+// a reservation change whose store finds the client fenced, which also
+// steps the gateway down. Namespace Not Ready or Internal Error would
+// fail them at the host, on a path that no longer owns the group.
+func TestGatewayGroupCompareAndReservationErrorsArePathErrors(t *testing.T) {
+	st := &memStore{}
+	tg, p := restartWith(t, st)
+	ns := tg.Subsystem(testNQN).Namespace(1)
+	if err := ns.SetANAGroup(5); err != nil {
+		t.Fatal(err)
+	}
+	addGroupNamespace(t, tg, 2, 5, readTimingOut{newMem(1<<20, 512)})
+	fenced := make(chan uint32, 4)
+	tg.SetFencedHook(func(g uint32) { fenced <- g })
+	if err := tg.PinANAGroup(5, nvme.ANAOptimized); err != nil {
+		t.Fatal(err)
+	}
+	h := resvHost(t, tg, p, 1)
+	c := ioCmd(nvme.IOCompare, 2, 0, 1, 512)
+	c.SetFlags(c.Flags() | nvme.FuseFirst)
+	c.SetCID(1000)
+	first := h.io.SubmitAsync(c, make([]byte, 512))
+	w := ioCmd(nvme.IOWrite, 2, 0, 1, 512)
+	w.SetFlags(w.Flags() | nvme.FuseSecond)
+	w.SetCID(1001)
+	second := h.io.SubmitAsync(w, make([]byte, 512))
+	if rsp := <-first; rsp == nil || rsp.Status() != nvme.StatusANATransition {
+		t.Fatalf("a compare whose read timed out: %v, want ANA Transition", rsp)
+	}
+	if rsp := <-second; rsp == nil || rsp.Status() != nvme.StatusFusedFail {
+		t.Fatalf("its write: %v, want Fused Failed", rsp)
+	}
+	st.fail = fmt.Errorf("set image metadata: %w", syscall.ESHUTDOWN)
+	wantStatus(t, "a register whose store finds the client fenced", h.resvRegister(nvme.ResvRegister, false, nvme.CPTPLSet, 0, 1), nvme.StatusANATransition)
+	select {
+	case g := <-fenced:
+		if g != 5 {
+			t.Fatalf("step down asked for group %d", g)
+		}
+	default:
+		t.Fatal("a store that found the client fenced did not step the gateway down")
 	}
 }

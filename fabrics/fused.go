@@ -128,7 +128,7 @@ func execFusedWrite(q *Queue, r *Request) bool {
 	defer compareBufs.Put(bp)
 	cur := (*bp)[:len(first.Data)]
 	if err := ns.Backend.ReadAt(cur, first.off); err != nil {
-		first.status = ioStatus(err, false)
+		first.status = first.backendStatus(err, false) // in a gateway group, a path error
 		r.status = nvme.StatusFusedFail
 		return true
 	}

@@ -599,28 +599,42 @@ func (q *Queue) resvRun(r *Request, change func(resvSnapshot) (resvChange, nvme.
 	ns := r.ns
 	q.hold()
 	q.target.background(func() {
-		r.status = q.ctrl.Subsystem.resvApply(ns, change)
+		r.status = r.resvStatus(q.ctrl.Subsystem.resvApply(ns, change))
 		q.completeAsync(r)
 	})
 	return false
+}
+
+// resvStatus is the status of a reservation change that resvApply
+// finished with st, its store failing with storeErr if not nil: in a
+// gateway group a cluster error is a path error, as for a write
+// (pathStatus), so that the host moves the command to the group's next
+// owner, and a fenced client steps the gateway down.
+func (r *Request) resvStatus(st nvme.Status, storeErr error) nvme.Status {
+	if storeErr != nil && ioStatus(storeErr, true) == nvme.StatusNamespaceNotReady {
+		if path, ok := r.pathStatus(storeErr, true); ok {
+			return path
+		}
+	}
+	return st
 }
 
 // resvApply computes a change under the namespace's reservation mutex,
 // fences the hosts it takes write access from, stores it (PTPL set, or
 // just cleared, or a shared store), publishes it and sends the
 // notifications. A change that cannot fence or store in time leaves the
-// state as it was.
-func (s *Subsystem) resvApply(ns *Namespace, change func(resvSnapshot) (resvChange, nvme.Status)) nvme.Status {
+// state as it was; a failed store's error is returned beside its status.
+func (s *Subsystem) resvApply(ns *Namespace, change func(resvSnapshot) (resvChange, nvme.Status)) (nvme.Status, error) {
 	rs := &ns.resv
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	if rs.disabled.Load() {
-		return nvme.StatusInvalidOpcode | nvme.DNR // turned off meanwhile
+		return nvme.StatusInvalidOpcode | nvme.DNR, nil // turned off meanwhile
 	}
 	if rs.unavailable.Load() {
 		// The shared state cannot be read: a change computed on what
 		// this daemon last read could undo another daemon's.
-		return nvme.StatusANAInaccessible
+		return nvme.StatusANAInaccessible, nil
 	}
 	log := s.log().WithField("nsid", ns.ID)
 	var ch resvChange
@@ -630,7 +644,7 @@ func (s *Subsystem) resvApply(ns *Namespace, change func(resvSnapshot) (resvChan
 		ch, st = change(ns.resvCurrent()) // a copy of its own: the fence compares cur with the change
 
 		if st != 0 || ch.unchanged {
-			return st
+			return st, nil
 		}
 		if len(ch.abort) > 0 {
 			ch.next.abortGen = cur.abortGen + 1
@@ -638,7 +652,7 @@ func (s *Subsystem) resvApply(ns *Namespace, change func(resvSnapshot) (resvChan
 		}
 		if !s.resvFence(ns, &cur, &ch.next) {
 			log.WithField("timeout", fenceTimeout).Warn("reservation change: a write of a host losing access has not left the backend in time; the change is undone and completes with Command Interrupted")
-			return nvme.StatusCommandInterrupted
+			return nvme.StatusCommandInterrupted, nil
 		}
 		// Stored when the new state persists, or the old one did (it
 		// must not come back).
@@ -653,21 +667,21 @@ func (s *Subsystem) resvApply(ns *Namespace, change func(resvSnapshot) (resvChan
 		log = log.WithError(err)
 		if !errors.Is(err, ErrReservationChanged) {
 			log.Error("storing the reservation state failed; the command fails and the state is unchanged")
-			return nvme.StatusInternal
+			return nvme.StatusInternal, err
 		}
 		// Another daemon changed the state: the change applies to its state.
 		if err := ns.reloadLocked(); err != nil {
 			log.WithField("reload_error", err).Error("reading the reservation state another daemon changed failed; the command is interrupted")
-			return nvme.StatusCommandInterrupted
+			return nvme.StatusCommandInterrupted, nil
 		}
 		if attempt == resvChangeAttempts {
 			log.Warn("the reservation state kept changing under this command; it is interrupted, and the host may retry")
-			return nvme.StatusCommandInterrupted
+			return nvme.StatusCommandInterrupted, nil
 		}
 	}
 	ns.publishResv(ch.next)
 	s.resvNotify(ns.ID, ch.notices)
-	return 0
+	return 0, nil
 }
 
 // resvFence keeps the fence (fence.go) for a change from cur to next: when
@@ -853,11 +867,11 @@ func setResvPersist(q *Queue, r *Request, ns *Namespace, on bool) bool {
 	}
 	q.hold()
 	q.target.background(func() {
-		r.status = q.ctrl.Subsystem.resvApply(ns, func(cur resvSnapshot) (resvChange, nvme.Status) {
+		r.status = r.resvStatus(q.ctrl.Subsystem.resvApply(ns, func(cur resvSnapshot) (resvChange, nvme.Status) {
 			ch := resvChange{next: cur, unchanged: cur.PTPL == on}
 			ch.next.PTPL = on
 			return ch, 0
-		})
+		}))
 		q.completeAsync(r)
 	})
 	return false
