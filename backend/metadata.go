@@ -10,4 +10,8 @@ type ImageMetadata interface {
 	// syscall.ECANCELED if it does not. The value is stored when it
 	// returns.
 	CompareAndSetMetadata(key string, old, value []byte) error
+	// ImageID is the image's own ID, which a clone, a copy or a migrated
+	// image does not share with the image it came from, though they copy
+	// its metadata.
+	ImageID() (string, error)
 }

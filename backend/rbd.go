@@ -65,6 +65,12 @@ func init() { Register("rbd", openRBD) }
 // connection): a write completes once the OSDs have it on stable media,
 // so there is no volatile cache to report and FUA needs nothing more.
 type rbdBackend struct {
+	// mu guards conn, ioctx and image against Reconnect's swap for the
+	// calls outside the I/O path (Resize on a reload, a Flush, the
+	// reservation metadata), which may run while the group is drained.
+	// The I/O path takes no lock: its commands are counted in flight
+	// before their ANA check, and Reconnect runs only once they are done.
+	mu        sync.RWMutex
 	conn      *radosConn
 	ioctx     C.rados_ioctx_t
 	image     C.rbd_image_t
@@ -263,10 +269,12 @@ func (b *rbdBackend) Reconnect() error {
 		nb.Close()
 		return err
 	}
+	b.mu.Lock()
 	old := &rbdBackend{conn: b.conn, ioctx: b.ioctx, image: b.image, name: b.name}
 	b.conn, b.ioctx, b.image = nb.conn, nb.ioctx, nb.image
+	b.mu.Unlock()
 	// The old client is blocklisted: its close fails, which changes
-	// nothing for the new one.
+	// nothing for the new one. No call holds the old image any more.
 	old.Close()
 	return nil
 }
@@ -441,6 +449,8 @@ func (b *rbdBackend) Flush() error {
 	if b.readOnly {
 		return nil
 	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
 	if r := C.rbd_flush(b.image); r < 0 {
 		return rbdError("flush", b.name, r)
 	}
@@ -484,6 +494,8 @@ func (b *rbdBackend) BlockSize() uint32 { return b.blockSize }
 // Resize reads the image's size again (after `rbd resize`, say); the size
 // asked for is ignored, as for block devices.
 func (b *rbdBackend) Resize(int64) (int64, error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
 	var size C.uint64_t
 	if r := C.rbd_get_size(b.image, &size); r < 0 {
 		return b.size.Load(), rbdError("get size", b.name, r)

@@ -70,19 +70,34 @@ import "unsafe"
 // in one op with the compare.
 const rbdMetaPrefix = "metadata_"
 
-// headerObject is the name of the image's header object.
+// headerObject is the name of the image's header object; b.mu held.
 func (b *rbdBackend) headerObject() (string, error) {
+	id, err := b.imageID()
+	return "rbd_header." + id, err
+}
+
+// ImageID is the image's ID (rbd info's id).
+func (b *rbdBackend) ImageID() (string, error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.imageID()
+}
+
+// imageID is ImageID with b.mu held.
+func (b *rbdBackend) imageID() (string, error) {
 	var buf [128]C.char
 	if r := C.rbd_get_id(b.image, &buf[0], C.size_t(len(buf))); r < 0 {
 		return "", rbdError("get image id", b.name, r)
 	}
-	return "rbd_header." + C.GoString(&buf[0]), nil
+	return C.GoString(&buf[0]), nil
 }
 
 // Metadata returns the value of the image's metadata key, nil if it is
 // not set. It reads the header object's omap, as the compare does: the
 // bytes exactly.
 func (b *rbdBackend) Metadata(key string) ([]byte, error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
 	oid, err := b.headerObject()
 	if err != nil {
 		return nil, err
@@ -108,6 +123,8 @@ func (b *rbdBackend) Metadata(key string) ([]byte, error) {
 // error wrapping ECANCELED if it is not. It writes on a read-only image
 // too: the metadata is not the image's data.
 func (b *rbdBackend) CompareAndSetMetadata(key string, old, value []byte) error {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
 	oid, err := b.headerObject()
 	if err != nil {
 		return err

@@ -437,3 +437,48 @@ func TestRBDExclusiveLockRequired(t *testing.T) {
 	}
 	b.Close()
 }
+
+// Reconnect swaps the image while the calls outside the I/O path run (a
+// reload's Resize, a broadcast Flush, the reservation metadata), as after
+// a blocklist while `ctl reload` runs: none of them may use the image
+// Reconnect closes (librbd frees it: a crash of the whole daemon).
+func TestRBDReconnectBesideControlCalls(t *testing.T) {
+	env := cephtest.Use(t)
+	rb := openTestImage(t, env, "reconnect", 8<<20).(*rbdBackend)
+	stop, done := make(chan struct{}), make(chan error, 1)
+	go func() {
+		for calls := 0; ; calls++ {
+			select {
+			case <-stop:
+				if calls == 0 {
+					done <- errors.New("no call ran beside the reconnects")
+				} else {
+					done <- nil
+				}
+				return
+			default:
+			}
+			_, err := rb.Resize(0)
+			if err == nil {
+				err = rb.Flush()
+			}
+			if err == nil {
+				_, err = rb.Metadata("probe")
+			}
+			if err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	for range 10 {
+		RetireClient(rb.opts)
+		if err := rb.Reconnect(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

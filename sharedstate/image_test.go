@@ -28,17 +28,22 @@ func TestResvRecordRoundTrip(t *testing.T) {
 		// Types 5 and 6 keep the acquirer, registered or not.
 		{Generation: 9, Type: nvme.ResvExclusiveAccessAllRegs, Holder: a, Registrants: []fabrics.Registrant{{HostID: b, Key: 2}}},
 	} {
-		v := encodeResvRecord(st)
-		if !bytes.HasPrefix(v, []byte(`{"v":1,`)) || bytes.ContainsAny(v, "\n ") {
-			t.Fatalf("record %s: want compact JSON that starts with its version", v)
+		v := encodeResvRecord(st, "1f2e3d4c5b6a")
+		if !bytes.HasPrefix(v, []byte(`{"v":2,"image":"1f2e3d4c5b6a",`)) || bytes.ContainsAny(v, "\n ") {
+			t.Fatalf("record %s: want compact JSON that starts with its version and image", v)
 		}
-		got, err := decodeResvRecord(v)
-		if err != nil || !resvEqual(got, st) {
-			t.Fatalf("%+v stored as %s reads back as %+v, %v", st, v, got, err)
+		got, image, err := decodeResvRecord(v)
+		if err != nil || !resvEqual(got, st) || image != "1f2e3d4c5b6a" {
+			t.Fatalf("%+v stored as %s reads back as %+v of %q, %v", st, v, got, image, err)
 		}
 	}
-	if st, err := decodeResvRecord(nil); err != nil || !resvEqual(st, fabrics.ReservationState{}) {
-		t.Fatalf("no record: %+v, %v", st, err)
+	if st, image, err := decodeResvRecord(nil); err != nil || !resvEqual(st, fabrics.ReservationState{}) || image != "" {
+		t.Fatalf("no record: %+v of %q, %v", st, image, err)
+	}
+	// Version 1, before the image's ID: still read.
+	st, image, err := decodeResvRecord([]byte(`{"v":1,"generation":4,"type":0,"ptpl":true,"registrants":[]}`))
+	if err != nil || st.Generation != 4 || !st.PTPL || image != "" {
+		t.Fatalf("a version 1 record: %+v of %q, %v", st, image, err)
 	}
 }
 
@@ -49,7 +54,9 @@ func TestResvRecordRefusesBadValues(t *testing.T) {
 	for name, v := range map[string]string{
 		"empty":               ``,
 		"not json":            `nvme`,
-		"newer version":       `{"v":2,"generation":1,"type":0,"ptpl":false,"registrants":[]}`,
+		"newer version":       `{"v":3,"image":"1f2e","generation":1,"type":0,"ptpl":false,"registrants":[]}`,
+		"v2 without image":    `{"v":2,"generation":1,"type":0,"ptpl":false,"registrants":[]}`,
+		"v1 with an image":    `{"v":1,"image":"1f2e","generation":1,"type":0,"ptpl":false,"registrants":[]}`,
 		"no version":          `{"generation":1,"type":0,"ptpl":false,"registrants":[]}`,
 		"unknown field":       `{"v":1,"generation":1,"type":0,"ptpl":false,"registrants":[],"owner":"x"}`,
 		"trailing data":       `{"v":1,"generation":1,"type":0,"ptpl":false,"registrants":[]}{}`,
@@ -62,7 +69,7 @@ func TestResvRecordRefusesBadValues(t *testing.T) {
 		"all regs, none":      `{"v":1,"generation":1,"type":5,"ptpl":false,"registrants":[]}`,
 		"negative key":        `{"v":1,"generation":1,"type":0,"ptpl":false,"registrants":[{"host_id":"` + a + `","key":-1}]}`,
 	} {
-		if st, err := decodeResvRecord([]byte(v)); err == nil {
+		if st, _, err := decodeResvRecord([]byte(v)); err == nil {
 			t.Errorf("%s: %s read as %+v", name, v, st)
 		}
 	}
@@ -77,26 +84,33 @@ func resvEqual(a, b fabrics.ReservationState) bool {
 // stores as a record reading back the same.
 func FuzzResvRecord(f *testing.F) {
 	f.Add(encodeResvRecord(fabrics.ReservationState{Generation: 3, Type: 1, Holder: [16]byte{1},
-		Registrants: []fabrics.Registrant{{HostID: [16]byte{1}, Key: 5}}}))
+		Registrants: []fabrics.Registrant{{HostID: [16]byte{1}, Key: 5}}}, "1f2e"))
 	f.Add([]byte(`{"v":1,"generation":1,"type":5,"ptpl":true,"registrants":[{"host_id":"00000000000000000000000000000001","key":18446744073709551615}]}`))
 	f.Add([]byte(`{"v":1}`))
 	f.Fuzz(func(t *testing.T, v []byte) {
-		st, err := decodeResvRecord(v)
+		st, image, err := decodeResvRecord(v)
 		if err != nil {
 			return
 		}
-		again, err := decodeResvRecord(encodeResvRecord(st))
-		if err != nil || !resvEqual(again, st) {
-			t.Fatalf("%s read as %+v, stored and read again as %+v, %v", v, st, again, err)
+		if image == "" {
+			image = "1f2e" // a version 1 record, stored again as version 2
+		}
+		again, imageAgain, err := decodeResvRecord(encodeResvRecord(st, image))
+		if err != nil || !resvEqual(again, st) || imageAgain != image {
+			t.Fatalf("%s read as %+v of %q, stored and read again as %+v of %q, %v", v, st, image, again, imageAgain, err)
 		}
 	})
 }
 
 // imageMeta is an image's metadata in memory, with the compare-and-set
 // of the OSDs.
-type imageMeta struct{ vals map[string][]byte }
+type imageMeta struct {
+	vals map[string][]byte
+	id   string
+}
 
 func (m *imageMeta) Metadata(key string) ([]byte, error) { return m.vals[key], nil }
+func (m *imageMeta) ImageID() (string, error)            { return m.id, nil }
 
 func (m *imageMeta) CompareAndSetMetadata(key string, old, value []byte) error {
 	if !bytes.Equal(m.vals[key], old) {
@@ -117,7 +131,7 @@ type metaBackend struct {
 // accepted, and a bad record stops the namespace with an error that
 // names the image and the way out.
 func TestSetupImageReservations(t *testing.T) {
-	m := &imageMeta{vals: map[string][]byte{}}
+	m := &imageMeta{vals: map[string][]byte{}, id: "1f2e"}
 	nc := config.Namespace{NSID: 1, Backend: "rbd", Pool: "pool", Image: "img"}
 	open := func() (*fabrics.Namespace, error) {
 		t.Helper()
@@ -133,7 +147,7 @@ func TestSetupImageReservations(t *testing.T) {
 		return ns, SetupReservations(ns, "nqn.a:b", nc, "", logrus.NewEntry(quietLogger()))
 	}
 	held := fabrics.ReservationState{Generation: 3, Type: 1, Holder: [16]byte{5}, Registrants: []fabrics.Registrant{{HostID: [16]byte{5}, Key: 9}}}
-	m.vals[resvImageMetaKey] = encodeResvRecord(held)
+	m.vals[resvImageMetaKey] = encodeResvRecord(held, "1f2e")
 	ns, err := open()
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +167,7 @@ func TestSetupImageReservations(t *testing.T) {
 // A store that last saw an older value is refused with
 // ErrReservationChanged, and stores once it has read the new one.
 func TestImageResvStoreRefusesStale(t *testing.T) {
-	m := &imageMeta{vals: map[string][]byte{}}
+	m := &imageMeta{vals: map[string][]byte{}, id: "1f2e"}
 	a, b := &imageResvStore{meta: m}, &imageResvStore{meta: m}
 	a.Load()
 	b.Load()
@@ -168,5 +182,28 @@ func TestImageResvStoreRefusesStale(t *testing.T) {
 	}
 	if err := b.Store(fabrics.ReservationState{Generation: 2}); err != nil {
 		t.Fatalf("after a load: %v", err)
+	}
+}
+
+// A clone, a copy or a migrated image carries its source's record in its
+// metadata: the store reads it as no reservation (the source's hosts are
+// not this image's), and the first change replaces it with this image's
+// own. A record without an image ID (version 1) is read as before.
+func TestImageResvStoreIgnoresAnotherImagesRecord(t *testing.T) {
+	held := fabrics.ReservationState{Generation: 3, Type: 1, Holder: [16]byte{5}, Registrants: []fabrics.Registrant{{HostID: [16]byte{5}, Key: 9}}}
+	m := &imageMeta{vals: map[string][]byte{resvImageMetaKey: encodeResvRecord(held, "parent")}, id: "clone"}
+	s := &imageResvStore{meta: m}
+	if st, err := s.Load(); err != nil || !resvEqual(st, fabrics.ReservationState{}) {
+		t.Fatalf("the parent's record read by its clone: %+v, %v", st, err)
+	}
+	if err := s.Store(fabrics.ReservationState{Generation: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if st, image, err := decodeResvRecord(m.vals[resvImageMetaKey]); err != nil || st.Generation != 1 || image != "clone" {
+		t.Fatalf("after the clone's first change: %+v of %q, %v", st, image, err)
+	}
+	m.vals[resvImageMetaKey] = []byte(`{"v":1,"generation":4,"type":0,"ptpl":true,"registrants":[]}`)
+	if st, err := (&imageResvStore{meta: m}).Load(); err != nil || st.Generation != 4 {
+		t.Fatalf("a version 1 record: %+v, %v", st, err)
 	}
 }
