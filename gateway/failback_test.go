@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -302,5 +304,37 @@ func TestFailbackStoppedShortFencesTheOldOwner(t *testing.T) {
 	}
 	if a2.l.Fencings != 1 || !c.blocklist[b.client.addr] {
 		t.Fatalf("the old owner not fenced: a2's fencings %d, blocklist %v", a2.l.Fencings, c.blocklist)
+	}
+}
+
+// A preferred gateway whose takeover could not make the group ready
+// announces itself again only after a back-off that doubles, from the
+// failback delay up to ten minutes, so that it is not given the group,
+// fenced and rebuilt round after round; a takeover that serves ends it.
+func TestNotReadyPreferredBacksOffAnnouncing(t *testing.T) {
+	l := &Lease{Group: 1, Timing: timing, Name: "a", Preferred: "a", Failback: failback}
+	if !l.Announces(0) {
+		t.Fatal("a preferred gateway does not announce itself")
+	}
+	notReady := fmt.Errorf("%w: reservation state unreadable", ErrNotReady)
+	var waits []time.Duration
+	for now := time.Duration(0); len(waits) < 8; {
+		l.Done(now, Result{Op: OpAcquire, Started: now, Err: notReady})
+		wait := l.announceAt - now
+		if l.Announces(now+wait-time.Millisecond) || !l.Announces(now+wait) {
+			t.Fatalf("announces around %v after a failed takeover", wait)
+		}
+		waits = append(waits, wait)
+		now += wait
+	}
+	want := []time.Duration{15 * time.Second, 30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 10 * time.Minute, 10 * time.Minute}
+	if !slices.Equal(waits, want) {
+		t.Fatalf("back-offs %v, want %v", waits, want)
+	}
+	now := 2 * time.Hour
+	l.Done(now, Result{Op: OpAcquire, Started: now})
+	l.Done(now+time.Second, Result{Op: OpAcquire, Started: now + time.Second, Err: notReady})
+	if wait := l.announceAt - now - time.Second; wait != failback {
+		t.Fatalf("back-off %v after a takeover that served, want %v again", wait, failback)
 	}
 }

@@ -180,6 +180,14 @@ type Lease struct {
 	rebuildAt      time.Duration // Blocklisted: the next rebuild is due then
 	rebuildBackoff time.Duration // the wait after the next failed rebuild
 
+	// The preferred gateway's announcements: none before announceAt,
+	// which a takeover that could not make the group ready (ErrNotReady)
+	// moves out by announceBackoff, doubling up to maxAnnounceBackoff, so
+	// that a failing preferred gateway is not given the group, fenced and
+	// rebuilt round after round.
+	announceAt      time.Duration
+	announceBackoff time.Duration
+
 	readyCookie string        // Owner: the preferred's run standing by, "" none
 	readySince  time.Duration // seen standing by since then
 	failingBack bool          // the release asked is a failback
@@ -250,6 +258,17 @@ func (l *Lease) Wake(now time.Duration) (op Op, next time.Duration) {
 		next = at
 	}
 	return op, next
+}
+
+// maxAnnounceBackoff bounds how long a preferred gateway whose takeovers
+// could not make the group ready waits before it announces itself again.
+const maxAnnounceBackoff = 10 * time.Minute
+
+// Announces reports whether an acquire at now that finds the lease held
+// announces this gateway as the preferred one standing by: it is the
+// group's preferred gateway, and no failed takeover's back-off runs.
+func (l *Lease) Announces(now time.Duration) bool {
+	return l.Preferred != "" && l.Name == l.Preferred && now >= l.announceAt
 }
 
 // maxRebuildBackoff bounds the wait between failed rebuilds: a cluster
@@ -388,6 +407,10 @@ func (l *Lease) Done(now time.Duration, r Result) {
 		if r.Fenced != "" {
 			l.Fencings++
 		}
+		if errors.Is(r.Err, ErrNotReady) {
+			l.announceBackoff = min(max(2*l.announceBackoff, l.Failback, l.Timing.Renew), maxAnnounceBackoff)
+			l.announceAt = now + l.announceBackoff
+		}
 		if errors.Is(r.Err, ErrFenceFailed) || errors.Is(r.Err, ErrNotReady) {
 			// The lock went back: another gateway may fence, or make the
 			// namespaces ready, where this one could not. Try again after
@@ -403,6 +426,7 @@ func (l *Lease) Done(now time.Duration, r Result) {
 			l.setDeadline(r)
 			l.Takeovers++
 			l.readyCookie = "" // count afresh for this ownership
+			l.announceBackoff = 0
 		}
 	case OpRelease, OpFailback:
 		l.releasing = false
@@ -546,16 +570,17 @@ func Run(op Op, s Store, me Holder, preferred string, honourHandover bool) (fenc
 
 // LookForStandby runs failback's calls after op on s, for the holder me
 // and the group's preferred gateway: a preferred standby that found the
-// lease held announces itself for ttl; an owner that renewed looks for
-// the preferred's announcement. Announcing is best effort: one missed
-// only delays a failback.
-func LookForStandby(op Op, opErr error, s Store, me Holder, preferred string, ttl time.Duration) (looked bool, ready string) {
+// lease held announces itself for ttl if announce (Lease.Announces, and
+// its namespaces ready to serve); an owner that renewed looks for the
+// preferred's announcement. Announcing is best effort: one missed only
+// delays a failback.
+func LookForStandby(op Op, opErr error, s Store, me Holder, preferred string, ttl time.Duration, announce bool) (looked bool, ready string) {
 	sb, ok := s.(Standbys)
 	if !ok || preferred == "" {
 		return false, ""
 	}
 	switch {
-	case op == OpAcquire && errors.Is(opErr, ErrBusy) && me.Name == preferred:
+	case op == OpAcquire && errors.Is(opErr, ErrBusy) && me.Name == preferred && announce:
 		sb.Announce(me, ttl)
 	case op == OpRenew && opErr == nil && me.Name != preferred:
 		// A look that fails has not seen it standing by: the count

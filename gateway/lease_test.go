@@ -200,7 +200,7 @@ func (g *gw) step() {
 		s = g.store
 	}
 	fenced, err := Run(op, s, g.me(), g.l.Preferred, g.l.HonourHandover(started))
-	looked, ready := LookForStandby(op, err, s, g.me(), g.l.Preferred, 2*g.l.Timing.Renew)
+	looked, ready := LookForStandby(op, err, s, g.me(), g.l.Preferred, 2*g.l.Timing.Renew, g.l.Announces(started))
 	g.l.Done(c.now-g.bootLag, Result{Op: op, Started: started, StartedWall: wall, Fenced: fenced, Err: err, Looked: looked, Ready: ready})
 }
 

@@ -51,6 +51,7 @@ type Runner struct {
 	done      chan struct{}
 	ops       sync.WaitGroup // the op in flight, if any
 	opsDone   uint64         // lease operations finished, under mu
+	notReady  bool           // readyToAnnounce's last outcome; the op in flight's
 }
 
 // Status is a snapshot of a lease for the API and metrics.
@@ -121,12 +122,12 @@ func (r *Runner) loop(ctx context.Context) {
 		r.mu.Lock()
 		now := r.Now()
 		op, next := r.Lease.Wake(now)
-		by, owner, honour := r.Lease.ReleaseBy(), r.Lease.State() == Owner, r.Lease.HonourHandover(now)
+		by, owner, honour, announce := r.Lease.ReleaseBy(), r.Lease.State() == Owner, r.Lease.HonourHandover(now), r.Lease.Announces(now)
 		r.mu.Unlock()
 		r.publish()
 		if op != OpNone {
 			r.ops.Add(1)
-			go r.run(op, by, honour)
+			go r.run(op, by, honour, announce)
 		}
 		timer.Stop()
 		if next != 0 {
@@ -174,7 +175,7 @@ func (r *Runner) loop(ctx context.Context) {
 
 // run carries out op; a release first quiesces the group, by the owner's
 // deadline releaseBy.
-func (r *Runner) run(op Op, releaseBy time.Duration, honourHandover bool) {
+func (r *Runner) run(op Op, releaseBy time.Duration, honourHandover, announce bool) {
 	defer r.ops.Done()
 	started := r.Now()
 	var startedWall time.Time
@@ -196,8 +197,32 @@ func (r *Runner) run(op Op, releaseBy time.Duration, honourHandover bool) {
 	if op == OpAcquire && err == nil && r.Ready != nil {
 		err = r.ready()
 	}
-	looked, ready := LookForStandby(op, err, r.Store, r.Me, r.Lease.Preferred, 2*r.Lease.Timing.Renew)
+	if announce && op == OpAcquire && errors.Is(err, ErrBusy) {
+		announce = r.readyToAnnounce()
+	}
+	looked, ready := LookForStandby(op, err, r.Store, r.Me, r.Lease.Preferred, 2*r.Lease.Timing.Renew, announce)
 	r.results <- Result{Op: op, Started: started, StartedWall: startedWall, Fenced: fenced, Err: err, Looked: looked, Ready: ready}
+}
+
+// readyToAnnounce runs Ready on the preferred gateway standing by, before
+// it announces itself for a failback: a gateway that could not serve the
+// group is not given it. A change of the outcome is logged. Called from
+// the op in flight, one at a time.
+func (r *Runner) readyToAnnounce() bool {
+	if r.Ready == nil {
+		return true
+	}
+	err := r.Ready(r.Lease.Group)
+	if (err != nil) != r.notReady {
+		log := r.Log.WithFields(logrus.Fields{"ana_group": r.Lease.Group, "gateway": r.Me.Name})
+		if err != nil {
+			log.WithError(err).Warn("preferred gateway cannot make the ANA group's namespaces ready: not announcing itself for a failback")
+		} else {
+			log.Info("preferred gateway ready again: announcing itself for a failback")
+		}
+	}
+	r.notReady = err != nil
+	return err == nil
 }
 
 // ready runs Ready for the lease just taken; on an error it gives the

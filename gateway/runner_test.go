@@ -347,3 +347,52 @@ func TestRunnerReadyFailsBlocklisted(t *testing.T) {
 		t.Fatalf("published %v, want blocklisted", st)
 	}
 }
+
+// announcingStore finds the lease held, and reports each announcement.
+type announcingStore struct {
+	stuckStore
+	announced chan string
+}
+
+func (s *announcingStore) Announce(me Holder, _ time.Duration) error {
+	s.announced <- me.Name
+	return nil
+}
+func (s *announcingStore) Announced(string) (string, error) { return "", nil }
+
+// The preferred gateway standing by announces itself for a failback only
+// while it can make the group's namespaces ready (Ready): one that could
+// not serve the group is not handed it.
+func TestRunnerAnnouncesOnlyWhenReady(t *testing.T) {
+	var now atomic.Int64
+	s := &announcingStore{stuckStore: stuckStore{acquired: true}, announced: make(chan string, 10)}
+	r := quietRunner(s, make(chan State, 10), &now)
+	r.Lease.Name, r.Lease.Preferred = "a", "a"
+	tries := make(chan error, 10)
+	var ready atomic.Bool
+	r.Ready = func(uint32) error {
+		var err error
+		if !ready.Load() {
+			err = errors.New("image metadata: timed out")
+		}
+		tries <- err
+		return err
+	}
+	defer run(r)()
+	if err := <-tries; err == nil {
+		t.Fatal("the probe passed")
+	}
+	ready.Store(true)
+	now.Store(int64(timing.Renew))
+	r.Poke()
+	if err := <-tries; err != nil {
+		t.Fatal(err)
+	}
+	// Both tries' results taken: every announcement they made is sent.
+	for r.Status().Ops < 2 {
+		time.Sleep(time.Millisecond) // polling the loop's state
+	}
+	if n := len(s.announced); n != 1 || <-s.announced != "a" {
+		t.Fatalf("%d announcements after a failed and a passed probe, want 1, of a", n)
+	}
+}
