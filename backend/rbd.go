@@ -491,11 +491,17 @@ func (b *rbdBackend) WriteZeroes(off, length int64) error {
 func (b *rbdBackend) Size() int64       { return b.size.Load() }
 func (b *rbdBackend) BlockSize() uint32 { return b.blockSize }
 
+// resizeHook, if set (tests only), runs in Resize with the image held.
+var resizeHook func()
+
 // Resize reads the image's size again (after `rbd resize`, say); the size
 // asked for is ignored, as for block devices.
 func (b *rbdBackend) Resize(int64) (int64, error) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
+	if resizeHook != nil {
+		resizeHook()
+	}
 	var size C.uint64_t
 	if r := C.rbd_get_size(b.image, &size); r < 0 {
 		return b.size.Load(), rbdError("get size", b.name, r)

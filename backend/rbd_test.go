@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -438,47 +439,44 @@ func TestRBDExclusiveLockRequired(t *testing.T) {
 	b.Close()
 }
 
-// Reconnect swaps the image while the calls outside the I/O path run (a
-// reload's Resize, a broadcast Flush, the reservation metadata), as after
-// a blocklist while `ctl reload` runs: none of them may use the image
-// Reconnect closes (librbd frees it: a crash of the whole daemon).
-func TestRBDReconnectBesideControlCalls(t *testing.T) {
+// Reconnect swaps the image while a call outside the I/O path uses it
+// (a reload's Resize, as after a blocklist while `ctl reload` runs; a
+// Flush and the reservation metadata take the same lock): it waits for
+// the call before it closes the old image, which librbd frees.
+func TestRBDReconnectWaitsForControlCalls(t *testing.T) {
 	env := cephtest.Use(t)
 	rb := openTestImage(t, env, "reconnect", 8<<20).(*rbdBackend)
-	stop, done := make(chan struct{}), make(chan error, 1)
-	go func() {
-		for calls := 0; ; calls++ {
-			select {
-			case <-stop:
-				if calls == 0 {
-					done <- errors.New("no call ran beside the reconnects")
-				} else {
-					done <- nil
-				}
-				return
-			default:
-			}
-			_, err := rb.Resize(0)
-			if err == nil {
-				err = rb.Flush()
-			}
-			if err == nil {
-				_, err = rb.Metadata("probe")
-			}
-			if err != nil {
-				done <- err
-				return
-			}
-		}
-	}()
-	for range 10 {
-		RetireClient(rb.opts)
-		if err := rb.Reconnect(); err != nil {
-			t.Fatal(err)
+	entered, release := make(chan struct{}), make(chan struct{})
+	resizeHook = func() {
+		resizeHook = nil // this call only
+		close(entered)
+		<-release
+	}
+	t.Cleanup(func() { resizeHook = nil })
+	resized, reconnected := make(chan error, 1), make(chan error, 1)
+	go func() { _, err := rb.Resize(0); resized <- err }()
+	<-entered
+	RetireClient(rb.opts)
+	go func() { reconnected <- rb.Reconnect() }()
+	// TryRLock fails once Reconnect waits for the image.
+	for rb.mu.TryRLock() {
+		rb.mu.RUnlock()
+		select {
+		case err := <-reconnected:
+			close(release)
+			t.Fatalf("Reconnect (%v) swapped and closed the image while a Resize was using it", err)
+		default:
+			runtime.Gosched()
 		}
 	}
-	close(stop)
-	if err := <-done; err != nil {
+	close(release)
+	if err := <-resized; err != nil {
 		t.Fatal(err)
+	}
+	if err := <-reconnected; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rb.Resize(0); err != nil {
+		t.Fatalf("Resize on the new image: %v", err)
 	}
 }
