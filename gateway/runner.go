@@ -152,10 +152,10 @@ func (r *Runner) loop(ctx context.Context) {
 			st, failedBack, retryIn := r.Lease.State(), r.Lease.Failbacks != failbacks, r.Lease.RebuildBackoff(now)
 			r.mu.Unlock()
 			r.logResult(res, prev, st, retryIn)
-			if took := now - res.Started; took > r.Lease.Timing.Renew/2 {
+			if took := now - res.Started; took > r.Lease.Timing.Renew/2 && res.Op != OpRebuild {
 				// The cluster answers slowly: a renewal this slow eats
 				// into the deadline, an acquire this slow keeps the group
-				// unserved.
+				// unserved. (A rebuild connects a new client: slower.)
 				r.Log.WithFields(logrus.Fields{"ana_group": r.Lease.Group, "gateway": r.Me.Name, "op": res.Op.String(), "took": took.Round(time.Millisecond).String()}).Warn("gateway lease operation slow")
 			}
 			if failedBack {
