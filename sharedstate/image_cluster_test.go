@@ -4,6 +4,7 @@ package sharedstate
 
 import (
 	"errors"
+	"os"
 	"testing"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
@@ -11,6 +12,14 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	cephtest "github.com/nvmeof-tgt/nvmeof-tgt/test/ceph"
 )
+
+// TestMain stops the cluster this test binary started for itself (none
+// when NVMEOF_CEPH_ENV names a shared one): it must not outlive the run.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	cephtest.Stop()
+	os.Exit(code)
+}
 
 // Two stores on one image, as two gateways have: the one that missed the
 // other's change is refused with ErrReservationChanged and leaves the
