@@ -39,6 +39,18 @@ func failOver(t *testing.T, c *fakeCluster, a *gw, gws ...*gw) *gw {
 	return nil
 }
 
+// failedOverFromPreferred is a pair that prefers a, after a's death made
+// b the owner.
+func failedOverFromPreferred(t *testing.T) (c *fakeCluster, a, b *gw) {
+	t.Helper()
+	c = newCluster(timing.Lease)
+	a, b = newGW(c, "a", "10.0.0.1:0/1"), newGW(c, "b", "10.0.0.2:0/2")
+	preferring(c, "a", a, b)
+	sim(t, c, time.Second, a, b)
+	failOver(t, c, a, b)
+	return c, a, b
+}
+
 // restart is g's daemon started again: a new client and cookie, the same
 // name and settings.
 func restart(c *fakeCluster, g *gw, addr string) *gw {
@@ -93,11 +105,7 @@ func TestNoFailbackWhileThePreferredIsNotStandingBy(t *testing.T) {
 		{"blocklisted", func(g *gw) { g.client.c.blocklist[g.client.addr] = true }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newCluster(timing.Lease)
-			a, b := newGW(c, "a", "10.0.0.1:0/1"), newGW(c, "b", "10.0.0.2:0/2")
-			preferring(c, "a", a, b)
-			sim(t, c, time.Second, a, b)
-			failOver(t, c, a, b)
+			c, a, b := failedOverFromPreferred(t)
 			a2 := restart(c, a, "10.0.0.1:0/3")
 			// Up and standing by for half the delay, then not ready.
 			sim(t, c, failback/2, a2, b)
@@ -114,11 +122,7 @@ func TestNoFailbackWhileThePreferredIsNotStandingBy(t *testing.T) {
 // by at once, never pulls the group over: each run is a new count. Once
 // a run stays up, the group goes back, once.
 func TestNoFlappingUnderARestartingPreferred(t *testing.T) {
-	c := newCluster(timing.Lease)
-	a, b := newGW(c, "a", "10.0.0.1:0/1"), newGW(c, "b", "10.0.0.2:0/2")
-	preferring(c, "a", a, b)
-	sim(t, c, time.Second, a, b)
-	failOver(t, c, a, b)
+	c, a, b := failedOverFromPreferred(t)
 	run := a
 	for i := range 30 { // two minutes
 		run = restart(c, run, "10.0.0.1:0/"+string(rune('a'+i)))
@@ -291,11 +295,7 @@ func (u unsettledOwner) Record(h Holder) error {
 // it straight back: the preferred gateway takes the group once the lock
 // has expired, fencing the old owner, whose late write cannot land after.
 func TestFailbackStoppedShortFencesTheOldOwner(t *testing.T) {
-	c := newCluster(timing.Lease)
-	a, b := newGW(c, "a", "10.0.0.1:0/1"), newGW(c, "b", "10.0.0.2:0/2")
-	preferring(c, "a", a, b)
-	sim(t, c, time.Second, a, b)
-	failOver(t, c, a, b)
+	c, a, b := failedOverFromPreferred(t)
 	b.store = unsettledOwner{notifyingClient{b.client}}
 	a2 := restart(c, a, "10.0.0.1:0/3")
 	sim(t, c, failback+2*timing.Renew+timing.Lease+2*timing.Renew, a2, b)
