@@ -128,6 +128,17 @@ func waitZero(count func() int64, timeout time.Duration) bool {
 	return true
 }
 
+// InFlight is the number of commands on the namespace that have not
+// completed: executing, waiting on QoS or on the backend, or held by a
+// caller outside any queue. A handover and a removal wait for it to read 0.
+func (ns *Namespace) InFlight() int64 { return ns.inflight() }
+
+// UnsettledWrites is the number of writes of a gateway group's namespace
+// that timed out in the cluster since this daemon's client opened it:
+// they may still land, so while it is above 0 the group is not released
+// cleanly, and its next owner fences this daemon.
+func (ns *Namespace) UnsettledWrites() int64 { return ns.unsettled.Load() }
+
 func (ns *Namespace) inflight() int64 {
 	return ns.holds.Load() + ns.sumLive(func(s *IOStats) int64 { return s.Inflight.Load() + s.InflightWrites.Load() })
 }

@@ -41,6 +41,8 @@ var (
 	dReadLatency  = prometheus.NewDesc(prefix+"read_latency_seconds", "Read latency.", nsLabels, nil)
 	dWriteLatency = prometheus.NewDesc(prefix+"write_latency_seconds", "Write latency.", nsLabels, nil)
 	dNamespaceSz  = prometheus.NewDesc(prefix+"namespace_size_bytes", "Namespace capacity.", nsLabels, nil)
+	dInFlight     = prometheus.NewDesc(prefix+"commands_in_flight", "Commands on the namespace that have not completed: executing, waiting on QoS or on the backend. A handover and a namespace removal wait for these.", nsLabels, nil)
+	dUnsettled    = prometheus.NewDesc(prefix+"unsettled_writes", "Writes to a gateway group's namespace that timed out in the Ceph cluster since this gateway's client opened it. They may still land, so while this is above 0 the group is not released cleanly: its next owner fences this gateway (which then rebuilds its client, and the count starts again at 0).", nsLabels, nil)
 	dResvUnavail  = prometheus.NewDesc(prefix+"reservation_unavailable", "Namespaces whose reservation state other daemons share: 1 while this daemon cannot read it (shared_reservations: no refresh for 1 s) and answers the namespace's I/O with ANA Inaccessible, else 0. A gateway group's rbd namespaces step down instead, and read 0.", nsLabels, nil)
 
 	dControllers = prometheus.NewDesc(prefix+"controllers", "Connected controllers.", []string{"subsystem", "port"}, nil)
@@ -82,7 +84,7 @@ var statusTypes = []string{"generic", "command_specific", "media", "path", "4", 
 
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dReads, dWrites, dReadBytes, dWriteBytes, dReadTime, dWriteTime, dFlushes,
-		dDiscards, dZeroes, dReadLatency, dWriteLatency, dNamespaceSz, dResvUnavail, dControllers, dQueuePairs, dRefused, dAuthFailed, dKAExpired, dConnTimeout,
+		dDiscards, dZeroes, dReadLatency, dWriteLatency, dNamespaceSz, dInFlight, dUnsettled, dResvUnavail, dControllers, dQueuePairs, dRefused, dAuthFailed, dKAExpired, dConnTimeout,
 		dQPReserved, dQPLimit, dCtrlLimit, dANAState, dCmdErrors, dBuildInfo, dIOEngine, dConfigGen, dReloadOK, dReloadTime, dRegistered, dPoller, dCMRejects, dDevEvents, dViolations, dPoolSize, dPoolInUse, dPoolWaits, dPoolShare, dPoolOver, dQPSetup,
 		dSRQEntries, dSRQPosted, dSRQLimits, dSRQErrors, dOverruns} {
 		ch <- d
@@ -167,6 +169,8 @@ func collectNamespaces(e emit, s *fabrics.Subsystem) {
 		e.ch <- histogram(dReadLatency, st.ReadHist, st.ReadNanos, l...)
 		e.ch <- histogram(dWriteLatency, st.WriteHist, st.WriteNanos, l...)
 		e.gauge(dNamespaceSz, float64(n.Blocks()<<n.BlockShift), l...)
+		e.gauge(dInFlight, float64(n.InFlight()), l...)
+		e.gauge(dUnsettled, float64(n.UnsettledWrites()), l...)
 		if n.ReservationShared() {
 			v := 0.0
 			if n.ReservationUnavailable() {
