@@ -6,11 +6,17 @@
 #   cluster.sh start DIR [MON_PORT]   create and start it (DIR on ext4 or XFS:
 #                                     BlueStore opens its file with O_DIRECT)
 #   cluster.sh stop DIR               stop every daemon of it
-#   cluster.sh stop-osd DIR           stop the OSD (it marks itself down)
-#   cluster.sh kill-osd DIR           kill it (SIGKILL, as a crash: nothing
+#   cluster.sh stop-osd DIR [ID]      stop osd.ID, 0 by default (it marks
+#                                     itself down)
+#   cluster.sh kill-osd DIR           kill osd.0 (SIGKILL, as a crash: nothing
 #                                     tells the monitor, clients time out)
-#   cluster.sh start-osd DIR          start it again (unless it is up) and wait
+#   cluster.sh start-osd DIR [ID]     start it again (unless it is up) and wait
 #                                     until it is up
+#   cluster.sh add-osd DIR            add a second OSD, osd.1, under a CRUSH
+#                                     root of its own, and pool "apart" (RBD,
+#                                     the client user may use it) on it alone:
+#                                     a test can keep objects apart from the
+#                                     rbd pool's, on another OSD
 #
 # After start, DIR/env holds the paths a client needs (sourced by scripts):
 # CEPH_CONF, CEPH_ADMIN_KEYRING, CEPH_USER (the RBD client, without
@@ -21,7 +27,7 @@ set -euo pipefail
 # exports, would make the OSD present the client's key).
 unset CEPH_KEYRING CEPH_ARGS CEPH_CONF
 
-usage() { sed -n '2,16p' "$0" >&2; exit 2; }
+usage() { sed -n '2,22p' "$0" >&2; exit 2; }
 [ $# -ge 2 ] || usage
 cmd=$1 C=$(realpath -m "$2") port=${3:-6789}
 pool=rbd user=nvmeof
@@ -47,14 +53,15 @@ waitfor() {
 	done
 }
 
-osd0() { mon '{"prefix": "osd dump", "format": "json"}' 2>/dev/null | jq -e ".osds[] | select(.osd == 0) | $1"; }
-osd_up() { osd0 '.up == 1' >/dev/null; }
-osd_down() { ! osd_up; }
-# up_from: the map epoch the running OSD instance came up in.
-up_from() { osd0 .up_from || true; }
-# osd_booted EPOCH: up, as an instance newer than the one up from EPOCH (a
+# osdn ID FILTER: jq FILTER on osd.ID's entry in the OSD map.
+osdn() { mon '{"prefix": "osd dump", "format": "json"}' 2>/dev/null | jq -e ".osds[] | select(.osd == $1) | $2"; }
+osd_up() { osdn "${1:-0}" '.up == 1' >/dev/null; }
+osd_down() { ! osd_up "$@"; }
+# up_from [ID]: the map epoch the running OSD instance came up in.
+up_from() { osdn "${1:-0}" .up_from || true; }
+# osd_booted EPOCH [ID]: up, as an instance newer than the one up from EPOCH (a
 # killed OSD stays "up" in the map until its successor boots).
-osd_booted() { osd_up && [ "$(up_from)" != "$1" ]; }
+osd_booted() { osd_up "${2:-0}" && [ "$(up_from "${2:-0}")" != "$1" ]; }
 
 pidof_daemon() { [ -f "$C/run/$1.pid" ] && cat "$C/run/$1.pid"; }
 # exited PID: gone, or a zombie (the daemons are init's children, and an
@@ -73,13 +80,51 @@ stop_daemon() { # name [signal]
 	waitfor "$1 to exit" 60 exited "$pid"
 }
 
-# start_osd: start the OSD unless it is up.
+# start_osd [ID]: start osd.ID (0) unless it is up.
 start_osd() {
-	running osd.0 && osd_up && return 0
-	local before
-	before=$(up_from)
-	ceph-osd --conf "$C/ceph.conf" -i 0
-	waitfor "osd.0 up" 120 osd_booted "$before"
+	local id=${1:-0} before
+	running "osd.$id" && osd_up "$id" && return 0
+	before=$(up_from "$id")
+	ceph-osd --conf "$C/ceph.conf" -i "$id"
+	waitfor "osd.$id up" 120 osd_booted "$before" "$id"
+}
+
+# mkfs_osd ID: create osd.ID's key, register it with the monitor, and
+# make its BlueStore.
+mkfs_osd() {
+	local uuid key
+	uuid=$(cat /proc/sys/kernel/random/uuid)
+	key=$(ceph-authtool --gen-print-key)
+	echo "{\"cephx_secret\": \"$key\"}" | mon "{\"prefix\": \"osd new\", \"uuid\": \"$uuid\", \"id\": $1}" - >/dev/null
+	ceph-authtool --create-keyring "$C/osd$1/keyring" --name "osd.$1" --add-key "$key" >/dev/null
+	ceph-osd --conf "$C/ceph.conf" -i "$1" --mkfs --osd-uuid "$uuid" 2>>"$C/log/mkfs.log"
+}
+
+# add_osd: osd.1, started, the only OSD under CRUSH root "apart", and pool
+# "apart" on that root; osd.0 and the rbd pool are untouched (no data
+# moves). Once made, a second call only starts osd.1.
+add_osd() {
+	if [ -e "$C/osd1/keyring" ]; then
+		start_osd 1
+		return
+	fi
+	mkdir -p "$C/osd1"
+	cat >>"$C/ceph.conf" <<CONF
+[osd.1]
+osd data = $C/osd1
+keyring = $C/osd1/keyring
+osd crush update on start = false
+CONF
+	mkfs_osd 1
+	mon '{"prefix": "osd crush add-bucket", "name": "apart", "type": "root"}' >/dev/null
+	mon '{"prefix": "osd crush add-bucket", "name": "apart-host", "type": "host", "args": ["root=apart"]}' >/dev/null
+	mon '{"prefix": "osd crush add", "id": 1, "weight": 0.001, "args": ["host=apart-host", "root=apart"]}' >/dev/null
+	mon '{"prefix": "osd crush rule create-simple", "name": "apart", "root": "apart", "type": "osd"}' >/dev/null
+	start_osd 1
+	mon '{"prefix": "osd pool create", "pool": "apart", "pg_num": 8, "rule": "apart"}' >/dev/null 2>&1
+	rbd --conf "$C/ceph.conf" --name client.admin --keyring "$C/admin.keyring" pool init apart
+	mon "{\"prefix\": \"auth caps\", \"entity\": \"client.$user\", \"caps\": [\"mon\", \"profile rbd\", \"osd\", \"profile rbd pool=$pool, profile rbd pool=apart\"]}" >/dev/null
+	echo CEPH_POOL_APART=apart >>"$C/env"
 }
 
 start() {
@@ -137,12 +182,7 @@ CONF
 	ceph-mon --conf "$C/ceph.conf" --mkfs -i a --monmap "$C/monmap" --keyring "$C/mon.keyring"
 	cp "$C/mon.keyring" "$C/mon/keyring"
 	ceph-mon --conf "$C/ceph.conf" -i a
-	local uuid key
-	uuid=$(cat /proc/sys/kernel/random/uuid)
-	key=$(ceph-authtool --gen-print-key)
-	echo "{\"cephx_secret\": \"$key\"}" | mon "{\"prefix\": \"osd new\", \"uuid\": \"$uuid\"}" - >/dev/null
-	ceph-authtool --create-keyring "$C/osd0/keyring" --name osd.0 --add-key "$key" >/dev/null
-	ceph-osd --conf "$C/ceph.conf" -i 0 --mkfs --osd-uuid "$uuid" 2>>"$C/log/mkfs.log"
+	mkfs_osd 0
 	start_osd
 	mon "{\"prefix\": \"osd pool create\", \"pool\": \"$pool\", \"pg_num\": 8}" >/dev/null 2>&1
 	rbd --conf "$C/ceph.conf" --name client.admin --keyring "$C/admin.keyring" pool init "$pool"
@@ -161,14 +201,16 @@ ENV
 case $cmd in
 start) start ;;
 stop)
+	stop_daemon osd.1
 	stop_daemon osd.0
 	stop_daemon mon.a
 	;;
 stop-osd)
-	stop_daemon osd.0
-	waitfor "osd.0 down" 30 osd_down
+	stop_daemon "osd.${3:-0}"
+	waitfor "osd.${3:-0} down" 30 osd_down "${3:-0}"
 	;;
 kill-osd) stop_daemon osd.0 KILL ;;
-start-osd) start_osd ;;
+start-osd) start_osd "${3:-0}" ;;
+add-osd) add_osd ;;
 *) usage ;;
 esac

@@ -356,6 +356,9 @@ cleanup() {
 	if [ -n "$ADDR2_ADDED" ]; then
 		ip addr del "$ADDR2/24" dev eth0 2>/dev/null || true
 	fi
+	if [ -n "${HELD_PORTS:-}" ]; then
+		tc qdisc del dev lo root 2>/dev/null || true # hold_osd_traffic's
+	fi
 }
 trap cleanup EXIT
 
@@ -697,10 +700,11 @@ fio_busy_on_a() {
 # (/tmp/a.yaml: port 1 on ADDR, controller IDs 1-99) and B (/tmp/b.yaml:
 # b_settings, port 2 on ADDR2, IDs 100-199). Same serial and namespace
 # UUID; ANA group 1 is the gateway group, its lease object named after
-# IMAGE, lease_seconds 10.
+# IMAGE, lease_seconds 10. The image is in GW_IMAGE_POOL (default
+# CEPH_POOL, where the lease object is).
 gw_pair() {
 	local nqn=$1 image=$2 size=$3
-	rbd_admin create --size "$size" "$CEPH_POOL/$image" >/dev/null 2>&1 || fail "rbd create $image"
+	rbd_admin create --size "$size" "${GW_IMAGE_POOL:-$CEPH_POOL}/$image" >/dev/null 2>&1 || fail "rbd create $image"
 	config /tmp/a.yaml <<CFG
 metrics: {address: 127.0.0.1:9750}
 $(gw_settings gw-a "$image")
@@ -730,7 +734,7 @@ subsystems:
     allow_any_host: true
     cntlid_min: $2
     cntlid_max: $3
-    namespaces: [{nsid: 1, backend: rbd, pool: $CEPH_POOL, image: $4, uuid: 5d1c8f3e-2a47-4b6e-9c01-3f2e4d5a6b7c}]
+    namespaces: [{nsid: 1, backend: rbd, pool: ${GW_IMAGE_POOL:-$CEPH_POOL}, image: $4, uuid: 5d1c8f3e-2a47-4b6e-9c01-3f2e4d5a6b7c}]
 YAML
 }
 
@@ -941,4 +945,55 @@ ctrl_ns() {
 		return 0
 	done
 	return 1
+}
+
+# --- one daemon's traffic to one OSD held in the network ---
+
+# hold_osd_traffic PID OSD: the packets PID's sockets send to osd.OSD are
+# held on lo (a plug qdisc; the rest of lo's traffic passes as before)
+# until release_osd_traffic: to the daemon, its writes there are stuck in
+# the network, and time out in the cluster; once let go, they land. Sets
+# HELD_PORTS, the daemon's local ports, and HELD_OSD, the OSD's address.
+hold_osd_traffic() {
+	local p
+	HELD_OSD=$(ceph_mon '{"prefix": "osd dump", "format": "json"}' | jq -r --argjson id "$2" '.osds[] | select(.osd == $id) | .public_addrs.addrvec[0].addr')
+	[ -n "$HELD_OSD" ] || fail "no address for osd.$2 in the OSD map"
+	HELD_PORTS=$(ss -tnpH "( dport = :${HELD_OSD##*:} )" | grep "pid=$1," | while read -r _ _ _ local _; do echo "${local##*:}"; done)
+	[ -n "$HELD_PORTS" ] || fail "pid $1 has no connection to osd.$2 ($HELD_OSD)"
+	# A prio qdisc: the default three bands as without it, and a fourth,
+	# plugged, for the daemon's sockets.
+	tc qdisc add dev lo root handle 1: prio bands 4 priomap 1 2 2 2 1 2 0 0 1 1 1 1 1 1 1 1 ||
+		fail "tc: adding a prio qdisc to lo"
+	tc qdisc add dev lo parent 1:4 handle 40: plug limit 33554432 || fail "tc: adding a plug qdisc"
+	tc qdisc change dev lo parent 1:4 handle 40: plug block || fail "tc: plugging"
+	for p in $HELD_PORTS; do
+		tc filter add dev lo parent 1: protocol ip prio 1 u32 match ip sport "$p" 0xffff match ip dport "${HELD_OSD##*:}" 0xffff flowid 1:4 ||
+			fail "tc: holding the packets from port $p"
+	done
+	echo "holding the packets of pid $1 to osd.$2 $HELD_OSD (from port(s) $HELD_PORTS)"
+}
+
+# held_unacked: the bytes the held sockets sent that the OSD has not
+# acknowledged (on lo, acknowledged within a millisecond unless held).
+held_unacked() {
+	local p n=0 _ q
+	for p in $HELD_PORTS; do
+		while read -r _ _ q _; do n=$((n + q)); done < <(ss -tnH "( sport = :$p )")
+	done
+	echo "$n"
+}
+# held_write: a write's worth (4 KiB) is held.
+held_write() { [ "$(held_unacked)" -ge 4096 ]; }
+held_acked() { [ "$(held_unacked)" = 0 ]; }
+
+# release_osd_traffic: let the held packets go, wait until the OSD has
+# acknowledged every byte, and take the qdiscs away.
+release_osd_traffic() {
+	local t0 bytes
+	bytes=$(held_unacked)
+	tc qdisc change dev lo parent 1:4 handle 40: plug release_indefinite || fail "tc: letting the held packets go"
+	t0=$(now_ms)
+	wait_for 30 "osd's acknowledgement of the held bytes" held_acked
+	echo "$HELD_OSD acknowledged the $bytes held bytes $(($(now_ms) - t0)) ms after the network let them go"
+	tc qdisc del dev lo root || fail "tc: removing the qdiscs"
 }

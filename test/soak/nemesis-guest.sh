@@ -2,15 +2,21 @@
 # e2e harness; CI does not): a gateway pair (A and B, one RBD image, a 10 s
 # lease) and the host writing versioned blocks on the multipath device
 # (test/e2e/vblock), under a random fault to the group's owner, one after
-# another, for NEMESIS_SECONDS (1800 by default). The faults, taken in a
-# random order from a shuffled bag of all six so that each comes as often:
+# another, for NEMESIS_SECONDS (1800 by default). The image is on osd.1,
+# the lease object on osd.0 (test/ceph/cluster.sh add-osd). The faults,
+# taken in a random order from a shuffled bag of all seven so that each
+# comes as often:
 #
 #	kill9     kill -9 of the owner
 #	stopcont  SIGSTOP of the owner until the peer owns the group, then SIGCONT
 #	term      SIGTERM of the owner (systemctl stop)
 #	release   ctl gateway release on the owner (planned)
-#	osd       the OSD stopped for 15 s, then started
+#	osd       both OSDs stopped for 15 s, then started
 #	blocklist the owner's RADOS client blocklisted from outside
+#	stuck     the owner's packets to osd.1 held in the network until its
+#	          writes time out in the cluster; ctl gateway release on it
+#	          (which stops short: the peer fences it); the packets let go
+#	          once the peer wrote every block again
 #
 # After each fault: one owner, a stopped, killed or blocklisted daemon
 # restarted, both paths live; the writer stopped (its writes in flight
@@ -19,9 +25,14 @@
 # end: the faults by kind, and the longest outage of each.
 daemon_only "the gateway pair is nvmeof-tgt's"
 ceph_up
+"$E2E_DIR/../ceph/cluster.sh" add-osd "$CEPH_DIR" >>"$RESULTS/ceph-start.log" 2>&1 ||
+	fail "adding osd.1: $(tail -5 "$RESULTS/ceph-start.log")"
+set -a
+source "$CEPH_DIR/env"
+set +a
 addr2_up
 nqn=nqn.2026-11.io.example:nemesis
-gw_pair "$nqn" nemesis 64M
+GW_IMAGE_POOL=$CEPH_POOL_APART gw_pair "$nqn" nemesis 64M
 start_target /tmp/a.yaml
 wait_for 30 "A owning group 1" gw_state_is a owner
 start_target2 /tmp/b.yaml
@@ -34,7 +45,8 @@ seed=${NEMESIS_SEED:-$((RANDOM * 32768 + RANDOM))}
 RANDOM=$seed
 echo "nemesis: $duration s, seed $seed (NEMESIS_SEED repeats the order)"
 
-kinds=(kill9 stopcont term release osd blocklist)
+# NEMESIS_KINDS narrows the bag to some of them ("stuck release").
+read -r -a kinds <<<"${NEMESIS_KINDS:-kill9 stopcont term release osd blocklist stuck}"
 declare -A count longest
 for k in "${kinds[@]}"; do count[$k]=0 longest[$k]=0; done
 bag=()
@@ -56,6 +68,9 @@ next_kind() {
 pid_of() { if [ "$1" = a ]; then echo "$TARGET_PID"; else echo "$TARGET2_PID"; fi; }
 ctrl_of_gw() { if [ "$1" = a ]; then echo "$ca"; else echo "$cb"; fi; }
 addr_of() { if [ "$1" = a ]; then echo "$ADDR"; else echo "$ADDR2"; fi; }
+metrics_of() { if [ "$1" = a ]; then echo 127.0.0.1:9750; else echo "$B_METRICS"; fi; }
+unsettled_on() { [ "$(metric_at "$(metrics_of "$1")" nvmeof_tgt_unsettled_writes)" -gt 0 ] 2>/dev/null; }
+release_on() { if [ "$1" = a ]; then "$NVMEOF_TGT" ctl gateway release 1; else ctl_b gateway release 1; fi; }
 running() { local p; p=$(pid_of "$1"); [ -n "$p" ] && ! gone "$p"; }
 start_gw() { if [ "$1" = a ]; then start_target /tmp/a.yaml; else start_target2 /tmp/b.yaml; fi; }
 stop_gw() { if [ "$1" = a ]; then stop_target; else stop_target2; fi; }
@@ -106,15 +121,30 @@ fault() {
 		wait_for 30 "$owner blocklisted after SIGCONT" gw_state_is "$owner" blocklisted
 		;;
 	term) stop_gw "$owner" ;;
-	release)
-		if [ "$owner" = a ]; then "$NVMEOF_TGT" ctl gateway release 1; else ctl_b gateway release 1; fi ||
-			fail "ctl gateway release on $owner"
-		;;
+	release) release_on "$owner" || fail "ctl gateway release on $owner" ;;
 	osd)
-		"$E2E_DIR/../ceph/cluster.sh" stop-osd "$CEPH_DIR" >>"$RESULTS/$SCENARIO-ceph.log" 2>&1 || fail "stopping the OSD"
+		local id
+		for id in 1 0; do
+			"$E2E_DIR/../ceph/cluster.sh" stop-osd "$CEPH_DIR" $id >>"$RESULTS/$SCENARIO-ceph.log" 2>&1 || fail "stopping osd.$id"
+		done
 		sleep 15 # down past the owner's step-down (7 s) and its lease
-		"$E2E_DIR/../ceph/cluster.sh" start-osd "$CEPH_DIR" >>"$RESULTS/$SCENARIO-ceph.log" 2>&1 ||
-			fail "starting the OSD: $(tail -5 "$RESULTS/$SCENARIO-ceph.log")"
+		for id in 0 1; do
+			"$E2E_DIR/../ceph/cluster.sh" start-osd "$CEPH_DIR" $id >>"$RESULTS/$SCENARIO-ceph.log" 2>&1 ||
+				fail "starting osd.$id: $(tail -5 "$RESULTS/$SCENARIO-ceph.log")"
+		done
+		;;
+	stuck)
+		hold_osd_traffic "$p" 1
+		wait_for 30 "a write of $owner's held in the network" held_write
+		wait_for 40 "a write of $owner's timing out in the cluster" unsettled_on "$owner"
+		release_on "$owner" || fail "ctl gateway release on $owner"
+		wait_for 60 "$peer owning the group, fencing $owner" gw_state_is "$peer" owner
+		local pc w
+		pc=$(ctrl_of_gw "$peer")
+		w=$(path_ios "$pc" 1)
+		wait_for 120 "every block written again through $peer" vblock_busy_on "$pc" $((w + 1100)) "the held packets' release"
+		release_osd_traffic
+		HELD_PORTS=""
 		;;
 	blocklist)
 		local addr
