@@ -113,16 +113,14 @@ add_osd() {
 [osd.1]
 osd data = $C/osd1
 keyring = $C/osd1/keyring
-osd crush update on start = false
+crush location = root=apart host=apart-host
 CONF
+	# The OSD puts itself, at its start, under root apart (made then).
 	mkfs_osd 1
-	mon '{"prefix": "osd crush add-bucket", "name": "apart", "type": "root"}' >/dev/null
-	mon '{"prefix": "osd crush add-bucket", "name": "apart-host", "type": "host", "args": ["root=apart"]}' >/dev/null
-	mon '{"prefix": "osd crush add", "id": 1, "weight": 0.001, "args": ["host=apart-host", "root=apart"]}' >/dev/null
-	mon '{"prefix": "osd crush rule create-simple", "name": "apart", "root": "apart", "type": "osd"}' >/dev/null
 	start_osd 1
+	mon '{"prefix": "osd crush rule create-simple", "name": "apart", "root": "apart", "type": "osd"}' >/dev/null
 	mon '{"prefix": "osd pool create", "pool": "apart", "pg_num": 8, "rule": "apart"}' >/dev/null 2>&1
-	rbd --conf "$C/ceph.conf" --name client.admin --keyring "$C/admin.keyring" pool init apart
+	mon '{"prefix": "osd pool application enable", "pool": "apart", "app": "rbd"}' >/dev/null
 	mon "{\"prefix\": \"auth caps\", \"entity\": \"client.$user\", \"caps\": [\"mon\", \"profile rbd\", \"osd\", \"profile rbd pool=$pool, profile rbd pool=apart\"]}" >/dev/null
 	echo CEPH_POOL_APART=apart >>"$C/env"
 }

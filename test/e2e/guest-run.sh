@@ -25,6 +25,37 @@ stamp() {
 	done
 }
 export -f stamp
+# leftovers: undo what a scenario left behind, should its own clean-up
+# not have run: controllers, daemons, the kernel target's configuration, a
+# mount, device-mapper tables (lib.sh's shared_disk) and the second and
+# third addresses (addr2_up, 95-gw-handover's).
+leftovers() {
+	local f comm line
+	for f in /sys/class/nvme/nvme*; do
+		[ -e "$f" ] && { nvme disconnect-all >/dev/null 2>&1 || true; }
+		break
+	done
+	for f in /proc/[0-9]*/comm; do
+		read -r comm <"$f" 2>/dev/null || continue
+		if [ "$comm" = nvmeof-tgt ]; then
+			pkill -9 -x nvmeof-tgt 2>/dev/null || true
+			break
+		fi
+	done
+	if [ "$TARGET" = kernel ]; then
+		kt_clear >/dev/null 2>&1 || true
+	fi
+	while read -r _ line _; do
+		[ "$line" = /mnt/e2e ] && { umount /mnt/e2e 2>/dev/null || true; }
+	done </proc/mounts
+	for f in /dev/mapper/*; do
+		[ "${f##*/}" = control ] && continue
+		[ -e "$f" ] && { DM_DISABLE_UDEV=1 dmsetup remove_all >/dev/null 2>&1 || true; }
+		break
+	done
+	ip -force -batch - >/dev/null 2>&1 <<<$'addr del 10.99.0.2/24 dev eth0\naddr del 10.99.0.3/24 dev eth0' || true
+}
+
 # E2E_EXTRA: one more scenario, outside the suite (a soak test's).
 for s in "$E2E_DIR"/scenarios/*.sh ${E2E_EXTRA:+"$E2E_EXTRA"}; do
 	name=$(basename "$s" .sh)
@@ -60,16 +91,7 @@ for s in "$E2E_DIR"/scenarios/*.sh ${E2E_EXTRA:+"$E2E_EXTRA"}; do
 	echo "$secs" >"$RESULTS/$name.secs"
 	echo "$name: rc $rc in $secs s" | tee /dev/console
 	# Whatever the scenario left behind must not leak into the next one.
-	nvme disconnect-all >/dev/null 2>&1 || true
-	pkill -9 -x nvmeof-tgt 2>/dev/null || true
-	if [ "$TARGET" = kernel ]; then
-		kt_clear >/dev/null 2>&1 || true
-	fi
-	umount /mnt/e2e 2>/dev/null || true
-	# Device-mapper tables and the second and third addresses (lib.sh's
-	# shared_disk and addr2_up, 95-gw-handover's), should the scenario's own
-	# clean-up not have run.
-	DM_DISABLE_UDEV=1 dmsetup remove_all >/dev/null 2>&1 || true
-	ip addr del 10.99.0.2/24 dev eth0 2>/dev/null || true
-	ip addr del 10.99.0.3/24 dev eth0 2>/dev/null || true
+	# (Each tool runs only when there is something for it to do: a process
+	# start costs the emulated guest.)
+	leftovers
 done
