@@ -320,7 +320,7 @@ func TestNotReadyPreferredBacksOffAnnouncing(t *testing.T) {
 	var waits []time.Duration
 	for now := time.Duration(0); len(waits) < 8; {
 		l.Done(now, Result{Op: OpAcquire, Started: now, Err: notReady})
-		wait := l.announceAt - now
+		wait := l.announce.due - now
 		if l.Announces(now+wait-time.Millisecond) || !l.Announces(now+wait) {
 			t.Fatalf("announces around %v after a failed takeover", wait)
 		}
@@ -334,7 +334,7 @@ func TestNotReadyPreferredBacksOffAnnouncing(t *testing.T) {
 	now := 2 * time.Hour
 	l.Done(now, Result{Op: OpAcquire, Started: now})
 	l.Done(now+time.Second, Result{Op: OpAcquire, Started: now + time.Second, Err: notReady})
-	if wait := l.announceAt - now - time.Second; wait != failback {
+	if wait := l.announce.due - now - time.Second; wait != failback {
 		t.Fatalf("back-off %v after a takeover that served, want %v again", wait, failback)
 	}
 }

@@ -177,16 +177,14 @@ type Lease struct {
 	// to maxRebuildBackoff. Without it, blocklisted stays.
 	Rebuild bool
 
-	rebuildAt      time.Duration // Blocklisted: the next rebuild is due then
-	rebuildBackoff time.Duration // the wait after the next failed rebuild
+	rebuild backoff // Blocklisted: when the next rebuild is due
 
-	// The preferred gateway's announcements: none before announceAt,
+	// The preferred gateway's announcements: none before announce.due,
 	// which a takeover that could not make the group ready (ErrNotReady)
-	// moves out by announceBackoff, doubling up to maxAnnounceBackoff, so
-	// that a failing preferred gateway is not given the group, fenced and
-	// rebuilt round after round.
-	announceAt      time.Duration
-	announceBackoff time.Duration
+	// moves out by a back-off from the failback delay up to
+	// maxAnnounceBackoff, so that a failing preferred gateway is not given
+	// the group, fenced and rebuilt round after round.
+	announce backoff
 
 	readyCookie string        // Owner: the preferred's run standing by, "" none
 	readySince  time.Duration // seen standing by since then
@@ -268,7 +266,7 @@ const maxAnnounceBackoff = 10 * time.Minute
 // announces this gateway as the preferred one standing by: it is the
 // group's preferred gateway, and no failed takeover's back-off runs.
 func (l *Lease) Announces(now time.Duration) bool {
-	return l.Preferred != "" && l.Name == l.Preferred && now >= l.announceAt
+	return l.Preferred != "" && l.Name == l.Preferred && now >= l.announce.due
 }
 
 // maxRebuildBackoff bounds the wait between failed rebuilds: a cluster
@@ -281,8 +279,8 @@ func (l *Lease) wakeBlocklisted(now time.Duration) (op Op, next time.Duration) {
 	if !l.Rebuild || l.busy != OpNone {
 		return OpNone, 0
 	}
-	if now < l.rebuildAt {
-		return OpNone, l.rebuildAt
+	if now < l.rebuild.due {
+		return OpNone, l.rebuild.due
 	}
 	l.busy = OpRebuild
 	return OpRebuild, 0
@@ -295,7 +293,7 @@ func (l *Lease) blocklisted() {
 		return
 	}
 	l.state = Blocklisted
-	l.rebuildAt, l.rebuildBackoff = 0, l.Timing.Renew
+	l.rebuild.reset()
 	l.releasing, l.failingBack, l.readyCookie, l.deferring = false, false, "", false
 }
 
@@ -304,8 +302,7 @@ func (l *Lease) blocklisted() {
 func (l *Lease) rebuilt(now time.Duration, err error) {
 	if err != nil {
 		l.RebuildFailures++
-		l.rebuildAt = now + l.rebuildBackoff
-		l.rebuildBackoff = min(2*l.rebuildBackoff, maxRebuildBackoff)
+		l.rebuild.failed(now, l.Timing.Renew, maxRebuildBackoff)
 		return
 	}
 	l.Rebuilds++
@@ -320,10 +317,10 @@ func (l *Lease) rebuilt(now time.Duration, err error) {
 // RebuildBackoff is how long after now the next rebuild is due; 0 if
 // none is pending.
 func (l *Lease) RebuildBackoff(now time.Duration) time.Duration {
-	if l.state != Blocklisted || l.rebuildAt <= now {
+	if l.state != Blocklisted || l.rebuild.due <= now {
 		return 0
 	}
-	return l.rebuildAt - now
+	return l.rebuild.due - now
 }
 
 // failbackAt is when the owner hands the group back to its preferred
@@ -408,8 +405,7 @@ func (l *Lease) Done(now time.Duration, r Result) {
 			l.Fencings++
 		}
 		if errors.Is(r.Err, ErrNotReady) {
-			l.announceBackoff = min(max(2*l.announceBackoff, l.Failback, l.Timing.Renew), maxAnnounceBackoff)
-			l.announceAt = now + l.announceBackoff
+			l.announce.failed(now, max(l.Failback, l.Timing.Renew), maxAnnounceBackoff)
 		}
 		if errors.Is(r.Err, ErrFenceFailed) || errors.Is(r.Err, ErrNotReady) {
 			// The lock went back: another gateway may fence, or make the
@@ -426,7 +422,7 @@ func (l *Lease) Done(now time.Duration, r Result) {
 			l.setDeadline(r)
 			l.Takeovers++
 			l.readyCookie = "" // count afresh for this ownership
-			l.announceBackoff = 0
+			l.announce.reset()
 		}
 	case OpRelease, OpFailback:
 		l.releasing = false
