@@ -509,6 +509,19 @@ ceph_up() {
 	set +a
 }
 
+# ceph_apart_up: ceph_up, and the cluster's second OSD, with pool apart on
+# it alone (test/ceph/cluster.sh add-osd; the rbd pool stays on osd.0).
+# Sets CEPH_POOL_APART.
+ceph_apart_up() {
+	ceph_up
+	"$E2E_DIR/../ceph/cluster.sh" add-osd "$CEPH_DIR" >>"$RESULTS/ceph-start.log" 2>&1 ||
+		fail "adding osd.1: $(tail -5 "$RESULTS/ceph-start.log")"
+	set -a
+	source "$CEPH_DIR/env"
+	set +a
+	[ -n "${CEPH_POOL_APART:-}" ] || fail "cluster.sh add-osd wrote no CEPH_POOL_APART"
+}
+
 # rbd_admin ARGS...: the rbd command as the cluster's administrator.
 # The rbd command waits for the OSDs without a limit of its own.
 rbd_admin() { timeout 120 rbd --conf "$CEPH_CONF" --id admin --keyring "$CEPH_ADMIN_KEYRING" "$@"; }
@@ -717,6 +730,15 @@ $(gw_settings gw-b "$image")
 ports: [{id: 2, address: $ADDR2, port: $PORT}]
 $(gw_subsystem "$nqn" 100 199 "$image")
 CFG
+}
+
+# gw_pair_up: start A (/tmp/a.yaml) and wait until it owns group 1, then
+# B (/tmp/b.yaml), standing by.
+gw_pair_up() {
+	start_target /tmp/a.yaml
+	wait_for 30 "A owning group 1" gw_state_is a owner
+	start_target2 /tmp/b.yaml
+	wait_for 10 "B standing by" gw_state_is b standby
 }
 
 gw_settings() {

@@ -24,19 +24,11 @@
 # version; the writer's slowest write is that fault's path outage. At the
 # end: the faults by kind, and the longest outage of each.
 daemon_only "the gateway pair is nvmeof-tgt's"
-ceph_up
-"$E2E_DIR/../ceph/cluster.sh" add-osd "$CEPH_DIR" >>"$RESULTS/ceph-start.log" 2>&1 ||
-	fail "adding osd.1: $(tail -5 "$RESULTS/ceph-start.log")"
-set -a
-source "$CEPH_DIR/env"
-set +a
+ceph_apart_up
 addr2_up
 nqn=nqn.2026-11.io.example:nemesis
 GW_IMAGE_POOL=$CEPH_POOL_APART gw_pair "$nqn" nemesis 64M
-start_target /tmp/a.yaml
-wait_for 30 "A owning group 1" gw_state_is a owner
-start_target2 /tmp/b.yaml
-wait_for 10 "B standing by" gw_state_is b standby
+gw_pair_up
 # The host keeps reconnecting a lost path for 10 min: no fault here takes
 # a daemon away for longer.
 ha_connect_both "$nqn" --reconnect-delay=1 --ctrl-loss-tmo=600

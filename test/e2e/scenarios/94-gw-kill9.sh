@@ -17,10 +17,7 @@ ceph_up
 addr2_up
 nqn=nqn.2026-11.io.example:gw1
 gw_pair "$nqn" gw94 256M
-start_target /tmp/a.yaml
-wait_for 30 "A owning group 1" gw_state_is a owner
-start_target2 /tmp/b.yaml
-wait_for 10 "B standing by" gw_state_is b standby
+gw_pair_up
 ha_connect_both "$nqn" --reconnect-delay=1 --ctrl-loss-tmo=120
 assert_eq "A's path" "$(ana_state "$ca" 1)" optimized
 assert_eq "B's path" "$(ana_state "$cb" 1)" inaccessible

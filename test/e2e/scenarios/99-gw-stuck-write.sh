@@ -20,20 +20,11 @@
 # Without the rule (a timed-out write counted as finished) the release is
 # clean, B fences nobody, and A's old writes land over B's newer ones.
 daemon_only "the gateway pair is nvmeof-tgt's"
-ceph_up
-"$E2E_DIR/../ceph/cluster.sh" add-osd "$CEPH_DIR" >>"$RESULTS/ceph-start.log" 2>&1 ||
-	fail "adding osd.1: $(tail -5 "$RESULTS/ceph-start.log")"
-set -a
-source "$CEPH_DIR/env"
-set +a
-[ -n "${CEPH_POOL_APART:-}" ] || fail "cluster.sh add-osd wrote no CEPH_POOL_APART"
+ceph_apart_up
 addr2_up
 nqn=nqn.2026-11.io.example:gw9
 GW_IMAGE_POOL=$CEPH_POOL_APART gw_pair "$nqn" gw99 64M
-start_target /tmp/a.yaml
-wait_for 30 "A owning group 1" gw_state_is a owner
-start_target2 /tmp/b.yaml
-wait_for 10 "B standing by" gw_state_is b standby
+gw_pair_up
 ha_connect_both "$nqn" --reconnect-delay=1 --ctrl-loss-tmo=120 --keep-alive-tmo=30
 a_addr=$(gw_holder_addr gw99)
 [ -n "$a_addr" ] || fail "no holder address in the lease object"
