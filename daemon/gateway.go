@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -121,6 +122,8 @@ func startGateway(t *fabrics.Target, g *config.Gateway, log *logrus.Entry) (*gat
 			Rebuild: gs.rebuilder(t, len(gs.leases)-1, o, timing.Lease, log),
 			// A new owner enforces the reservations its predecessor stored.
 			Ready: t.ReloadANAGroupReservations,
+			// Failback only to a gateway that serves the same namespaces.
+			Namespaces: func(group uint32) string { return namespacesDigest(t.ANAGroupNamespaces(group)) },
 			Publish: func(group uint32, st gateway.State) {
 				ana := nvme.ANAInaccessible
 				if st == gateway.Owner {
@@ -150,6 +153,13 @@ func startGateway(t *fabrics.Target, g *config.Gateway, log *logrus.Entry) (*gat
 	log.WithFields(logrus.Fields{"groups": g.GroupIDs(), "pool": g.Pool, "lease_seconds": g.LeaseSeconds, "cookie": gs.cookie}).Info("gateway started: ANA groups inaccessible here until this daemon holds their lease")
 	runningGateway.Store(gs)
 	return gs, nil
+}
+
+// namespacesDigest is a short digest of an ANA group's namespaces
+// (fabrics' ANAGroupNamespaces), for the preferred gateway's announcement.
+func namespacesDigest(names []string) string {
+	sum := sha256.Sum256([]byte(strings.Join(names, "\n")))
+	return hex.EncodeToString(sum[:8])
 }
 
 // stop releases the groups this daemon owns, so a peer takes them at
@@ -268,10 +278,10 @@ func (s *radosStore) Announce(me gateway.Holder, _ time.Duration) error {
 	if err := o.Lock(false); err != nil {
 		return leaseError(err)
 	}
-	return leaseError(o.SetHolder(me.Cookie))
+	return leaseError(o.SetHolder(me.Announcement()))
 }
 
-// Announced reads the run name recorded and whether its lock is still
+// Announced reads the announcement recorded and whether its lock is still
 // held: a lock call of ours that succeeds finds it lapsed (and gives it
 // back at once); EBUSY is the announcing gateway holding it.
 func (s *radosStore) Announced(name string) (string, error) {

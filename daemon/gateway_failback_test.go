@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"errors"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -100,5 +101,35 @@ func TestRadosStoreReplace(t *testing.T) {
 	s.Announced("p")
 	if opened != 2 {
 		t.Fatalf("announcement opened %d times, want again on the new client", opened)
+	}
+}
+
+// heldStandby is a standby announcement object locked by its gateway: a
+// lock call of a peer finds it busy.
+type heldStandby struct{ recordingLeaseObject }
+
+func (h *heldStandby) Lock(bool) error { return syscall.EBUSY }
+
+// A preferred gateway's announcement carries the digest of the namespaces
+// it serves in the group, through the standby object, for the owner to
+// compare; one namespace more in the group changes it.
+func TestAnnouncementCarriesTheNamespaces(t *testing.T) {
+	announcing := &recordingLeaseObject{}
+	a := &radosStore{standbyObject: func(string) (standbyObject, error) { return announcing, nil }}
+	names := []string{"nqn.2026-11.io.example:gw 1 5d1c8f3e2a474b6e9c013f2e4d5a6b7c"}
+	me := gateway.Holder{Name: "gw-a", Cookie: "gw-a.1", Namespaces: namespacesDigest(names)}
+	if err := a.Announce(me, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	owner := &radosStore{standbyObject: func(string) (standbyObject, error) {
+		return &heldStandby{recordingLeaseObject{rec: announcing.rec}}, nil
+	}}
+	got, err := owner.Announced("gw-a")
+	if err != nil || got != "gw-a.1 "+me.Namespaces {
+		t.Fatalf("announced %q (%v), want the cookie and the digest %s", got, err, me.Namespaces)
+	}
+	more := namespacesDigest(append(names, "nqn.2026-11.io.example:gw 2 00000000000000000000000000000002"))
+	if more == me.Namespaces || namespacesDigest(slices.Clone(names)) != me.Namespaces {
+		t.Fatalf("digests: one namespace %s, two %s", me.Namespaces, more)
 	}
 }

@@ -139,11 +139,8 @@ type groupMember struct {
 	ns  *Namespace
 }
 
-// drainANAGroup waits until no command on a namespace of group g is in
-// flight, and returns those namespaces. An error names the namespace whose
-// commands did not finish within timeout.
-func (t *Target) drainANAGroup(g uint32, timeout time.Duration) ([]groupMember, error) {
-	deadline := time.Now().Add(timeout)
+// anaGroupMembers is every namespace of group g, over all subsystems.
+func (t *Target) anaGroupMembers(g uint32) []groupMember {
 	var members []groupMember
 	t.mu.Lock()
 	subs := t.subsystemsLocked()
@@ -155,6 +152,27 @@ func (t *Target) drainANAGroup(g uint32, timeout time.Duration) ([]groupMember, 
 			}
 		}
 	}
+	return members
+}
+
+// ANAGroupNamespaces names every namespace of group g, sorted, each as
+// its subsystem's NQN, its NSID and its UUID: what two gateways must
+// agree on before one hands the group to the other.
+func (t *Target) ANAGroupNamespaces(g uint32) []string {
+	var names []string
+	for _, m := range t.anaGroupMembers(g) {
+		names = append(names, fmt.Sprintf("%s %d %x", m.nqn, m.ns.ID, m.ns.UUID))
+	}
+	slices.Sort(names)
+	return names
+}
+
+// drainANAGroup waits until no command on a namespace of group g is in
+// flight, and returns those namespaces. An error names the namespace whose
+// commands did not finish within timeout.
+func (t *Target) drainANAGroup(g uint32, timeout time.Duration) ([]groupMember, error) {
+	deadline := time.Now().Add(timeout)
+	members := t.anaGroupMembers(g)
 	for _, m := range members {
 		if !m.ns.drain(time.Until(deadline)) {
 			return nil, fmt.Errorf("subsystem %s namespace %d: commands still in flight after %v", m.nqn, m.ns.ID, timeout)

@@ -3,6 +3,7 @@ package fabrics
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -315,5 +316,24 @@ func TestGatewayGroupCompareAndReservationErrorsArePathErrors(t *testing.T) {
 		}
 	default:
 		t.Fatal("a store that found the client fenced did not step the gateway down")
+	}
+}
+
+// ANAGroupNamespaces names the group's namespaces only, sorted, each by
+// its subsystem, NSID and UUID; a namespace added to the group shows.
+func TestANAGroupNamespaces(t *testing.T) {
+	tg, _, _ := testTarget(t)
+	addGroupNamespace(t, tg, 3, 5, newMem(1<<20, 512))
+	addGroupNamespace(t, tg, 2, 5, newMem(1<<20, 512))
+	addGroupNamespace(t, tg, 4, 6, newMem(1<<20, 512))
+	want := []string{
+		testNQN + " 2 02000000000000000000000000000000",
+		testNQN + " 3 03000000000000000000000000000000",
+	}
+	if got := tg.ANAGroupNamespaces(5); !slices.Equal(got, want) {
+		t.Fatalf("group 5: %q, want %q", got, want)
+	}
+	if got := tg.ANAGroupNamespaces(7); len(got) != 0 {
+		t.Fatalf("group 7, empty: %q", got)
 	}
 }

@@ -338,3 +338,35 @@ func TestNotReadyPreferredBacksOffAnnouncing(t *testing.T) {
 		t.Fatalf("back-off %v after a takeover that served, want %v again", wait, failback)
 	}
 }
+
+// A preferred gateway that serves other namespaces in the group than the
+// owner (a namespace added through the owner alone) does not get the
+// group back: the namespace would vanish for the hosts. Once it serves
+// the same, the failback follows the delay as usual.
+func TestNoFailbackToAPreferredWithOtherNamespaces(t *testing.T) {
+	c, a, b := failedOverFromPreferred(t)
+	b.namespaces = "with-ns-2"
+	a2 := restart(c, a, "10.0.0.1:0/3")
+	a2.namespaces = "ns-1-only"
+	sim(t, c, 2*time.Minute, a2, b)
+	if owner(a2, b) != "b" || b.l.Failbacks != 0 {
+		t.Fatalf("namespaces differ: owner %q, failbacks %d", owner(a2, b), b.l.Failbacks)
+	}
+	a2.namespaces = b.namespaces
+	sim(t, c, failback+2*timing.Renew, a2, b)
+	if owner(a2, b) != "a" || b.l.Failbacks != 1 {
+		t.Fatalf("namespaces the same: owner %q, failbacks %d", owner(a2, b), b.l.Failbacks)
+	}
+}
+
+// An announcement without a digest (a gateway of an earlier release,
+// during a rolling upgrade) is taken as before: the failback proceeds.
+func TestFailbackToAnAnnouncementWithoutNamespaces(t *testing.T) {
+	c, a, b := failedOverFromPreferred(t)
+	b.namespaces = "with-ns-2"
+	a2 := restart(c, a, "10.0.0.1:0/3")
+	sim(t, c, failback+2*timing.Renew, a2, b)
+	if owner(a2, b) != "a" || b.l.Failbacks != 1 {
+		t.Fatalf("owner %q, failbacks %d", owner(a2, b), b.l.Failbacks)
+	}
+}

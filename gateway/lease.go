@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -58,9 +59,22 @@ var (
 // to: the other gateways leave the lease to that one for a bound
 // (Lease.HonourHandover), so that a third standby cannot win it in the
 // moment between the release and the preferred gateway's acquire.
+// Namespaces, not recorded, is a digest of the namespaces the gateway
+// serves in the group: a preferred gateway's announcement carries it, and
+// an owner that serves others does not hand the group to it.
 type Holder struct {
 	Name, Cookie, Addr string
 	Handover           string
+	Namespaces         string
+}
+
+// Announcement is what a standby announcement of h records: its run's
+// cookie and, after a space, its namespaces' digest.
+func (h Holder) Announcement() string {
+	if h.Namespaces == "" {
+		return h.Cookie
+	}
+	return h.Cookie + " " + h.Namespaces
 }
 
 // Store is one group's lease object. Each call may block for as long as
@@ -104,9 +118,9 @@ type Notifier interface {
 type Standbys interface {
 	// Announce announces me as standing by, ready, for ttl.
 	Announce(me Holder, ttl time.Duration) error
-	// Announced is the cookie of name's unexpired announcement, "" if
-	// none.
-	Announced(name string) (cookie string, err error)
+	// Announced is what name's unexpired announcement records
+	// (Holder.Announcement), "" if none.
+	Announced(name string) (announcement string, err error)
 }
 
 // Timing is a lease's timing; see DefaultTiming.
@@ -568,12 +582,15 @@ func Run(op Op, s Store, me Holder, preferred string, honourHandover bool) (fenc
 // and the group's preferred gateway: a preferred standby that found the
 // lease held announces itself for ttl if announce (Lease.Announces, and
 // its namespaces ready to serve); an owner that renewed looks for the
-// preferred's announcement. Announcing is best effort: one missed only
-// delays a failback.
-func LookForStandby(op Op, opErr error, s Store, me Holder, preferred string, ttl time.Duration, announce bool) (looked bool, ready string) {
+// preferred's announcement, and takes it as ready only if it serves the
+// same namespaces in the group (differs is the preferred's digest where it
+// does not: an edit made through one gateway alone would vanish, its I/O
+// stalled, once the group moved). Announcing is best effort: one missed
+// only delays a failback.
+func LookForStandby(op Op, opErr error, s Store, me Holder, preferred string, ttl time.Duration, announce bool) (looked bool, ready, differs string) {
 	sb, ok := s.(Standbys)
 	if !ok || preferred == "" {
-		return false, ""
+		return false, "", ""
 	}
 	switch {
 	case op == OpAcquire && errors.Is(opErr, ErrBusy) && me.Name == preferred && announce:
@@ -581,13 +598,18 @@ func LookForStandby(op Op, opErr error, s Store, me Holder, preferred string, tt
 	case op == OpRenew && opErr == nil && me.Name != preferred:
 		// A look that fails has not seen it standing by: the count
 		// starts again, rather than hand over on an unknown.
-		cookie, err := sb.Announced(preferred)
+		a, err := sb.Announced(preferred)
 		if err != nil {
-			cookie = ""
+			return true, "", ""
 		}
-		return true, cookie
+		// An announcement without a digest comes from a gateway of an
+		// earlier release, during a rolling upgrade: not compared.
+		if _, theirs, ok := strings.Cut(a, " "); ok && me.Namespaces != "" && theirs != me.Namespaces {
+			return true, "", theirs
+		}
+		return true, a, ""
 	}
-	return false, ""
+	return false, "", ""
 }
 
 // fence blocklists the previous owner prev; an error wraps ErrFenceFailed.

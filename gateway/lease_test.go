@@ -128,7 +128,7 @@ func (f *fakeClient) Announce(me Holder, ttl time.Duration) error {
 	if err := f.check("announce"); err != nil {
 		return err
 	}
-	f.c.standby[me.Name] = announcement{me.Cookie, f.c.now + ttl}
+	f.c.standby[me.Name] = announcement{me.Announcement(), f.c.now + ttl}
 	return nil
 }
 
@@ -157,6 +157,8 @@ type gw struct {
 	// rebuild, if set, is the daemon's rebuild of the group's client
 	// (OpRebuild), and turns Lease.Rebuild on.
 	rebuild func() error
+	// namespaces is the digest of the namespaces it serves in the group.
+	namespaces string
 }
 
 // epoch is the fake wall clock's origin.
@@ -176,7 +178,9 @@ func newGW(c *fakeCluster, name, addr string) *gw {
 		client: &fakeClient{c: c, addr: addr, cookie: name + "-" + addr}}
 }
 
-func (g *gw) me() Holder { return Holder{Name: g.name, Cookie: g.client.cookie} }
+func (g *gw) me() Holder {
+	return Holder{Name: g.name, Cookie: g.client.cookie, Namespaces: g.namespaces}
+}
 
 // step wakes the lease and runs the op it asks for; ops take the time
 // the fake cluster's calls advance its clock by.
@@ -200,7 +204,7 @@ func (g *gw) step() {
 		s = g.store
 	}
 	fenced, err := Run(op, s, g.me(), g.l.Preferred, g.l.HonourHandover(started))
-	looked, ready := LookForStandby(op, err, s, g.me(), g.l.Preferred, 2*g.l.Timing.Renew, g.l.Announces(started))
+	looked, ready, _ := LookForStandby(op, err, s, g.me(), g.l.Preferred, 2*g.l.Timing.Renew, g.l.Announces(started))
 	g.l.Done(c.now-g.bootLag, Result{Op: op, Started: started, StartedWall: wall, Fenced: fenced, Err: err, Looked: looked, Ready: ready})
 }
 

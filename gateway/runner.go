@@ -40,6 +40,10 @@ type Runner struct {
 	// reservation state). On an error the lease is given back (ErrNotReady)
 	// and the group stays inaccessible here; the next try runs it again.
 	Ready func(group uint32) error
+	// Namespaces, if set, is a digest of the namespaces this daemon
+	// serves in group (Holder.Namespaces): failback goes only to a
+	// preferred gateway that serves the same.
+	Namespaces func(group uint32) string
 
 	mu        sync.Mutex // guards Lease
 	pubMu     sync.Mutex // orders Publish calls
@@ -52,6 +56,7 @@ type Runner struct {
 	ops       sync.WaitGroup // the op in flight, if any
 	opsDone   uint64         // lease operations finished, under mu
 	notReady  bool           // readyToAnnounce's last outcome; the op in flight's
+	differs   string         // the preferred's digest where it differed at the last look; the op in flight's
 }
 
 // Status is a snapshot of a lease for the API and metrics.
@@ -184,6 +189,10 @@ func (r *Runner) run(op Op, releaseBy time.Duration, honourHandover, announce bo
 	}
 	var fenced string
 	var err error
+	me := r.Me
+	if r.Namespaces != nil {
+		me.Namespaces = r.Namespaces(r.Lease.Group)
+	}
 	if op.Releases() && r.Quiesce != nil {
 		err = r.Quiesce(r.Lease.Group, releaseBy-started)
 	}
@@ -192,7 +201,7 @@ func (r *Runner) run(op Op, releaseBy time.Duration, honourHandover, announce bo
 		return
 	}
 	if err == nil {
-		fenced, err = Run(op, r.Store, r.Me, r.Lease.Preferred, honourHandover)
+		fenced, err = Run(op, r.Store, me, r.Lease.Preferred, honourHandover)
 	}
 	if op == OpAcquire && err == nil && r.Ready != nil {
 		err = r.ready()
@@ -200,7 +209,10 @@ func (r *Runner) run(op Op, releaseBy time.Duration, honourHandover, announce bo
 	if announce && op == OpAcquire && errors.Is(err, ErrBusy) {
 		announce = r.readyToAnnounce()
 	}
-	looked, ready := LookForStandby(op, err, r.Store, r.Me, r.Lease.Preferred, 2*r.Lease.Timing.Renew, announce)
+	looked, ready, differs := LookForStandby(op, err, r.Store, me, r.Lease.Preferred, 2*r.Lease.Timing.Renew, announce)
+	if looked {
+		r.seeNamespaces(me, differs)
+	}
 	r.results <- Result{Op: op, Started: started, StartedWall: startedWall, Fenced: fenced, Err: err, Looked: looked, Ready: ready}
 }
 
@@ -223,6 +235,22 @@ func (r *Runner) readyToAnnounce() bool {
 	}
 	r.notReady = err != nil
 	return err == nil
+}
+
+// seeNamespaces logs when the preferred gateway's namespaces in the group
+// start or stop differing from this owner's. Called from the op in
+// flight, one at a time.
+func (r *Runner) seeNamespaces(me Holder, differs string) {
+	if differs == r.differs {
+		return
+	}
+	log := r.Log.WithFields(logrus.Fields{"ana_group": r.Lease.Group, "gateway": me.Name, "preferred": r.Lease.Preferred})
+	if differs != "" {
+		log.WithFields(logrus.Fields{"namespaces": me.Namespaces, "preferred_namespaces": differs}).Warn("the preferred gateway serves other namespaces in the ANA group than this owner (a change made through one gateway only?): no failback to it until they match")
+	} else if r.differs != "" {
+		log.Info("the preferred gateway serves the ANA group's namespaces again: failback may proceed")
+	}
+	r.differs = differs
 }
 
 // ready runs Ready for the lease just taken; on an error it gives the

@@ -5,9 +5,11 @@
 #   - SIGTERM of the owner A, as `systemctl stop` sends: A makes the group
 #     inaccessible, quiesces and flushes it, releases the lease and exits 0;
 #     exactly one of B and C takes the group, fencing nobody;
-#   - A restarts and stands by; the owner hands the group back to A by a
-#     planned release, no sooner than the failback delay after A stood by,
-#     fencing nobody;
+#   - a namespace is added through the owner alone; A restarts without it
+#     and stands by, and the owner keeps the group while A does not serve
+#     it; once A does, the owner hands the group back to A by a planned
+#     release, no sooner than the failback delay after that, fencing
+#     nobody;
 #   - kill -9 of A: exactly one of B and C takes the group, fencing A.
 # After each, exactly one daemon owns the group, the host has exactly one
 # optimized path, the writer saw no I/O error, and every block holds its
@@ -103,22 +105,34 @@ echo "SIGTERM of the owner: the writer's longest write took $vb_longest_ms ms"
 [ "$vb_longest_ms" -lt 10000 ] || fail "a write took $vb_longest_ms ms through the handover"
 vblock_verify "after SIGTERM of the owner"
 
-# A restarts and stands by; the group comes back to it after the delay.
+# A namespace added through the owner alone; A restarts without it and
+# stands by. The owner does not hand the group to A while A does not serve
+# it (it would vanish from the hosts); once A does too, the group comes
+# back to A after the delay.
+ns2=(add namespace "$nqn" -nsid 2 -backend rbd -pool "$CEPH_POOL" -image gw95-2 -create -size 16MiB
+	-uuid 6e2d9f4f-3b58-4c7f-8d12-4a3f5e6b7c8d -ana-group 1)
+"$NVMEOF_TGT" ctl -socket "/run/nvmeof-tgt/$survivor.sock" "${ns2[@]}" >/dev/null || fail "ctl add namespace 2 through $survivor"
+survivor_log=$RESULTS/$SCENARIO-target$([ "$survivor" = b ] && echo 2 || echo 3).log
 vblock_bg "$sc" "A's restart"
 "$NVMEOF_TGT" -config /tmp/a.yaml >>"$RESULTS/$SCENARIO-target.log" 2>&1 &
 TARGET_PID=$!
 a_standby() { standby_ms=$(gw_since_ms a standby); }
 a_owner() { owner_ms=$(gw_since_ms a owner); }
 wait_for 90 "A standing by" a_standby
+wait_for 20 "$survivor finding that A serves other namespaces" grep -q "serves other namespaces in the ANA group" "$survivor_log"
+assert_eq "A's state while it lacks namespace 2" "$(gw_state a)" standby
+added_ms=$(now_ms)
+"$NVMEOF_TGT" ctl "${ns2[@]}" >/dev/null || fail "ctl add namespace 2 through A"
 wait_for 20 "A owning the group again" a_owner
 # Timed by A's own clock (ctl list's since), not by when this script saw
 # it: a busy guest's polls lag by seconds. The owner counts the delay from
-# the first announcement of A it reads, which A makes once it stands by,
-# and hands back at its next renewal (a quarter lease) after that.
-failback_ms=$((owner_ms - standby_ms))
-echo "failback: A owned the group $failback_ms ms after it stood by (failback_delay 5 s)"
-[ "$failback_ms" -ge 5000 ] || fail "failback $failback_ms ms after A stood by, before the 5 s delay"
-[ "$failback_ms" -lt 15000 ] || fail "failback $failback_ms ms after A stood by: the delay is 5 s"
+# the first announcement of A with namespace 2 it reads, which A makes at
+# its next try, and hands back at its next renewal (a quarter lease) after
+# that.
+failback_ms=$((owner_ms - added_ms))
+echo "failback: A owned the group $failback_ms ms after it served namespace 2 too, $((owner_ms - standby_ms)) ms after it stood by (failback_delay 5 s)"
+[ "$failback_ms" -ge 5000 ] || fail "failback $failback_ms ms after A served the same namespaces, before the 5 s delay"
+[ "$failback_ms" -lt 15000 ] || fail "failback $failback_ms ms after A served the same namespaces: the delay is 5 s"
 wait_for 30 "the host's path to A live again" ctrl_live_at "$nqn" "$ADDR"
 wait_for 15 "the host seeing A's path optimized" ana_state_is "$ca" 1 optimized
 wait_for 10 "the host seeing $survivor's path inaccessible" ana_state_is "$sc" 1 inaccessible
