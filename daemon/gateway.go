@@ -106,34 +106,7 @@ func startGateway(t *fabrics.Target, g *config.Gateway, log *logrus.Entry) (*gat
 			return backend.OpenRadosLease(o, g.LeaseObject(grp)+".standby."+name, gs.cookie, 2*timing.Renew)
 		}}
 		gs.stores = append(gs.stores, store)
-		gl := &gateway.Lease{Group: grp, Timing: timing, Wall: time.Now, Name: gs.name, Preferred: g.Preferred(grp)}
-		if g.FailbackDelay > 0 { // -1: never
-			gl.Failback = time.Duration(g.FailbackDelay) * time.Second
-		}
-		r := &gateway.Runner{
-			Lease: gl,
-			Store: store,
-			Me:    gateway.Holder{Name: gs.name, Cookie: gs.cookie},
-			Log:   log,
-			Now:   boottime,
-			// A release hands the group over only once the writes this
-			// daemon took for it are on the cluster.
-			Quiesce: t.QuiesceANAGroup,
-			Rebuild: gs.rebuilder(t, len(gs.leases)-1, o, timing.Lease, log),
-			// A new owner enforces the reservations its predecessor stored.
-			Ready: t.ReloadANAGroupReservations,
-			// Failback only to a gateway that serves the same namespaces.
-			Namespaces: func(group uint32) string { return namespacesDigest(t.ANAGroupNamespaces(group)) },
-			Publish: func(group uint32, st gateway.State) {
-				ana := nvme.ANAInaccessible
-				if st == gateway.Owner {
-					ana = nvme.ANAOptimized
-				}
-				if err := t.PinANAGroup(group, ana); err != nil {
-					log.WithError(err).WithField("ana_group", group).Error("gateway: setting the ANA state")
-				}
-			},
-		}
+		r := gs.newRunner(t, g, grp, store, timing, o, log)
 		store.poke = func() {
 			log.WithField("ana_group", r.Lease.Group).Info("gateway lease object notified (a release): trying the lease now")
 			r.Poke()
@@ -153,6 +126,39 @@ func startGateway(t *fabrics.Target, g *config.Gateway, log *logrus.Entry) (*gat
 	log.WithFields(logrus.Fields{"groups": g.GroupIDs(), "pool": g.Pool, "lease_seconds": g.LeaseSeconds, "cookie": gs.cookie}).Info("gateway started: ANA groups inaccessible here until this daemon holds their lease")
 	runningGateway.Store(gs)
 	return gs, nil
+}
+
+// newRunner is group grp's lease runner, on store.
+func (gs *gatewaySet) newRunner(t *fabrics.Target, g *config.Gateway, grp uint32, store *radosStore, timing gateway.Timing,
+	o backend.RBDOptions, log *logrus.Entry) *gateway.Runner {
+	gl := &gateway.Lease{Group: grp, Timing: timing, Wall: time.Now, Name: gs.name, Preferred: g.Preferred(grp)}
+	if g.FailbackDelay > 0 { // -1: never
+		gl.Failback = time.Duration(g.FailbackDelay) * time.Second
+	}
+	return &gateway.Runner{
+		Lease: gl,
+		Store: store,
+		Me:    gateway.Holder{Name: gs.name, Cookie: gs.cookie},
+		Log:   log,
+		Now:   boottime,
+		// A release hands the group over only once the writes this
+		// daemon took for it are on the cluster.
+		Quiesce: t.QuiesceANAGroup,
+		Rebuild: gs.rebuilder(t, len(gs.leases)-1, o, timing.Lease, log),
+		// A new owner enforces the reservations its predecessor stored.
+		Ready: t.ReloadANAGroupReservations,
+		// Failback only to a gateway that serves the same namespaces.
+		Namespaces: func(group uint32) string { return namespacesDigest(t.ANAGroupNamespaces(group)) },
+		Publish: func(group uint32, st gateway.State) {
+			ana := nvme.ANAInaccessible
+			if st == gateway.Owner {
+				ana = nvme.ANAOptimized
+			}
+			if err := t.PinANAGroup(group, ana); err != nil {
+				log.WithError(err).WithField("ana_group", group).Error("gateway: setting the ANA state")
+			}
+		},
+	}
 }
 
 // namespacesDigest is a short digest of an ANA group's namespaces
