@@ -62,6 +62,11 @@ ctrl_of_gw() { if [ "$1" = a ]; then echo "$ca"; else echo "$cb"; fi; }
 addr_of() { if [ "$1" = a ]; then echo "$ADDR"; else echo "$ADDR2"; fi; }
 metrics_of() { if [ "$1" = a ]; then echo 127.0.0.1:9750; else echo "$B_METRICS"; fi; }
 unsettled_on() { [ "$(metric_at "$(metrics_of "$1")" nvmeof_tgt_unsettled_writes)" -gt 0 ] 2>/dev/null; }
+# fenced_since DAEMON N: DAEMON's client was fenced after it had rebuilt
+# N times: it stands blocklisted now, or has rebuilt since (which may take
+# less than a poll, so the state alone can be missed).
+rebuilds_of() { metric_at "$(metrics_of "$1")" nvmeof_tgt_gateway_rebuilds_total; }
+fenced_since() { gw_state_is "$1" blocklisted || [ "$(rebuilds_of "$1")" -gt "$2" ] 2>/dev/null; }
 release_on() { if [ "$1" = a ]; then "$NVMEOF_TGT" ctl gateway release 1; else ctl_b gateway release 1; fi; }
 running() { local p; p=$(pid_of "$1"); [ -n "$p" ] && ! gone "$p"; }
 start_gw() { if [ "$1" = a ]; then start_target /tmp/a.yaml; else start_target2 /tmp/b.yaml; fi; }
@@ -107,10 +112,12 @@ fault() {
 	case $1 in
 	kill9) kill9_gw "$owner" ;;
 	stopcont)
+		local r0
+		r0=$(rebuilds_of "$owner")
 		kill -STOP "$p"
 		wait_for 60 "$peer owning the group while $owner is stopped" gw_state_is "$peer" owner
 		kill -CONT "$p"
-		wait_for 30 "$owner blocklisted after SIGCONT" gw_state_is "$owner" blocklisted
+		wait_for 30 "$owner blocklisted after SIGCONT" fenced_since "$owner" "$r0"
 		;;
 	term) stop_gw "$owner" ;;
 	release) release_on "$owner" || fail "ctl gateway release on $owner" ;;
@@ -139,12 +146,13 @@ fault() {
 		HELD_PORTS=""
 		;;
 	blocklist)
-		local addr
+		local addr r0
+		r0=$(rebuilds_of "$owner")
 		addr=$(gw_holder_addr nemesis)
 		[ -n "$addr" ] || fail "no holder address in the lease object"
 		timeout 30 ceph --conf "$CEPH_CONF" --id admin --keyring "$CEPH_ADMIN_KEYRING" osd blocklist add "$addr" >/dev/null 2>&1 ||
 			fail "ceph osd blocklist add $addr"
-		wait_for 60 "$owner blocklisted after its client was" gw_state_is "$owner" blocklisted
+		wait_for 60 "$owner blocklisted after its client was" fenced_since "$owner" "$r0"
 		;;
 	esac
 }
