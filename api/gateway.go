@@ -16,8 +16,11 @@ type GatewayState struct {
 }
 
 type GatewayGroupState struct {
-	Group     uint32 `json:"group"`
-	State     string `json:"state"` // standby, owner or blocklisted
+	Group uint32 `json:"group"`
+	State string `json:"state"` // standby, owner or blocklisted
+	// Preferred is the gateway the group fails back to (with balancing,
+	// the one it is assigned to now), "" none.
+	Preferred string `json:"preferred,omitempty"`
 	Takeovers uint64 `json:"takeovers"`
 	Fencings  uint64 `json:"fencings"`
 	Failbacks uint64 `json:"failbacks"`
@@ -36,7 +39,7 @@ func gatewayState(name, cookie string, runners []*gateway.Runner) *GatewayState 
 	out := &GatewayState{Name: name, Cookie: cookie, Groups: []GatewayGroupState{}}
 	for _, r := range runners {
 		st := r.Status()
-		g := GatewayGroupState{Group: st.Group, State: st.State.String(),
+		g := GatewayGroupState{Group: st.Group, State: st.State.String(), Preferred: st.Preferred,
 			Takeovers: st.Takeovers, Fencings: st.Fencings, Failbacks: st.Failbacks, Rebuilds: st.Rebuilds, LastError: st.LastError}
 		if !st.Since.IsZero() {
 			g.Since = st.Since.UTC().Format(time.RFC3339Nano)

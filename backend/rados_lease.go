@@ -5,6 +5,7 @@ package backend
 /*
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/time.h>
 #include <rados/librados.h>
 
@@ -56,6 +57,31 @@ static int lease_record(rados_ioctx_t io, const char *oid, const char *assert, s
 	return r;
 }
 
+// object_replace replaces the whole object with data and sets key to
+// version in one write op: if old is NULL only when the object does not
+// exist yet, else only while key holds old (-ECANCELED, -EEXIST when not).
+static int object_replace(rados_ioctx_t io, const char *oid, const char *key, const char *old,
+			  const char *version, const char *data, size_t len) {
+	rados_write_op_t op = rados_create_write_op();
+	int prval = 0;
+	if (old)
+		rados_write_op_cmpxattr(op, key, LIBRADOS_CMPXATTR_OP_EQ, old, strlen(old));
+	else
+		rados_write_op_create(op, LIBRADOS_CREATE_EXCLUSIVE, NULL);
+	rados_write_op_write_full(op, data, len);
+	rados_write_op_setxattr(op, key, version, strlen(version));
+	int r = rados_write_op_operate(op, io, oid, NULL, 0);
+	rados_release_write_op(op);
+	(void)prval;
+	return r;
+}
+
+static int lease_lock_shared(rados_ioctx_t io, const char *oid, const char *name, const char *cookie,
+			     const char *desc, long ms) {
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+	return rados_lock_shared(io, oid, name, cookie, "", desc, &tv, LIBRADOS_LOCK_FLAG_MAY_RENEW);
+}
+
 static int lease_lock(rados_ioctx_t io, const char *oid, const char *name, const char *cookie,
 		      const char *desc, long ms, int flags) {
 	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
@@ -66,7 +92,9 @@ import "C"
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -315,25 +343,99 @@ func assertLocked(name, cookie string) []byte {
 // address a blocklist entry must name): the lockers' entry with our
 // cookie. ENOENT if we do not hold the lock.
 func (l *RadosLease) Self() (string, error) {
+	cookies, addrs, err := l.lockers()
+	if err != nil {
+		return "", err
+	}
+	if i := slices.Index(cookies, l.cookie); i >= 0 {
+		return addrs[i], nil
+	}
+	return "", syscall.ENOENT
+}
+
+// LockShared takes or extends a shared lock on the object for the lease's
+// duration, under the lease's cookie: one of many holders, as each
+// gateway of a group holds the group's membership object.
+func (l *RadosLease) LockShared() error {
+	oid, name, cookie, desc := C.CString(l.object), C.CString(leaseLockName), C.CString(l.cookie), C.CString("nvmeof-tgt gateway member")
+	defer C.free(unsafe.Pointer(oid))
+	defer C.free(unsafe.Pointer(name))
+	defer C.free(unsafe.Pointer(cookie))
+	defer C.free(unsafe.Pointer(desc))
+	if r := C.lease_lock_shared(l.ioctx, oid, name, cookie, desc, C.long(l.duration.Milliseconds())); r < 0 {
+		return errnoOf(r)
+	}
+	return nil
+}
+
+// Lockers are the cookies of the lock's unexpired holders (cls_lock drops
+// the expired ones as it reads the lock); none if there is no object.
+func (l *RadosLease) Lockers() ([]string, error) {
+	cookies, _, err := l.lockers()
+	if errors.Is(err, syscall.ENOENT) {
+		return nil, nil
+	}
+	return cookies, err
+}
+
+// lockers lists the lock's holders: their cookies and client addresses.
+func (l *RadosLease) lockers() (cookies, addrs []string, err error) {
 	oid, name := C.CString(l.object), C.CString(leaseLockName)
 	defer C.free(unsafe.Pointer(oid))
 	defer C.free(unsafe.Pointer(name))
 	var exclusive C.int
-	var tag, clients, cookies, addrs [4096]C.char
-	tagLen, clientsLen, cookiesLen, addrsLen := C.size_t(len(tag)), C.size_t(len(clients)), C.size_t(len(cookies)), C.size_t(len(addrs))
+	var tag, clients, cs, as [4096]C.char
+	tagLen, clientsLen, cookiesLen, addrsLen := C.size_t(len(tag)), C.size_t(len(clients)), C.size_t(len(cs)), C.size_t(len(as))
 	n := C.rados_list_lockers(l.ioctx, oid, name, &exclusive, &tag[0], &tagLen,
-		&clients[0], &clientsLen, &cookies[0], &cookiesLen, &addrs[0], &addrsLen)
+		&clients[0], &clientsLen, &cs[0], &cookiesLen, &as[0], &addrsLen)
 	if n < 0 {
-		return "", errnoOf(C.int(n))
+		return nil, nil, errnoOf(C.int(n))
 	}
-	cs := strings.Split(C.GoStringN(&cookies[0], C.int(cookiesLen)), "\x00")
-	as := strings.Split(C.GoStringN(&addrs[0], C.int(addrsLen)), "\x00")
-	for i := 0; i < int(n) && i < len(cs) && i < len(as); i++ {
-		if cs[i] == l.cookie {
-			return as[i], nil
-		}
+	cookies = strings.Split(C.GoStringN(&cs[0], C.int(cookiesLen)), "\x00")
+	addrs = strings.Split(C.GoStringN(&as[0], C.int(addrsLen)), "\x00")
+	k := min(int(n), len(cookies), len(addrs))
+	return cookies[:k], addrs[:k], nil
+}
+
+// maxObjectBytes bounds what ReadAll reads: a gateway group's
+// configuration is kilobytes.
+const maxObjectBytes = 8 << 20
+
+// ReadAll reads the whole object; ENOENT if there is none.
+func (l *RadosLease) ReadAll() ([]byte, error) {
+	oid := C.CString(l.object)
+	defer C.free(unsafe.Pointer(oid))
+	buf := make([]byte, maxObjectBytes+1)
+	r := C.rados_read(l.ioctx, oid, (*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), 0)
+	switch {
+	case r < 0:
+		return nil, errnoOf(r)
+	case int(r) > maxObjectBytes:
+		return nil, fmt.Errorf("object %s is over %d bytes", l.object, maxObjectBytes)
 	}
-	return "", syscall.ENOENT
+	return buf[:r], nil
+}
+
+// Replace writes data as the whole object and sets attribute key to
+// version, in one operation that applies only while key holds old (the
+// object must not exist yet if old is ""): ECANCELED or EEXIST otherwise,
+// the object untouched. A compare-and-set for a versioned object.
+func (l *RadosLease) Replace(key, old, version string, data []byte) error {
+	oid, ck, cv := C.CString(l.object), C.CString(key), C.CString(version)
+	defer C.free(unsafe.Pointer(oid))
+	defer C.free(unsafe.Pointer(ck))
+	defer C.free(unsafe.Pointer(cv))
+	var co *C.char
+	if old != "" {
+		co = C.CString(old)
+		defer C.free(unsafe.Pointer(co))
+	}
+	cd := C.CBytes(data)
+	defer C.free(cd)
+	if r := C.object_replace(l.ioctx, oid, ck, co, cv, (*C.char)(cd), C.size_t(len(data))); r < 0 {
+		return errnoOf(r)
+	}
+	return nil
 }
 
 // blocklistExpiry is how long a fenced client stays blocklisted: the

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -272,5 +273,78 @@ func TestBlocklistExpiry(t *testing.T) {
 		if got := blocklistExpiry(tc.timeout, tc.lease); got != tc.want {
 			t.Errorf("op timeout %q, lease %v: %v, want %v", tc.timeout, tc.lease, got, tc.want)
 		}
+	}
+}
+
+// The members of a gateway group, against the real cluster: each holds a
+// share of the lock; one that leaves is gone at once, one that stops
+// renewing once its share expired.
+func TestRadosSharedLockMembers(t *testing.T) {
+	env := cephtest.Use(t)
+	oa := rbdOpts(env, "gw")
+	const lease = 3 * time.Second
+	a := openLease(t, asDaemon(oa, 4), run+".members", "gw-a", lease)
+	b := openLease(t, asDaemon(oa, 5), run+".members", "gw-b", lease)
+	if m, err := a.Lockers(); err != nil || len(m) != 0 {
+		t.Fatalf("no object yet: members %v, %v", m, err)
+	}
+	for _, l := range []*RadosLease{a, b, a} { // a second Join renews
+		if err := l.LockShared(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	members := func() string {
+		m, err := b.Lockers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(m)
+		return strings.Join(m, " ")
+	}
+	if got := members(); got != "gw-a gw-b" {
+		t.Fatalf("members %q, want gw-a gw-b", got)
+	}
+	if err := b.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if got := members(); got != "gw-a" {
+		t.Fatalf("after b left: members %q", got)
+	}
+	renewed := time.Now()
+	for members() != "" {
+		if time.Since(renewed) > 3*lease {
+			t.Fatalf("a's share still held %v after its last renewal; it lasts %v", time.Since(renewed), lease)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if d := time.Since(renewed); d < lease-time.Second {
+		t.Fatalf("a's share gone %v after its renewal; it lasts %v", d, lease)
+	}
+}
+
+// Replace is a compare-and-set on the object's version attribute: a
+// writer that read an older version, or that creates an object that
+// exists, is refused and changes nothing.
+func TestRadosObjectReplace(t *testing.T) {
+	env := cephtest.Use(t)
+	o := openLease(t, rbdOpts(env, "gw"), run+".cfg", "x", time.Second)
+	if _, err := o.ReadAll(); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("no object: %v", err)
+	}
+	const key = "version"
+	if err := o.Replace(key, "", "1", []byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Replace(key, "", "1", []byte("other")); !errors.Is(err, syscall.EEXIST) {
+		t.Fatalf("a second create: %v, want EEXIST", err)
+	}
+	if err := o.Replace(key, "1", "2", []byte("two")); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Replace(key, "1", "2", []byte("stale")); !errors.Is(err, syscall.ECANCELED) {
+		t.Fatalf("a write from version 1: %v, want ECANCELED", err)
+	}
+	if b, err := o.ReadAll(); err != nil || string(b) != "two" {
+		t.Fatalf("read %q, %v; want two", b, err)
 	}
 }

@@ -36,6 +36,14 @@ type Gateway struct {
 	// must have stood by, ready, before the owner hands the group back to
 	// it (default DefaultFailbackDelay; -1 never hands back).
 	FailbackDelay int `yaml:"failback_delay,omitempty"`
+	// Balance spreads the groups that name no preferred gateway over the
+	// gateways that are up: each is preferred for about K/N of them, and
+	// the assignment follows gateways joining and leaving. Groups move by
+	// failback, so the failback delay applies.
+	Balance bool `yaml:"balance,omitempty"`
+	// RebalanceSeconds spaces out the groups this gateway hands over: at
+	// most one per period (default DefaultRebalanceSeconds).
+	RebalanceSeconds int `yaml:"rebalance_seconds,omitempty"`
 	// Ceph is the cluster connection: the top-level ceph block's unless
 	// set. It must be the one of the rbd namespaces in Groups, so that
 	// fencing this daemon's client fences their writes.
@@ -97,9 +105,29 @@ const (
 	// one that keeps dying at start never pulls them over.
 	DefaultFailbackDelay = 15
 	maxFailbackDelay     = 3600
-	minLeaseSeconds      = 3
-	maxLeaseSeconds      = 300
+	// DefaultRebalanceSeconds: a gateway joining a group of many gets
+	// one group every 10 s, each inaccessible for a moment as it moves.
+	DefaultRebalanceSeconds = 10
+	maxRebalanceSeconds     = 3600
+	minLeaseSeconds         = 3
+	maxLeaseSeconds         = 300
 )
+
+// MembersObject is the name of the object whose shared lock the gateways
+// of the group hold while they are up (balancing).
+func (g *Gateway) MembersObject() string { return g.LeasePrefix + ".members" }
+
+// BalancedGroups are the groups balancing assigns: those without a
+// preferred gateway, with Balance on.
+func (g *Gateway) BalancedGroups() []uint32 {
+	var ids []uint32
+	for _, grp := range g.Groups {
+		if g.Balance && grp.Preferred == "" {
+			ids = append(ids, grp.ID)
+		}
+	}
+	return ids
+}
 
 // LeaseObject is the name of group g's lease object.
 func (g *Gateway) LeaseObject(group uint32) string {
@@ -120,6 +148,9 @@ func (g *Gateway) applyDefaults(top Ceph) {
 	}
 	if g.FailbackDelay == 0 {
 		g.FailbackDelay = DefaultFailbackDelay
+	}
+	if g.RebalanceSeconds == 0 {
+		g.RebalanceSeconds = DefaultRebalanceSeconds
 	}
 	g.Ceph = g.Ceph.inherit(top).inherit(Ceph{Conf: DefaultCephConf, User: DefaultCephUser})
 }
@@ -152,6 +183,12 @@ func (v *validator) gateway(c *Config) {
 	}
 	if d := g.FailbackDelay; d != -1 && (d < 1 || d > maxFailbackDelay) {
 		v.add(path+".failback_delay", "%d is out of range 1..%d seconds (-1: never hand a group back)", d, maxFailbackDelay)
+	}
+	if s := g.RebalanceSeconds; s < 1 || s > maxRebalanceSeconds {
+		v.add(path+".rebalance_seconds", "%d is out of range 1..%d", s, maxRebalanceSeconds)
+	}
+	if g.Balance && g.FailbackDelay == -1 {
+		v.add(path+".balance", "balancing moves groups by failback, which failback_delay: -1 turns off; set a delay")
 	}
 	ids := g.GroupIDs()
 	for i, grp := range g.Groups {

@@ -79,6 +79,8 @@ func TestGatewayValidate(t *testing.T) {
 			`gateway.groups[0].preferred: "gw a" must be a gateway name: printable ASCII without spaces or /, at most 64 bytes`},
 		{"group key", "groups: [1]", "groups: [{id: 1, prefered: gw-a}]", `parse: line 6: unknown gateway group key "prefered" (want id, preferred)`},
 		{"failback delay range", "  pool: rbd\n", "  pool: rbd\n  failback_delay: -2\n", "gateway.failback_delay: -2 is out of range 1..3600 seconds (-1: never hand a group back)"},
+		{"rebalance range", "  pool: rbd\n", "  pool: rbd\n  balance: true\n  rebalance_seconds: 3601\n", "gateway.rebalance_seconds: 3601 is out of range 1..3600"},
+		{"balance without failback", "  pool: rbd\n", "  pool: rbd\n  balance: true\n  failback_delay: -1\n", "gateway.balance: balancing moves groups by failback"},
 		{"lease", "  pool: rbd\n", "  pool: rbd\n  lease_seconds: 1\n", "gateway.lease_seconds: 1 is out of range 3..300"},
 		{"name", "name: gw-a", "name: gw a", `gateway.name: "gw a" must be printable ASCII without spaces or /, at most 64 bytes`},
 		{"prefix", "  pool: rbd\n", "  pool: rbd\n  lease_prefix: a/b\n", `gateway.lease_prefix: "a/b" must be printable ASCII without spaces, / or @, at most 200 bytes`},

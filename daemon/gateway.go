@@ -38,6 +38,10 @@ type gatewaySet struct {
 	leases  []*backend.RadosLease
 	stores  []*radosStore
 	cancel  context.CancelFunc
+	// With balancing: the gateways up, and the pace of this one's moves.
+	members      *gateway.Members
+	membersLease *backend.RadosLease
+	moves        *gateway.Moves
 }
 
 // runningGateway is the daemon's gateway for the metrics; nil if none.
@@ -91,6 +95,10 @@ func startGateway(t *fabrics.Target, g *config.Gateway, log *logrus.Entry) (*gat
 	ctx, cancel := context.WithCancel(context.Background())
 	gs.cancel = cancel
 	log = log.WithField("gateway", gs.name)
+	if err := gs.openMembers(g, timing, log); err != nil {
+		gs.close()
+		return nil, err
+	}
 	for _, grp := range g.GroupIDs() {
 		o := backend.RBDOptions{Pool: g.Pool, Namespace: g.RadosNamespace, Conf: g.Ceph.Conf, User: g.Ceph.User, Keyring: g.Ceph.Keyring,
 			Client: gatewayClient(g, grp)}
@@ -120,6 +128,9 @@ func startGateway(t *fabrics.Target, g *config.Gateway, log *logrus.Entry) (*gat
 			r.Fenced()
 		}
 	})
+	if gs.members != nil {
+		gs.members.Start(ctx)
+	}
 	for _, r := range gs.runners {
 		r.Start(ctx)
 	}
@@ -135,12 +146,17 @@ func (gs *gatewaySet) newRunner(t *fabrics.Target, g *config.Gateway, grp uint32
 	if g.FailbackDelay > 0 { // -1: never
 		gl.Failback = time.Duration(g.FailbackDelay) * time.Second
 	}
+	var preferredOf func(uint32) string
+	if slices.Contains(g.BalancedGroups(), grp) {
+		preferredOf, gl.Moves = gs.members.Preferred, gs.moves
+	}
 	return &gateway.Runner{
-		Lease: gl,
-		Store: store,
-		Me:    gateway.Holder{Name: gs.name, Cookie: gs.cookie},
-		Log:   log,
-		Now:   boottime,
+		PreferredOf: preferredOf,
+		Lease:       gl,
+		Store:       store,
+		Me:          gateway.Holder{Name: gs.name, Cookie: gs.cookie},
+		Log:         log,
+		Now:         boottime,
 		// A release hands the group over only once the writes this
 		// daemon took for it are on the cluster.
 		Quiesce: t.QuiesceANAGroup,
@@ -183,6 +199,9 @@ func (gs *gatewaySet) stop(timeout time.Duration) {
 	for _, r := range gs.runners {
 		r.Wait()
 	}
+	if gs.members != nil {
+		gs.members.Wait() // it left the members
+	}
 	gs.close()
 	runningGateway.CompareAndSwap(gs, nil)
 }
@@ -197,6 +216,10 @@ func (gs *gatewaySet) close() {
 		l.Close()
 	}
 	gs.leases = nil
+	if gs.membersLease != nil {
+		gs.membersLease.Close()
+		gs.membersLease = nil
+	}
 }
 
 func (gs *gatewaySet) runner(group uint32) *gateway.Runner {
@@ -404,5 +427,6 @@ func gatewayEqual(a, b *config.Gateway) bool {
 		return a == b
 	}
 	return a.Name == b.Name && a.Pool == b.Pool && a.RadosNamespace == b.RadosNamespace && a.LeasePrefix == b.LeasePrefix &&
-		a.LeaseSeconds == b.LeaseSeconds && a.FailbackDelay == b.FailbackDelay && a.Ceph == b.Ceph && slices.Equal(a.Groups, b.Groups)
+		a.LeaseSeconds == b.LeaseSeconds && a.FailbackDelay == b.FailbackDelay && a.Ceph == b.Ceph &&
+		a.Balance == b.Balance && a.RebalanceSeconds == b.RebalanceSeconds && slices.Equal(a.Groups, b.Groups)
 }

@@ -185,7 +185,10 @@ type Lease struct {
 	// seen one run of Preferred stand by, ready, for Failback (0: never).
 	Preferred string
 	Failback  time.Duration
-	Name      string // this gateway's, to tell whether it is Preferred
+	// Moves, if set, spaces out the failbacks of all the groups of this
+	// gateway (balancing moves several at once when a gateway joins).
+	Moves *Moves
+	Name  string // this gateway's, to tell whether it is Preferred
 	// Rebuild: a blocklisted lease asks for OpRebuild, first at once,
 	// then after each failed one a back-off doubling from Timing.Renew up
 	// to maxRebuildBackoff. Without it, blocklisted stays.
@@ -241,7 +244,7 @@ func (l *Lease) Wake(now time.Duration) (op Op, next time.Duration) {
 	if l.state == Blocklisted {
 		return l.wakeBlocklisted(now)
 	}
-	if at, ok := l.failbackAt(); ok && now >= at {
+	if at, ok := l.failbackAt(); ok && now >= at && l.Moves.take(now) {
 		l.Release(now)
 		l.failingBack = true
 	}
@@ -343,7 +346,17 @@ func (l *Lease) failbackAt() (at time.Duration, ok bool) {
 	if l.state != Owner || l.releasing || l.Failback <= 0 || l.readyCookie == "" {
 		return 0, false
 	}
-	return l.readySince + l.Failback, true
+	return max(l.readySince+l.Failback, l.Moves.due()), true
+}
+
+// SetPreferred makes name the group's preferred gateway (balancing
+// reassigns it as gateways come and go): an owner counts the new one's
+// standing by afresh.
+func (l *Lease) SetPreferred(name string) {
+	if name != l.Preferred {
+		l.Preferred = name
+		l.readyCookie = ""
+	}
 }
 
 // seeStandby takes what an owner's renewal saw of the preferred gateway:

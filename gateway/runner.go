@@ -44,6 +44,10 @@ type Runner struct {
 	// serves in group (Holder.Namespaces): failback goes only to a
 	// preferred gateway that serves the same.
 	Namespaces func(group uint32) string
+	// PreferredOf, if set, names the group's preferred gateway at each
+	// wake (Members.Preferred, with balancing), overriding
+	// Lease.Preferred.
+	PreferredOf func(group uint32) string
 
 	mu        sync.Mutex // guards Lease
 	pubMu     sync.Mutex // orders Publish calls
@@ -63,6 +67,7 @@ type Runner struct {
 type Status struct {
 	Group     uint32
 	State     State
+	Preferred string // the gateway the group fails back to, "" none
 	Takeovers uint64
 	Fencings  uint64
 	Failbacks uint64
@@ -85,7 +90,7 @@ type Status struct {
 func (r *Runner) Status() Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := Status{Group: r.Lease.Group, State: r.Lease.State(), Takeovers: r.Lease.Takeovers, Fencings: r.Lease.Fencings, Failbacks: r.Lease.Failbacks,
+	s := Status{Group: r.Lease.Group, State: r.Lease.State(), Preferred: r.Lease.Preferred, Takeovers: r.Lease.Takeovers, Fencings: r.Lease.Fencings, Failbacks: r.Lease.Failbacks,
 		Rebuilds: r.Lease.Rebuilds, RebuildFailures: r.Lease.RebuildFailures, Ops: r.opsDone, Since: r.since}
 	if r.Now != nil {
 		s.RebuildIn = r.Lease.RebuildBackoff(r.Now())
@@ -126,13 +131,17 @@ func (r *Runner) loop(ctx context.Context) {
 	for {
 		r.mu.Lock()
 		now := r.Now()
+		if r.PreferredOf != nil {
+			r.Lease.SetPreferred(r.PreferredOf(r.Lease.Group))
+		}
 		op, next := r.Lease.Wake(now)
 		by, owner, honour, announce := r.Lease.ReleaseBy(), r.Lease.State() == Owner, r.Lease.HonourHandover(now), r.Lease.Announces(now)
+		preferred := r.Lease.Preferred
 		r.mu.Unlock()
 		r.publish()
 		if op != OpNone {
 			r.ops.Add(1)
-			go r.run(op, by, honour, announce)
+			go r.run(op, by, preferred, honour, announce)
 		}
 		timer.Stop()
 		if next != 0 {
@@ -154,7 +163,7 @@ func (r *Runner) loop(ctx context.Context) {
 			now := r.Now()
 			r.Lease.Done(now, res)
 			r.opsDone++
-			st, failedBack, retryIn := r.Lease.State(), r.Lease.Failbacks != failbacks, r.Lease.RebuildBackoff(now)
+			st, failedBack, retryIn, preferred := r.Lease.State(), r.Lease.Failbacks != failbacks, r.Lease.RebuildBackoff(now), r.Lease.Preferred
 			r.mu.Unlock()
 			r.logResult(res, prev, st, retryIn)
 			if took := now - res.Started; took > r.Lease.Timing.Renew/2 && res.Op != OpRebuild {
@@ -164,7 +173,7 @@ func (r *Runner) loop(ctx context.Context) {
 				r.Log.WithFields(logrus.Fields{"ana_group": r.Lease.Group, "gateway": r.Me.Name, "op": res.Op.String(), "took": took.Round(time.Millisecond).String()}).Warn("gateway lease operation slow")
 			}
 			if failedBack {
-				r.Log.WithFields(logrus.Fields{"ana_group": r.Lease.Group, "gateway": r.Me.Name, "preferred": r.Lease.Preferred}).Info("gateway handed the ANA group back to its preferred gateway, standing by for the failback delay")
+				r.Log.WithFields(logrus.Fields{"ana_group": r.Lease.Group, "gateway": r.Me.Name, "preferred": preferred}).Info("gateway handed the ANA group back to its preferred gateway, standing by for the failback delay")
 			}
 			if res.Op.Releases() {
 				select {
@@ -179,8 +188,9 @@ func (r *Runner) loop(ctx context.Context) {
 }
 
 // run carries out op; a release first quiesces the group, by the owner's
-// deadline releaseBy.
-func (r *Runner) run(op Op, releaseBy time.Duration, honourHandover, announce bool) {
+// deadline releaseBy. preferred is the group's preferred gateway when the
+// op started.
+func (r *Runner) run(op Op, releaseBy time.Duration, preferred string, honourHandover, announce bool) {
 	defer r.ops.Done()
 	started := r.Now()
 	var startedWall time.Time
@@ -201,7 +211,7 @@ func (r *Runner) run(op Op, releaseBy time.Duration, honourHandover, announce bo
 		return
 	}
 	if err == nil {
-		fenced, err = Run(op, r.Store, me, r.Lease.Preferred, honourHandover)
+		fenced, err = Run(op, r.Store, me, preferred, honourHandover)
 	}
 	if op == OpAcquire && err == nil && r.Ready != nil {
 		err = r.ready()
@@ -209,9 +219,9 @@ func (r *Runner) run(op Op, releaseBy time.Duration, honourHandover, announce bo
 	if announce && op == OpAcquire && errors.Is(err, ErrBusy) {
 		announce = r.readyToAnnounce()
 	}
-	looked, ready, differs := LookForStandby(op, err, r.Store, me, r.Lease.Preferred, 2*r.Lease.Timing.Renew, announce)
+	looked, ready, differs := LookForStandby(op, err, r.Store, me, preferred, 2*r.Lease.Timing.Renew, announce)
 	if looked {
-		r.seeNamespaces(me, differs)
+		r.seeNamespaces(me, preferred, differs)
 	}
 	r.results <- Result{Op: op, Started: started, StartedWall: startedWall, Fenced: fenced, Err: err, Looked: looked, Ready: ready}
 }
@@ -240,11 +250,11 @@ func (r *Runner) readyToAnnounce() bool {
 // seeNamespaces logs when the preferred gateway's namespaces in the group
 // start or stop differing from this owner's. Called from the op in
 // flight, one at a time.
-func (r *Runner) seeNamespaces(me Holder, differs string) {
+func (r *Runner) seeNamespaces(me Holder, preferred, differs string) {
 	if differs == r.differs {
 		return
 	}
-	log := r.Log.WithFields(logrus.Fields{"ana_group": r.Lease.Group, "gateway": me.Name, "preferred": r.Lease.Preferred})
+	log := r.Log.WithFields(logrus.Fields{"ana_group": r.Lease.Group, "gateway": me.Name, "preferred": preferred})
 	if differs != "" {
 		log.WithFields(logrus.Fields{"namespaces": me.Namespaces, "preferred_namespaces": differs}).Warn("the preferred gateway serves other namespaces in the ANA group than this owner (a change made through one gateway only?): no failback to it until they match")
 	} else if r.differs != "" {
