@@ -169,12 +169,19 @@ func (s *session) saveConfig(p SaveParams) (SaveResult, error) {
 	if p.Path != "" && !filepath.IsAbs(p.Path) {
 		return SaveResult{}, paramError("path", "invalid params: path %q is not absolute", p.Path)
 	}
-	cfg, redacted := s.api.m.Running().Redact()
+	running := s.api.m.Running()
+	note := ""
+	if g := running.Gateway; g != nil && g.SharedConfig {
+		// The subsystems are the group's, kept in RADOS: the file keeps
+		// this daemon's own settings.
+		running.Subsystems = nil
+		note = fmt.Sprintf("the subsystems are left out: the gateway group keeps them in its shared configuration (pool %s, object %s)", g.Pool, g.ConfigObject())
+	}
+	cfg, redacted := running.Redact()
 	y, err := config.Marshal(cfg)
 	if err != nil {
 		return SaveResult{}, err
 	}
-	note := ""
 	if redacted > 0 {
 		note = fmt.Sprintf("%d inline DH-HMAC-CHAP secret(s) written as %s: put them back, or move them to dhchap_key_file / dhchap_ctrl_key_file, before loading this file", redacted, config.Redacted)
 	}

@@ -44,6 +44,18 @@ type Gateway struct {
 	// RebalanceSeconds spaces out the groups this gateway hands over: at
 	// most one per period (default DefaultRebalanceSeconds).
 	RebalanceSeconds int `yaml:"rebalance_seconds,omitempty"`
+	// SharedConfig keeps the subsystems in one object for the whole group,
+	// LeasePrefix + ".config" in Pool (shared.go): a change through any
+	// gateway reaches every gateway. The file's own subsystems are only
+	// used to create the object when there is none yet.
+	SharedConfig bool `yaml:"shared_config,omitempty"`
+	// CntlidMin and CntlidMax are this gateway's controller IDs in every
+	// shared subsystem: disjoint between the gateways of the group.
+	CntlidMin uint16 `yaml:"cntlid_min,omitempty"`
+	CntlidMax uint16 `yaml:"cntlid_max,omitempty"`
+	// SecretKeyFile is the group's secret key, which seals the inline
+	// DH-HMAC-CHAP secrets in the shared object (ReadSecretKey).
+	SecretKeyFile string `yaml:"secret_key_file,omitempty"`
 	// Ceph is the cluster connection: the top-level ceph block's unless
 	// set. It must be the one of the rbd namespaces in Groups, so that
 	// fencing this daemon's client fences their writes.
@@ -187,6 +199,7 @@ func (v *validator) gateway(c *Config) {
 	if s := g.RebalanceSeconds; s < 1 || s > maxRebalanceSeconds {
 		v.add(path+".rebalance_seconds", "%d is out of range 1..%d", s, maxRebalanceSeconds)
 	}
+	v.sharedConfig(g)
 	if g.Balance && g.FailbackDelay == -1 {
 		v.add(path+".balance", "balancing moves groups by failback, which failback_delay: -1 turns off; set a delay")
 	}
@@ -232,5 +245,24 @@ func (v *validator) gateway(c *Config) {
 				v.add(np+".ceph", "in gateway group %d, the namespace reaches the cluster as %+v but the gateway as %+v: they must be the same (conf, user and keyring) so that fencing the gateway's client fences the namespace's writes", ns.Group(), ns.Ceph, g.Ceph)
 			}
 		}
+	}
+}
+
+// sharedConfig checks the settings of a shared configuration.
+func (v *validator) sharedConfig(g *Gateway) {
+	if !g.SharedConfig {
+		if g.CntlidMin != 0 || g.CntlidMax != 0 || g.SecretKeyFile != "" {
+			v.add("gateway.shared_config", "cntlid_min, cntlid_max and secret_key_file apply to a shared configuration only: set shared_config: true, or use the subsystems' own keys")
+		}
+		return
+	}
+	switch {
+	case g.CntlidMin == 0 || g.CntlidMax == 0:
+		v.add("gateway.cntlid_min", "required with shared_config: this gateway's controller IDs in every shared subsystem, disjoint from the other gateways' (a host refuses a controller ID seen twice)")
+	case g.CntlidMin > g.CntlidMax || g.CntlidMax > nvme.MaxControllerID:
+		v.add("gateway.cntlid_max", "%d..%d is not a range within 1..%d", g.CntlidMin, g.CntlidMax, nvme.MaxControllerID)
+	}
+	if f := g.SecretKeyFile; f != "" && !strings.HasPrefix(f, "/") {
+		v.add("gateway.secret_key_file", "%q is not an absolute path", f)
 	}
 }

@@ -177,6 +177,21 @@ const maxKeyFileSize = 4 << 10
 // configuration is locked), owned by the daemon's user or root, which only
 // its owner may read, and no larger than a secret.
 func readSecretFile(path string) (*dhchap.Secret, error) {
+	b, err := readKeyFile(path)
+	if err != nil {
+		return nil, err
+	}
+	defer clear(b)
+	s, err := dhchap.ParseSecret(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+// readKeyFile reads a key file with readSecretFile's checks; the caller
+// clears what it returns once done.
+func readKeyFile(path string) ([]byte, error) {
 	if !filepath.IsAbs(path) {
 		return nil, fmt.Errorf("%q is not an absolute path", path)
 	}
@@ -198,18 +213,15 @@ func readSecretFile(path string) (*dhchap.Secret, error) {
 	}
 	b := make([]byte, maxKeyFileSize+1)
 	n, err := io.ReadFull(f, b)
-	defer clear(b)
 	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		clear(b)
 		return nil, err
 	}
 	if n > maxKeyFileSize {
+		clear(b)
 		return nil, fmt.Errorf("%s is larger than a secret (%d bytes at most)", path, maxKeyFileSize)
 	}
-	s, err := dhchap.ParseSecret(string(b[:n]))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return s, nil
+	return b[:n], nil
 }
 
 // checkKeyFile checks the type, owner, mode and size of an open key file.

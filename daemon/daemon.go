@@ -52,7 +52,8 @@ type Daemon struct {
 	counts     atomic.Pointer[configCounts]
 	applying   atomic.Int64 // d.clock() when the running apply began; 0: none
 
-	gateway *gatewaySet // the ANA group leases (gateway.go); nil without a gateway block
+	gateway *gatewaySet   // the ANA group leases (gateway.go); nil without a gateway block
+	shared  *sharedConfig // the gateway group's shared configuration (shared.go); nil without
 
 	sd    *notifier            // systemd; set before the admin socket opens
 	clock func() time.Duration // CLOCK_MONOTONIC, or a test's clock
@@ -101,13 +102,22 @@ func Start(cfg *config.Config, logger *logrus.Logger) (*Daemon, error) {
 	if err := pinGatewayGroups(d.target, cfg.Gateway); err != nil {
 		return nil, err
 	}
-	if err := d.Apply(cfg); err != nil {
+	if g := cfg.Gateway; g != nil && g.SharedConfig {
+		// The group's newest subsystems, before anything serves.
+		if d.shared, cfg, err = openShared(cfg, log); err != nil {
+			return nil, err
+		}
+	}
+	if err := d.apply(cfg); err != nil {
 		d.Stop(time.Second)
 		return nil, err
 	}
 	if d.gateway, err = startGateway(d.target, cfg.Gateway, log); err != nil {
 		d.Stop(time.Second)
 		return nil, err
+	}
+	if d.shared != nil {
+		d.shared.follow(d)
 	}
 	logWarnings(log, cfg)
 	d.gen.Store(1)
@@ -191,6 +201,7 @@ func openNamespace(nqn string, nc config.Namespace, gw *config.Gateway, resvDir 
 // Stop disconnects every host, waits for the queue pairs to go, then
 // closes the backends so every completed write is on stable storage.
 func (d *Daemon) Stop(timeout time.Duration) {
+	d.shared.stop() // no change of the group's applied from here on
 	// Give up owned gateway groups first, while the backends are open:
 	// inaccessible here, the group's commands in flight completed and
 	// flushed, then the lease released for a peer to take.

@@ -17,11 +17,20 @@ func (d *Daemon) Reload(path string) error {
 	d.sd.reloading() // at once, also while an admin change holds the edit lock
 	defer d.LockEdits()()
 	next, err := config.Load(path)
+	var version uint64
+	if err == nil && d.shared != nil {
+		// The file has this daemon's own settings; the subsystems are
+		// the group's newest.
+		next, version, err = d.shared.reload(next)
+	}
 	if err == nil {
-		err = d.Apply(next)
+		err = d.apply(next)
+	}
+	var partial *partialError
+	if d.shared != nil && (err == nil || errors.As(err, &partial)) {
+		d.shared.version.Store(version)
 	}
 	d.lastReload.Store(&reloadResult{err == nil, time.Now()})
-	var partial *partialError
 	switch {
 	case errors.As(err, &partial):
 		d.log.WithError(err).WithField("file", path).Error("reload applied in part: the items named were left out; fix them and reload again")
@@ -53,13 +62,23 @@ func (e *partialError) Unwrap() []error { return e.errs }
 // AppliedInPart is what was left out, for the API's error.
 func (e *partialError) AppliedInPart() []error { return e.errs }
 
+// Apply is an edit of the running configuration, the API's: with a
+// shared configuration (gateway.shared_config) the gateway group shares
+// it, or it is undone and refused.
+func (d *Daemon) Apply(next *config.Config) error {
+	if d.shared == nil {
+		return d.apply(next)
+	}
+	return d.shared.change(d, next)
+}
+
 // apply moves the target from the running configuration to next, touching
 // only what differs: hosts of unchanged subsystems keep their connections.
 // Everything that can fail (opening backends, listening on new ports)
 // happens in prepare, before anything running changes, so a failure there
 // leaves the target as it was. What fails in commit is left out of the
 // running configuration and reported in a partialError.
-func (d *Daemon) Apply(next *config.Config) error {
+func (d *Daemon) apply(next *config.Config) error {
 	if err := next.Validate(); err != nil {
 		return err
 	}
