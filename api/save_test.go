@@ -41,3 +41,25 @@ func TestSaveRefusesAFileWithRedactedSecrets(t *testing.T) {
 		t.Fatalf("save_config without a path: %+v %+v %v", rs[2], r, err)
 	}
 }
+
+// With a shared configuration, save_config leaves the subsystems out:
+// the gateway group keeps them; the file keeps the daemon's own settings.
+// Their inline secrets are not redacted into it either.
+func TestSaveLeavesTheSharedSubsystemsOut(t *testing.T) {
+	d := standIn(t)
+	d.cfg.Gateway = &config.Gateway{Name: "gw-a", Pool: "rbd", LeasePrefix: "p", SharedConfig: true, CntlidMin: 1, CntlidMax: 99}
+	d.cfg.Subsystems[0].Hosts = []config.Host{{NQN: "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-0000000000aa",
+		DHCHAPKey: "DHHC-1:01:ICcuNTxDSlFYX2ZtdHuCiZCXnqWss7rByM/W3eTr8vmMpzdS:"}}
+	a := NewHandler(d, "", "test", d.log)
+	written := ""
+	a.write = func(_ string, b []byte) error { written = string(b); return nil }
+	path := filepath.Join(t.TempDir(), "saved.yaml")
+	rs := exchange(t, a, lines(hello, `{"jsonrpc":"2.0","id":1,"method":"save_config","params":{"path":"`+path+`"}}`))
+	var r SaveResult
+	if err := json.Unmarshal(rs[1].Result, &r); err != nil || rs[1].Error != nil {
+		t.Fatalf("save_config: %+v %v", rs[1], err)
+	}
+	if strings.Contains(written, d.cfg.Subsystems[0].NQN) || !strings.Contains(written, "shared_config: true") || !strings.Contains(r.Note, "p.config") {
+		t.Fatalf("saved:\n%s\nnote %q", written, r.Note)
+	}
+}

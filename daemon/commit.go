@@ -298,7 +298,7 @@ func (c *change) applyDaemonSettings() {
 			c.d.metrics = nil
 		}
 		if addr := c.next.Metrics.Address; addr != "" {
-			m, err := metrics.Serve(addr, &metrics.Collector{Target: c.d.target, Version: Version, Generation: c.d.Generation, Gateways: gatewayStatuses}, c.log)
+			m, err := metrics.Serve(addr, &metrics.Collector{Target: c.d.target, Version: Version, Generation: c.d.Generation, Gateways: gatewayStatuses, Group: c.d.groupView}, c.log)
 			if err != nil {
 				c.problem(err, func(a *config.Config) { a.Metrics.Address = "" })
 			} else {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/backend"
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/metrics"
 	"github.com/sirupsen/logrus"
 )
 
@@ -231,6 +232,18 @@ func (sc *sharedConfig) catchUp(d *Daemon) {
 		return
 	}
 	log.Info("gateway shared configuration applied")
+}
+
+// groupView is the gateway group as this daemon sees it, for the metrics.
+func (d *Daemon) groupView() metrics.GroupView {
+	var v metrics.GroupView
+	if d.shared != nil {
+		v.ConfigVersion = d.shared.version.Load()
+	}
+	if gs := runningGateway.Load(); gs != nil && gs.members != nil {
+		v.Members = len(gs.members.List())
+	}
+	return v
 }
 
 func (sc *sharedConfig) stop() {

@@ -2,9 +2,12 @@ package gateway
 
 import (
 	"fmt"
+	"io"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/sirupsen/logrus"
 )
 
 func TestAssignSpreadsTheGroups(t *testing.T) {
@@ -250,4 +253,67 @@ func TestBalancingMovesOneGroupPerPeriod(t *testing.T) {
 			t.Errorf("failbacks %v apart (at %v), want at least %v", gap, handed, period)
 		}
 	}
+}
+
+// fakeMembers is the members object: the shares held, and whether the
+// cluster answers.
+type fakeMembers struct {
+	held []string
+	down bool
+}
+
+func (f *fakeMembers) Join() error {
+	if f.down {
+		return errTimeout
+	}
+	return nil
+}
+func (f *fakeMembers) Leave() error { return nil }
+func (f *fakeMembers) Members() ([]string, error) {
+	if f.down {
+		return nil, errTimeout
+	}
+	return f.held, nil
+}
+
+// Members counts itself, follows the shares held, and keeps its last
+// list while the cluster does not answer: no failback on an unknown.
+func TestMembersFollowTheShares(t *testing.T) {
+	store := &fakeMembers{}
+	m := &Members{Store: store, Name: "gw-b", Groups: []uint32{1, 2}, Log: quietLog()}
+	if m.Preferred(1) != "" {
+		t.Fatal("a preferred gateway before the members were read")
+	}
+	store.down = true
+	m.Refresh()
+	if m.Preferred(1) != "" || m.List() != nil {
+		t.Fatalf("members %v read from a cluster that does not answer", m.List())
+	}
+	store.down = false
+	store.held = []string{"gw-a"}
+	m.Refresh()
+	if got := m.List(); !slices.Equal(got, []string{"gw-a", "gw-b"}) {
+		t.Fatalf("members %v, want gw-a and itself", got)
+	}
+	want := Assign([]string{"gw-a", "gw-b"}, []uint32{1, 2})
+	if m.Preferred(1) != want[1] || m.Preferred(2) != want[2] || want[1] == want[2] {
+		t.Fatalf("preferred %q %q, want %v", m.Preferred(1), m.Preferred(2), want)
+	}
+	store.down = true
+	m.Refresh()
+	if got := m.List(); !slices.Equal(got, []string{"gw-a", "gw-b"}) || m.Preferred(1) != want[1] {
+		t.Fatalf("the cluster not answering changed the members: %v", got)
+	}
+	store.down = false
+	store.held = []string{"gw-b"}
+	m.Refresh()
+	if m.Preferred(1) != "gw-b" || m.Preferred(2) != "gw-b" {
+		t.Fatalf("alone: preferred %q %q", m.Preferred(1), m.Preferred(2))
+	}
+}
+
+func quietLog() *logrus.Entry {
+	l := logrus.New()
+	l.SetOutput(io.Discard)
+	return logrus.NewEntry(l)
 }

@@ -22,6 +22,9 @@ type Collector struct {
 	// Gateways is the status of each gateway group's runner; nil or
 	// empty without a gateway.
 	Gateways func() []gateway.Status
+	// Group is the gateway group as this gateway sees it (GroupView);
+	// nil without a gateway.
+	Group func() GroupView
 }
 
 const prefix = "nvmeof_tgt_"
@@ -138,6 +141,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	collectANA(e, c.Target, ports)
 	collectGateway(e, c.Gateways)
+	collectGroup(e, c.Group)
 	reserved, limit := c.Target.QueuePairs()
 	e.gauge(dQPReserved, float64(reserved))
 	e.gauge(dQPLimit, float64(limit))

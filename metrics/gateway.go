@@ -22,6 +22,8 @@ func describeGateway(ch chan<- *prometheus.Desc) {
 	ch <- dGatewayFencings
 	ch <- dGatewayFailbacks
 	describeGatewayRebuilds(ch)
+	ch <- dGatewayMembers
+	ch <- dGatewayConfigVersion
 }
 
 func collectGateway(e emit, statuses func() []gateway.Status) {
@@ -57,4 +59,28 @@ func describeGatewayRebuilds(ch chan<- *prometheus.Desc) {
 func collectGatewayRebuilds(e emit, st gateway.Status, g string) {
 	e.counter(dGatewayRebuilds, float64(st.Rebuilds), g)
 	e.counter(dGatewayRebuildFailures, float64(st.RebuildFailures), g)
+}
+
+// GroupView is what a gateway knows of its group as a whole.
+type GroupView struct {
+	Members       int    // the gateways up, with balancing (0 without)
+	ConfigVersion uint64 // the shared configuration's version applied here (0 without)
+}
+
+var (
+	dGatewayMembers       = prometheus.NewDesc(prefix+"gateway_members", "The gateways of the group that are up, as this gateway last read them (balancing: gateway.balance).", nil, nil)
+	dGatewayConfigVersion = prometheus.NewDesc(prefix+"gateway_config_version", "The version of the gateway group's shared configuration applied here (gateway.shared_config): a gateway behind the others has not applied a change.", nil, nil)
+)
+
+func collectGroup(e emit, view func() GroupView) {
+	if view == nil {
+		return
+	}
+	v := view()
+	if v.Members > 0 {
+		e.gauge(dGatewayMembers, float64(v.Members))
+	}
+	if v.ConfigVersion > 0 {
+		e.gauge(dGatewayConfigVersion, float64(v.ConfigVersion))
+	}
 }
