@@ -77,7 +77,9 @@ func openShared(cfg *config.Config, log *logrus.Entry) (*sharedConfig, *config.C
 	}
 	sc.store = l
 	s, err := sc.read()
-	if errors.Is(err, syscall.ENOENT) {
+	if err == nil {
+		sc.ignoring(cfg, s.Version)
+	} else if errors.Is(err, syscall.ENOENT) {
 		s, err = sc.create(cfg)
 	}
 	if err != nil {
@@ -86,6 +88,13 @@ func openShared(cfg *config.Config, log *logrus.Entry) (*sharedConfig, *config.C
 	}
 	sc.version.Store(s.Version)
 	return sc, cfg.WithShared(s.Subsystems), nil
+}
+
+// ignoring logs that the file's own subsystems, if any, are not used.
+func (sc *sharedConfig) ignoring(file *config.Config, version uint64) {
+	if len(file.Subsystems) > 0 {
+		sc.log.WithFields(logrus.Fields{"version": version, "subsystems_in_file": len(file.Subsystems)}).Warn("the configuration file's subsystems are not used: the gateway group's shared configuration has the subsystems (ctl save writes the file without them)")
+	}
 }
 
 // create writes cfg's subsystems as version 1; if another gateway
@@ -119,6 +128,13 @@ func (sc *sharedConfig) read() (config.Shared, error) {
 // edits; the caller holds the edit lock). Only the subsystems are shared:
 // an edit of this daemon's own settings (a port) is not written.
 func (sc *sharedConfig) change(d *Daemon, next *config.Config) error {
+	g := next.Gateway
+	for i, sub := range next.Subsystems {
+		if (sub.CntlidMin != 0 || sub.CntlidMax != 0) && (sub.CntlidMin != g.CntlidMin || sub.CntlidMax != g.CntlidMax) {
+			return fmt.Errorf("subsystems[%d].cntlid_min: in a shared configuration every subsystem hands out this gateway's controller IDs, gateway.cntlid_min and cntlid_max (%d..%d); leave them out", i, g.CntlidMin, g.CntlidMax)
+		}
+	}
+	next = next.WithShared(next.Shared())
 	prev := d.Running()
 	if reflect.DeepEqual(prev.Shared(), next.Shared()) {
 		return d.apply(next)
@@ -164,6 +180,7 @@ func (sc *sharedConfig) reload(next *config.Config) (*config.Config, uint64, err
 	if err != nil {
 		return nil, 0, fmt.Errorf("gateway shared configuration %s: %w", sc.object, err)
 	}
+	sc.ignoring(next, s.Version)
 	return next.WithShared(s.Subsystems), s.Version, nil
 }
 

@@ -147,6 +147,14 @@ subsystems: [{nqn: nqn.2026-11.io.example:s, allow_any_host: true, namespaces: [
 	}
 	defer d.Stop(time.Second)
 	d.shared = &sharedConfig{store: &failingStore{}, wake: make(chan struct{}, 1), log: logrus.NewEntry(quietLogger())}
+	// The gateway block as the running configuration would have it (its
+	// leases are not started: nothing here reaches a cluster).
+	d.mu.Lock()
+	d.cfg.Gateway = &config.Gateway{Name: "gw-a", Pool: "rbd", LeasePrefix: "p", LeaseSeconds: 10, FailbackDelay: 15, RebalanceSeconds: 10,
+		Groups: []config.GatewayGroup{{ID: 5}}, SharedConfig: true, CntlidMin: 1, CntlidMax: 99,
+		Ceph: config.Ceph{Conf: config.DefaultCephConf, User: config.DefaultCephUser}}
+	d.cfg.Subsystems[0].CntlidMin, d.cfg.Subsystems[0].CntlidMax = 1, 99
+	d.mu.Unlock()
 	next := d.Running()
 	next.Subsystems[0].Namespaces = append(next.Subsystems[0].Namespaces, config.Namespace{NSID: 2, Backend: "nullblk", Size: 1 << 20})
 	next.ApplyDefaults()
@@ -156,6 +164,12 @@ subsystems: [{nqn: nqn.2026-11.io.example:s, allow_any_host: true, namespaces: [
 	}
 	if d.target.Subsystem("nqn.2026-11.io.example:s").Namespace(2) != nil || len(d.Running().Subsystems[0].Namespaces) != 1 {
 		t.Fatal("the refused change still runs")
+	}
+	// A subsystem's own controller IDs: refused, each gateway has its own.
+	ids := d.Running()
+	ids.Subsystems[0].CntlidMax = 50
+	if err := d.Apply(ids); err == nil || !strings.Contains(err.Error(), "gateway.cntlid_min and cntlid_max") {
+		t.Fatalf("a subsystem's own controller IDs: %v", err)
 	}
 	// A change of this daemon's own settings alone is not shared.
 	own := d.Running()
