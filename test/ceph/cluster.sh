@@ -17,6 +17,10 @@
 #                                     the client user may use it) on it alone:
 #                                     a test can keep objects apart from the
 #                                     rbd pool's, on another OSD
+#   cluster.sh add-osd DIR pair       osd.1 beside osd.0 instead (as another
+#                                     host), and pool "pair" of size 2 (min
+#                                     size 1) on both: every object has a
+#                                     replica on each OSD
 #
 # After start, DIR/env holds the paths a client needs (sourced by scripts):
 # CEPH_CONF, CEPH_ADMIN_KEYRING, CEPH_USER (the RBD client, without
@@ -27,7 +31,7 @@ set -euo pipefail
 # exports, would make the OSD present the client's key).
 unset CEPH_KEYRING CEPH_ARGS CEPH_CONF
 
-usage() { sed -n '2,22p' "$0" >&2; exit 2; }
+usage() { sed -n '2,26p' "$0" >&2; exit 2; }
 [ $# -ge 2 ] || usage
 cmd=$1 C=$(realpath -m "$2") port=${3:-6789}
 pool=rbd user=nvmeof
@@ -100,29 +104,44 @@ mkfs_osd() {
 	ceph-osd --conf "$C/ceph.conf" -i "$1" --mkfs --osd-uuid "$uuid" 2>>"$C/log/mkfs.log"
 }
 
-# add_osd: osd.1, started, the only OSD under CRUSH root "apart", and pool
-# "apart" on that root; osd.0 and the rbd pool are untouched (no data
-# moves). Once made, a second call only starts osd.1.
+# add_osd [apart|pair]: osd.1, started. apart: the only OSD under CRUSH
+# root "apart", and pool "apart" on that root; osd.0 and the rbd pool are
+# untouched (no data moves). pair: under the default root as a host of its
+# own, and pool "pair", size 2, on both OSDs. Once made, a second call
+# only starts osd.1.
 add_osd() {
+	local kind=${1:-apart}
 	if [ -e "$C/osd1/keyring" ]; then
 		start_osd 1
 		return
 	fi
 	mkdir -p "$C/osd1"
+	local location="root=apart host=apart-host"
+	[ "$kind" = pair ] && location="root=default host=pair-host"
 	cat >>"$C/ceph.conf" <<CONF
 [osd.1]
 osd data = $C/osd1
 keyring = $C/osd1/keyring
-crush location = root=apart host=apart-host
+crush location = $location
 CONF
-	# The OSD puts itself, at its start, under root apart (made then).
+	# The OSD puts itself, at its start, under its root (made then).
 	mkfs_osd 1
 	start_osd 1
-	mon '{"prefix": "osd crush rule create-simple", "name": "apart", "root": "apart", "type": "osd"}' >/dev/null
-	mon '{"prefix": "osd pool create", "pool": "apart", "pg_num": 8, "rule": "apart"}' >/dev/null 2>&1
-	mon '{"prefix": "osd pool application enable", "pool": "apart", "app": "rbd"}' >/dev/null
-	mon "{\"prefix\": \"auth caps\", \"entity\": \"client.$user\", \"caps\": [\"mon\", \"profile rbd\", \"osd\", \"profile rbd pool=$pool, profile rbd pool=apart\"]}" >/dev/null
-	echo CEPH_POOL_APART=apart >>"$C/env"
+	if [ "$kind" = pair ]; then
+		mon '{"prefix": "osd pool create", "pool": "pair", "pg_num": 8}' >/dev/null 2>&1
+		mon '{"prefix": "osd pool set", "pool": "pair", "var": "size", "val": "2"}' >/dev/null
+		mon '{"prefix": "osd pool set", "pool": "pair", "var": "min_size", "val": "1"}' >/dev/null
+	else
+		mon '{"prefix": "osd crush rule create-simple", "name": "apart", "root": "apart", "type": "osd"}' >/dev/null
+		mon '{"prefix": "osd pool create", "pool": "apart", "pg_num": 8, "rule": "apart"}' >/dev/null 2>&1
+	fi
+	mon "{\"prefix\": \"osd pool application enable\", \"pool\": \"$kind\", \"app\": \"rbd\"}" >/dev/null
+	mon "{\"prefix\": \"auth caps\", \"entity\": \"client.$user\", \"caps\": [\"mon\", \"profile rbd\", \"osd\", \"profile rbd pool=$pool, profile rbd pool=$kind\"]}" >/dev/null
+	if [ "$kind" = pair ]; then
+		echo CEPH_POOL_PAIR=pair >>"$C/env"
+	else
+		echo CEPH_POOL_APART=apart >>"$C/env"
+	fi
 }
 
 start() {
@@ -209,6 +228,11 @@ stop-osd)
 	;;
 kill-osd) stop_daemon osd.0 KILL ;;
 start-osd) start_osd "${3:-0}" ;;
-add-osd) add_osd ;;
+add-osd)
+	case ${3:-apart} in
+	apart | pair) add_osd "${3:-apart}" ;;
+	*) usage ;;
+	esac
+	;;
 *) usage ;;
 esac
