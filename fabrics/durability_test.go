@@ -228,7 +228,7 @@ func TestFlushAllRunsOffThePollerAndHoldsNamespaces(t *testing.T) {
 	// The namespace is held, so its removal waits for the flush.
 	s := h.io.Queue.ctrl.Subsystem
 	ns := s.Namespace(1)
-	if ns.inflight() == 0 {
+	if ns.InFlight() == 0 {
 		t.Fatal("namespace not held during a broadcast flush: a removal would close it under the flush")
 	}
 	removed := make(chan error, 1)

@@ -431,14 +431,14 @@ func TestQoSTeardownWithWaiters(t *testing.T) {
 	if n := g.waiting(); n != 5 {
 		t.Fatalf("%d wait after the close, want the other queue's 5", n)
 	}
-	if n := g.ns.inflight(); n != 5 {
+	if n := g.ns.InFlight(); n != 5 {
 		t.Fatalf("%d claims on the namespace, want the kept queue's 5", n)
 	}
 	g.clk.Advance(50 * time.Millisecond)
 	for range 5 {
 		g.expectNext("kept", "the kept queue's")
 	}
-	if n := g.ns.inflight(); n != 0 {
+	if n := g.ns.InFlight(); n != 0 {
 		t.Fatalf("%d claims left on the namespace", n)
 	}
 }

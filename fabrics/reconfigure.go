@@ -111,7 +111,7 @@ func (s *Subsystem) RemoveNamespace(nsid uint32) error {
 // drain waits until no queue has a command on ns in flight, including
 // queues whose controller is already gone.
 func (ns *Namespace) drain(timeout time.Duration) bool {
-	return waitZero(ns.inflight, timeout)
+	return waitZero(ns.InFlight, timeout)
 }
 
 // waitZero polls count every millisecond until it reads 0, reporting
@@ -131,17 +131,15 @@ func waitZero(count func() int64, timeout time.Duration) bool {
 // InFlight is the number of commands on the namespace that have not
 // completed: executing, waiting on QoS or on the backend, or held by a
 // caller outside any queue. A handover and a removal wait for it to read 0.
-func (ns *Namespace) InFlight() int64 { return ns.inflight() }
+func (ns *Namespace) InFlight() int64 {
+	return ns.holds.Load() + ns.sumLive(func(s *IOStats) int64 { return s.Inflight.Load() + s.InflightWrites.Load() })
+}
 
 // UnsettledWrites is the number of writes of a gateway group's namespace
 // that timed out in the cluster since this daemon's client opened it:
 // they may still land, so while it is above 0 the group is not released
 // cleanly, and its next owner fences this daemon.
 func (ns *Namespace) UnsettledWrites() int64 { return ns.unsettled.Load() }
-
-func (ns *Namespace) inflight() int64 {
-	return ns.holds.Load() + ns.sumLive(func(s *IOStats) int64 { return s.Inflight.Load() + s.InflightWrites.Load() })
-}
 
 // sumLive adds up one counter of every live queue's IOStats for ns.
 func (ns *Namespace) sumLive(counter func(*IOStats) int64) int64 {

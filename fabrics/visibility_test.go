@@ -287,7 +287,7 @@ func TestHidingANamespaceWithCommandsInFlight(t *testing.T) {
 	if rsp := <-inflight; rsp == nil || rsp.Status() != 0 {
 		t.Fatalf("read in flight as its namespace was hidden: %v, want success", rsp)
 	}
-	if n := ns2.inflight(); n != 0 {
+	if n := ns2.InFlight(); n != 0 {
 		t.Fatalf("namespace 2 has %d commands in flight after the read completed", n)
 	}
 }
