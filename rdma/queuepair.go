@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,24 +30,6 @@ const (
 )
 
 var debugWC = os.Getenv("NVMEOF_TGT_DEBUG_WC") != ""
-
-// spinWindow is how long the poller keeps polling an idle completion queue
-// before it arms it and sleeps: long enough to catch a host's next command
-// at queue depth 1 without a wake-up, short enough that an idle target
-// burns no CPU. NVMEOF_TGT_SPIN_US overrides it for tuning.
-var spinWindow = func() time.Duration {
-	if n, err := strconv.Atoi(os.Getenv("NVMEOF_TGT_SPIN_US")); err == nil && n >= 0 {
-		return time.Duration(n) * time.Microsecond
-	}
-	return 200 * time.Microsecond
-}()
-
-// spinGap is the longest sleep after which the poller still spins: a host
-// whose next command came this soon is streaming I/O, and spinning saves
-// its next commands a wake-up. After a longer sleep (an idle queue woken
-// by a keep-alive, an admin command) the poller goes back to sleep as soon
-// as its work is done, so an idle target costs next to nothing.
-const spinGap = time.Millisecond
 
 // pollBatch is how many completions one pass polls.
 const pollBatch = 32
@@ -102,7 +83,7 @@ type QueuePair struct {
 	eventfd   int
 	sleeping  atomic.Bool
 	awake     time.Time // when the poller last woke, for busy time
-	spin      bool      // the last sleep was short: spin before the next (spinGap)
+	spin      fabrics.Spin
 	stopping  atomic.Bool
 	mu        sync.Mutex // guards id against use after teardown
 	destroyed bool
@@ -300,29 +281,13 @@ func (qp *QueuePair) poll() {
 	}
 	qp.awake = time.Now()
 	defer func() { pollerBusy.Add(int64(time.Since(qp.awake))) }()
-	var idleSince time.Time
-	empty := 0
 	for !qp.stopped() {
 		if qp.pollOnce() > 0 {
-			idleSince, empty = time.Time{}, 0
+			qp.spin.Worked()
 			continue
 		}
-		if !qp.spin {
+		if qp.spin.Idle() {
 			qp.sleep()
-			continue
-		}
-		// The clock is read every 8th empty poll: in a virtual machine
-		// without a usable TSC a clock read is a system call, dearer
-		// than the poll.
-		if empty++; empty&7 != 0 {
-			continue
-		}
-		now := time.Now()
-		if idleSince.IsZero() {
-			idleSince = now
-		} else if now.Sub(idleSince) >= spinWindow {
-			qp.sleep()
-			idleSince = time.Time{}
 		}
 	}
 	qp.teardown()
@@ -403,7 +368,7 @@ func (qp *QueuePair) sleep() {
 	_, err := unix.Poll(fds[:], -1)
 	qp.awake = time.Now()
 	pollerIdle.Add(int64(qp.awake.Sub(slept)))
-	qp.spin = spinWindow > 0 && qp.awake.Sub(slept) < spinGap
+	qp.spin.Slept(qp.awake.Sub(slept))
 	qp.sleeping.Store(false)
 	if err != nil && err != unix.EINTR {
 		qp.log.WithError(err).Error("poll on completion channel failed; disconnecting the queue")

@@ -103,6 +103,10 @@ type Conn struct {
 
 	// System calls of the poller, logged when the connection closes.
 	reads, writevs, polls uint64
+	// spin keeps the poller reading, without sleeping, for a moment
+	// after its work while the host streams commands: a sleep in poll(2)
+	// and the wake-up cost more than the reads (fabrics.Spin).
+	spin fabrics.Spin
 }
 
 func newConn(srv *server, fd int, peer string) (*Conn, error) {
@@ -144,7 +148,9 @@ func (c *Conn) connectExpired() {
 func (c *Conn) poll() {
 	runtime.LockOSThread()
 	for !c.stopping.Load() {
-		if !c.pass() {
+		if c.pass() {
+			c.spin.Worked()
+		} else if c.spin.Idle() {
 			c.sleep()
 		}
 		if c.watching() {
@@ -245,7 +251,9 @@ func (c *Conn) sleep() {
 	}
 	c.pollFDs = [2]unix.PollFd{{Fd: int32(c.fd), Events: ev}, {Fd: int32(c.efd), Events: unix.POLLIN}}
 	c.polls++
+	slept := time.Now()
 	_, err := unix.Poll(c.pollFDs[:], c.pollTimeout())
+	c.spin.Slept(time.Since(slept))
 	c.sleeping.Store(false)
 	if err != nil && err != unix.EINTR {
 		c.log.WithError(err).Error("poll on the connection failed; closing it")

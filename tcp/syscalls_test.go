@@ -2,6 +2,9 @@ package tcp
 
 import (
 	"testing"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 )
 
 // One command at a time costs the poller one writev and at most two
@@ -9,8 +12,47 @@ import (
 // and the first after a poll(2) that found the socket empty read nothing,
 // so only the pass that sends the completion reads again (and finds
 // nothing). It sleeps twice per command: for the command, and for the file
-// backend's worker to finish it.
+// backend's worker to finish it. That is without spinning (fabrics.Spin);
+// TestSpinningSleepsLess has it on.
 func TestSyscallsPerCommand(t *testing.T) {
+	defer func(w time.Duration) { fabrics.SpinWindow = w }(fabrics.SpinWindow)
+	fabrics.SpinWindow = 0
+	n, io := commandsOneByOne(t)
+	// Besides the commands: ICReq and Connect (its capsule and data sent
+	// apart), and the close.
+	const setup = 8
+	t.Logf("%d commands: %d reads, %d writevs, %d polls", n, io.reads, io.writevs, io.polls)
+	if io.reads > 2*n+setup {
+		t.Errorf("%d reads for %d commands: want at most two per command (+%d to set up)", io.reads, n, setup)
+	}
+	if io.writevs > n+setup {
+		t.Errorf("%d writevs for %d commands: want at most one per command (+%d to set up)", io.writevs, n, setup)
+	}
+	if io.polls > 2*n+setup {
+		t.Errorf("%d polls for %d commands: want at most two per command (+%d to set up)", io.polls, n, setup)
+	}
+}
+
+// With spinning, a host sending one command after another finds the
+// poller awake: it sleeps in poll(2) for a few of them only, and reads
+// instead; each command still costs one writev.
+func TestSpinningSleepsLess(t *testing.T) {
+	if fabrics.SpinWindow == 0 {
+		t.Fatal("NVMEOF_TGT_SPIN_US=0: spinning is off")
+	}
+	n, io := commandsOneByOne(t)
+	t.Logf("%d commands: %d reads, %d writevs, %d polls", n, io.reads, io.writevs, io.polls)
+	if io.polls > uint64(n)/2 {
+		t.Errorf("%d polls for %d commands one after another: the poller slept for most of them", io.polls, n)
+	}
+	if io.writevs > uint64(n)+8 {
+		t.Errorf("%d writevs for %d commands: want at most one per command", io.writevs, n)
+	}
+}
+
+// commandsOneByOne reads 4 KiB n times, one command at a time, and
+// returns n and the I/O queue's connection, its poller gone.
+func commandsOneByOne(t *testing.T) (uint64, *Conn) {
 	l := targetListener(t)
 	h := ioHost(t, l, false, false)
 	l.mu.Lock()
@@ -41,17 +83,5 @@ func TestSyscallsPerCommand(t *testing.T) {
 	if io == nil {
 		t.Fatal("no I/O queue connection")
 	}
-	// Besides the commands: ICReq and Connect (its capsule and data sent
-	// apart), and the close.
-	const setup = 8
-	t.Logf("%d commands: %d reads, %d writevs, %d polls", n, io.reads, io.writevs, io.polls)
-	if io.reads > 2*n+setup {
-		t.Errorf("%d reads for %d commands: want at most two per command (+%d to set up)", io.reads, n, setup)
-	}
-	if io.writevs > n+setup {
-		t.Errorf("%d writevs for %d commands: want at most one per command (+%d to set up)", io.writevs, n, setup)
-	}
-	if io.polls > 2*n+setup {
-		t.Errorf("%d polls for %d commands: want at most two per command (+%d to set up)", io.polls, n, setup)
-	}
+	return n, io
 }

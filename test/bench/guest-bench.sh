@@ -37,6 +37,17 @@
 # system call of the guest, so that round's figures are off: count in a
 # run of its own (BENCH_ROUNDS=1).
 #
+# The link. Each round also measures what user space gets from the
+# guest's own TCP on the address the host uses, between two processes:
+# sockperf ping-pong at 64 B and 4 KiB (mean one-way latency: half a round
+# trip) and iperf3 streams of 4 KiB and 128 KiB writes. The report gives
+# each job's ratio to it: a QD1 job's mean completion latency to a command
+# out and its data back (the 64 B one-way plus the 4 KiB one-way
+# latency), a 128 KiB job's throughput to the 128 KiB stream's, and a
+# 4 KiB job's to the 4 KiB stream's. It is what a user-space target's
+# floor is here: the kernel target, in softirq, pays no user-space
+# round trip.
+#
 # Interleaving. Both targets serve at once (nvmeof-tgt on port 4420, nvmet
 # on 4421, each with its host connected), and every job runs BENCH_ROUNDS
 # times (default 3) on each, alternating which goes first (ABBA), so that
@@ -170,6 +181,11 @@ run_job() {
 		--arg b "$(per_m $((b1 - b0)) "$ios")" \
 		'.jobs[0] | [$l, $j, $r, ((.read.iops + .write.iops) | floor), (((.read.bw + .write.bw) / 1024) | floor),
 			((.read.clat_ns.mean + .write.clat_ns.mean) / 1000 | floor), $t, $s, $b] | @tsv' "$out.json" >>/results/rounds.tsv
+	# The 99th percentile of completion latency, µs (of reads or writes,
+	# whichever the job did).
+	jq -r --arg l "$label" --arg j "$j" --arg r "$round" '.jobs[0] |
+		[$l, $j, $r, (([.read, .write] | map(select(.total_ios > 0) | .clat_ns.percentile["99.000000"]) | max // 0) / 1000 | floor)] | @tsv' \
+		"$out.json" >>/results/p99.tsv
 	# Soft-RoCE counters that moved, per I/O.
 	join /tmp/rxe0 /tmp/rxe1 | awk -v l="$label" -v j="$j r$round" -v n="$ios" '
 		$3 != $2 {s = s sprintf(" %s=%.2f", $1, ($3 - $2) / n)} END {print l "\t" j "\t" s}' >>/results/rxe.tsv
@@ -203,6 +219,55 @@ idle() {
 		-v io=$((io1 - io0)) -v ncpu="$(nproc)" 'BEGIN {
 		printf "idle, host connected, %d s: nvmeof-tgt %.3f %% of a core (stat), %.4f %% (schedstat), %.1f wake-ups/s; guest busy %.2f %% of %d CPUs; host I/Os in the window: %d\n",
 			s, t / hz / s * 100, n / 1e9 / s * 100, w / s, g / hz / s / ncpu * 100, ncpu, io}' >/results/idle.txt
+}
+
+# link ROUND: the link's figures (see the top), as lines "ROUND\tWHAT\tVALUE"
+# in /results/link.tsv: one-way latency in µs, streams in MiB/s.
+link() {
+	local r=$1 m l bw
+	for m in 64 4096; do
+		l=$(sockperf ping-pong -i 10.99.0.1 -p 11111 --tcp -m "$m" -t 3 2>&1 | sed -n 's/.*avg-latency= *\([0-9.]*\).*/\1/p' | tail -1)
+		printf '%s\tping-pong %s B, one way (us)\t%s\n' "$r" "$m" "${l:--}" >>/results/link.tsv
+	done
+	for m in 4K 128K; do
+		bw=$(iperf3 -c 10.99.0.1 -p 5201 -l "$m" -t 3 -J 2>/dev/null | jq '.end.sum_received.bits_per_second / 8 / 1048576 | floor' 2>/dev/null || echo -)
+		printf '%s\tstream %s writes (MiB/s)\t%s\n' "$r" "$m" "${bw:--}" >>/results/link.tsv
+	done
+}
+
+# link_report: the link's medians, then each job's median ratio to it.
+link_report() {
+	[ -s /results/link.tsv ] || return 0
+	echo "the link (user-space TCP on 10.99.0.1, medians over $rounds rounds):"
+	awk -F'\t' '{v[$2] = v[$2] " " $3} END {for (k in v) print k "\t" v[k]}' /results/link.tsv | sort | while IFS=$'\t' read -r what vals; do
+		printf '  %-34s %s  (rounds:%s)\n' "$what" "$(printf '%s\n' $vals | sort -n | awk '{a[NR] = $1} END {print NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}')" "$vals"
+	done
+	echo "per job, median ratio to the link (QD1: mean latency / (64 B + 4 KiB one way); 4 KiB and 128 KiB: MiB/s / the stream's):"
+	awk -F'\t' '
+		function med(a, n,   i, j, t) {
+			for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
+			return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+		}
+		FILENAME ~ /link/ { lk[$1, $2] = $3; next }
+		{
+			split($2, f, " ")
+			if (f[3] == 1) base = lk[$3, "ping-pong 64 B, one way (us)"] + lk[$3, "ping-pong 4096 B, one way (us)"]
+			else if (f[2] == "128k") base = lk[$3, "stream 128K writes (MiB/s)"]
+			else base = lk[$3, "stream 4K writes (MiB/s)"]
+			if (base + 0 <= 0) next
+			v = f[3] == 1 ? $6 / base : $5 / base
+			key = $1 "\t" $2
+			if (!(key in n)) order[++no] = key
+			r[key, ++n[key]] = v
+		}
+		END {
+			for (x = 1; x <= no; x++) {
+				k = order[x]; delete a
+				for (i = 1; i <= n[k]; i++) a[i] = r[k, i]
+				split(k, kk, "\t")
+				printf "  %-11s %-18s %.2f\n", kk[1], kk[2], med(a, n[k])
+			}
+		}' /results/link.tsv /results/rounds.tsv
 }
 
 # wait_dev NQN: the block device of NQN's namespace 1, once it appears.
@@ -269,6 +334,19 @@ report() {
 	echo "transport: $transport, guest kernel $(uname -r)"
 	summary
 	echo
+	echo "99th percentile of completion latency (us), median over the rounds:"
+	sort -t$'\t' -k1,1 -k2,2 /results/p99.tsv | awk -F'\t' '
+		function flush(   i, j, t) {
+			if (key == "") return
+			for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j-1] > v[j]; j--) { t = v[j]; v[j] = v[j-1]; v[j-1] = t }
+			split(key, k, SUBSEP); printf "  %-11s %-18s %d\n", k[1], k[2], n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+			n = 0; delete v
+		}
+		{ kk = $1 SUBSEP $2; if (kk != key) { flush(); key = kk } v[++n] = $4 + 0 }
+		END { flush() }'
+	echo
+	link_report
+	echo
 	echo "CPU: seconds per million I/Os (tgt: nvmeof-tgt process; sys: guest system+irq+softirq; busy: all guest non-idle)"
 	[ ! -f /results/idle.txt ] || cat /results/idle.txt
 	echo
@@ -282,6 +360,8 @@ report() {
 
 : >/results/rounds.tsv
 : >/results/rxe.tsv
+: >/results/link.tsv
+: >/results/p99.tsv
 
 cat >/tmp/bench.yaml <<CFG
 log: {level: warn}
@@ -325,7 +405,20 @@ if [[ ${BENCH_TARGETS:-nvmeof-tgt nvmet} == *nvmet* ]]; then
 	nvme connect -t "$transport" -a 10.99.0.1 -s 4421 -n kbench >/dev/null
 	theirs=$(wait_dev kbench)
 fi
+measure_link=""
+if command -v sockperf >/dev/null && command -v iperf3 >/dev/null; then
+	sockperf server -i 10.99.0.1 -p 11111 --tcp >/dev/null 2>&1 &
+	iperf3 -s -B 10.99.0.1 -p 5201 >/dev/null 2>&1 &
+	measure_link=1
+	for _ in $(seq 50); do # until both listen
+		ss -ltn | grep -q ':11111 ' && ss -ltn | grep -q ':5201 ' && break
+		sleep 0.1
+	done
+else
+	echo "sockperf or iperf3 missing: no link figures (run.sh installs them)" >&2
+fi
 for r in $(seq 1 "$rounds"); do
+	[ -z "$measure_link" ] || link "$r"
 	for j in "${jobs[@]}"; do
 		read -r rw bs qd <<<"$j"
 		if [ -z "$theirs" ]; then

@@ -16,6 +16,11 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
 export PATH=/usr/local/go/bin:$PATH
+# The link's figures (guest-bench.sh): sockperf and iperf3, which the guest
+# runs from this machine's file system.
+for p in sockperf iperf3; do
+	command -v $p >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $p >/dev/null
+done
 bin=$repo/.build/bench/nvmeof-tgt
 CGO_ENABLED=1 go build -ldflags "-X main.version=$(git describe --tags --always --dirty)" -o "$bin" ./cmd/nvmeof-tgt
 results=$(mktemp -d /var/tmp/nvmeof-tgt-bench-XXXXXX)
