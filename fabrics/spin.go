@@ -10,14 +10,23 @@ import (
 // while a host streams commands: Spin is what they share.
 
 // SpinWindow is how long a poller keeps polling an idle queue before it
-// sleeps: long enough to catch a host's next command at queue depth 1
-// without a wake-up, short enough that an idle target burns no CPU.
-// NVMEOF_TGT_SPIN_US overrides it for tuning; 0 turns spinning off.
-var SpinWindow = func() time.Duration {
+// sleeps, given the window its transport chose (d): long enough to catch a
+// host's next command at queue depth 1 without a wake-up, short enough
+// that an idle target burns no CPU. NVMEOF_TGT_SPIN_US, for tuning,
+// replaces every transport's; 0 turns spinning off.
+func SpinWindow(d time.Duration) time.Duration {
+	if spinOverride >= 0 {
+		return spinOverride
+	}
+	return d
+}
+
+// spinOverride is NVMEOF_TGT_SPIN_US; -1 when unset.
+var spinOverride = func() time.Duration {
 	if n, err := strconv.Atoi(os.Getenv("NVMEOF_TGT_SPIN_US")); err == nil && n >= 0 {
 		return time.Duration(n) * time.Microsecond
 	}
-	return 200 * time.Microsecond
+	return -1
 }()
 
 // SpinGap is the longest sleep after which a poller still spins: a host
@@ -31,6 +40,8 @@ const SpinGap = time.Millisecond
 // pass that did something, Idle after one that did nothing (sleep when it
 // says so), and Slept with how long its last sleep lasted.
 type Spin struct {
+	Window time.Duration // SpinWindow's; 0: never spin
+
 	on        bool      // the last sleep was short: spin before the next
 	idleSince time.Time // the first idle pass of this spin; zero: none yet
 	empty     int       // idle passes since the last clock read
@@ -55,7 +66,7 @@ func (s *Spin) Idle() (sleep bool) {
 		s.idleSince = now
 		return false
 	}
-	if now.Sub(s.idleSince) < SpinWindow {
+	if now.Sub(s.idleSince) < s.Window {
 		return false
 	}
 	s.idleSince = time.Time{}
@@ -64,4 +75,4 @@ func (s *Spin) Idle() (sleep bool) {
 
 // Slept takes the length of the sleep that just ended: a short one means
 // a streaming host, and the next idle time is spun.
-func (s *Spin) Slept(d time.Duration) { s.on = SpinWindow > 0 && d < SpinGap }
+func (s *Spin) Slept(d time.Duration) { s.on = s.Window > 0 && d < SpinGap }

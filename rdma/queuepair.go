@@ -31,6 +31,12 @@ const (
 
 var debugWC = os.Getenv("NVMEOF_TGT_DEBUG_WC") != ""
 
+// spinWindow is how long an idle poller spins while its host streams
+// (fabrics.Spin): long enough to catch a host's next command at queue
+// depth 1 without a wake-up, short enough that an idle target burns no
+// CPU.
+var spinWindow = fabrics.SpinWindow(200 * time.Microsecond)
+
 // pollBatch is how many completions one pass polls.
 const pollBatch = 32
 
@@ -193,6 +199,7 @@ func newQueuePair(l *Listener, id *C.struct_rdma_cm_id, dev *device, req nvme.CM
 		done:    make(chan struct{}),
 		eventfd: -1,
 		rspUnit: -1,
+		spin:    fabrics.Spin{Window: spinWindow},
 		rq:      ring,
 		log:     log,
 	}

@@ -9,7 +9,11 @@
 // workers, the queue's io_uring (fabrics.EventFDer) and the buffer pool
 // write. The runtime's netpoller cannot wait on a socket and an eventfd at
 // once from one goroutine: it would take a second goroutine and a channel
-// hand-off per command to hear of finished backend work.
+// hand-off per command to hear of finished backend work. While a host
+// streams commands (its last sleep was short), the poller keeps reading
+// for a moment after its work instead of sleeping at once, as the RDMA
+// poller does (fabrics.Spin): a sleep and the wake-up cost a queue-depth-1
+// command more than a few empty reads; a host that stops leaves it asleep.
 //
 // Received bytes go through a stage buffer, many small PDUs per read, and
 // large data straight into its command's buffer (recv.go). Each pass

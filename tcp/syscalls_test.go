@@ -3,8 +3,6 @@ package tcp
 import (
 	"testing"
 	"time"
-
-	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 )
 
 // One command at a time costs the poller one writev and at most two
@@ -15,8 +13,8 @@ import (
 // backend's worker to finish it. That is without spinning (fabrics.Spin);
 // TestSpinningSleepsLess has it on.
 func TestSyscallsPerCommand(t *testing.T) {
-	defer func(w time.Duration) { fabrics.SpinWindow = w }(fabrics.SpinWindow)
-	fabrics.SpinWindow = 0
+	defer func(w time.Duration) { spinWindow = w }(spinWindow)
+	spinWindow = 0
 	n, io := commandsOneByOne(t)
 	// Besides the commands: ICReq and Connect (its capsule and data sent
 	// apart), and the close.
@@ -37,7 +35,7 @@ func TestSyscallsPerCommand(t *testing.T) {
 // poller awake: it sleeps in poll(2) for a few of them only, and reads
 // instead; each command still costs one writev.
 func TestSpinningSleepsLess(t *testing.T) {
-	if fabrics.SpinWindow == 0 {
+	if spinWindow == 0 {
 		t.Fatal("NVMEOF_TGT_SPIN_US=0: spinning is off")
 	}
 	n, io := commandsOneByOne(t)

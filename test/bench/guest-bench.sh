@@ -251,11 +251,11 @@ link_report() {
 		FILENAME ~ /link/ { lk[$1, $2] = $3; next }
 		{
 			split($2, f, " ")
-			if (f[3] == 1) base = lk[$3, "ping-pong 64 B, one way (us)"] + lk[$3, "ping-pong 4096 B, one way (us)"]
+			if (f[3] == "qd1") base = lk[$3, "ping-pong 64 B, one way (us)"] + lk[$3, "ping-pong 4096 B, one way (us)"]
 			else if (f[2] == "128k") base = lk[$3, "stream 128K writes (MiB/s)"]
 			else base = lk[$3, "stream 4K writes (MiB/s)"]
 			if (base + 0 <= 0) next
-			v = f[3] == 1 ? $6 / base : $5 / base
+			v = f[3] == "qd1" ? $6 / base : $5 / base
 			key = $1 "\t" $2
 			if (!(key in n)) order[++no] = key
 			r[key, ++n[key]] = v
