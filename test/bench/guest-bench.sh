@@ -37,7 +37,7 @@
 # system call of the guest, so that round's figures are off: count in a
 # run of its own (BENCH_ROUNDS=1).
 #
-# The link. Each round also measures what user space gets from the
+# The link (BENCH_TRANSPORT=tcp). Each round also measures what user space gets from the
 # guest's own TCP on the address the host uses, between two processes:
 # sockperf ping-pong at 64 B and 4 KiB (mean one-way latency: half a round
 # trip) and iperf3 streams of 4 KiB and 128 KiB writes. The report gives
@@ -406,7 +406,9 @@ if [[ ${BENCH_TARGETS:-nvmeof-tgt nvmet} == *nvmet* ]]; then
 	theirs=$(wait_dev kbench)
 fi
 measure_link=""
-if command -v sockperf >/dev/null && command -v iperf3 >/dev/null; then
+if [ "$transport" != tcp ]; then
+	: # the user-space TCP link is NVMe/TCP's floor, not soft-RoCE's
+elif command -v sockperf >/dev/null && command -v iperf3 >/dev/null; then
 	sockperf server -i 10.99.0.1 -p 11111 --tcp >/dev/null 2>&1 &
 	iperf3 -s -B 10.99.0.1 -p 5201 >/dev/null 2>&1 &
 	measure_link=1
