@@ -70,6 +70,12 @@ else # BENCH_JOBS: "rw,bs,qd ..." for a subset
 	for i in "${!jobs[@]}"; do jobs[$i]=${jobs[$i]//,/ }; done
 fi
 
+# awk_med: med(a, n), the median of a[1..n], for the awk programs below.
+awk_med='function med(a, n,   i, j, t) {
+	for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
+	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}'
+
 # guest_cpu: ticks of the whole guest, "busy system+irq+softirq".
 guest_cpu() { awk '$1 == "cpu" {print $2+$3+$4+$7+$8+$9, $4+$7+$8; exit}' /proc/stat; }
 # proc_cpu PID: utime + stime ticks of the process (all threads). The
@@ -243,11 +249,7 @@ link_report() {
 		printf '  %-34s %s  (rounds:%s)\n' "$what" "$(printf '%s\n' $vals | sort -n | awk '{a[NR] = $1} END {print NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}')" "$vals"
 	done
 	echo "per job, median ratio to the link (QD1: mean latency / (64 B + 4 KiB one way); 4 KiB and 128 KiB: MiB/s / the stream's):"
-	awk -F'\t' '
-		function med(a, n,   i, j, t) {
-			for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
-			return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-		}
+	awk -F'\t' "$awk_med"'
 		FILENAME ~ /link/ { lk[$1, $2] = $3; next }
 		{
 			split($2, f, " ")
@@ -287,11 +289,7 @@ wait_dev() {
 # summary: per target and job the median of each figure over the rounds,
 # then per job the median of the per-round ratios (ours / nvmet).
 summary() {
-	sort -t$'\t' -k1,1 -k2,2 -k3,3n /results/rounds.tsv | awk -F'\t' '
-		function med(a, n,   i, j, t) {
-			for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
-			return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-		}
+	sort -t$'\t' -k1,1 -k2,2 -k3,3n /results/rounds.tsv | awk -F'\t' "$awk_med"'
 		function flush(   k, v, n) {
 			if (key == "") return
 			line = key
@@ -311,11 +309,7 @@ summary() {
 	} | column -t -s $'\t'
 	echo
 	echo "per job, median over $rounds rounds of ours / nvmet:"
-	awk -F'\t' '
-		function med(a, n,   i, j, t) {
-			for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
-			return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-		}
+	awk -F'\t' "$awk_med"'
 		{ iops[$1, $2, $3] = $4; lat[$1, $2, $3] = $6; if (!($2 in seen)) { seen[$2] = 1; order[++nj] = $2 } if ($3 > nr) nr = $3 }
 		END {
 			for (x = 1; x <= nj; x++) {
