@@ -9,7 +9,7 @@
 # hold) it stops posting receives, so the target's response SENDs are
 # retried with their data buffers held. While it holds all that, a
 # well-behaved Linux host on the same port keeps at least a quarter of the
-# fio rate it had alone (medians of three runs of 3 s; the hostile host
+# fio rate it had alone (medians of three runs of 2 s; the hostile host
 # runs in the same two-vCPU guest as the host and the target, and costs
 # them CPU there: 35 to 60 % measured in the guest, 80 to 90 % with
 # test/tcphost rate beside test/tcphost hold on the daemon outside it),
@@ -42,10 +42,10 @@ threads0=$(threads) fds0=$(fds)
 echo "before any host: $threads0 threads, $fds0 fds, RSS $(rss)"
 
 # rate NAME DEV [WARM]: fio's random 4 KiB read IOPS on DEV, the median
-# of three runs of 3 s: the emulated guest's own speed swings by half
+# of three runs of 2 s: the emulated guest's own speed swings by half
 # within seconds, and one slow run must not decide. Reads, so that the
 # rate does not depend on what the hostile host's writes do. The runs are
-# jobs of one fio, one after another (stonewall), after a warm-up of 3 s
+# jobs of one fio, one after another (stonewall), after a warm-up of 2 s
 # if WARM is set (the guest's first seconds of I/O run slow): a fio start
 # takes seconds of the emulated guest.
 rate() {
@@ -53,7 +53,7 @@ rate() {
 	[ -z "${3:-}" ] || jobs+=(--name=warm-up)
 	for i in 1 2 3; do jobs+=(--name="run$i" --stonewall); done
 	fio --output-format=json --output="$out" --filename="$2" --ioengine=libaio --direct=1 --rw=randread \
-		--bs=4k --iodepth=16 --size=256m --time_based --runtime=3 "${jobs[@]}" >&2 ||
+		--bs=4k --iodepth=16 --size=256m --time_based --runtime=2 "${jobs[@]}" >&2 ||
 		fail "fio $1 exited with $?: $(tail -20 "$out")"
 	assert_eq "fio $1 errors" "$(jq '[.jobs[].error] | add' "$out")" 0 >&2
 	for i in 1 2 3; do

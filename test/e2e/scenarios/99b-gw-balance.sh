@@ -96,12 +96,16 @@ start_c() {
 	wait_for 30 "daemon C answering discovery on $ADDR3" target_answers "$RESULTS/$SCENARIO-target3.log" "$ADDR3" "$TARGET3_PID"
 }
 
+# A first: it answers discovery only once it has created the shared
+# object from its file (B and C, whose files have no subsystems, would
+# create an empty one otherwise); then B and C together.
 start_target /tmp/a.yaml
-wait_for 30 "A owning the three groups" eval '[ "$(owners)" = "1:a 2:a 3:a" ]'
-start_target2 /tmp/b.yaml
-start_c
 grep -q "shared configuration created from this daemon's file, version 1" "$RESULTS/$SCENARIO-target.log" ||
 	fail "A did not create the shared configuration"
+"$NVMEOF_TGT" -config /tmp/c.yaml >>"$RESULTS/$SCENARIO-target3.log" 2>&1 &
+TARGET3_PID=$!
+start_target2 /tmp/b.yaml
+wait_for 30 "daemon C answering discovery on $ADDR3" target_answers "$RESULTS/$SCENARIO-target3.log" "$ADDR3" "$TARGET3_PID"
 t0=$(now_ms)
 wait_for 60 "one group owned by each gateway" one_each abc
 echo "balanced: $(owners), $(($(now_ms) - t0)) ms after B and C were up"
