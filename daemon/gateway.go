@@ -100,8 +100,7 @@ func startGateway(t *fabrics.Target, g *config.Gateway, log *logrus.Entry) (*gat
 		return nil, err
 	}
 	for _, grp := range g.GroupIDs() {
-		o := backend.RBDOptions{Pool: g.Pool, Namespace: g.RadosNamespace, Conf: g.Ceph.Conf, User: g.Ceph.User, Keyring: g.Ceph.Keyring,
-			Client: gatewayClient(g, grp)}
+		o := gatewayRados(g, gatewayClient(g, grp))
 		lease, err := backend.OpenRadosLease(o, g.LeaseObject(grp), gs.cookie, timing.Lease)
 		if err != nil {
 			gs.close()

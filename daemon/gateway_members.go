@@ -19,8 +19,7 @@ func (gs *gatewaySet) openMembers(g *config.Gateway, timing gateway.Timing, log 
 	if len(groups) == 0 {
 		return nil
 	}
-	o := backend.RBDOptions{Pool: g.Pool, Namespace: g.RadosNamespace, Conf: g.Ceph.Conf, User: g.Ceph.User, Keyring: g.Ceph.Keyring}
-	l, err := backend.OpenRadosLease(o, g.MembersObject(), gs.name, timing.Lease)
+	l, err := backend.OpenRadosLease(gatewayRados(g, ""), g.MembersObject(), gs.name, timing.Lease)
 	if err != nil {
 		return fmt.Errorf("gateway: members: %w", err)
 	}

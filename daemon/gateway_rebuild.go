@@ -25,6 +25,12 @@ func gatewayClient(g *config.Gateway, group uint32) string {
 	return fmt.Sprintf("gateway ANA group %d", group)
 }
 
+// gatewayRados is how the gateway reaches its pool: through the client
+// named (a group's own, or "" for the daemon's shared one).
+func gatewayRados(g *config.Gateway, client string) backend.RBDOptions {
+	return backend.RBDOptions{Pool: g.Pool, Namespace: g.RadosNamespace, Conf: g.Ceph.Conf, User: g.Ceph.User, Keyring: g.Ceph.Keyring, Client: client}
+}
+
 // rebuilder is group's Runner.Rebuild: its client was blocklisted, and
 // the group is inaccessible here. The old client is retired, so that the
 // next open connects a new instance (a new global id, which the blocklist

@@ -70,8 +70,7 @@ func openShared(cfg *config.Config, log *logrus.Entry) (*sharedConfig, *config.C
 		}
 		sc.key = key
 	}
-	o := backend.RBDOptions{Pool: g.Pool, Namespace: g.RadosNamespace, Conf: g.Ceph.Conf, User: g.Ceph.User, Keyring: g.Ceph.Keyring}
-	l, err := backend.OpenRadosLease(o, sc.object, "", time.Second)
+	l, err := backend.OpenRadosLease(gatewayRados(g, ""), sc.object, "", time.Second)
 	if err != nil {
 		return nil, nil, fmt.Errorf("gateway shared configuration: %w", err)
 	}
@@ -134,18 +133,24 @@ func (sc *sharedConfig) change(d *Daemon, next *config.Config) error {
 			return fmt.Errorf("subsystems[%d].cntlid_min: in a shared configuration every subsystem hands out this gateway's controller IDs, gateway.cntlid_min and cntlid_max (%d..%d); leave them out", i, g.CntlidMin, g.CntlidMax)
 		}
 	}
-	next = next.WithShared(next.Shared())
+	subs := next.Shared()
+	next = next.WithShared(subs)
 	prev := d.Running()
-	if reflect.DeepEqual(prev.Shared(), next.Shared()) {
+	if reflect.DeepEqual(prev.Shared(), subs) {
 		return d.apply(next)
 	}
 	v := sc.version.Load()
-	data, err := config.MarshalShared(config.Shared{Version: v + 1, Subsystems: next.Shared()}, sc.key)
+	data, err := config.MarshalShared(config.Shared{Version: v + 1, Subsystems: subs}, sc.key)
 	if err != nil {
 		return err
 	}
 	if err := d.apply(next); err != nil {
-		d.undo(prev)
+		// A change refused before it started (prepare) changed nothing;
+		// one applied in part is undone.
+		var partial *partialError
+		if errors.As(err, &partial) {
+			d.undo(prev)
+		}
 		return err
 	}
 	err = sc.store.Replace(versionKey, strconv.FormatUint(v, 10), strconv.FormatUint(v+1, 10), data)
