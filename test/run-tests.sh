@@ -7,14 +7,17 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 "$repo/test/install-deps.sh"
 export PATH=/usr/local/go/bin:$PATH
-echo "== go.mod and go.sum tidy"
+# phase NAME: a phase's heading, with the minutes and seconds since the
+# start, so that a slow run shows where its time went.
+phase() { echo "== $* (at $((SECONDS / 60)) min $((SECONDS % 60)) s)"; }
+phase "go.mod and go.sum tidy"
 ./test/check-tidy.sh
-echo "== go vet"
+phase "go vet"
 go vet ./...
 go vet -tags e2e ./test/...
-echo "== blktests control script self-test"
+phase "blktests control script self-test"
 NVMEOF_REQUIRE_TOOLS=1 ./test/blktests/selftest.sh
-echo "== unit tests (race detector on)"
+phase "unit tests (race detector on)"
 # One Ceph cluster for every package whose tests need one, rather than one
 # per test binary: the first test to need it starts it in ceph_dir (see
 # test/ceph), while other packages' tests run.
@@ -62,11 +65,12 @@ e2e() {
 	rm -f "$log"
 	return "$rc"
 }
-echo "== end-to-end suite, guest kernel 6.1 (every scenario but ${only_612[*]} ${outside_ci[*]})"
+phase "end-to-end suite, guest kernel 6.1 (every scenario but ${only_612[*]} ${outside_ci[*]})"
 e2e_rc=0
 # The 6.1 guest may run 45 min before it is stopped, rather than the
 # default 35: a slow machine makes a long run, not a failed one.
 E2E_GUEST_TIMEOUT=${E2E_GUEST_TIMEOUT:-2700} e2e 6.1 50m "${on_61[@]}" || e2e_rc=1
-echo "== end-to-end suite, guest kernel 6.12 (${also_612[*]} ${only_612[*]})"
+phase "end-to-end suite, guest kernel 6.12 (${also_612[*]} ${only_612[*]})"
 e2e 6.12 20m "${also_612[@]}" "${only_612[@]}" || e2e_rc=1
+phase "done, status $e2e_rc"
 exit "$e2e_rc"

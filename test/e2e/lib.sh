@@ -713,7 +713,7 @@ fio_busy_on_a() {
 # (/tmp/a.yaml: port 1 on ADDR, controller IDs 1-99) and B (/tmp/b.yaml:
 # b_settings, port 2 on ADDR2, IDs 100-199). Same serial and namespace
 # UUID; ANA group 1 is the gateway group, its lease object named after
-# IMAGE, lease_seconds 10. The image is in GW_IMAGE_POOL (default
+# IMAGE, lease_seconds 6. The image is in GW_IMAGE_POOL (default
 # CEPH_POOL, where the lease object is).
 gw_pair() {
 	local nqn=$1 image=$2 size=$3
@@ -744,7 +744,7 @@ gw_pair_up() {
 gw_settings() {
 	cat <<YAML
 ceph: {conf: $CEPH_CONF, user: $CEPH_USER, keyring: $CEPH_KEYRING}
-gateway: {name: $1, pool: $CEPH_POOL, lease_prefix: e2e.$2, lease_seconds: 10, groups: [1]}
+gateway: {name: $1, pool: $CEPH_POOL, lease_prefix: e2e.$2, lease_seconds: 6, groups: [1]}
 YAML
 }
 

@@ -4,8 +4,8 @@
 # multipath device; kill -9 of A: B takes the lease once it expired,
 # blocklists A's RADOS client, turns optimized, and fio ends with 0
 # errors. The takeover time (kill to the host seeing B optimized) is
-# printed and must stay under 15 s... plus the host's own reaction, so the
-# bound checked is 20 s. Then A restarts and rejoins as inaccessible, and
+# printed and must stay under the lease (6 s) and a try (1.5 s), plus the
+# host's own reaction and the busy guest's lag, so the bound checked is 15 s. Then A restarts and rejoins as inaccessible, and
 # stays so: no flapping.
 # Reservations through the takeover: the writer's host registers and takes
 # Write Exclusive through A, the owner; B, taking the group, reads them
@@ -31,13 +31,13 @@ resv_a=$(resv_report "/dev/$ca")
 [[ $resv_a == *" 1 161@"*"*" ]] || fail "the report through A: '$resv_a', want Write Exclusive held by key 161"
 echo "reservation through A: $resv_a"
 
-fio_verify_bg kill9 48M "the kill"
+fio_verify_bg kill9 32M "the kill"
 t0=$(now_ms)
 kill9_target
 wait_for 40 "the host seeing B's path optimized" ana_state_is "$cb" 1 optimized
 t1=$(now_ms)
 echo "takeover: the host saw B optimized $(((t1 - t0) / 1000)).$(((t1 - t0) % 1000 / 100)) s after kill -9 of A"
-[ $((t1 - t0)) -lt 20000 ] || fail "takeover took $((t1 - t0)) ms"
+[ $((t1 - t0)) -lt 15000 ] || fail "takeover took $((t1 - t0)) ms"
 rc=0
 wait "$fio_pid" || rc=$?
 assert_eq "fio through the takeover (status)" "$rc" 0
@@ -54,7 +54,7 @@ wait_for 30 "the host's path to A live again" ctrl_live_at "$nqn" "$ADDR"
 wait_for 15 "the host seeing A's path inaccessible" ana_state_is "$ca" 1 inaccessible
 # A lease and a half by the clock (B renews six times, A tries six
 # times), the states checked about every second: any flapping shows.
-calm_until=$((SECONDS + 15))
+calm_until=$((SECONDS + 9))
 while [ "$SECONDS" -lt "$calm_until" ]; do
 	gw_state_is a standby || fail "A left standby after its restart: $(gw_state a)"
 	gw_state_is b owner || fail "B lost the group after A's restart: $(gw_state b)"
@@ -62,7 +62,7 @@ while [ "$SECONDS" -lt "$calm_until" ]; do
 done
 assert_eq "A's takeovers since its restart" "$(metric nvmeof_tgt_gateway_takeovers_total)" 0
 assert_eq "B's takeovers" "$(metric_at "$B_METRICS" nvmeof_tgt_gateway_takeovers_total)" 1
-assert_eq "A's path, after 15 s" "$(ana_state "$ca" 1)" inaccessible
+assert_eq "A's path, after 9 s" "$(ana_state "$ca" 1)" inaccessible
 # B still enforces the reservation it read at the takeover (checked after
 # A's restart, which it must not delay past the host's ctrl_loss_tmo): a
 # second host, on B only (through /dev/nvme-fabrics: nvme-cli would take it
