@@ -9,6 +9,10 @@
 //	    never sends after the target's R2T, and reads on even queues,
 //	    whose data it never reads from the socket. The admin queue keeps
 //	    the controller alive;
+//	tcphost idle -addr A:P -nqn SUBNQN -queues 2
+//	    connects a controller with that many I/O queues and sends
+//	    nothing but a Keep Alive every 2.5 s, as the Linux host does at
+//	    its default KATO: what a connected host with no I/O costs;
 //	tcphost probe -addr A:P -nqn SUBNQN
 //	    connects a controller and one I/O queue, and times an Identify, a
 //	    4 KiB read and a 1 MiB read, as a well-behaved host would see them.
@@ -32,7 +36,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: tcphost stall|hold [flags]")
+		fmt.Fprintln(os.Stderr, "usage: tcphost stall|hold|idle|probe|rate [flags]")
 		os.Exit(2)
 	}
 	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
@@ -72,6 +76,8 @@ func main() {
 		}
 	case "hold":
 		holdQueues(*addr, *nqn, *queues, *depth, uint32(*size), uint32(*nsid), uint32(*lba), stop, deadline)
+	case "idle":
+		idle(*addr, *nqn, *queues, stop, deadline)
 	case "probe":
 		probe(*addr, *nqn, uint32(*nsid), uint32(*lba))
 	case "rate":
@@ -85,6 +91,43 @@ func main() {
 func fatal(err error) {
 	fmt.Fprintln(os.Stderr, "tcphost:", err)
 	os.Exit(1)
+}
+
+// idle holds a connected controller without I/O until stopped.
+func idle(addr, nqn string, queues int, stop <-chan os.Signal, deadline <-chan time.Time) {
+	admin, err := tcphost.Controller("", addr, nqn, "", uint16(queues))
+	if err != nil {
+		fatal(err)
+	}
+	defer admin.Close()
+	for qid := 1; qid <= queues; qid++ {
+		io, err := admin.IOQueue("", addr, nqn, uint16(qid), 32)
+		if err != nil {
+			fatal(err)
+		}
+		defer io.Close()
+	}
+	fmt.Printf("idle: controller %d, %d I/O queues\n", admin.Controller(), queues)
+	tick := time.NewTicker(2500 * time.Millisecond)
+	defer tick.Stop()
+	kas := 0
+	for {
+		select {
+		case <-stop:
+		case <-deadline:
+		case <-tick.C:
+			if err := admin.KeepAlive(); err != nil {
+				fatal(err)
+			}
+			if _, err := admin.Next(); err != nil {
+				fatal(err)
+			}
+			kas++
+			continue
+		}
+		fmt.Printf("idle: %d keep alives\n", kas)
+		return
+	}
 }
 
 // probe times what a well-behaved host does first.
