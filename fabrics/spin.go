@@ -43,6 +43,7 @@ type Spin struct {
 	Window time.Duration // SpinWindow's; 0: never spin
 
 	on        bool      // the last sleep was short: spin before the next
+	park      bool      // the last sleep was long: park for the next (Parker)
 	idleSince time.Time // the first idle pass of this spin; zero: none yet
 	empty     int       // idle passes since the last clock read
 }
@@ -74,5 +75,13 @@ func (s *Spin) Idle() (sleep bool) {
 }
 
 // Slept takes the length of the sleep that just ended: a short one means
-// a streaming host, and the next idle time is spun.
-func (s *Spin) Slept(d time.Duration) { s.on = s.Window > 0 && d < SpinGap }
+// a streaming host, and the next idle time is spun; a long one, an idle
+// queue, whose poller parks for its next sleep.
+func (s *Spin) Slept(d time.Duration) {
+	s.on = s.Window > 0 && d < SpinGap
+	s.park = d >= ParkAfter
+}
+
+// Parks reports whether the poller's next sleep should be a Parker's: its
+// last one lasted ParkAfter or more.
+func (s *Spin) Parks() bool { return s.park }

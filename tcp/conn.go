@@ -107,6 +107,10 @@ type Conn struct {
 	// after its work while the host streams commands: a sleep in poll(2)
 	// and the wake-up cost more than the reads (fabrics.Spin).
 	spin fabrics.Spin
+	// parker is where the poller sleeps once its queue is idle
+	// (fabrics.Parker); made at the first such sleep.
+	parker *fabrics.Parker
+	parks  uint64
 }
 
 func newConn(srv *server, fd int, peer string) (*Conn, error) {
@@ -261,7 +265,11 @@ func (c *Conn) sleep() {
 	c.pollFDs = [2]unix.PollFd{{Fd: int32(c.fd), Events: ev}, {Fd: int32(c.efd), Events: unix.POLLIN}}
 	c.polls++
 	slept := time.Now()
-	_, err := unix.Poll(c.pollFDs[:], c.pollTimeout())
+	timeout := c.pollTimeout()
+	if ev == unix.POLLIN && timeout < 0 && c.spin.Parks() && c.park() {
+		timeout = 0 // what woke it, without waiting
+	}
+	_, err := unix.Poll(c.pollFDs[:], timeout)
 	c.spin.Slept(time.Since(slept))
 	c.sleeping.Store(false)
 	if err != nil && err != unix.EINTR {
@@ -275,6 +283,26 @@ func (c *Conn) sleep() {
 	if c.pollFDs[1].Revents != 0 {
 		unix.Read(c.efd, c.eventBuf[:])
 	}
+}
+
+// park sleeps in the connection's Parker until the socket or the eventfd
+// is readable. It reports false, having not slept, if the parker cannot
+// be made.
+func (c *Conn) park() bool {
+	if c.parker == nil {
+		p, err := fabrics.NewParker(c.fd, c.efd)
+		if err != nil {
+			c.log.WithError(err).Warn("the idle poller cannot park; it sleeps in poll(2)")
+			c.spin = fabrics.Spin{Window: c.spin.Window} // not asked again till the next long sleep
+			return false
+		}
+		c.parker = p
+	}
+	c.parks++
+	if err := c.parker.Park(); err != nil {
+		c.log.WithError(err).Warn("parking the idle poller failed")
+	}
+	return true
 }
 
 // Wake implements fabrics.QueueTransport.
@@ -368,6 +396,9 @@ func (c *Conn) teardown() {
 			c.srv.pool.leave()
 		}
 	}
+	if c.parker != nil {
+		c.parker.Close()
+	}
 	unix.Close(c.fd)
 	c.closeEventFD()
 	c.place.Release()
@@ -375,7 +406,7 @@ func (c *Conn) teardown() {
 	if c.srv.gone != nil {
 		c.srv.gone(c)
 	}
-	c.log.WithFields(logrus.Fields{"reads": c.reads, "writevs": c.writevs, "polls": c.polls}).Debug("connection closed")
+	c.log.WithFields(logrus.Fields{"reads": c.reads, "writevs": c.writevs, "polls": c.polls, "parks": c.parks}).Debug("connection closed")
 	close(c.done)
 }
 

@@ -1,0 +1,77 @@
+package fabrics
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ParkAfter is the sleep after which a poller parks (Spin.Parks): the Go
+// runtime takes a processor back from a goroutine in a system call once
+// the call has lasted about this long.
+const ParkAfter = 10 * time.Millisecond
+
+// Parker lets an idle poller sleep in the Go runtime's network poller
+// instead of in poll(2).
+//
+// A poller sleeping in poll(2) keeps its processor in the system call
+// state. When the call returns after a long sleep (an idle queue woken by
+// a keep-alive), the runtime's monitor thread wakes with it, polls every
+// 20 µs until it can take the processor back 10 ms after the next sleep
+// began, and on the way preempts the poller with a signal, its scheduling
+// tick having stood still through the sleep: dozens of thread wake-ups
+// for one keep-alive. A goroutine parked in the network poller gives its
+// processor up at once and the monitor sleeps on; waking it costs the
+// hand-over to its locked thread, two wake-ups. That hand-over would cost
+// a streaming host's next command more than it saves, so pollers park
+// only after a long sleep and otherwise sleep in poll(2).
+//
+// The parker is an epoll instance watching the poller's descriptors for
+// reading, registered with the runtime's poller as one descriptor.
+type Parker struct {
+	file  *os.File
+	rc    syscall.RawConn
+	epfd  int
+	ready func(fd uintptr) bool // allocated once: Park allocates nothing
+	evs   [2]unix.EpollEvent
+}
+
+// NewParker watches fds: Park returns once one of them is readable.
+func NewParker(fds ...int) (*Parker, error) {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("epoll_create1: %w", err)
+	}
+	for _, fd := range fds {
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
+		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+			unix.Close(epfd)
+			return nil, fmt.Errorf("epoll_ctl of descriptor %d: %w", fd, err)
+		}
+	}
+	// Non-blocking, so that os.NewFile registers it with the runtime.
+	if err := unix.SetNonblock(epfd, true); err != nil {
+		unix.Close(epfd)
+		return nil, fmt.Errorf("epoll descriptor non-blocking: %w", err)
+	}
+	p := &Parker{file: os.NewFile(uintptr(epfd), "poller"), epfd: epfd}
+	if p.rc, err = p.file.SyscallConn(); err != nil {
+		p.file.Close()
+		return nil, err
+	}
+	p.ready = func(uintptr) bool {
+		n, err := unix.EpollWait(p.epfd, p.evs[:], 0)
+		return n > 0 || err != nil && err != unix.EINTR
+	}
+	return p, nil
+}
+
+// Park blocks until one of the descriptors is readable, or Close.
+func (p *Parker) Park() error { return p.rc.Read(p.ready) }
+
+// Close ends a Park in progress and frees the epoll instance. The watched
+// descriptors stay open.
+func (p *Parker) Close() error { return p.file.Close() }
