@@ -110,6 +110,9 @@ type Port struct {
 	// Referrals are other ports, possibly another daemon's, that this
 	// port's discovery log lists so a host finds every path from one.
 	Referrals []Referral `yaml:"referrals,omitempty"`
+	// TLS is what an NVMe/TCP port asks of the secure channel: none (the
+	// default), allowed or required (TLSModes).
+	TLS string `yaml:"tls,omitempty"`
 
 	// noInline records an explicit inline_data_size: 0, which
 	// ApplyDefaults keeps, where a key left out gets the default. After
@@ -158,7 +161,8 @@ func (p Port) ANAState(g uint32) string {
 // ANA states and referrals, which change without restarting the listener.
 func (p Port) SameListener(o Port) bool {
 	return p.ID == o.ID && p.Transport == o.Transport && p.Address == o.Address && p.Port == o.Port &&
-		p.InlineDataSize == o.InlineDataSize && p.MaxQueueSize == o.MaxQueueSize && p.noInline == o.noInline
+		p.InlineDataSize == o.InlineDataSize && p.MaxQueueSize == o.MaxQueueSize && p.noInline == o.noInline &&
+		p.TLS == o.TLS // a host that connected in clear must not stay on a port that now requires TLS
 }
 
 // Equal reports whether p and o are the same port in every setting.

@@ -34,6 +34,15 @@ type Host struct {
 	// and one group per host).
 	DHCHAPHashes   []string `yaml:"dhchap_hashes,omitempty" json:"dhchap_hashes,omitempty"`
 	DHCHAPDHGroups []string `yaml:"dhchap_dhgroups,omitempty" json:"dhchap_dhgroups,omitempty"`
+	// TLSKey is the configured PSK of NVMe/TCP's secure channel, in the
+	// NVMeTLSkey-1 form `nvme gen-tls-key` prints: the host derives its
+	// TLS PSKs from it, and so does the target (package tlspsk).
+	TLSKey     string `yaml:"tls_key,omitempty" json:"tls_key,omitempty"`
+	TLSKeyFile string `yaml:"tls_key_file,omitempty" json:"tls_key_file,omitempty"`
+	// TLSDerivation is how the host's libnvme derives them: rfc8446 (the
+	// default: libnvme 1.16 on), compat (libnvme up to 1.15, or nvme-cli
+	// --compat) or libnvme-1.7 (1.7 to 1.9). An identity does not say.
+	TLSDerivation string `yaml:"tls_derivation,omitempty" json:"tls_derivation,omitempty"`
 }
 
 // HostNQN is a Host with no secrets, as a plain NQN in the file.
@@ -46,7 +55,8 @@ func (h Host) Plain() bool { return h.Equal(Host{NQN: h.NQN}) }
 func (h Host) Equal(o Host) bool {
 	return h.NQN == o.NQN && h.DHCHAPKey == o.DHCHAPKey && h.DHCHAPKeyFile == o.DHCHAPKeyFile &&
 		h.DHCHAPCtrlKey == o.DHCHAPCtrlKey && h.DHCHAPCtrlKeyFile == o.DHCHAPCtrlKeyFile &&
-		slices.Equal(h.DHCHAPHashes, o.DHCHAPHashes) && slices.Equal(h.DHCHAPDHGroups, o.DHCHAPDHGroups)
+		slices.Equal(h.DHCHAPHashes, o.DHCHAPHashes) && slices.Equal(h.DHCHAPDHGroups, o.DHCHAPDHGroups) &&
+		h.TLSKey == o.TLSKey && h.TLSKeyFile == o.TLSKeyFile && h.TLSDerivation == o.TLSDerivation
 }
 
 // clone copies h's lists.
@@ -65,7 +75,7 @@ func (h *Host) UnmarshalYAML(n *yaml.Node) error {
 }
 
 var hostKeys = []string{"nqn", "dhchap_key", "dhchap_key_file", "dhchap_ctrl_key", "dhchap_ctrl_key_file",
-	"dhchap_hashes", "dhchap_dhgroups"}
+	"dhchap_hashes", "dhchap_dhgroups", "tls_key", "tls_key_file", "tls_derivation"}
 
 // MarshalYAML writes a host without secrets as its NQN alone, as before.
 func (h Host) MarshalYAML() (any, error) {
@@ -113,7 +123,7 @@ const Redacted = "<redacted>"
 // it replaced. File references stay as they are.
 func (h Host) Redact() (Host, int) {
 	n := 0
-	for _, k := range []*string{&h.DHCHAPKey, &h.DHCHAPCtrlKey} {
+	for _, k := range []*string{&h.DHCHAPKey, &h.DHCHAPCtrlKey, &h.TLSKey} {
 		if *k != "" {
 			*k, n = Redacted, n+1
 		}

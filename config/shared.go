@@ -121,7 +121,7 @@ func sealSecrets(subs []Subsystem, key []byte, f func(v, bind string, key []byte
 			for _, fld := range []struct {
 				name string
 				v    *string
-			}{{"dhchap_key", &h.DHCHAPKey}, {"dhchap_ctrl_key", &h.DHCHAPCtrlKey}} {
+			}{{"dhchap_key", &h.DHCHAPKey}, {"dhchap_ctrl_key", &h.DHCHAPCtrlKey}, {"tls_key", &h.TLSKey}} {
 				if *fld.v == "" {
 					continue
 				}

@@ -154,6 +154,13 @@ func (v *validator) port(path string, p Port) {
 	if p.InlineDataSize > MaxInlineDataSize || p.InlineDataSize%16 != 0 {
 		v.add(path+".inline_data_size", "%d must be a multiple of 16 and at most %d", p.InlineDataSize, MaxInlineDataSize)
 	}
+	switch {
+	case p.TLS == "":
+	case !slices.Contains(TLSModes, p.TLS):
+		v.add(path+".tls", "unknown mode %q (want %s)", p.TLS, strings.Join(TLSModes, ", "))
+	case p.TLS != TLSNone && p.Transport != TransportTCP:
+		v.add(path+".tls", "TLS is NVMe/TCP's secure channel: a %s port has none (leave tls out)", p.Transport)
+	}
 	if p.MaxQueueSize < 2 || p.MaxQueueSize > 1024 {
 		v.add(path+".max_queue_size", "%d is out of range 2..1024", p.MaxQueueSize)
 	}
@@ -422,6 +429,13 @@ func (v *validator) hostKeys(path string, h Host) {
 		v.add(path, "%v", err)
 	case !h.HasKey() && (h.DHCHAPCtrlKey != "" || h.DHCHAPCtrlKeyFile != ""):
 		v.add(path+".dhchap_ctrl_key", "a controller key needs a host key (dhchap_key): the host authenticates first")
+	}
+	k, _, err := h.TLSPSK()
+	k.Clear()
+	if errors.As(err, &fe) {
+		v.add(path+"."+fe.field, "%v", fe.err)
+	} else if err != nil {
+		v.add(path, "%v", err)
 	}
 }
 

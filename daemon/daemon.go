@@ -125,13 +125,24 @@ func Start(cfg *config.Config, logger *logrus.Logger) (*Daemon, error) {
 	return d, nil
 }
 
+// secureChannel maps ports[].tls, validated, to the fabrics value.
+func secureChannel(mode string) fabrics.SecureChannel {
+	switch mode {
+	case config.TLSAllowed:
+		return fabrics.TLSAllowed
+	case config.TLSRequired:
+		return fabrics.TLSRequired
+	}
+	return fabrics.TLSNone
+}
+
 func newPort(pc config.Port) (*fabrics.Port, error) {
 	addr, err := netip.ParseAddr(pc.Address)
 	if err != nil {
 		return nil, err
 	}
 	p := &fabrics.Port{ID: pc.ID, Transport: transportType(pc.Transport), Address: addr, ServiceID: pc.Port,
-		InlineDataSize: pc.InlineDataSize, MaxQueueSize: pc.MaxQueueSize}
+		InlineDataSize: pc.InlineDataSize, MaxQueueSize: pc.MaxQueueSize, TLS: secureChannel(pc.TLS)}
 	if err := p.SetANAStates(anaStates(pc)); err != nil {
 		return nil, err
 	}

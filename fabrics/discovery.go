@@ -84,7 +84,8 @@ func (q *Queue) discoveryLog(page []byte) []byte {
 		// target says of its ports: nvme connect-all then disables it.
 		// Not "not required" on TCP: libnvme releases of 2023 took
 		// either secure channel bit as a request for TLS.
-		TREQ:       nvme.TREQNotSpecified | nvme.TREQDisableSQFlow,
+		TREQ:       secureChannelTREQ(q.port) | nvme.TREQDisableSQFlow,
+		TCPSecType: tcpSecType(q.port),
 		AddrFamily: addrFamily(q.port.Address),
 		PortID:     q.port.ID,
 		CNTLID:     nvme.ControllerIDDynamic,
@@ -135,4 +136,25 @@ func addrFamily(a netip.Addr) uint8 {
 		return nvme.AddrFamilyIPv6
 	}
 	return nvme.AddrFamilyIPv4
+}
+
+// secureChannelTREQ is the port's TREQ secure channel bits: a TLS port
+// says whether TLS is required; a port without TLS says nothing (see
+// discoveryLog).
+func secureChannelTREQ(p *Port) uint8 {
+	switch p.TLS {
+	case TLSRequired:
+		return nvme.TREQRequired
+	case TLSAllowed:
+		return nvme.TREQNotRequired
+	}
+	return nvme.TREQNotSpecified
+}
+
+// tcpSecType is the port's TSAS security type: TLS 1.3 where it serves it.
+func tcpSecType(p *Port) uint8 {
+	if p.TLS == TLSNone {
+		return nvme.TCPSecTypeNone
+	}
+	return nvme.TCPSecTypeTLS13
 }

@@ -45,3 +45,30 @@ func TestDiscoveryLogTransport(t *testing.T) {
 		t.Errorf("TCP referral: %+v", e)
 	}
 }
+
+// A TCP port with TLS says so in its records: security type TLS 1.3, and
+// the secure channel required or not required as configured.
+func TestDiscoveryLogTLS(t *testing.T) {
+	for _, c := range []struct {
+		tls  SecureChannel
+		treq uint8
+	}{
+		{TLSAllowed, nvme.TREQNotRequired},
+		{TLSRequired, nvme.TREQRequired},
+	} {
+		tg := NewTarget(nil)
+		p := &Port{ID: 1, Transport: nvme.TransportTCP, Address: netip.MustParseAddr("10.0.0.1"), ServiceID: 4420, InlineDataSize: 8192, MaxQueueSize: 128, TLS: c.tls}
+		if err := tg.AddPort(p); err != nil {
+			t.Fatal(err)
+		}
+		if err := tg.AddSubsystem(NewSubsystem(testNQN, "", "", true)); err != nil {
+			t.Fatal(err)
+		}
+		_, ents, raw := discoveryPage(t, connect(t, tg, p, nvme.DiscoveryNQN))
+		for i, e := range ents {
+			if e.TREQ != c.treq|nvme.TREQDisableSQFlow || raw[i][768] != nvme.TCPSecTypeTLS13 {
+				t.Errorf("TLS %d, record %d: treq %d sectype %d, want %d and TLS 1.3 (2)", c.tls, i, e.TREQ, raw[i][768], c.treq|nvme.TREQDisableSQFlow)
+			}
+		}
+	}
+}

@@ -127,9 +127,19 @@ type Port struct {
 	ServiceID      uint16 // trsvcid
 	InlineDataSize uint32
 	MaxQueueSize   uint16
+	TLS            SecureChannel // TCP only
 
 	ana atomic.Pointer[anaTable] // nil: every group optimized (ana.go)
 }
+
+// SecureChannel is what a TCP port asks of TLS.
+type SecureChannel uint8
+
+const (
+	TLSNone     SecureChannel = iota // plaintext only
+	TLSAllowed                       // TLS 1.3 for hosts that start it, plaintext for the others
+	TLSRequired                      // TLS 1.3 only
+)
 
 // AddPort registers a port.
 func (t *Target) AddPort(p *Port) error {

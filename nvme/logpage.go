@@ -209,7 +209,10 @@ const (
 )
 
 // TCP transport specific address subtype: the security type.
-const TCPSecTypeNone = 0
+const (
+	TCPSecTypeNone  = 0
+	TCPSecTypeTLS13 = 2 // TLS 1.3, the NVMe/TCP secure channel
+)
 
 // Address families (ADRFAM).
 const (
@@ -283,6 +286,7 @@ type DiscoveryEntry struct {
 	TRSVCID       string
 	SubNQN        string
 	TRADDR        string
+	TCPSecType    uint8 // TCP only: TCPSecTypeNone or TCPSecTypeTLS13
 }
 
 // Encode writes the entry into b (at least DiscoveryEntSize bytes).
@@ -306,7 +310,7 @@ func (e *DiscoveryEntry) Encode(b []byte) {
 		b[discRDMACMS] = RDMACMSRDMACM
 	}
 	if e.TransportType == TransportTCP {
-		b[discTCPSecType] = TCPSecTypeNone
+		b[discTCPSecType] = e.TCPSecType
 	}
 }
 

@@ -87,6 +87,9 @@ func Listen(t *fabrics.Target, p *fabrics.Port, log *logrus.Entry) (*Listener, e
 
 // listenOn listens for port p on addr; tests listen on any free port.
 func listenOn(t *fabrics.Target, p *fabrics.Port, addr netip.AddrPort, log *logrus.Entry) (*Listener, error) {
+	if p.TLS != fabrics.TLSNone {
+		return nil, fmt.Errorf("port %d asks for TLS, which this daemon does not serve yet: leave tls out of the port, or set it to none", p.ID)
+	}
 	ln, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(addr))
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s (another process on the port? a port's address must be one of this machine's): %w", addr, err)
