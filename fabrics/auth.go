@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/dhchap"
+	"github.com/nvmeof-tgt/nvmeof-tgt/tlspsk"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/sirupsen/logrus"
 )
@@ -47,6 +48,10 @@ type HostKeys struct {
 	Host   *dhchap.Secret
 	Ctrl   *dhchap.Secret
 	Policy AuthPolicy
+	// TLS is the host's configured PSK for NVMe/TCP's secure channel
+	// (tls.go), derived the way TLSDerivation names.
+	TLS           *tlspsk.ConfiguredPSK
+	TLSDerivation tlspsk.Derivation
 }
 
 func (k HostKeys) clone() HostKeys {
@@ -56,12 +61,17 @@ func (k HostKeys) clone() HostKeys {
 		}
 		return &dhchap.Secret{Transform: s.Transform, Key: slices.Clone(s.Key)}
 	}
-	return HostKeys{Host: cp(k.Host), Ctrl: cp(k.Ctrl), Policy: k.Policy.clone()}
+	var psk *tlspsk.ConfiguredPSK
+	if k.TLS != nil {
+		psk, _ = tlspsk.NewConfiguredPSK(k.TLS.Transform(), k.TLS.Bytes())
+	}
+	return HostKeys{Host: cp(k.Host), Ctrl: cp(k.Ctrl), Policy: k.Policy.clone(), TLS: psk, TLSDerivation: k.TLSDerivation}
 }
 
 func (k HostKeys) clear() {
 	k.Host.Clear()
 	k.Ctrl.Clear()
+	k.TLS.Clear()
 }
 
 // AuthPolicy restricts the hashes and DH groups a subsystem (or one of its

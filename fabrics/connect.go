@@ -127,6 +127,13 @@ func execConnect(q *Queue, r *Request) bool {
 		r.result = uint64(nvme.ConnectInvalidParam(nvme.ConnectDataHostNQN, true))
 		return true
 	}
+	if bad, made := tlsIdentityMismatch(q.tr, d.HostNQN, d.SubNQN); bad {
+		s.Stats.Refused.Refuse("tls_identity_mismatch", q.port.ID)
+		log.WithField("tls_identity", made).Warn("connect rejected: the connection's TLS channel was made with another host's or subsystem's key")
+		r.status = nvme.StatusConnectInvalidHost | nvme.DNR
+		r.result = uint64(nvme.ConnectInvalidParam(nvme.ConnectDataHostNQN, true))
+		return true
+	}
 	if !q.place.connect(d.HostNQN) {
 		// As for a subsystem at max_controllers: the host tries again
 		// once it has given a queue pair back.

@@ -31,7 +31,8 @@ packages=(qemu-system-x86 busybox-static cpio kmod rdma-core ibverbs-providers i
 	rdmacm-utils perftest nvme-cli fio iproute2 e2fsprogs util-linux libibverbs-dev librdmacm-dev
 	gcc libc6-dev git curl unzip ca-certificates xz-utils jq yq libcap2-bin dmsetup
 	systemd prometheus # systemd-analyze and promtool check the shipped unit and alert rules
-	ceph-mon ceph-osd ceph-common librbd-dev librados-dev) # the rbd backend and its test cluster
+	ceph-mon ceph-osd ceph-common librbd-dev librados-dev # the rbd backend and its test cluster
+	libgnutls28-dev gnutls-bin) # NVMe/TCP's TLS handshake (package ktls), and the client its tests run
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

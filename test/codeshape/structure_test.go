@@ -26,7 +26,7 @@ var importRules = []struct {
 	from, not []string
 	why       string
 }{
-	{[]string{"fabrics", "nvme", "dhchap", "gateway", "backend", "config"},
+	{[]string{"fabrics", "nvme", "dhchap", "tlspsk", "ktls", "gateway", "backend", "config"},
 		[]string{"daemon", "api", "ctl", "metrics", "sharedstate", "rdma", "tcp", "cmd"},
 		"the protocol and its parts know nothing of transports, the daemon or its tools"},
 	{[]string{"rdma", "tcp"}, []string{"daemon", "api", "ctl", "metrics", "sharedstate"},
