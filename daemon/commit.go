@@ -12,6 +12,7 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 	"github.com/nvmeof-tgt/nvmeof-tgt/metrics"
 	"github.com/nvmeof-tgt/nvmeof-tgt/tcp"
+	"github.com/nvmeof-tgt/nvmeof-tgt/tlspsk"
 	"github.com/sirupsen/logrus"
 )
 
@@ -381,17 +382,26 @@ func (c *change) setAuth(fs *fabrics.Subsystem, s config.Subsystem) {
 	keys := map[string]fabrics.HostKeys{}
 	var refused []string
 	for j, h := range s.Hosts {
-		if !h.HasKey() {
+		if !h.HasKey() && !h.HasTLSKey() {
 			continue
 		}
 		host, ctrl, err := readHostSecrets(h)
+		var psk *tlspsk.ConfiguredPSK
+		var d tlspsk.Derivation
+		if err == nil {
+			if psk, d, err = h.TLSPSK(); err != nil {
+				host.Clear()
+				ctrl.Clear()
+			}
+		}
 		if err != nil {
 			c.problem(fmt.Errorf("%s.hosts[%d].%w", subPath(c.next, s.NQN), j, err), nil)
 			c.log.WithFields(logrus.Fields{"subsystem": s.NQN, "host": h.NQN}).Warn("the host's secret cannot be read; refusing the host until it can")
 			refused = append(refused, h.NQN)
 			continue
 		}
-		keys[h.NQN] = fabrics.HostKeys{Host: host, Ctrl: ctrl, Policy: authPolicy(h.DHCHAPHashes, h.DHCHAPDHGroups)}
+		keys[h.NQN] = fabrics.HostKeys{Host: host, Ctrl: ctrl, Policy: authPolicy(h.DHCHAPHashes, h.DHCHAPDHGroups),
+			TLS: psk, TLSDerivation: d}
 	}
 	fs.SetAuthPolicy(authPolicy(s.DHCHAPHashes, s.DHCHAPDHGroups))
 	fs.SetAccess(fabrics.Access{AllowAnyHost: s.AllowAnyHost, Hosts: s.HostNQNs(), Keys: keys, Refused: refused})

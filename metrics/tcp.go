@@ -17,12 +17,13 @@ var (
 	dTCPOverruns     = prometheus.NewDesc(prefix+"tcp_queue_overruns_total", "Connections closed because the host sent more commands than its queue size.", []string{"port"}, nil)
 	dTCPDataTimeouts = prometheus.NewDesc(prefix+"tcp_data_timeouts_total", "Connections closed because the host sent no R2T's data, or read no response, within tcp.data_timeout_seconds: a stalled host, whose buffers went back to the pool.", []string{"port"}, nil)
 	dTCPRefused      = prometheus.NewDesc(prefix+"tcp_refused_total", "Connections closed at once: limits.max_queue_pairs or the peer address's limits.unconnected_per_address was reached (nvmeof_tgt_connects_refused_total says which).", []string{"port"}, nil)
+	dTCPTLS          = prometheus.NewDesc(prefix+"tcp_tls_handshakes_total", "TLS handshakes on a port with TLS, by result: ok (a secure channel made), failed (the handshake failed: a wrong key, an identity refused, TLS 1.2, a host gone; the log says which) or refused (a connection in clear to a port that requires TLS).", []string{"port", "result"}, nil)
 	dTCPPoolSize     = prometheus.NewDesc(prefix+"tcp_buffer_pool_bytes", "Data buffer memory the TCP ports may lend to commands in flight.", nil, nil)
 	dTCPPoolInUse    = prometheus.NewDesc(prefix+"tcp_buffer_pool_in_use_bytes", "TCP data buffer memory lent to commands in flight.", nil, nil)
 )
 
 func describeTCP(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{dTCPConns, dTCPTermReqs, dTCPDigests, dTCPOverruns, dTCPDataTimeouts, dTCPRefused, dTCPPoolSize, dTCPPoolInUse} {
+	for _, d := range []*prometheus.Desc{dTCPConns, dTCPTermReqs, dTCPDigests, dTCPOverruns, dTCPDataTimeouts, dTCPRefused, dTCPTLS, dTCPPoolSize, dTCPPoolInUse} {
 		ch <- d
 	}
 }
@@ -41,6 +42,11 @@ func collectTCP(e emit) {
 		e.counter(dTCPOverruns, float64(s.Overruns.Load()), port)
 		e.counter(dTCPDataTimeouts, float64(s.DataTimeouts.Load()), port)
 		e.counter(dTCPRefused, float64(s.Refused.Load()), port)
+		if n := s.TLSHandshakes.Load() + s.TLSFailures.Load() + s.TLSRefused.Load(); n > 0 {
+			e.counter(dTCPTLS, float64(s.TLSHandshakes.Load()), port, "ok")
+			e.counter(dTCPTLS, float64(s.TLSFailures.Load()), port, "failed")
+			e.counter(dTCPTLS, float64(s.TLSRefused.Load()), port, "refused")
+		}
 	}
 	p := tcp.SharedPool()
 	e.gauge(dTCPPoolSize, float64(p.Limit()))

@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"errors"
+	"io"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -111,6 +112,11 @@ type Conn struct {
 	// (fabrics.Parker); made at the first such sleep.
 	parker *fabrics.Parker
 	parks  uint64
+
+	// The secure channel (secure.go): made with the PSK identity of
+	// tlsHost for tlsSub, which Connect must name.
+	tls             bool
+	tlsHost, tlsSub string
 }
 
 func newConn(srv *server, fd int, peer string) (*Conn, error) {
@@ -160,6 +166,9 @@ var spinWindow = fabrics.SpinWindow(time.Millisecond)
 // stay.
 func (c *Conn) poll() {
 	runtime.LockOSThread()
+	if c.srv.port.TLS != fabrics.TLSNone && !c.secure() {
+		c.stopping.Store(true)
+	}
 	for !c.stopping.Load() {
 		if c.pass() {
 			c.spin.Worked()
@@ -223,6 +232,13 @@ func (c *Conn) receiveFailed(err error) {
 	case errors.Is(err, errTLS):
 		c.log.Warn("the host asked for TLS (nvme connect --tls); this port does not support TLS: closing the connection, connect without --tls")
 		c.closing = true
+	case c.tls && errors.Is(err, unix.EIO):
+		if err := c.tlsRecordEnd(); errors.Is(err, io.EOF) {
+			c.log.Debug("the host closed the TLS channel")
+		} else {
+			c.log.WithError(err).Warn("the host's TLS channel ended; closing the connection")
+		}
+		c.eof = true
 	case errors.Is(err, errEOF), errors.Is(err, unix.ECONNRESET):
 		c.log.Debug("the host closed the connection")
 		c.eof = true

@@ -23,6 +23,9 @@ type PortStats struct {
 	DataDigestErrors atomic.Uint64 // commands failed on a data digest error
 	Overruns         atomic.Uint64 // more commands than the queue size
 	DataTimeouts     atomic.Uint64 // closed: no R2T data, or no response read, within the data timeout
+	TLSHandshakes    atomic.Uint64 // TLS secure channels made
+	TLSFailures      atomic.Uint64 // closed: the TLS handshake failed
+	TLSRefused       atomic.Uint64 // closed: a connection in clear to a port that requires TLS
 }
 
 var (
@@ -87,8 +90,8 @@ func Listen(t *fabrics.Target, p *fabrics.Port, log *logrus.Entry) (*Listener, e
 
 // listenOn listens for port p on addr; tests listen on any free port.
 func listenOn(t *fabrics.Target, p *fabrics.Port, addr netip.AddrPort, log *logrus.Entry) (*Listener, error) {
-	if p.TLS != fabrics.TLSNone {
-		return nil, fmt.Errorf("port %d asks for TLS, which this daemon does not serve yet: leave tls out of the port, or set it to none", p.ID)
+	if p.TLS != fabrics.TLSNone && !TLSAvailable() {
+		return nil, fmt.Errorf("port %d asks for TLS, which this build cannot serve (built without GnuTLS): leave tls out of the port, or set it to none", p.ID)
 	}
 	ln, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(addr))
 	if err != nil {

@@ -18,7 +18,9 @@ type warnKind uint8
 const (
 	warnConnectTimeout warnKind = iota
 	warnDataTimeout
-	warnFatal // a fatal error of the host's PDUs
+	warnFatal      // a fatal error of the host's PDUs
+	warnTLSRefused // a connection in clear to a port that requires TLS
+	warnTLSFailed  // a TLS handshake that failed
 	numWarnKinds
 )
 

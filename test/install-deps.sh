@@ -32,7 +32,8 @@ packages=(qemu-system-x86 busybox-static cpio kmod rdma-core ibverbs-providers i
 	gcc libc6-dev git curl unzip ca-certificates xz-utils jq yq libcap2-bin dmsetup
 	systemd prometheus # systemd-analyze and promtool check the shipped unit and alert rules
 	ceph-mon ceph-osd ceph-common librbd-dev librados-dev # the rbd backend and its test cluster
-	libgnutls28-dev gnutls-bin) # NVMe/TCP's TLS handshake (package ktls), and the client its tests run
+	libgnutls28-dev gnutls-bin keyutils # NVMe/TCP's TLS handshake (package ktls), the client its tests run, keyctl
+	libnl-genl-3-200 libglib2.0-0 libkeyutils1) # what Debian 13's tlshd (below) links
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -67,6 +68,32 @@ fi
 
 # The nvmet-cfs shim's tests (test/blktests) mount FUSE.
 [ -e /dev/fuse ] || modprobe fuse
+
+# tlshd, the Linux host's and kernel target's TLS handshake daemon, for the
+# TLS scenario on the 6.12 guest: Debian 12 does not package it, Debian 13
+# does (ktls-utils). Its package is fetched through a private apt state of
+# the trixie suite and unpacked, not installed: it runs against Debian
+# 12's GnuTLS and glibc, which it needs no newer than.
+cache=${NVMEOF_TEST_CACHE:-/var/cache/nvmeof-tgt-test}
+if [ ! -x "$cache/tlshd/usr/sbin/tlshd" ]; then
+	echo "install-deps: fetching tlshd (ktls-utils) from Debian 13"
+	apt_dir=$(mktemp -d)
+	mkdir -p "$apt_dir/lists/partial" "$apt_dir/archives/partial"
+	mirror=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE)' | awk '$2 == "bookworm" && m == "" {m = $1} END {print m}')
+	echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] ${mirror:-http://deb.debian.org/debian/} trixie main" >"$apt_dir/sources.list"
+	apt_opts=(-o Dir::Etc::SourceList="$apt_dir/sources.list" -o Dir::Etc::SourceParts=/dev/null
+		-o Dir::State::Lists="$apt_dir/lists" -o Dir::Cache::Archives="$apt_dir/archives" -o APT::Sandbox::User=root)
+	apt-get "${apt_opts[@]}" update -qq
+	(cd "$apt_dir" && apt-get "${apt_opts[@]}" download ktls-utils >/dev/null)
+	rm -rf "$cache/tlshd"
+	mkdir -p "$cache"
+	dpkg-deb -x "$apt_dir"/ktls-utils_*.deb "$cache/tlshd"
+	rm -rf "$apt_dir"
+	LD_BIND_NOW=1 "$cache/tlshd/usr/sbin/tlshd" -h >/dev/null 2>&1 || {
+		echo "install-deps: Debian 13's tlshd does not run on this machine's libraries" >&2
+		exit 1
+	}
+fi
 
 # The guest kernels (6.1 and 6.12, see test/run-tests.sh) and their initramfs.
 E2E_KERNEL=6.1 "$repo/test/vm/prepare.sh" >/dev/null

@@ -38,7 +38,7 @@ trap - EXIT
 # 25-tcp-long; they pass on 6.1 too, run one alone with E2E_KERNEL=6.1
 # E2E_ONLY='^24-tcp$'), the HA pair's shared reservation (89-ha-resv) and
 # in-band authentication (97-dhchap), which Debian's 6.1 is built without.
-only_612=(24-tcp 25-tcp-long 89-ha-resv 97-dhchap)
+only_612=(24-tcp 25-tcp-long 26-tcp-tls 89-ha-resv 97-dhchap)
 also_612=(85-multipath 86-ana-failover)
 # Outside CI, one command in the README: the RBD benchmark.
 outside_ci=(93-rbd-bench)
