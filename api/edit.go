@@ -127,13 +127,19 @@ type HostParams struct {
 	DHCHAPCtrlKeyFile string   `json:"dhchap_ctrl_key_file,omitempty"`
 	DHCHAPHashes      []string `json:"dhchap_hashes,omitempty"`
 	DHCHAPDHGroups    []string `json:"dhchap_dhgroups,omitempty"`
+	// The configured PSK of NVMe/TCP's TLS, inline or by file, and how
+	// the host derives from it.
+	TLSKey        string `json:"tls_key,omitempty"`
+	TLSKeyFile    string `json:"tls_key_file,omitempty"`
+	TLSDerivation string `json:"tls_derivation,omitempty"`
 }
 
 // entry is the configuration's host entry for p.
 func (p HostParams) entry() config.Host {
 	return config.Host{NQN: p.Host, DHCHAPKey: p.DHCHAPKey, DHCHAPKeyFile: p.DHCHAPKeyFile,
 		DHCHAPCtrlKey: p.DHCHAPCtrlKey, DHCHAPCtrlKeyFile: p.DHCHAPCtrlKeyFile,
-		DHCHAPHashes: p.DHCHAPHashes, DHCHAPDHGroups: p.DHCHAPDHGroups}
+		DHCHAPHashes: p.DHCHAPHashes, DHCHAPDHGroups: p.DHCHAPDHGroups,
+		TLSKey: p.TLSKey, TLSKeyFile: p.TLSKeyFile, TLSDerivation: p.TLSDerivation}
 }
 
 // ByteSize is a size parameter: a byte count, or a string such as

@@ -169,6 +169,9 @@ func hostKeyFlags(method string) func(*flag.FlagSet) func([]string) (*Command, e
 		fs.StringVar(&p.DHCHAPCtrlKeyFile, "dhchap-ctrl-key-file", "", "the controller's secret, for bidirectional authentication, is in `FILE`")
 		fs.StringVar(&p.DHCHAPKey, "dhchap-key", "", "the host's secret, `DHHC-1:NN:...:`, or - to read it from standard input (a secret given here is visible in ps: prefer - or -dhchap-key-file)")
 		fs.StringVar(&p.DHCHAPCtrlKey, "dhchap-ctrl-key", "", "the controller's secret, `DHHC-1:NN:...:`, or - to read it from standard input (prefer - or -dhchap-ctrl-key-file)")
+		fs.StringVar(&p.TLSKeyFile, "tls-key-file", "", "the host's TLS PSK, `NVMeTLSkey-1:NN:...:`, is in `FILE` (absolute, mode 0600)")
+		fs.StringVar(&p.TLSKey, "tls-key", "", "the host's TLS PSK, `NVMeTLSkey-1:NN:...:`, or - to read it from standard input (prefer - or -tls-key-file)")
+		fs.StringVar(&p.TLSDerivation, "tls-derivation", "", "how the host's libnvme derives its TLS keys: `rfc8446` (the default), compat or libnvme-1.7")
 		fs.Func("dhchap-hashes", "this host's hashes, `sha512,…` in order of preference, within the subsystem's", func(s string) error {
 			p.DHCHAPHashes = strings.Split(s, ",")
 			return nil
@@ -281,10 +284,16 @@ func parseNSID(s string) (uint32, error) {
 
 // keysFromStdin replaces a "-" key with the first line of standard input.
 func keysFromStdin(p *api.HostParams) error {
-	if p.DHCHAPKey == "-" && p.DHCHAPCtrlKey == "-" {
-		return errors.New("-dhchap-key - and -dhchap-ctrl-key -: only one secret can come from standard input; put the other in a file")
+	n := 0
+	for _, k := range []string{p.DHCHAPKey, p.DHCHAPCtrlKey, p.TLSKey} {
+		if k == "-" {
+			n++
+		}
 	}
-	for _, k := range []*string{&p.DHCHAPKey, &p.DHCHAPCtrlKey} {
+	if n > 1 {
+		return errors.New("only one secret can come from standard input (-dhchap-key -, -dhchap-ctrl-key -, -tls-key -); put the others in files")
+	}
+	for _, k := range []*string{&p.DHCHAPKey, &p.DHCHAPCtrlKey, &p.TLSKey} {
 		if *k != "-" {
 			continue
 		}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/dhchap"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+	"github.com/nvmeof-tgt/nvmeof-tgt/tlspsk"
 )
 
 // connectAs sends an admin Connect for hostNQN over the loop transport
@@ -149,5 +151,45 @@ func TestListEscapesHostNQN(t *testing.T) {
 	}
 	if !strings.Contains(out, `nqn.evil:\x1b]0;owned\a\x1b[2J\u009b`) {
 		t.Fatalf("the NQN is not shown escaped:\n%s", out)
+	}
+}
+
+// A host's TLS key, given to ctl on standard input, reaches the target:
+// the TLS PSK it gives for the host's identity is the one package tlspsk
+// derives from that key (whose known answers hold it to libnvme's), none
+// for a subsystem where the host has no key, and a second secret on
+// standard input is refused.
+func TestCtlTLSKeyFromStdin(t *testing.T) {
+	const (
+		host = "nqn.2014-08.org.nvmexpress:uuid:f81d4fae-7dec-11d0-a765-00a0c91e6bf6"
+		key  = "NVMeTLSkey-1:01:QENGSUxPUlVYW15hZGdqbXBzdnl8f4KFiIuOkZSXmp28JD1Z:"
+	)
+	_, _, d := startBase(t)
+	orig := ctl.Stdin
+	t.Cleanup(func() { ctl.Stdin = orig })
+	ctl.Stdin = strings.NewReader(key + "\n")
+	if err := control(d, "", []string{"add", "host", nqnB, host, "-tls-key", "-"}, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	id := "NVMe0R01 " + host + " " + nqnB
+	got, err := d.target.TLSPSK(id)
+	if err != nil {
+		t.Fatalf("TLSPSK(%q): %v", id, err)
+	}
+	k, err := tlspsk.ParseConfiguredPSK(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := tlspsk.ServerPSK(k, id, host, nqnB, tlspsk.DerivationRFC8446)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("the target's TLS PSK %x, want %x (%v)", got, want, err)
+	}
+	if _, err := d.target.TLSPSK("NVMe0R01 " + host + " " + nqnA); err == nil {
+		t.Fatal("a TLS PSK for a subsystem where the host has no key")
+	}
+	ctl.Stdin = strings.NewReader(key + "\n")
+	if err := control(d, "", []string{"set", "host", nqnB, host, "-tls-key", "-", "-dhchap-key", "-"}, io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "only one secret can come from standard input") {
+		t.Fatalf("two secrets on standard input: %v", err)
 	}
 }

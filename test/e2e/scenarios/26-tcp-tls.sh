@@ -14,7 +14,9 @@
 #   - with a wrong key in the host's key ring the handshake fails, and is
 #     counted;
 #   - the Linux target (nvmet-tcp, tlshd on its side too) with TLS required,
-#     in the same boot, as the reference.
+#     in the same boot, as the reference;
+#   - package ktls's tests of kernel TLS (TestKernelTLS, TestServer), which
+#     a machine without the tls module skips, run and pass (KTLS_TEST).
 daemon_only "TLS on nvmeof-tgt's NVMe/TCP ports"
 tlshd=${NVMEOF_TEST_CACHE:-/var/cache/nvmeof-tgt-test}/tlshd/usr/sbin/tlshd
 [ -x "$tlshd" ] || fail "no tlshd at $tlshd: run test/install-deps.sh"
@@ -124,3 +126,15 @@ echo "ok: the Linux target with TLS required, the same host key ring and tlshd: 
 nvme disconnect -d "$c" >/dev/null
 kt_clear || fail "tearing the Linux target down"
 losetup -d "$loop"
+
+[ -x "${KTLS_TEST:-}" ] || fail "KTLS_TEST='${KTLS_TEST:-}' is not an executable: test/e2e/e2e_test.go builds it"
+out=$RESULTS/$SCENARIO-ktls-test.txt
+rc=0
+(cd "$E2E_DIR/../../ktls" && NVMEOF_REQUIRE_KTLS=1 NVMEOF_REQUIRE_TOOLS=1 "$KTLS_TEST" -test.v -test.count=1 \
+	-test.run '^(TestKernelTLS|TestServer)$' -test.timeout 120s) >"$out" 2>&1 || rc=$?
+[ "$rc" = 0 ] || fail "ktls kernel TLS tests failed (exit $rc): $(grep -B2 -A12 -- '--- FAIL' "$out" | head -40; tail -10 "$out")"
+for t in TestKernelTLS TestServer; do
+	grep -q -- "^--- PASS: $t " "$out" || fail "$t did not run and pass in the guest: $(grep -A3 -- " $t" "$out" | head -6)"
+done
+if grep -q -- "--- SKIP" "$out"; then fail "a ktls test skipped with NVMEOF_REQUIRE_KTLS: $(grep -A2 -- '--- SKIP' "$out")"; fi
+echo "ok: ktls's kernel TLS tests: $(grep -c -- '--- PASS' "$out") passed"
