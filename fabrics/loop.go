@@ -29,6 +29,19 @@ type LoopQueue struct {
 	closeOnce sync.Once
 
 	resumes map[*Request]func() // commands waiting on a QoS limit: their data mapping
+
+	// tlsHost and tlsSub, set by SetTLSIdentity before Connect, stand for
+	// a secure channel made with that PSK identity (SecureChanneler).
+	tlsHost, tlsSub string
+}
+
+// SetTLSIdentity makes the queue one whose transport ran a TLS handshake
+// with the identity of hostNQN and subNQN; call it before Connect.
+func (lq *LoopQueue) SetTLSIdentity(hostNQN, subNQN string) { lq.tlsHost, lq.tlsSub = hostNQN, subNQN }
+
+// TLSIdentity implements SecureChanneler.
+func (lq *LoopQueue) TLSIdentity() (hostNQN, subNQN string, ok bool) {
+	return lq.tlsHost, lq.tlsSub, lq.tlsHost != ""
 }
 
 // NewLoopQueue accepts a queue pair on port with the host's queue ID and
