@@ -15,12 +15,7 @@ import (
 func TestIdleConnectionParks(t *testing.T) {
 	l := targetListener(t)
 	h := ioHost(t, l, false, false)
-	l.mu.Lock()
-	conns := make([]*Conn, 0, len(l.conns))
-	for c := range l.conns {
-		conns = append(conns, c)
-	}
-	l.mu.Unlock()
+	conns := l.connections()
 	buf := make([]byte, 4096)
 	for i := range 3 {
 		if st := h.read(uint64(i)*8, buf); st != 0 {

@@ -53,12 +53,7 @@ func TestSpinningSleepsLess(t *testing.T) {
 func commandsOneByOne(t *testing.T) (uint64, *Conn) {
 	l := targetListener(t)
 	h := ioHost(t, l, false, false)
-	l.mu.Lock()
-	conns := make([]*Conn, 0, len(l.conns))
-	for c := range l.conns {
-		conns = append(conns, c)
-	}
-	l.mu.Unlock()
+	conns := l.connections()
 
 	const n = 200
 	buf := make([]byte, 4096)
@@ -82,4 +77,15 @@ func commandsOneByOne(t *testing.T) (uint64, *Conn) {
 		t.Fatal("no I/O queue connection")
 	}
 	return n, io
+}
+
+// connections lists the listener's connections.
+func (l *Listener) connections() []*Conn {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	conns := make([]*Conn, 0, len(l.conns))
+	for c := range l.conns {
+		conns = append(conns, c)
+	}
+	return conns
 }

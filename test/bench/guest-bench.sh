@@ -57,6 +57,9 @@
 set -euo pipefail
 export LC_ALL=C # join needs the order the globs sort in
 transport=${BENCH_TRANSPORT:-rdma}
+# BENCH_TLS=1 (NVMe/TCP, guest kernel 6.12): both targets require TLS 1.3,
+# the host's handshakes made by tlshd with PSKs in the .nvme key ring.
+tls=${BENCH_TLS:-}
 runtime=${BENCH_RUNTIME:-8}
 idle_secs=${BENCH_IDLE:-30}
 rounds=${BENCH_ROUNDS:-3}
@@ -273,6 +276,48 @@ link_report() {
 }
 
 # wait_dev NQN: the block device of NQN's namespace 1, once it appears.
+# tls_setup (BENCH_TLS): tlshd running, and the TLS PSKs of both targets'
+# subsystems in the .nvme key ring under their version 0 identities: for
+# ours, the one libnvme 1.16.2 derives from tls_key for tls_host (package
+# tlspsk's known answers, whose subsystem the bench's becomes); for the
+# Linux target, which reads the key ring through tlshd as the host does,
+# another of those answers.
+tls_setup() {
+	[ "$transport" = tcp ] || { echo "BENCH_TLS needs BENCH_TRANSPORT=tcp" >&2; exit 1; }
+	local tlshd=${NVMEOF_TEST_CACHE:-/var/cache/nvmeof-tgt-test}/tlshd/usr/sbin/tlshd ring
+	[ -x "$tlshd" ] || { echo "no tlshd at $tlshd: run test/install-deps.sh" >&2; exit 1; }
+	modprobe tls && modprobe nvme-keyring
+	sub=nqn.2024-06.io.example:tank.vol7 ksub=nqn.psk-test-subsys
+	tls_host=nqn.2014-08.org.nvmexpress:uuid:f81d4fae-7dec-11d0-a765-00a0c91e6bf6 tls_khost=nqn.psk-test-host
+	tls_key=NVMeTLSkey-1:01:QENGSUxPUlVYW15hZGdqbXBzdnl8f4KFiIuOkZSXmp28JD1Z:
+	printf '[authenticate]\nkeyrings=.nvme\n' >/tmp/tlshd.conf
+	"$tlshd" -c /tmp/tlshd.conf >/results/tlshd.log 2>&1 &
+	ring=$((16#$(awk '$9 == ".nvme:" { print $1 }' /proc/keys)))
+	printf aba76ec8224025d55200ee10a82fc77250f3dabec272b8c36b676c453c50117f | xxd -r -p |
+		keyctl padd psk "NVMe0R01 $tls_host $sub" "$ring" >/dev/null
+	printf 05c6503551ad136e6ee32e6eeb3f6d500b69701d84ec71e328f65c7f51566f68 | xxd -r -p |
+		keyctl padd psk "NVMe0R01 $tls_khost $ksub" "$ring" >/dev/null
+}
+
+# bench_connect PORT NQN [HOSTNQN]: nvme connect, or with TLS (HOSTNQN
+# set) the options written to /dev/nvme-fabrics: Debian 12's nvme-cli has
+# no --tls.
+bench_connect() {
+	if [ -z "${3:-}" ]; then
+		nvme connect -t "$transport" -a 10.99.0.1 -s "$1" -n "$2" >/dev/null
+		return
+	fi
+	local line
+	exec 3<>/dev/nvme-fabrics
+	# A host ID of its own for each host NQN: the kernel refuses one ID
+	# under two NQNs.
+	local id=${3##*uuid:}
+	[ "$id" != "$3" ] || id=7e57e57e-0000-4000-8000-$(printf '%s' "$3" | md5sum | cut -c1-12)
+	printf 'transport=tcp,traddr=10.99.0.1,trsvcid=%s,nqn=%s,hostnqn=%s,hostid=%s,tls' "$1" "$2" "$3" "$id" >&3 && read -r line <&3
+	exec 3>&-
+	[[ $line == *instance=* ]] || { echo "TLS connect to $1 failed: $line $(tail -3 /results/tlshd.log)" >&2; exit 1; }
+}
+
 wait_dev() {
 	local s d
 	for _ in $(seq 100); do
@@ -357,13 +402,20 @@ report() {
 : >/results/link.tsv
 : >/results/p99.tsv
 
+sub=nqn.2026-11.io.example:bench ksub=kbench
+port_tls="" hosts="allow_any_host: true"
+if [ -n "$tls" ]; then
+	tls_setup
+	port_tls=", tls: required"
+	hosts="hosts: [{nqn: $tls_host, tls_key: \"$tls_key\"}]"
+fi
 cat >/tmp/bench.yaml <<CFG
 log: {level: warn}
 metrics: {address: "$metrics"}
-ports: [{id: 1, transport: $transport, address: 10.99.0.1, port: 4420}]
+ports: [{id: 1, transport: $transport, address: 10.99.0.1, port: 4420$port_tls}]
 subsystems:
-  - nqn: nqn.2026-11.io.example:bench
-    allow_any_host: true
+  - nqn: $sub
+    $hosts
     namespaces: [{nsid: 1, backend: nullblk, size: 1GiB}]
 CFG
 if [ "$transport" = tcp ]; then
@@ -377,12 +429,16 @@ fi
 pid=$!
 # Up once it answers discovery (30 s at most).
 for _ in $(seq 300); do
-	nvme discover -t "$transport" -a 10.99.0.1 -s 4420 >/dev/null 2>&1 && break
+	if [ -n "$tls" ]; then # discovery in clear is refused there
+		ss -ltn | grep -q '10.99.0.1:4420 ' && break
+	else
+		nvme discover -t "$transport" -a 10.99.0.1 -s 4420 >/dev/null 2>&1 && break
+	fi
 	kill -0 "$pid" 2>/dev/null || { echo "nvmeof-tgt exited: $(tail -5 /results/target.log)" >&2; exit 1; }
 	sleep 0.1
 done
-nvme connect -t "$transport" -a 10.99.0.1 -s 4420 -n nqn.2026-11.io.example:bench >/dev/null
-ours=$(wait_dev nqn.2026-11.io.example:bench)
+bench_connect 4420 "$sub" "${tls_host:-}"
+ours=$(wait_dev "$sub")
 [ "$idle_secs" = 0 ] || idle "$pid" "$ours"
 
 theirs=""
@@ -393,11 +449,15 @@ if [[ ${BENCH_TARGETS:-nvmeof-tgt nvmet} == *nvmet* ]]; then
 	export KT_TRTYPE=$transport
 	kt_load
 	kt_port 1 10.99.0.1 4421
-	kt_subsystem kbench
-	kt_namespace kbench 1 "$(kt_nullb $((1 << 30)) 512)"
-	kt_link 1 kbench
-	nvme connect -t "$transport" -a 10.99.0.1 -s 4421 -n kbench >/dev/null
-	theirs=$(wait_dev kbench)
+	if [ -n "$tls" ]; then
+		echo tls1.3 >"$KT_CFS/ports/1/addr_tsas"
+		echo required >"$KT_CFS/ports/1/addr_treq"
+	fi
+	kt_subsystem "$ksub"
+	kt_namespace "$ksub" 1 "$(kt_nullb $((1 << 30)) 512)"
+	kt_link 1 "$ksub"
+	bench_connect 4421 "$ksub" "${tls_khost:-}"
+	theirs=$(wait_dev "$ksub")
 fi
 measure_link=""
 if [ "$transport" != tcp ]; then

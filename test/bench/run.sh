@@ -8,7 +8,9 @@
 # BENCH_PERF the jobs to profile with perf ("rw,bs,qd ..."), BENCH_SYSCALLS
 # the jobs to count nvmeof-tgt's system calls in, BENCH_TRANSPORT=tcp the
 # same jobs over NVMe/TCP against nvmet-tcp (default rdma: over soft-RoCE
-# against nvmet-rdma). The method is described at the top of guest-bench.sh.
+# against nvmet-rdma), and with it BENCH_TLS=1 both targets with TLS 1.3
+# required (E2E_KERNEL=6.12: Debian's 6.1 has no NVMe/TCP TLS). The method
+# is described at the top of guest-bench.sh.
 #
 # Everything is emulated (TCG, 2 vCPUs), so only ratios taken in one run
 # mean anything.
@@ -28,7 +30,7 @@ results=$(mktemp -d /var/tmp/nvmeof-tgt-bench-XXXXXX)
 	--env "NVMEOF_TGT=$bin" --env "BENCH_RUNTIME=${BENCH_RUNTIME:-8}" \
 	--env "BENCH_TARGETS=${BENCH_TARGETS:-nvmeof-tgt nvmet}" --env "NVMEOF_TGT_SPIN_US=${NVMEOF_TGT_SPIN_US:-}" --env "BENCH_JOBS=${BENCH_JOBS:-}" \
 	--env "BENCH_IDLE=${BENCH_IDLE:-30}" --env "BENCH_ROUNDS=${BENCH_ROUNDS:-3}" --env "BENCH_PERF=${BENCH_PERF:-}" \
-	--env "BENCH_SYSCALLS=${BENCH_SYSCALLS:-}" --env "BENCH_TRANSPORT=${BENCH_TRANSPORT:-rdma}" --timeout 1500
+	--env "BENCH_SYSCALLS=${BENCH_SYSCALLS:-}" --env "BENCH_TRANSPORT=${BENCH_TRANSPORT:-rdma}" --env "BENCH_TLS=${BENCH_TLS:-}" --timeout 1500
 cat "$results/main.log"
 # Profiles (BENCH_PERF): flat, by command, shared object and symbol.
 for f in "$results"/*.perf.data; do
