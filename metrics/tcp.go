@@ -18,12 +18,13 @@ var (
 	dTCPDataTimeouts = prometheus.NewDesc(prefix+"tcp_data_timeouts_total", "Connections closed because the host sent no R2T's data, or read no response, within tcp.data_timeout_seconds: a stalled host, whose buffers went back to the pool.", []string{"port"}, nil)
 	dTCPRefused      = prometheus.NewDesc(prefix+"tcp_refused_total", "Connections closed at once: limits.max_queue_pairs or the peer address's limits.unconnected_per_address was reached (nvmeof_tgt_connects_refused_total says which).", []string{"port"}, nil)
 	dTCPTLS          = prometheus.NewDesc(prefix+"tcp_tls_handshakes_total", "TLS handshakes on a port with TLS, by result: ok (a secure channel made), failed (the handshake failed: a wrong key, an identity refused, TLS 1.2, a host gone; the log says which) or refused (a connection in clear to a port that requires TLS).", []string{"port", "result"}, nil)
+	dTCPTLSRecords   = prometheus.NewDesc(prefix+"tcp_tls_record_errors_total", "TLS connections closed on a record that carries no data and no close_notify: an alert from the host, a KeyUpdate (not followed), or a record that fails to decrypt (the log names it).", []string{"port"}, nil)
 	dTCPPoolSize     = prometheus.NewDesc(prefix+"tcp_buffer_pool_bytes", "Data buffer memory the TCP ports may lend to commands in flight.", nil, nil)
 	dTCPPoolInUse    = prometheus.NewDesc(prefix+"tcp_buffer_pool_in_use_bytes", "TCP data buffer memory lent to commands in flight.", nil, nil)
 )
 
 func describeTCP(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{dTCPConns, dTCPTermReqs, dTCPDigests, dTCPOverruns, dTCPDataTimeouts, dTCPRefused, dTCPTLS, dTCPPoolSize, dTCPPoolInUse} {
+	for _, d := range []*prometheus.Desc{dTCPConns, dTCPTermReqs, dTCPDigests, dTCPOverruns, dTCPDataTimeouts, dTCPRefused, dTCPTLS, dTCPTLSRecords, dTCPPoolSize, dTCPPoolInUse} {
 		ch <- d
 	}
 }
@@ -46,6 +47,7 @@ func collectTCP(e emit) {
 			e.counter(dTCPTLS, float64(s.TLSHandshakes.Load()), port, "ok")
 			e.counter(dTCPTLS, float64(s.TLSFailures.Load()), port, "failed")
 			e.counter(dTCPTLS, float64(s.TLSRefused.Load()), port, "refused")
+			e.counter(dTCPTLSRecords, float64(s.TLSRecordErrors.Load()), port)
 		}
 	}
 	p := tcp.SharedPool()

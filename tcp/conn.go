@@ -236,6 +236,7 @@ func (c *Conn) receiveFailed(err error) {
 		if err := c.tlsRecordEnd(); errors.Is(err, io.EOF) {
 			c.log.Debug("the host closed the TLS channel")
 		} else {
+			c.srv.stats.TLSRecordErrors.Add(1)
 			c.log.WithError(err).Warn("the host's TLS channel ended; closing the connection")
 		}
 		c.eof = true

@@ -26,6 +26,7 @@ type PortStats struct {
 	TLSHandshakes    atomic.Uint64 // TLS secure channels made
 	TLSFailures      atomic.Uint64 // closed: the TLS handshake failed
 	TLSRefused       atomic.Uint64 // closed: a connection in clear to a port that requires TLS
+	TLSRecordErrors  atomic.Uint64 // closed: a TLS record other than data or close_notify (an alert, a KeyUpdate, a damaged record)
 }
 
 var (
