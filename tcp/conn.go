@@ -286,7 +286,12 @@ func (c *Conn) sleep() {
 	if ev == unix.POLLIN && timeout < 0 && c.spin.Parks() && c.park() {
 		timeout = 0 // what woke it, without waiting
 	}
-	_, err := unix.Poll(c.pollFDs[:], timeout)
+	var err error
+	if timeout == 0 {
+		err = rawPollNow(c.pollFDs[:])
+	} else {
+		_, err = unix.Poll(c.pollFDs[:], timeout)
+	}
 	c.spin.Slept(time.Since(slept))
 	c.sleeping.Store(false)
 	if err != nil && err != unix.EINTR {
@@ -298,7 +303,7 @@ func (c *Conn) sleep() {
 	// says nothing of the receive side.
 	c.rx.drained = err == nil && c.pollFDs[0].Revents&^unix.POLLOUT == 0
 	if c.pollFDs[1].Revents != 0 {
-		unix.Read(c.efd, c.eventBuf[:])
+		rawRead(c.efd, c.eventBuf[:])
 	}
 }
 

@@ -105,7 +105,7 @@ func (c *Conn) receive() (int, error) {
 				buf = w
 			}
 			c.reads++
-			n, err := unix.Read(c.fd, buf)
+			n, err := rawRead(c.fd, buf)
 			if err != nil {
 				if err == unix.EAGAIN {
 					rx.drained = true

@@ -1,8 +1,6 @@
 package tcp
 
 import (
-	"unsafe"
-
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabrics"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"golang.org/x/sys/unix"
@@ -59,7 +57,7 @@ func (c *Conn) flush() error {
 		wrote := 0
 		if n > 0 {
 			c.writevs++
-			w, _, errno := unix.Syscall(unix.SYS_WRITEV, uintptr(c.fd), uintptr(unsafe.Pointer(&tx.iov[0])), uintptr(n))
+			w, errno := rawWritev(c.fd, tx.iov[:n])
 			if errno == unix.EAGAIN {
 				c.wantOut = true
 				return nil
@@ -70,7 +68,7 @@ func (c *Conn) flush() error {
 			if errno != 0 {
 				return errno
 			}
-			wrote = int(w)
+			wrote = w
 		}
 		c.advance(wrote)
 	}
