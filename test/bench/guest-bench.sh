@@ -58,7 +58,9 @@ set -euo pipefail
 export LC_ALL=C # join needs the order the globs sort in
 transport=${BENCH_TRANSPORT:-rdma}
 # BENCH_TLS=1 (NVMe/TCP, guest kernel 6.12): both targets require TLS 1.3,
-# the host's handshakes made by tlshd with PSKs in the .nvme key ring.
+# the host's handshakes made by tlshd with PSKs in the .nvme key ring;
+# BENCH_TLS=both runs every job in clear, then with TLS, in the same boot,
+# and reports what TLS costs each target.
 tls=${BENCH_TLS:-}
 runtime=${BENCH_RUNTIME:-8}
 idle_secs=${BENCH_IDLE:-30}
@@ -397,98 +399,141 @@ report() {
 	[ ! -f /results/syscalls.tsv ] || { echo "nvmeof-tgt system calls per I/O (sys_enter: all of them):"; column -t -s $'\t' /results/syscalls.tsv; }
 }
 
-: >/results/rounds.tsv
-: >/results/rxe.tsv
-: >/results/link.tsv
-: >/results/p99.tsv
+# bench_pass: both targets up (with TLS 1.3 required when tls is set),
+# every round of every job, both down, and the report.
+bench_pass() {
+	: >/results/rounds.tsv
+	: >/results/rxe.tsv
+	: >/results/link.tsv
+	: >/results/p99.tsv
 
-sub=nqn.2026-11.io.example:bench ksub=kbench
-port_tls="" hosts="allow_any_host: true"
-if [ -n "$tls" ]; then
-	tls_setup
-	port_tls=", tls: required"
-	hosts="hosts: [{nqn: $tls_host, tls_key: \"$tls_key\"}]"
-fi
-cat >/tmp/bench.yaml <<CFG
-log: {level: warn}
-metrics: {address: "$metrics"}
-ports: [{id: 1, transport: $transport, address: 10.99.0.1, port: 4420$port_tls}]
-subsystems:
-  - nqn: $sub
-    $hosts
-    namespaces: [{nsid: 1, backend: nullblk, size: 1GiB}]
-CFG
-if [ "$transport" = tcp ]; then
-	modprobe nvme-tcp
-	# Host and target share this kernel: hardened usercopy on 6.1 refuses
-	# our read(2) of the host's zero-copy sends across two transparent huge
-	# pages (see e2e 24). Off for both targets alike.
-	echo never >/sys/kernel/mm/transparent_hugepage/enabled
-fi
-"$NVMEOF_TGT" -config /tmp/bench.yaml 2>/results/target.log &
-pid=$!
-# Up once it answers discovery (30 s at most).
-for _ in $(seq 300); do
-	if [ -n "$tls" ]; then # discovery in clear is refused there
-		ss -ltn | grep -q '10.99.0.1:4420 ' && break
-	else
-		nvme discover -t "$transport" -a 10.99.0.1 -s 4420 >/dev/null 2>&1 && break
-	fi
-	kill -0 "$pid" 2>/dev/null || { echo "nvmeof-tgt exited: $(tail -5 /results/target.log)" >&2; exit 1; }
-	sleep 0.1
-done
-bench_connect 4420 "$sub" "${tls_host:-}"
-ours=$(wait_dev "$sub")
-[ "$idle_secs" = 0 ] || idle "$pid" "$ours"
-
-theirs=""
-if [[ ${BENCH_TARGETS:-nvmeof-tgt nvmet} == *nvmet* ]]; then
-	# The kernel target over a 1 GiB null_blk device, as nvmeof-tgt's
-	# nullblk namespace above, on the next port of the same address.
-	source "$VM_DIR/kernel-target.sh"
-	export KT_TRTYPE=$transport
-	kt_load
-	kt_port 1 10.99.0.1 4421
+	sub=nqn.2026-11.io.example:bench ksub=kbench
+	port_tls="" hosts="allow_any_host: true"
 	if [ -n "$tls" ]; then
-		echo tls1.3 >"$KT_CFS/ports/1/addr_tsas"
-		echo required >"$KT_CFS/ports/1/addr_treq"
+		tls_setup
+		port_tls=", tls: required"
+		hosts="hosts: [{nqn: $tls_host, tls_key: \"$tls_key\"}]"
 	fi
-	kt_subsystem "$ksub"
-	kt_namespace "$ksub" 1 "$(kt_nullb $((1 << 30)) 512)"
-	kt_link 1 "$ksub"
-	bench_connect 4421 "$ksub" "${tls_khost:-}"
-	theirs=$(wait_dev "$ksub")
-fi
-measure_link=""
-if [ "$transport" != tcp ]; then
-	: # the user-space TCP link is NVMe/TCP's floor, not soft-RoCE's
-elif command -v sockperf >/dev/null && command -v iperf3 >/dev/null; then
-	sockperf server -i 10.99.0.1 -p 11111 --tcp >/dev/null 2>&1 &
-	iperf3 -s -B 10.99.0.1 -p 5201 >/dev/null 2>&1 &
-	measure_link=1
-	for _ in $(seq 50); do # until both listen
-		ss -ltn | grep -q ':11111 ' && ss -ltn | grep -q ':5201 ' && break
+	cat >/tmp/bench.yaml <<-CFG
+	log: {level: warn}
+	metrics: {address: "$metrics"}
+	ports: [{id: 1, transport: $transport, address: 10.99.0.1, port: 4420$port_tls}]
+	subsystems:
+	  - nqn: $sub
+	    $hosts
+	    namespaces: [{nsid: 1, backend: nullblk, size: 1GiB}]
+	CFG
+	if [ "$transport" = tcp ]; then
+		modprobe nvme-tcp
+		# Host and target share this kernel: hardened usercopy on 6.1 refuses
+		# our read(2) of the host's zero-copy sends across two transparent huge
+		# pages (see e2e 24). Off for both targets alike.
+		echo never >/sys/kernel/mm/transparent_hugepage/enabled
+	fi
+	"$NVMEOF_TGT" -config /tmp/bench.yaml 2>/results/target.log &
+	pid=$!
+	# Up once it answers discovery (30 s at most).
+	for _ in $(seq 300); do
+		if [ -n "$tls" ]; then # discovery in clear is refused there
+			ss -ltn | grep -q '10.99.0.1:4420 ' && break
+		else
+			nvme discover -t "$transport" -a 10.99.0.1 -s 4420 >/dev/null 2>&1 && break
+		fi
+		kill -0 "$pid" 2>/dev/null || { echo "nvmeof-tgt exited: $(tail -5 /results/target.log)" >&2; exit 1; }
 		sleep 0.1
 	done
-else
-	echo "sockperf or iperf3 missing: no link figures (run.sh installs them)" >&2
-fi
-for r in $(seq 1 "$rounds"); do
-	[ -z "$measure_link" ] || link "$r"
-	for j in "${jobs[@]}"; do
-		read -r rw bs qd <<<"$j"
-		if [ -z "$theirs" ]; then
-			run_job nvmeof-tgt "$ours" "$pid" "$r" "$rw" "$bs" "$qd"
-		elif [ $((r % 2)) = 1 ]; then
-			run_job nvmeof-tgt "$ours" "$pid" "$r" "$rw" "$bs" "$qd"
-			run_job nvmet "$theirs" "" "$r" "$rw" "$bs" "$qd"
-		else
-			run_job nvmet "$theirs" "" "$r" "$rw" "$bs" "$qd"
-			run_job nvmeof-tgt "$ours" "$pid" "$r" "$rw" "$bs" "$qd"
+	bench_connect 4420 "$sub" "${tls_host:-}"
+	ours=$(wait_dev "$sub")
+	[ "$idle_secs" = 0 ] || idle "$pid" "$ours"
+
+	theirs=""
+	if [[ ${BENCH_TARGETS:-nvmeof-tgt nvmet} == *nvmet* ]]; then
+		# The kernel target over a 1 GiB null_blk device, as nvmeof-tgt's
+		# nullblk namespace above, on the next port of the same address.
+		source "$VM_DIR/kernel-target.sh"
+		export KT_TRTYPE=$transport
+		kt_load
+		kt_port 1 10.99.0.1 4421
+		if [ -n "$tls" ]; then
+			echo tls1.3 >"$KT_CFS/ports/1/addr_tsas"
+			echo required >"$KT_CFS/ports/1/addr_treq"
 		fi
+		kt_subsystem "$ksub"
+		kt_namespace "$ksub" 1 "$(kt_nullb $((1 << 30)) 512)"
+		kt_link 1 "$ksub"
+		bench_connect 4421 "$ksub" "${tls_khost:-}"
+		theirs=$(wait_dev "$ksub")
+	fi
+	measure_link=""
+	if [ "$transport" != tcp ]; then
+		: # the user-space TCP link is NVMe/TCP's floor, not soft-RoCE's
+	elif [ -n "${link_up:-}" ]; then
+		measure_link=1
+	elif command -v sockperf >/dev/null && command -v iperf3 >/dev/null; then
+		link_up=1
+		sockperf server -i 10.99.0.1 -p 11111 --tcp >/dev/null 2>&1 &
+		iperf3 -s -B 10.99.0.1 -p 5201 >/dev/null 2>&1 &
+		measure_link=1
+		for _ in $(seq 50); do # until both listen
+			ss -ltn | grep -q ':11111 ' && ss -ltn | grep -q ':5201 ' && break
+			sleep 0.1
+		done
+	else
+		echo "sockperf or iperf3 missing: no link figures (run.sh installs them)" >&2
+	fi
+	for r in $(seq 1 "$rounds"); do
+		[ -z "$measure_link" ] || link "$r"
+		for j in "${jobs[@]}"; do
+			read -r rw bs qd <<<"$j"
+			if [ -z "$theirs" ]; then
+				run_job nvmeof-tgt "$ours" "$pid" "$r" "$rw" "$bs" "$qd"
+			elif [ $((r % 2)) = 1 ]; then
+				run_job nvmeof-tgt "$ours" "$pid" "$r" "$rw" "$bs" "$qd"
+				run_job nvmet "$theirs" "" "$r" "$rw" "$bs" "$qd"
+			else
+				run_job nvmet "$theirs" "" "$r" "$rw" "$bs" "$qd"
+				run_job nvmeof-tgt "$ours" "$pid" "$r" "$rw" "$bs" "$qd"
+			fi
+		done
 	done
-done
-nvme disconnect-all >/dev/null
-kill -TERM $pid
-wait $pid
-report
+	nvme disconnect-all >/dev/null
+	kill -TERM $pid
+	wait $pid
+	report
+	if [ -n "$theirs" ]; then
+		kt_clear
+	fi
+}
+
+# tls_cost (BENCH_TLS=both): what TLS costs each target, from the two
+# passes of this boot: per job, the median IOPS with TLS over the median
+# without, and ours over the kernel target's.
+tls_cost() {
+	echo
+	echo "what TLS costs, in this boot (median IOPS with TLS / without):"
+	awk -F'\t' "$awk_med"'
+		FILENAME ~ /plain-rounds/ { p[$1 SUBSEP $2, ++np[$1 SUBSEP $2]] = $4; next }
+		{ q[$1 SUBSEP $2, ++nq[$1 SUBSEP $2]] = $4; jobs[$2] = 1 }
+		function m(a, n, k,   i, v) { for (i = 1; i <= n[k]; i++) v[i] = a[k, i]; return med(v, n[k]) }
+		END {
+			for (j in jobs) {
+				o = "nvmeof-tgt" SUBSEP j; k = "nvmet" SUBSEP j
+				if (!np[o] || !nq[o] || !np[k] || !nq[k]) continue
+				to = m(q, nq, o) / m(p, np, o); tk = m(q, nq, k) / m(p, np, k)
+				printf "  %-18s nvmeof-tgt %.2f, nvmet %.2f: TLS costs us %s the kernel target (ratio %.2f)\n", j, to, tk, (to >= tk ? "no more than" : "more than"), to / tk
+			}
+		}' /results/plain-rounds.tsv /results/rounds.tsv | sort
+}
+
+if [ "$tls" = both ]; then
+	tls=""
+	bench_pass
+	for f in rounds p99 rxe link; do mv "/results/$f.tsv" "/results/plain-$f.tsv"; done
+	echo
+	echo "=== the same jobs in the same boot, TLS 1.3 required on both targets"
+	tls=1 idle_secs=0
+	bench_pass
+	tls_cost
+else
+	bench_pass
+fi
