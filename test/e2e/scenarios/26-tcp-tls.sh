@@ -13,6 +13,8 @@
 #   - a connect in clear to that port is refused, and counted;
 #   - with a wrong key in the host's key ring the handshake fails, and is
 #     counted;
+#   - a version 1 identity (NVMe1R01 ... <digest>), which the host tries
+#     first, connects, its digest checked by the target;
 #   - the Linux target (nvmet-tcp, tlshd on its side too) with TLS required,
 #     in the same boot, as the reference;
 #   - package ktls's tests of kernel TLS (TestKernelTLS, TestServer), which
@@ -103,6 +105,18 @@ fi
 wait_for 10 "the failed handshake counted" tls_counted failed
 grep -q "TLS handshake failed" "$RESULTS/$SCENARIO-target.log" || fail "the failed handshake is not logged"
 echo "ok: a wrong PSK: the handshake fails ($(grep "TLS handshake failed" "$RESULTS/$SCENARIO-target.log" | grep -o 'error="[^"]*"' | tail -1 || true))"
+# A version 1 identity, whose digest the target checks: the host looks
+# for one before version 0, so with the v0 key wrong it must take it.
+v1="NVMe1R01 $host $sub UaEMNED0m9JQI/en5wwqXDgM0fgmFsOnkDv0b9hotyg="
+printf 98c8c99bd1c78f999ac5c76fdb3bb371a964f790239eed7d6aef9e914fe2be44 | xxd -r -p | # libnvme 1.16.2's
+	keyctl padd psk "$v1" "$((16#$ring))" >/dev/null || fail "keyctl padd the version 1 PSK"
+c=$(connect_tls 4420 tls) || fail "connect with TLS and a version 1 identity: $(tail -5 "$RESULTS/$SCENARIO-tlshd.log")"
+wait_for 20 "the namespace of $c" test -b "/dev/${c}n1"
+grep -q "TLS secure channel up.*identity=\"NVMe1R01 " "$RESULTS/$SCENARIO-target.log" || fail "no secure channel with the version 1 identity logged"
+dd if="/dev/${c}n1" of=/dev/null bs=64k count=64 iflag=direct status=none || fail "reading through the version 1 channel"
+echo "ok: a version 1 identity (PSK digest checked): connected and read"
+nvme disconnect -d "$c" >/dev/null || fail "disconnect $c"
+keyctl unlink "$(keyctl search "$((16#$ring))" psk "$v1")" "$((16#$ring))" >/dev/null || fail "removing the version 1 PSK"
 put_psk "$psk"
 stop_target
 
