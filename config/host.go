@@ -3,7 +3,6 @@ package config
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -156,50 +155,58 @@ func (e *fieldError) Error() string { return e.field + ": " + e.err.Error() }
 func (e *fieldError) Unwrap() error { return e.err }
 
 func secret(inline, file, field string) (*dhchap.Secret, error) {
+	return keyField(inline, file, field, "secret", dhchap.ParseSecret)
+}
+
+// keyField reads a key given inline or in a file (field and field_file)
+// with parse; what names it in the message for a redacted one.
+func keyField[K any](inline, file, field, what string, parse func(string) (K, error)) (K, error) {
+	var none K
 	switch {
 	case inline != "" && file != "":
-		return nil, &fieldError{field, fmt.Errorf("set %s or %s_file, not both", field, field)}
+		return none, &fieldError{field, fmt.Errorf("set %s or %s_file, not both", field, field)}
 	case inline == Redacted:
-		return nil, &fieldError{field, errors.New("the secret was redacted when this file was saved: write it back, or keep it in " + field + "_file")}
+		return none, &fieldError{field, fmt.Errorf("the %s was redacted when this file was saved: write it back, or keep it in %s_file", what, field)}
 	case inline != "":
-		s, err := dhchap.ParseSecret(inline)
+		k, err := parse(inline)
 		if err != nil {
-			return nil, &fieldError{field, err}
+			return none, &fieldError{field, err}
 		}
-		return s, nil
+		return k, nil
 	case file != "":
-		s, err := readSecretFile(file)
+		k, err := readKeyFileAs(file, parse)
 		if err != nil {
-			return nil, &fieldError{field + "_file", err}
+			return none, &fieldError{field + "_file", err}
 		}
-		return s, nil
+		return k, nil
 	}
-	return nil, nil
+	return none, nil
 }
 
 // maxKeyFileSize bounds a key file: a DHHC-1 secret of 64 bytes is 101
 // characters.
 const maxKeyFileSize = 4 << 10
 
-// readSecretFile reads a key file. The checks are made on the file opened,
-// not on its path, so it cannot be swapped in between: not through a
-// symbolic link, a regular file (a FIFO would block the read while the
-// configuration is locked), owned by the daemon's user or root, which only
-// its owner may read, and no larger than a secret.
-func readSecretFile(path string) (*dhchap.Secret, error) {
+// readKeyFileAs reads a key file and parses it. The checks are made on the
+// file opened, not on its path, so it cannot be swapped in between: not
+// through a symbolic link, a regular file (a FIFO would block the read
+// while the configuration is locked), owned by the daemon's user or root,
+// which only its owner may read, and no larger than a secret.
+func readKeyFileAs[K any](path string, parse func(string) (K, error)) (K, error) {
+	var none K
 	b, err := readKeyFile(path)
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	defer clear(b)
-	s, err := dhchap.ParseSecret(string(b))
+	k, err := parse(string(b))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return none, fmt.Errorf("%s: %w", path, err)
 	}
-	return s, nil
+	return k, nil
 }
 
-// readKeyFile reads a key file with readSecretFile's checks; the caller
+// readKeyFile reads a key file with readKeyFileAs's checks; the caller
 // clears what it returns once done.
 func readKeyFile(path string) ([]byte, error) {
 	if !filepath.IsAbs(path) {

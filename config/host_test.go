@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/dhchap"
 	"golang.org/x/sys/unix"
 	"gopkg.in/yaml.v3"
 )
@@ -199,7 +200,7 @@ func TestKeyFileKinds(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			done := make(chan error, 1)
-			go func() { _, err := readSecretFile(c.path); done <- err }()
+			go func() { _, err := readKeyFileAs(c.path, dhchap.ParseSecret); done <- err }()
 			var err error
 			select {
 			case err = <-done:
@@ -211,7 +212,7 @@ func TestKeyFileKinds(t *testing.T) {
 			}
 		})
 	}
-	if _, err := readSecretFile(good); err != nil {
+	if _, err := readKeyFileAs(good, dhchap.ParseSecret); err != nil {
 		t.Fatal(err)
 	}
 }

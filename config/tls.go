@@ -1,8 +1,8 @@
 package config
 
 import (
-	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/tlspsk"
 )
@@ -37,37 +37,15 @@ func (h Host) TLSPSK() (*tlspsk.ConfiguredPSK, tlspsk.Derivation, error) {
 	if !ok {
 		return nil, 0, &fieldError{"tls_derivation", fmt.Errorf("%q is not one of rfc8446, compat, libnvme-1.7", h.TLSDerivation)}
 	}
-	switch {
-	case h.TLSKey != "" && h.TLSKeyFile != "":
-		return nil, 0, &fieldError{"tls_key", errors.New("set tls_key or tls_key_file, not both")}
-	case h.TLSKey == Redacted:
-		return nil, 0, &fieldError{"tls_key", errors.New("the key was redacted when this file was saved: write it back, or keep it in tls_key_file")}
-	case h.TLSKey != "":
-		k, err := tlspsk.ParseConfiguredPSK(h.TLSKey)
-		if err != nil {
-			return nil, 0, &fieldError{"tls_key", err}
-		}
-		return k, d, nil
-	case h.TLSKeyFile != "":
-		b, err := readKeyFile(h.TLSKeyFile)
-		if err != nil {
-			return nil, 0, &fieldError{"tls_key_file", err}
-		}
-		defer clear(b)
-		k, err := tlspsk.ParseConfiguredPSK(string(trimLine(b)))
-		if err != nil {
-			return nil, 0, &fieldError{"tls_key_file", fmt.Errorf("%s: %w", h.TLSKeyFile, err)}
-		}
-		return k, d, nil
+	k, err := keyField(h.TLSKey, h.TLSKeyFile, "tls_key", "key", parseTLSKey)
+	if err != nil {
+		return nil, 0, err
 	}
-	return nil, d, nil
+	return k, d, nil
 }
 
-// trimLine drops the line end a key file written by `nvme gen-tls-key >
-// file` or an editor carries.
-func trimLine(b []byte) []byte {
-	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
-		b = b[:len(b)-1]
-	}
-	return b
+// parseTLSKey parses a configured PSK without the line end a key file
+// written by `nvme gen-tls-key > file` or an editor carries.
+func parseTLSKey(s string) (*tlspsk.ConfiguredPSK, error) {
+	return tlspsk.ParseConfiguredPSK(strings.TrimRight(s, "\r\n"))
 }

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/dhchap"
-	"github.com/nvmeof-tgt/nvmeof-tgt/tlspsk"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+	"github.com/nvmeof-tgt/nvmeof-tgt/tlspsk"
 	"github.com/sirupsen/logrus"
 )
 

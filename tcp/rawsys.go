@@ -30,10 +30,14 @@ func rawWritev(fd int, iov []unix.Iovec) (int, unix.Errno) {
 	return int(n), e
 }
 
+// zeroTimeout is ppoll's: a variable of the package, so that no call
+// allocates one.
+var zeroTimeout unix.Timespec
+
 // rawPollNow is poll(2) with a timeout of 0: what is ready now.
 func rawPollNow(fds []unix.PollFd) error {
 	_, _, e := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), uintptr(len(fds)),
-		uintptr(unsafe.Pointer(&unix.Timespec{})), 0, 0, 0)
+		uintptr(unsafe.Pointer(&zeroTimeout)), 0, 0, 0)
 	if e != 0 {
 		return e
 	}
