@@ -3,6 +3,7 @@ package fabrics
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"syscall"
 	"time"
 	"unsafe"
@@ -25,14 +26,19 @@ const ParkAfter = 10 * time.Millisecond
 // began, and on the way preempts the poller with a signal, its scheduling
 // tick having stood still through the sleep: dozens of thread wake-ups
 // for one keep-alive. A goroutine parked in the network poller gives its
-// processor up at once and the monitor sleeps on; waking it costs the
-// hand-over to its locked thread, two wake-ups. That hand-over would cost
-// a streaming host's next command more than it saves, so pollers park
-// only after a long sleep and otherwise sleep in poll(2).
+// processor up at once and the monitor sleeps on; waking it costs a
+// thread's wake-up in the network poller. That would cost a streaming
+// host's next command more than it saves, so pollers park only after a
+// long sleep and otherwise sleep in poll(2).
 //
 // The parker is an epoll instance watching the poller's descriptors for
 // reading, registered with the runtime's poller as one descriptor.
 type Parker struct {
+	// KeepThread keeps the caller locked to its thread while parked, for
+	// a poller pinned to a CPU: the thread's CPU mask must not pass to
+	// whatever the runtime runs on it next.
+	KeepThread bool
+
 	file  *os.File
 	rc    syscall.RawConn
 	epfd  int
@@ -73,8 +79,21 @@ func NewParker(fds ...int) (*Parker, error) {
 	return p, nil
 }
 
-// Park blocks until one of the descriptors is readable, or Close.
-func (p *Parker) Park() error { return p.rc.Read(p.ready) }
+// Park blocks until one of the descriptors is readable, or Close. Its
+// caller is a poller locked to its thread (runtime.LockOSThread), and is
+// unlocked while it is parked unless KeepThread: whichever thread finds it
+// ready runs it and it locks to that one, where a locked goroutine would
+// be handed over to its own thread, another wake-up or two per
+// keep-alive.
+func (p *Parker) Park() error {
+	if p.KeepThread {
+		return p.rc.Read(p.ready)
+	}
+	runtime.UnlockOSThread()
+	err := p.rc.Read(p.ready)
+	runtime.LockOSThread()
+	return err
+}
 
 // Close ends a Park in progress and frees the epoll instance. The watched
 // descriptors stay open.

@@ -1,6 +1,11 @@
 package fabrics
 
 import (
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -75,6 +80,8 @@ func TestParkAllocatesNothing(t *testing.T) {
 	}
 	defer p.Close()
 	unix.Write(fd, []byte{1, 0, 0, 0, 0, 0, 0, 0}) // readable: every Park returns at once
+	runtime.LockOSThread() // as a poller is
+	defer runtime.UnlockOSThread()
 	if n := testing.AllocsPerRun(100, func() { p.Park() }); n != 0 {
 		t.Errorf("Park allocates %v times", n)
 	}
@@ -84,5 +91,74 @@ func TestNewParkerRefusesABadDescriptor(t *testing.T) {
 	if p, err := NewParker(-1); err == nil {
 		p.Close()
 		t.Fatal("a parker on descriptor -1")
+	}
+}
+
+// threads is the process's count of threads.
+func threads(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Threads:"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("no Threads: line in /proc/self/status")
+	return 0
+}
+
+// Parked pollers hold no thread: a thousand idle connections do not keep
+// a thousand threads, and the thread that finds a parked poller ready
+// runs it, with no hand-over to the poller's own. Pinned ones
+// (KeepThread) keep theirs.
+func TestParkedPollersHoldNoThread(t *testing.T) {
+	const pollers = 64
+	for _, keep := range []bool{false, true} {
+		before := threads(t)
+		var parking atomic.Int32
+		fds := make([]int, pollers)
+		done := make(chan error, pollers)
+		for i := range fds {
+			fds[i] = eventfd(t)
+			p, err := NewParker(fds[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			p.KeepThread = keep
+			go func() {
+				// Returns locked, as a poller does: its thread exits with
+				// it, so the next round starts with no idle ones.
+				runtime.LockOSThread()
+				parking.Add(1)
+				done <- p.Park()
+			}()
+			for parking.Load() <= int32(i) {
+				runtime.Gosched()
+			}
+		}
+		grew := threads(t) - before
+		for _, fd := range fds {
+			unix.Write(fd, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+		}
+		for range fds {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Logf("KeepThread %v: %d pollers parked, %d more threads", keep, pollers, grew)
+		if !keep && grew > pollers/4 {
+			t.Errorf("%d parked pollers made %d more threads: parked, they still hold their threads", pollers, grew)
+		}
+		if keep && grew < pollers*3/4 {
+			t.Errorf("%d parked pollers with KeepThread made only %d more threads: the test measures nothing", pollers, grew)
+		}
 	}
 }

@@ -277,10 +277,11 @@ func (qp *QueuePair) start() { go qp.poll() }
 
 // poll is the queue pair's poller goroutine.
 func (qp *QueuePair) poll() {
-	// Never unlocked: a goroutine that returns locked takes its thread
+	// Returns locked: a goroutine that returns locked takes its thread
 	// with it. Unlocked, the runtime would keep the thread idle in its
-	// pool, one for every queue pair that ever polled, and a pinned one
-	// would carry its CPU mask to whatever ran on it next.
+	// pool, one for every queue pair that ever polled. It is unlocked
+	// only while parked (fabrics.Parker), and a pinned one never, so that
+	// its CPU mask does not pass to whatever ran on the thread next.
 	runtime.LockOSThread()
 	if cpus := qp.dev.settings.PollerCPUs; len(cpus) > 0 {
 		if err := pinPoller(cpus); err != nil {
@@ -410,6 +411,7 @@ func (qp *QueuePair) parkIdle() bool {
 			qp.spin = fabrics.Spin{Window: qp.spin.Window} // not asked again till the next long sleep
 			return false
 		}
+		p.KeepThread = len(qp.dev.settings.PollerCPUs) > 0
 		qp.parker = p
 	}
 	if err := qp.parker.Park(); err != nil {
