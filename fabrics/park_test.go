@@ -80,7 +80,7 @@ func TestParkAllocatesNothing(t *testing.T) {
 	}
 	defer p.Close()
 	unix.Write(fd, []byte{1, 0, 0, 0, 0, 0, 0, 0}) // readable: every Park returns at once
-	runtime.LockOSThread() // as a poller is
+	runtime.LockOSThread()                         // as a poller is
 	defer runtime.UnlockOSThread()
 	if n := testing.AllocsPerRun(100, func() { p.Park() }); n != 0 {
 		t.Errorf("Park allocates %v times", n)
