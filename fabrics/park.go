@@ -8,6 +8,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 )
 
@@ -98,3 +99,44 @@ func (p *Parker) Park() error {
 // Close ends a Park in progress and frees the epoll instance. The watched
 // descriptors stay open.
 func (p *Parker) Close() error { return p.file.Close() }
+
+// IdleParker is a poller's Parker, made at its first idle sleep: most
+// queues of a busy host never park.
+type IdleParker struct {
+	parker *Parker
+	failed bool   // the Parker could not be made: the poller sleeps in poll(2)
+	Parks  uint64 // sleeps spent parked
+}
+
+// Park sleeps until one of fds is readable, in a Parker made at the first
+// call, with KeepThread set to keepThread. It reports false, having not
+// slept, when the Parker cannot be made; that is logged once, and the
+// poller sleeps in poll(2) from then on.
+func (ip *IdleParker) Park(log logrus.FieldLogger, keepThread bool, fds ...int) bool {
+	if ip.parker == nil {
+		if ip.failed {
+			return false
+		}
+		p, err := NewParker(fds...)
+		if err != nil {
+			ip.failed = true
+			log.WithError(err).Warn("the idle poller cannot park; it sleeps in poll(2)")
+			return false
+		}
+		p.KeepThread = keepThread
+		ip.parker = p
+	}
+	ip.Parks++
+	if err := ip.parker.Park(); err != nil {
+		log.WithError(err).Warn("parking the idle poller failed")
+	}
+	return true
+}
+
+// Close frees the Parker, if one was made.
+func (ip *IdleParker) Close() {
+	if ip.parker != nil {
+		ip.parker.Close()
+		ip.parker = nil
+	}
+}

@@ -90,7 +90,7 @@ type QueuePair struct {
 	sleeping  atomic.Bool
 	awake     time.Time // when the poller last woke, for busy time
 	spin      fabrics.Spin
-	parker    *fabrics.Parker // where an idle poller sleeps; made at its first such sleep
+	idle      fabrics.IdleParker // where an idle poller sleeps
 	stopping  atomic.Bool
 	mu        sync.Mutex // guards id against use after teardown
 	destroyed bool
@@ -375,7 +375,7 @@ func (qp *QueuePair) sleep() {
 	slept := time.Now()
 	pollerBusy.Add(int64(slept.Sub(qp.awake)))
 	timeout := -1
-	if qp.spin.Parks() && qp.parkIdle() {
+	if qp.spin.Parks() && qp.idle.Park(qp.log, len(qp.dev.settings.PollerCPUs) > 0, int(qp.cc.fd), qp.eventfd) {
 		timeout = 0 // what woke it, without waiting
 	}
 	_, err := unix.Poll(fds[:], timeout)
@@ -398,26 +398,6 @@ func (qp *QueuePair) sleep() {
 	if fds[0].Revents != 0 {
 		qp.process(int(C.nt_event_poll(qp.cc, qp.cq, (*C.struct_nt_wc)(qp.wcsPtr), pollBatch)))
 	}
-}
-
-// parkIdle sleeps in the queue pair's Parker until a completion event or the
-// eventfd. It reports false, having not slept, if the parker cannot be
-// made.
-func (qp *QueuePair) parkIdle() bool {
-	if qp.parker == nil {
-		p, err := fabrics.NewParker(int(qp.cc.fd), qp.eventfd)
-		if err != nil {
-			qp.log.WithError(err).Warn("the idle poller cannot park; it sleeps in poll(2)")
-			qp.spin = fabrics.Spin{Window: qp.spin.Window} // not asked again till the next long sleep
-			return false
-		}
-		p.KeepThread = len(qp.dev.settings.PollerCPUs) > 0
-		qp.parker = p
-	}
-	if err := qp.parker.Park(); err != nil {
-		qp.log.WithError(err).Warn("parking the idle poller failed")
-	}
-	return true
 }
 
 // srqFoldEvery is how far a busy poller's count of shared receive queue
@@ -530,10 +510,7 @@ func (qp *QueuePair) teardown() {
 // free releases everything but the CM id and the device, whatever part of
 // set-up got done.
 func (qp *QueuePair) free() {
-	if qp.parker != nil {
-		qp.parker.Close()
-		qp.parker = nil
-	}
+	qp.idle.Close()
 	qp.destroyQP()
 	if qp.cq != nil {
 		C.ibv_destroy_cq(qp.cq)

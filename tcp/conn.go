@@ -108,10 +108,8 @@ type Conn struct {
 	// after its work while the host streams commands: a sleep in poll(2)
 	// and the wake-up cost more than the reads (fabrics.Spin).
 	spin fabrics.Spin
-	// parker is where the poller sleeps once its queue is idle
-	// (fabrics.Parker); made at the first such sleep.
-	parker *fabrics.Parker
-	parks  uint64
+	// idle is where the poller sleeps once its queue is idle.
+	idle fabrics.IdleParker
 
 	// The secure channel (secure.go): made with the PSK identity of
 	// tlsHost for tlsSub, which Connect must name.
@@ -283,7 +281,7 @@ func (c *Conn) sleep() {
 	c.polls++
 	slept := time.Now()
 	timeout := c.pollTimeout()
-	if ev == unix.POLLIN && timeout < 0 && c.spin.Parks() && c.park() {
+	if ev == unix.POLLIN && timeout < 0 && c.spin.Parks() && c.idle.Park(c.log, false, c.fd, c.efd) {
 		timeout = 0 // what woke it, without waiting
 	}
 	var err error
@@ -305,26 +303,6 @@ func (c *Conn) sleep() {
 	if c.pollFDs[1].Revents != 0 {
 		rawRead(c.efd, c.eventBuf[:])
 	}
-}
-
-// park sleeps in the connection's Parker until the socket or the eventfd
-// is readable. It reports false, having not slept, if the parker cannot
-// be made.
-func (c *Conn) park() bool {
-	if c.parker == nil {
-		p, err := fabrics.NewParker(c.fd, c.efd)
-		if err != nil {
-			c.log.WithError(err).Warn("the idle poller cannot park; it sleeps in poll(2)")
-			c.spin = fabrics.Spin{Window: c.spin.Window} // not asked again till the next long sleep
-			return false
-		}
-		c.parker = p
-	}
-	c.parks++
-	if err := c.parker.Park(); err != nil {
-		c.log.WithError(err).Warn("parking the idle poller failed")
-	}
-	return true
 }
 
 // Wake implements fabrics.QueueTransport.
@@ -418,9 +396,7 @@ func (c *Conn) teardown() {
 			c.srv.pool.leave()
 		}
 	}
-	if c.parker != nil {
-		c.parker.Close()
-	}
+	c.idle.Close()
 	unix.Close(c.fd)
 	c.closeEventFD()
 	c.place.Release()
@@ -428,7 +404,7 @@ func (c *Conn) teardown() {
 	if c.srv.gone != nil {
 		c.srv.gone(c)
 	}
-	c.log.WithFields(logrus.Fields{"reads": c.reads, "writevs": c.writevs, "polls": c.polls, "parks": c.parks}).Debug("connection closed")
+	c.log.WithFields(logrus.Fields{"reads": c.reads, "writevs": c.writevs, "polls": c.polls, "parks": c.idle.Parks}).Debug("connection closed")
 	close(c.done)
 }
 

@@ -31,8 +31,8 @@ func TestIdleConnectionParks(t *testing.T) {
 		if c.fq != nil && c.fq.QID != 0 {
 			// The first pause makes a long sleep, after which the poller
 			// parks: through the second pause and the third.
-			if c.parks < 2 {
-				t.Errorf("the I/O queue's poller parked %d times in two idle pauses after a long sleep, want 2", c.parks)
+			if c.idle.Parks < 2 {
+				t.Errorf("the I/O queue's poller parked %d times in two idle pauses after a long sleep, want 2", c.idle.Parks)
 			}
 			return
 		}
