@@ -38,6 +38,13 @@ step modprobe rdma_ucm
 step modprobe ib_uverbs
 step modprobe nvme-rdma
 step modprobe virtio_blk
+# AES-NI and carry-less multiply, which udev loads on a real machine from
+# the CPU's features (the emulated CPU has both): without them kernel TLS
+# encrypts in generic C, on the host and in both targets.
+if grep -qw aes /proc/cpuinfo; then
+	step modprobe aesni_intel
+	step modprobe ghash_clmulni_intel
+fi
 # The kernel target (test/vm/kernel-target.sh) loads nvmet, nvmet-rdma and
 # null_blk itself, with the parameters it needs; check here only that the
 # kernel has them, so a missing module shows up as a set-up failure.
