@@ -21,9 +21,6 @@ import (
 // port that requires TLS refuses. Both are bounded by the pre-Connect
 // deadline, as a silent host is.
 
-// tlsRecordHandshake is the content type of a TLS handshake record.
-const tlsRecordHandshake = 0x16
-
 // TLSAvailable reports whether this build serves TLS: the daemon refuses a
 // port with TLS otherwise.
 func TLSAvailable() bool { return ktls.Available() }
@@ -40,7 +37,7 @@ func (c *Conn) secure() bool {
 		}
 		return false
 	}
-	if first != tlsRecordHandshake {
+	if first != ktls.RecordHandshake {
 		if c.srv.port.TLS == fabrics.TLSRequired {
 			c.srv.stats.TLSRefused.Add(1)
 			c.srv.warn(warnTLSRefused, c.log, "a host connected in clear to a port that requires TLS: closing the connection; connect with --tls and a TLS key")
