@@ -207,6 +207,17 @@ func TestQoSResumeOnClosingConnection(t *testing.T) {
 	}
 
 	clk.Advance(100 * time.Millisecond)
+	// The poller resumes the command the limit let go, which completes it
+	// aborted, before the read's data is drained: drained first, the
+	// connection could end before it took the command back from the
+	// limit, and the command would end with the queue, unanswered.
+	deadline = time.Now().Add(10 * time.Second)
+	for ns.InFlight() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d commands still in flight on the namespace after the limit let command 100 go", ns.InFlight())
+		}
+		time.Sleep(time.Millisecond)
+	}
 	if _, err := io.CopyN(io.Discard, h.c, int64(Header(c2h[:]).PLen())-CommonHeaderSize); err != nil {
 		t.Fatalf("read's data: %v", err)
 	}
