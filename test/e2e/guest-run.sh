@@ -64,6 +64,7 @@ for s in "$E2E_DIR"/scenarios/*.sh ${E2E_EXTRA:+"$E2E_EXTRA"}; do
 	fi
 	echo "$name" >>"$RESULTS/scenarios.list"
 	start=${EPOCHREALTIME/./}
+	read -r pid0 </proc/sys/kernel/ns_last_pid
 	rc=0
 	# A scenario that hangs must not take the others' time: each gets
 	# E2E_SCENARIO_TIMEOUT seconds (most take under 30), or what a first
@@ -87,9 +88,12 @@ for s in "$E2E_DIR"/scenarios/*.sh ${E2E_EXTRA:+"$E2E_EXTRA"}; do
 	fi
 	us=$((${EPOCHREALTIME/./} - start))
 	secs=$((us / 1000000)).$((us / 100000 % 10))
+	# Processes started: in the emulated guest each costs tens of
+	# milliseconds, so they are what a slow scenario is checked for first.
+	read -r pid1 </proc/sys/kernel/ns_last_pid
 	echo "$rc" >"$RESULTS/$name.rc"
 	echo "$secs" >"$RESULTS/$name.secs"
-	echo "$name: rc $rc in $secs s" | tee /dev/console
+	echo "$name: rc $rc in $secs s, $((pid1 - pid0)) processes" | tee /dev/console
 	# Whatever the scenario left behind must not leak into the next one.
 	# (Each tool runs only when there is something for it to do: a process
 	# start costs the emulated guest.)
