@@ -3,12 +3,14 @@
 package backend
 
 /*
-#cgo LDFLAGS: -lrbd -lrados
+#cgo LDFLAGS: -ldl
 #include <errno.h>
 #include <stdlib.h>
 #include <rados/librados.h>
 #include <rbd/librbd.h>
 #include <rbd/features.h>
+
+int nt_ceph_load(const char *rados, const char *rbd, char *err, size_t errlen); // ceph_dl.c
 
 // rbdAioDone is Go's (rbd_callback.go): librbd calls it from its own
 // thread when an asynchronous operation completes.
@@ -124,6 +126,29 @@ func clientName(user string) string {
 	return "client." + user
 }
 
+var (
+	cephOnce sync.Once
+	cephErr  error
+)
+
+// loadCeph loads Ceph's client libraries, once (ceph_dl.c).
+func loadCeph() error {
+	cephOnce.Do(func() { cephErr = loadCephLibs("librados.so.2", "librbd.so.1") })
+	return cephErr
+}
+
+// loadCephLibs loads the libraries of those file names.
+func loadCephLibs(rados, rbd string) error {
+	cr, cb := C.CString(rados), C.CString(rbd)
+	defer C.free(unsafe.Pointer(cr))
+	defer C.free(unsafe.Pointer(cb))
+	var msg [512]C.char
+	if C.nt_ceph_load(cr, cb, &msg[0], C.size_t(len(msg))) != 0 {
+		return fmt.Errorf("cannot load Ceph's client libraries (on Debian: apt install librados2 librbd1): %s", C.GoString(&msg[0]))
+	}
+	return nil
+}
+
 // connect returns a connection to the cluster o describes, connecting
 // first if none is open.
 func connect(o RBDOptions) (*radosConn, error) {
@@ -133,6 +158,9 @@ func connect(o RBDOptions) (*radosConn, error) {
 	if c := radosConns[key]; c != nil {
 		c.refs++
 		return c, nil
+	}
+	if err := loadCeph(); err != nil {
+		return nil, err
 	}
 	c := &radosConn{key: key, refs: 1}
 	cname := C.CString(key.user)

@@ -12,9 +12,9 @@
 # and every example in /usr/share/doc/nvmeof-tgt/examples.
 #
 # The binary is built as the README builds it (CGO_ENABLED=1, stamped with
-# git describe); GOFLAGS=-tags=norbd leaves out rbd and, with it, the
-# Ceph libraries from Depends, which lists the package of every library
-# the binary links. NVMEOF_TGT_BINARY=PATH packages that binary instead of
+# git describe); Depends lists the package of every library the binary
+# links, Recommends Ceph's client libraries where it has rbd
+# (GOFLAGS=-tags=norbd leaves it out). NVMEOF_TGT_BINARY=PATH packages that binary instead of
 # building one (the end-to-end harness packages the one it tests).
 # DPKG_DEB_COMPRESSOR_TYPE (dpkg-deb's own) picks the compression.
 set -euo pipefail
@@ -92,7 +92,12 @@ echo /etc/nvmeof-tgt/config.yaml >"$root/DEBIAN/conffiles"
 	[ -z "$depends" ] || echo "Depends: $depends"
 	# rdma-core loads the RDMA modules at boot, ibverbs-providers holds
 	# the NICs' user-space drivers; an NVMe/TCP-only machine needs neither.
-	echo "Recommends: rdma-core, ibverbs-providers"
+	# A build with rbd loads Ceph's client libraries when it first
+	# connects to a cluster (backend/ceph_dl.c): only a machine that
+	# serves RBD images needs them.
+	recommends="rdma-core, ibverbs-providers"
+	! grep -qa librbd.so.1 "$bin" || recommends+=", librados2, librbd1"
+	echo "Recommends: $recommends"
 	echo "Section: net"
 	echo "Priority: optional"
 	echo "Homepage: https://github.com/nvmeof-tgt/nvmeof-tgt"

@@ -87,9 +87,13 @@ echo "systemd $(sdctl systemctl --version | head -1 | cut -d' ' -f2) runs as pid
 # 9p root (dpkg -i took 25 s): it gets a database of its own, with the
 # packages ours depends on and none of their files (ours overlap none).
 deps=$(dpkg-deb -f "$NVMEOF_TGT_DEB" Depends)
-for p in libibverbs1 librdmacm1 librbd1; do
+for p in libibverbs1 librdmacm1; do
 	[[ ", $deps, " == *", $p, "* ]] || fail "the package does not depend on $p (Depends: $deps)"
 done
+# Ceph's libraries are loaded on first use: recommended, not required.
+recs=$(dpkg-deb -f "$NVMEOF_TGT_DEB" Recommends)
+[[ ", $recs, " == *", librbd1, "* && ", $deps, " != *"librbd1"* ]] ||
+	fail "the package should recommend librbd1, not depend on it (Depends: $deps; Recommends: $recs)"
 db=/tmp/$SCENARIO-dpkg
 mkdir -p "$db/info" "$db/updates"
 dpkg-query -s ${deps//,/} >"$db/status" || fail "dependencies not installed: $deps"
