@@ -88,12 +88,14 @@ for s in "$E2E_DIR"/scenarios/*.sh ${E2E_EXTRA:+"$E2E_EXTRA"}; do
 	fi
 	us=$((${EPOCHREALTIME/./} - start))
 	secs=$((us / 1000000)).$((us / 100000 % 10))
-	# Processes started: in the emulated guest each costs tens of
-	# milliseconds, so they are what a slow scenario is checked for first.
+	# Tasks started, processes and threads (both take their IDs from the
+	# same space): in the emulated guest a process start costs tens of
+	# milliseconds, half a second for some tools, so they are what a slow
+	# scenario is checked for first.
 	read -r pid1 </proc/sys/kernel/ns_last_pid
 	echo "$rc" >"$RESULTS/$name.rc"
 	echo "$secs" >"$RESULTS/$name.secs"
-	echo "$name: rc $rc in $secs s, $((pid1 - pid0)) processes" | tee /dev/console
+	echo "$name: rc $rc in $secs s, $((pid1 - pid0)) tasks" | tee /dev/console
 	# Whatever the scenario left behind must not leak into the next one.
 	# (Each tool runs only when there is something for it to do: a process
 	# start costs the emulated guest.)

@@ -370,9 +370,8 @@ fio_ok() {
 	local out=$RESULTS/$SCENARIO-$name.json
 	fio --name="$name" --output-format=json --output="$out" "$@" || fail "fio $name exited with $?: $(tail -20 "$out")"
 	local errs rd wr
-	errs=$(jq '[.jobs[].error] | add' "$out")
-	rd=$(jq '[.jobs[].read.io_bytes] | add' "$out")
-	wr=$(jq '[.jobs[].write.io_bytes] | add' "$out")
+	# One jq, not three: its start costs the emulated guest half a second.
+	read -r errs rd wr < <(jq -r '[([.jobs[].error] | add), ([.jobs[].read.io_bytes] | add), ([.jobs[].write.io_bytes] | add)] | @tsv' "$out")
 	assert_eq "fio $name errors" "$errs" 0
 	echo "fio $name: read $rd bytes, wrote $wr bytes"
 	FIO_READ=$rd
@@ -432,9 +431,28 @@ metric() { metric_at 127.0.0.1:9750 "$@"; }
 # metric_at HOST:PORT NAME [LABEL-FILTER]: metric, from the daemon whose
 # metrics.address is HOST:PORT (daemon B's is $B_METRICS).
 metric_at() {
-	# Whole scrape first: awk stopping early must not break curl's pipe.
-	curl -fsS -o /tmp/metrics.txt "http://$1/metrics" || fail "scraping $1/metrics"
+	# Whole scrape first: awk stopping early must not break the read.
+	http_get "$1" /metrics /tmp/metrics.txt || fail "scraping $1/metrics"
 	awk -v m="$2" -v f="${3:-}" '$1 ~ "^"m"[{]" || $1 == m { if (f == "" || index($1, f)) { print $2; exit } }' /tmp/metrics.txt
+}
+
+# http_get HOST:PORT PATH FILE: GET PATH over HTTP/1.0 into FILE; fails
+# unless the status is 200. Bash's /dev/tcp, not curl: curl's start
+# alone costs the emulated guest half a second, and metrics are read
+# often, many times in a poll.
+http_get() {
+	local fd line
+	exec {fd}<>"/dev/tcp/${1%:*}/${1##*:}" || return 1
+	printf 'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n' "$2" "$1" >&"$fd"
+	IFS= read -r line <&"$fd"
+	if [[ $line != "HTTP/1."?" 200 "* ]]; then
+		exec {fd}<&-
+		echo "GET http://$1$2: ${line%$'\r'}" >&2
+		return 1
+	fi
+	while IFS= read -r line <&"$fd" && [ -n "${line%$'\r'}" ]; do :; done
+	while IFS= read -r line || [ -n "$line" ]; do printf '%s\n' "$line"; done <&"$fd" >"$3"
+	exec {fd}<&-
 }
 
 # config FILE: write a daemon configuration from stdin.

@@ -25,7 +25,7 @@ echo "limited $dev1, unlimited $dev2, paths $p1 $p2"
 
 # snap N: scrape the metrics into /tmp/qos-N.txt.
 snap() {
-	curl -fsS -o "/tmp/qos-$1.txt" http://127.0.0.1:9750/metrics || fail "scraping /metrics"
+	http_get 127.0.0.1:9750 /metrics "/tmp/qos-$1.txt" || fail "scraping /metrics"
 }
 # counter N METRIC NSID: METRIC of namespace NSID in snapshot N, an integer.
 counter() {

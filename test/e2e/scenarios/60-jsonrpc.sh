@@ -52,7 +52,9 @@ if len(args) > 1:
     req["params"] = json.loads(args[1])
 sys.stdout.write(send(json.dumps(req).encode()).decode())
 PY
-rpc() { python3 /tmp/rpc.py "$sock" "$@" || fail "rpc.py $*"; }
+# -S: no site module, whose imports are most of Python's start, a second
+# or more in the emulated guest; rpc.py needs only the standard library.
+rpc() { python3 -S /tmp/rpc.py "$sock" "$@" || fail "rpc.py $*"; }
 # ok METHOD [PARAMS]: the call succeeds; prints its result.
 ok() {
 	local r
@@ -121,11 +123,11 @@ ok remove_subsystem "{\"nqn\": \"$nqn\"}" >/dev/null
 assert_eq "subsystems after removal" "$(ok get_state | jq '.subsystems | length')" 0
 
 # Hostile input: an error, the connection closed, the daemon serving on.
-out=$(python3 /tmp/rpc.py "$sock" --raw '{"jsonrpc": "2.0", "id": 1, "method":')
+out=$(python3 -S /tmp/rpc.py "$sock" --raw '{"jsonrpc": "2.0", "id": 1, "method":')
 echo "not JSON: $out"
 assert_eq "not JSON: code" "$(echo "$out" | head -1 | jq .error.code)" -32700
 assert_eq "not JSON: connection" "$(echo "$out" | tail -1)" closed
-out=$(python3 /tmp/rpc.py "$sock" --pad $((2 << 20)))
+out=$(python3 -S /tmp/rpc.py "$sock" --pad $((2 << 20)))
 assert_eq "2 MiB request: code" "$(echo "$out" | head -1 | jq .error.code)" -32600
 assert_eq "2 MiB request: connection" "$(echo "$out" | tail -1)" closed
 assert_eq "api_version afterwards" "$(rpc get_version | jq .result.api_version)" 1

@@ -119,7 +119,7 @@ pid=$(sdctl systemctl show -P MainPID nvmeof-tgt)
 # The build is stamped with git describe, as the README's build command.
 [ -n "${NVMEOF_TGT_VERSION:-}" ] || fail "the harness passed no NVMEOF_TGT_VERSION (git describe failed?)"
 assert_eq "nvmeof-tgt -version" "$(/usr/bin/nvmeof-tgt -version)" "nvmeof-tgt $NVMEOF_TGT_VERSION"
-curl -fsS -o /tmp/metrics.txt http://127.0.0.1:9750/metrics || fail "scraping /metrics"
+http_get 127.0.0.1:9750 /metrics /tmp/metrics.txt || fail "scraping /metrics"
 grep -F "version=\"$NVMEOF_TGT_VERSION\"" /tmp/metrics.txt | grep '^nvmeof_tgt_build_info' >/dev/null ||
 	fail "build_info does not carry version $NVMEOF_TGT_VERSION: $(grep build_info /tmp/metrics.txt)"
 echo "ok: build_info says version $NVMEOF_TGT_VERSION"

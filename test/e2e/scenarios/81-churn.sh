@@ -64,7 +64,7 @@ echo "churn: $((cycles * hosts)) disconnects under load, $abandons abandoned con
 
 # --- the figures, from one scrape and /proc ---
 
-scrape() { curl -fsS -o /tmp/metrics.txt http://127.0.0.1:9750/metrics || fail "scraping /metrics"; }
+scrape() { http_get 127.0.0.1:9750 /metrics /tmp/metrics.txt || fail "scraping /metrics"; }
 # m NAME [LABEL-FILTER]: from the last scrape; empty if the series is missing.
 m() {
 	awk -v m="$1" -v f="${2:-}" '$1 ~ "^"m"[{]" || $1 == m { if (f == "" || index($1, f)) { printf "%.0f\n", $2; exit } }' /tmp/metrics.txt

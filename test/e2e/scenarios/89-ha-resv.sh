@@ -128,7 +128,7 @@ area_u64() { dd if=/dev/vdb bs=4096 skip=$((area + $1)) count=1 iflag=direct sta
 # one's series of the subsystem's namespace 1, or of its path errors.
 # Never while A is stopped: the scrape would wait for it.
 a_scrape() {
-	curl -fsS -o /tmp/metrics.txt http://127.0.0.1:9750/metrics || fail "scraping A's metrics"
+	http_get 127.0.0.1:9750 /metrics /tmp/metrics.txt || fail "scraping A's metrics"
 	local m
 	for m in "$@"; do
 		awk -v m="$m" -v s="subsystem=\"$nqn\"" '$1 ~ "^"m"[{]" && index($1, s) &&
