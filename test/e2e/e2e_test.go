@@ -113,7 +113,7 @@ func boot() guest {
 	// knobs; the length of 82's and 77's measurements, longer for the
 	// figures in docs/performance.md.
 	for _, kv := range os.Environ() {
-		for _, knob := range []string{"CHURN_", "NEMESIS_", "E2E_EXTRA=", "POOL_MIX_SECONDS=", "ENGINES_READ_SECONDS="} {
+		for _, knob := range []string{"CHURN_", "NEMESIS_", "E2E_EXTRA=", "E2E_TRACE_EXEC=", "POOL_MIX_SECONDS=", "ENGINES_READ_SECONDS="} {
 			if strings.HasPrefix(kv, knob) {
 				env = append(env, kv)
 			}

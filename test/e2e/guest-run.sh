@@ -56,6 +56,16 @@ leftovers() {
 	ip -force -batch - >/dev/null 2>&1 <<<$'addr del 10.99.0.2/24 dev eth0\naddr del 10.99.0.3/24 dev eth0' || true
 }
 
+# E2E_TRACE_EXEC=1: RESULTS/<name>.exec, the kernel's trace of the
+# scenario's process starts and exits, for test/e2e/exec-costs.sh.
+tracing=/sys/kernel/tracing
+if [ -n "${E2E_TRACE_EXEC:-}" ]; then
+	[ -d "$tracing/events" ] || mount -t tracefs tracefs "$tracing"
+	echo 8192 >"$tracing/buffer_size_kb"
+	echo 1 >"$tracing/events/sched/sched_process_exec/enable"
+	echo 1 >"$tracing/events/sched/sched_process_exit/enable"
+fi
+
 # E2E_EXTRA: one more scenario, outside the suite (a soak test's).
 for s in "$E2E_DIR"/scenarios/*.sh ${E2E_EXTRA:+"$E2E_EXTRA"}; do
 	name=$(basename "$s" .sh)
@@ -63,6 +73,7 @@ for s in "$E2E_DIR"/scenarios/*.sh ${E2E_EXTRA:+"$E2E_EXTRA"}; do
 		continue
 	fi
 	echo "$name" >>"$RESULTS/scenarios.list"
+	[ -z "${E2E_TRACE_EXEC:-}" ] || : >"$tracing/trace"
 	start=${EPOCHREALTIME/./}
 	read -r pid0 </proc/sys/kernel/ns_last_pid
 	rc=0
@@ -93,6 +104,9 @@ for s in "$E2E_DIR"/scenarios/*.sh ${E2E_EXTRA:+"$E2E_EXTRA"}; do
 	# milliseconds, half a second for some tools, so they are what a slow
 	# scenario is checked for first.
 	read -r pid1 </proc/sys/kernel/ns_last_pid
+	if [ -n "${E2E_TRACE_EXEC:-}" ]; then
+		cat "$tracing/trace" >"$RESULTS/$name.exec"
+	fi
 	echo "$rc" >"$RESULTS/$name.rc"
 	echo "$secs" >"$RESULTS/$name.secs"
 	echo "$name: rc $rc in $secs s, $((pid1 - pid0)) tasks" | tee /dev/console
