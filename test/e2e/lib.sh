@@ -62,15 +62,21 @@ val() {
 exec {NAP_FD}<> <(:)
 nap() { read -rt "$1" -u "$NAP_FD" || true; }
 
-# poll SECONDS CMD...: run CMD every 0.1 s until it succeeds (status 0),
-# or until SECONDS have passed (status 1). The pause only spaces out the
-# checks; the condition, not the time, decides.
+# poll SECONDS CMD...: run CMD until it succeeds (status 0), or until
+# SECONDS have passed (status 1). The pause only spaces out the checks;
+# the condition, not the time, decides. It is 0.1 s, or as long as the
+# check took, whichever is longer: a check that costs (a daemon's metrics,
+# a discovery) takes at most half of the emulated guest's time, which the
+# daemons under test need.
 poll() {
-	local deadline=$((SECONDS + $1))
+	local deadline=$((SECONDS + $1)) t0 us pause
 	shift
-	until "$@"; do
+	while t0=${EPOCHREALTIME/./} && ! "$@"; do
 		[ "$SECONDS" -lt "$deadline" ] || return 1
-		nap 0.1
+		us=$((${EPOCHREALTIME/./} - t0))
+		[ "$us" -gt 100000 ] || us=100000
+		printf -v pause '%d.%06d' $((us / 1000000)) $((us % 1000000))
+		nap "$pause"
 	done
 }
 
@@ -98,7 +104,10 @@ assert_eq() { # what got want
 # it answers discovery.
 start_target() {
 	local config=$1 log=${2:-$RESULTS/$SCENARIO-target.log}
+	local from=""
 	if ours; then
+		log_end "$log"
+		from=$LOG_END
 		"$NVMEOF_TGT" -config "$config" >>"$log" 2>&1 &
 		TARGET_PID=$!
 	else
@@ -106,19 +115,41 @@ start_target() {
 		KERNEL_TARGET_UP=1
 		kt_from_config "$config" >>"$log" 2>&1 || fail "configuring the kernel target: $(tail -5 "$log")"
 	fi
-	wait_for 30 "target answering discovery" target_answers "$log"
+	wait_for 30 "target answering discovery" target_answers "$log" "$ADDR" "$TARGET_PID" "$from"
 	echo "target up (${TARGET_PID:+pid $TARGET_PID}${KERNEL_TARGET_UP:+kernel nvmet})"
 }
 
-# target_answers LOG [ADDR [PID]]: discovery works; fails the scenario at
-# once if our daemon has exited instead.
+# target_answers LOG [ADDR [PID [FROM]]]: discovery works; fails the
+# scenario at once if our daemon has exited instead. With FROM (LOG's
+# length before the daemon started, log_end), discovery is tried only
+# once LOG has the daemon's "nvmeof-tgt serving" after FROM (at level
+# info, which the scenarios keep): a discovery is a process and an RDMA
+# connection, a second of the emulated guest's time that a daemon still
+# opening its namespaces needs.
 target_answers() {
 	local addr=${2:-$ADDR} pid=${3:-$TARGET_PID}
+	if [ -n "${4:-}" ]; then
+		local LC_ALL=C text=""
+		# (The daemon's shell may not have made LOG yet.)
+		[ ! -f "$1" ] || IFS= read -r -d '' text <"$1" || true
+		if [[ ${text:$4} != *"nvmeof-tgt serving"* ]]; then
+			kill -0 "$pid" 2>/dev/null || fail "target at $addr exited at start: $(tail -5 "$1")"
+			return 1
+		fi
+	fi
 	nvme discover -t rdma -a "$addr" -s "$PORT" >/dev/null 2>&1 && return 0
 	if ours && ! kill -0 "$pid" 2>/dev/null; then
 		fail "target at $addr exited at start: $(tail -5 "$1")"
 	fi
 	return 1
+}
+
+# log_end FILE: LOG_END is FILE's length in bytes (0 while it is missing),
+# bash alone.
+log_end() {
+	local LC_ALL=C text=""
+	[ ! -f "$1" ] || IFS= read -r -d '' text <"$1" || true
+	LOG_END=${#text}
 }
 
 # addr2_up: give the rxe netdev the second address and wait until rxe has
@@ -156,9 +187,10 @@ start_target2() {
 	local config=$1 log=${2:-$RESULTS/$SCENARIO-target2.log}
 	ours || fail "start_target2: a second daemon is nvmeof-tgt only"
 	[ -z "$TARGET2_PID" ] || fail "start_target2: daemon B already runs (pid $TARGET2_PID)"
+	log_end "$log"
 	"$NVMEOF_TGT" -config "$config" >>"$log" 2>&1 &
 	TARGET2_PID=$!
-	wait_for 30 "daemon B answering discovery on $ADDR2" target_answers "$log" "$ADDR2" "$TARGET2_PID"
+	wait_for 30 "daemon B answering discovery on $ADDR2" target_answers "$log" "$ADDR2" "$TARGET2_PID" "$LOG_END"
 	echo "daemon B up (pid $TARGET2_PID)"
 }
 
@@ -369,13 +401,36 @@ fio_ok() {
 	shift
 	local out=$RESULTS/$SCENARIO-$name.json
 	fio --name="$name" --output-format=json --output="$out" "$@" || fail "fio $name exited with $?: $(tail -20 "$out")"
-	local errs rd wr
-	# One jq, not three: its start costs the emulated guest half a second.
-	read -r errs rd wr < <(jq -r '[([.jobs[].error] | add), ([.jobs[].read.io_bytes] | add), ([.jobs[].write.io_bytes] | add)] | @tsv' "$out")
-	assert_eq "fio $name errors" "$errs" 0
-	echo "fio $name: read $rd bytes, wrote $wr bytes"
-	FIO_READ=$rd
-	FIO_WRITTEN=$wr
+	fio_sums "$out"
+	assert_eq "fio $name errors" "$FIO_ERRORS" 0
+	echo "fio $name: read $FIO_READ bytes, wrote $FIO_WRITTEN bytes"
+}
+
+# fio_sums FILE: FIO_ERRORS, FIO_READ and FIO_WRITTEN, the jobs' error,
+# read.io_bytes and write.io_bytes summed from fio's JSON output in FILE.
+# Bash alone, where jq's start costs the emulated guest half a second: it
+# fails unless it finds each of the three once for every job.
+fio_sums() {
+	local line in="" jobs=0 errors=0 reads=0 writes=0
+	FIO_ERRORS=0 FIO_READ=0 FIO_WRITTEN=0
+	while IFS= read -r line; do
+		case $line in
+		*'"jobname" : '*) jobs=$((jobs + 1)) ;;
+		*'"error" : '*) errors=$((errors + 1)) FIO_ERRORS=$((FIO_ERRORS + ${line//[^0-9]/})) ;;
+		*'"read" : {'*) in=read ;;
+		*'"write" : {'*) in=write ;;
+		*'"io_bytes" : '*)
+			case $in in
+			read) reads=$((reads + 1)) FIO_READ=$((FIO_READ + ${line//[^0-9]/})) ;;
+			write) writes=$((writes + 1)) FIO_WRITTEN=$((FIO_WRITTEN + ${line//[^0-9]/})) ;;
+			esac
+			in=""
+			;;
+		*'{'*) in="" ;;
+		esac
+	done <"$1"
+	[ "$jobs" -gt 0 ] && [ "$errors $reads $writes" = "$jobs $jobs $jobs" ] ||
+		fail "fio's JSON in $1: $jobs jobs; error in $errors, read.io_bytes in $reads, write.io_bytes in $writes"
 }
 
 # fio_interrupt PID OUT: end the time-based fio run PID early with SIGINT,
@@ -436,23 +491,49 @@ metric_at() {
 	awk -v m="$2" -v f="${3:-}" '$1 ~ "^"m"[{]" || $1 == m { if (f == "" || index($1, f)) { print $2; exit } }' /tmp/metrics.txt
 }
 
-# http_get HOST:PORT PATH FILE: GET PATH over HTTP/1.0 into FILE; fails
-# unless the status is 200. Bash's /dev/tcp, not curl: curl's start
-# alone costs the emulated guest half a second, and metrics are read
-# often, many times in a poll.
+# http_get HOST:PORT PATH [FILE]: GET PATH over HTTP/1.0; the body in
+# HTTP_BODY, and in FILE if given. Fails unless the status is 200. Bash's
+# /dev/tcp, not curl: curl's start alone costs the emulated guest half a
+# second, and metrics are read often, many times in a poll. The body is
+# read with -N, in blocks: read line by line, bash takes a byte a system
+# call (a 21 KB page: 39 ms on this machine against 2.5 ms). A stopped
+# daemon's port still accepts: each read waits 10 s at most.
 http_get() {
-	local fd line
+	local fd line rc=0
+	HTTP_BODY=""
 	exec {fd}<>"/dev/tcp/${1%:*}/${1##*:}" || return 1
 	printf 'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n' "$2" "$1" >&"$fd"
-	IFS= read -r line <&"$fd"
+	IFS= read -r -t 10 line <&"$fd" || line="(no answer in 10 s)"
 	if [[ $line != "HTTP/1."?" 200 "* ]]; then
 		exec {fd}<&-
 		echo "GET http://$1$2: ${line%$'\r'}" >&2
 		return 1
 	fi
-	while IFS= read -r line <&"$fd" && [ -n "${line%$'\r'}" ]; do :; done
-	while IFS= read -r line || [ -n "$line" ]; do printf '%s\n' "$line"; done <&"$fd" >"$3"
+	while IFS= read -r -t 10 line <&"$fd" && [ -n "${line%$'\r'}" ]; do :; done
+	IFS= read -r -t 10 -d '' -N 67108864 HTTP_BODY <&"$fd" || rc=$? # 1: the end, as it should
 	exec {fd}<&-
+	[ "$rc" -le 1 ] || { echo "GET http://$1$2: no end of the body in 10 s" >&2; return 1; }
+	[ -z "${3:-}" ] || printf '%s' "$HTTP_BODY" >"$3"
+}
+
+# jqs [--arg NAME VALUE]... JSON FILTER...: several jq filters over one
+# JSON text with one jq (a start costs the emulated guest half a second
+# or more): JQ[i] is filter i's output, a string as it is (jq -r),
+# anything else as compact JSON, several outputs as their array, none as
+# null.
+jqs() {
+	local args=() json f prog=""
+	while [ "$1" = --arg ]; do
+		args+=(--arg "$2" "$3")
+		shift 3
+	done
+	json=$1
+	shift
+	for f in "$@"; do
+		prog+="${prog:+, }([$f] | if length == 1 then .[0] elif length == 0 then null else . end | if type == \"string\" then . else tojson end)"
+	done
+	mapfile -t JQ < <(jq -r "${args[@]}" "$prog" <<<"$json")
+	[ "${#JQ[@]}" = "$#" ] || fail "jq: ${#JQ[@]} lines for $# filters ($*)"
 }
 
 # config FILE: write a daemon configuration from stdin.
@@ -778,15 +859,48 @@ subsystems:
 YAML
 }
 
-# gw_state a|b|c: the daemon's lease state of group 1 (standby, owner,
-# blocklisted), from ctl list -json. B and later daemons have their admin
-# socket at /run/nvmeof-tgt/<letter>.sock (B_SOCKET).
+# gw_addr a|b|c: GW_ADDR is the daemon's metrics address.
+gw_addr() {
+	case $1 in
+	a) GW_ADDR=127.0.0.1:9750 ;;
+	b) GW_ADDR=$B_METRICS ;;
+	c) GW_ADDR=127.0.0.1:9752 ;;
+	*) fail "gw_addr: no daemon $1" ;;
+	esac
+}
+# gw_state a|b|c [GROUP]: the daemon's lease state of GROUP (default 1:
+# standby, owner, blocklisted), from its metrics (A's on 127.0.0.1:9750,
+# B's on B_METRICS, C's on 127.0.0.1:9752); nothing while it does not
+# answer. Polled often: bash alone, where ctl and jq would start two
+# processes, a second or two of the emulated guest's time.
 gw_state() {
-	local sock=()
-	[ "$1" = a ] || sock=(-socket "/run/nvmeof-tgt/$1.sock")
-	"$NVMEOF_TGT" ctl "${sock[@]}" list -json 2>/dev/null | jq -r '.gateway.groups[0].state'
+	gw_addr "$1"
+	local re="nvmeof_tgt_gateway_lease_state\\{group=\"${2:-1}\",state=\"([a-z]+)\"\\} 1"$'\n'
+	http_get "$GW_ADDR" /metrics 2>/dev/null && [[ $HTTP_BODY =~ $re ]] && echo "${BASH_REMATCH[1]}"
+	return 0
 }
 gw_state_is() { [ "$(gw_state "$1")" = "$2" ]; }
+# gw_rebuilt a|b|c: the daemon stands by with its blocklisted client
+# rebuilt, once. (Past its local deadline, a daemon stands by before any
+# call to the cluster, an instant before it finds itself blocklisted.)
+gw_rebuilt() {
+	gw_addr "$1"
+	gw_state_is "$1" standby && [ "$(metric_at "$GW_ADDR" nvmeof_tgt_gateway_rebuilds_total 'group="1"')" = 1 ]
+}
+# gw_owned a|b|c GROUP...: those of the GROUPs the daemon owns, as
+# " 1 3 " (" " for none), from one read of its metrics.
+gw_owned() {
+	local owned=" " g re
+	gw_addr "$1"
+	shift
+	if http_get "$GW_ADDR" /metrics 2>/dev/null; then
+		for g in "$@"; do
+			re="nvmeof_tgt_gateway_lease_state\\{group=\"$g\",state=\"owner\"\\} 1"$'\n'
+			[[ $HTTP_BODY =~ $re ]] && owned+="$g "
+		done
+	fi
+	echo "$owned"
+}
 # gw_since_ms DAEMON STATE: when DAEMON's group 1 took STATE, in ms since
 # the epoch by the daemon's own clock (ctl list's since); fails while the
 # group is in another state.

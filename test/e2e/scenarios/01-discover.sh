@@ -15,15 +15,14 @@ CFG
 start_target /tmp/tgt.yaml
 out=$(nvme discover -t rdma -a "$ADDR" -s "$PORT" -o json)
 echo "$out"
-assert_eq "subsystem records" "$(echo "$out" | jq '[.records[] | select(.subtype == "nvme subsystem")] | length')" 2
-for nqn in nqn.2026-11.io.example:vol1 nqn.2026-11.io.example:null1; do
-	assert_eq "$nqn listed over rdma at $ADDR:$PORT" \
-		"$(echo "$out" | jq -r --arg n "$nqn" '.records[] | select(.subnqn == $n) | "\(.trtype) \(.traddr) \(.trsvcid)"')" \
-		"rdma $ADDR $PORT"
-done
-assert_eq "TREQ of the subsystem records" \
-	"$(echo "$out" | jq -r '[.records[] | select(.subtype == "nvme subsystem") | .treq] | unique | join(";")')" \
-	"not specified, sq flow control disable supported"
+listed() { echo ".records[] | select(.subnqn == \"$1\") | \"\\(.trtype) \\(.traddr) \\(.trsvcid)\""; }
+jqs "$out" '[.records[] | select(.subtype == "nvme subsystem")] | length' \
+	"$(listed nqn.2026-11.io.example:vol1)" "$(listed nqn.2026-11.io.example:null1)" \
+	'[.records[] | select(.subtype == "nvme subsystem") | .treq] | unique | join(";")'
+assert_eq "subsystem records" "${JQ[0]}" 2
+assert_eq "nqn.2026-11.io.example:vol1 listed over rdma at $ADDR:$PORT" "${JQ[1]}" "rdma $ADDR $PORT"
+assert_eq "nqn.2026-11.io.example:null1 listed over rdma at $ADDR:$PORT" "${JQ[2]}" "rdma $ADDR $PORT"
+assert_eq "TREQ of the subsystem records" "${JQ[3]}" "not specified, sq flow control disable supported"
 
 nvme connect-all -t rdma -a "$ADDR" -s "$PORT" >&2 || fail "nvme connect-all"
 dev=$(wait_dev nqn.2026-11.io.example:vol1)

@@ -15,14 +15,16 @@ ctrl=/dev/$(ctrl_of "$nqn")
 assert_eq "device size" "$(blockdev --getsize64 "$dev")" $((256 << 20))
 assert_eq "logical block size" "$(blockdev --getss "$dev")" 4096
 idctrl=$(nvme id-ctrl "$ctrl" -o json)
-assert_eq "id-ctrl subnqn" "$(echo "$idctrl" | jq -r .subnqn)" "$nqn"
-assert_eq "id-ctrl serial" "$(echo "$idctrl" | jq -r .sn | xargs)" E2ESERIAL01
-assert_eq "id-ctrl cntrltype" "$(echo "$idctrl" | jq -r .cntrltype)" 1
 idns=$(nvme id-ns "$dev" -o json)
-assert_eq "id-ns nsze" "$(echo "$idns" | jq -r .nsze)" $((256 << 20 >> 12))
 descs=$(nvme ns-descs "$dev" -o json)
 echo "ns-descs: $descs"
-assert_eq "ns-descs uuid" "$(echo "$descs" | jq -r '.["ns-descs"][] | select(.type == "uuid") | .uuid')" 6a1f3c2e-5b7d-4e8f-9a0b-1c2d3e4f5a6b
+jqs "[$idctrl, $idns, $descs]" '.[0].subnqn' '.[0].sn | sub(" +$"; "")' '.[0].cntrltype' '.[1].nsze' \
+	'.[2]["ns-descs"][] | select(.type == "uuid") | .uuid'
+assert_eq "id-ctrl subnqn" "${JQ[0]}" "$nqn"
+assert_eq "id-ctrl serial" "${JQ[1]}" E2ESERIAL01
+assert_eq "id-ctrl cntrltype" "${JQ[2]}" 1
+assert_eq "id-ns nsze" "${JQ[3]}" $((256 << 20 >> 12))
+assert_eq "ns-descs uuid" "${JQ[4]}" 6a1f3c2e-5b7d-4e8f-9a0b-1c2d3e4f5a6b
 assert_eq "block device uuid" "$(cat /sys/block/"$(basename "$dev")"/uuid)" 6a1f3c2e-5b7d-4e8f-9a0b-1c2d3e4f5a6b
 disconnect "$nqn"
 stop_target

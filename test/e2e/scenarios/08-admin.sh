@@ -8,19 +8,20 @@ dev=$(connect "$nqn")
 ctrl=/dev/$(ctrl_of "$nqn")
 
 idctrl=$(nvme id-ctrl "$ctrl" -o json)
+jqs "$idctrl" .cmic .oncs .fuses .vwc .mdts
 # Multi-port, multi-controller and ANA reporting (bits 0, 1 and 3), as the kernel target.
-assert_eq "CMIC multi-port, multi-controller, ANA" "$(echo "$idctrl" | jq '.cmic')" 11
+assert_eq "CMIC multi-port, multi-controller, ANA" "${JQ[0]}" 11
 # The host's multipath read the ANA log at connect; nvme-cli reads it too.
 nvme ana-log "$ctrl" >/dev/null || fail "nvme ana-log"
 echo "ok: ANA log"
-assert_eq "ONCS compare, DSM, write zeroes, reservations" "$(echo "$idctrl" | jq '.oncs')" 45
-assert_eq "FUSES compare and write" "$(echo "$idctrl" | jq '.fuses')" 1
+assert_eq "ONCS compare, DSM, write zeroes, reservations" "${JQ[1]}" 45
+assert_eq "FUSES compare and write" "${JQ[2]}" 1
 # A file namespace: a volatile write cache. Ours also says Flush takes
 # the broadcast NSID (bits 2:1 = 11b); the kernel target leaves them 00b.
 vwc=1
 ours && vwc=7
-assert_eq "VWC" "$(echo "$idctrl" | jq '.vwc')" "$vwc"
-assert_eq "MDTS (1 MiB in 4 KiB pages)" "$(echo "$idctrl" | jq '.mdts')" 8
+assert_eq "VWC" "${JQ[3]}" "$vwc"
+assert_eq "MDTS (1 MiB in 4 KiB pages)" "${JQ[4]}" 8
 # Passthrough I/O of a whole MDTS, which the block layer cannot split.
 head -c $((1 << 20)) /dev/urandom >/tmp/mdts.in
 nvme write "$dev" --start-block=8 --block-count=2047 --data-size=$((1 << 20)) --data=/tmp/mdts.in >/dev/null || fail "1 MiB passthrough write"
@@ -35,13 +36,15 @@ before=$(nvme smart-log "$ctrl" -o json)
 dd if=/dev/urandom of="$dev" bs=1M count=8 oflag=direct status=none
 dd if="$dev" of=/dev/null bs=1M count=4 iflag=direct status=none
 after=$(nvme smart-log "$ctrl" -o json)
-for k in data_units_written host_write_commands data_units_read host_read_commands; do
-	# 128-bit counters come as strings.
-	b=$(echo "$before" | jq -r ".$k | tonumber") a=$(echo "$after" | jq -r ".$k | tonumber")
+keys=(data_units_written host_write_commands data_units_read host_read_commands)
+# 128-bit counters come as strings; one jq for both logs.
+jqs "[$before, $after]" "${keys[@]/#/.[0].}" "${keys[@]/#/.[1].}"
+for i in "${!keys[@]}"; do
+	k=${keys[$i]} b=${JQ[$i]} a=${JQ[$((i + ${#keys[@]}))]}
 	[ "$a" -gt "$b" ] || fail "smart-log $k did not move: $b -> $a"
 	echo "ok: smart-log $k $b -> $a"
 done
-written=$(($(echo "$after" | jq -r '.data_units_written | tonumber') - $(echo "$before" | jq -r '.data_units_written | tonumber')))
+written=$((JQ[4] - JQ[0]))
 [ "$written" -ge 16 ] || fail "8 MiB written should be at least 16 data units, got $written"
 
 # An error lands in the error log.

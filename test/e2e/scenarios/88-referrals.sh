@@ -24,14 +24,16 @@ nvme discover -t rdma -a "$ADDR" -s "$PORT" | tee "$RESULTS/$SCENARIO-discover.t
 nvme discover -t rdma -a "$ADDR" -s "$PORT" -o json >"$RESULTS/$SCENARIO-discover.json" || fail "nvme discover -o json at A"
 # nvme-cli names a referral's subtype (1) "discovery subsystem referral";
 # A's own discovery subsystem (3) is "current discovery subsystem".
-referral=$(jq -c --arg a "$ADDR2" '[.records[] | select(.traddr == $a)]' "$RESULTS/$SCENARIO-discover.json")
+jqs --arg a "$ADDR2" --arg a1 "$ADDR" --arg n "$nqn" "$(<"$RESULTS/$SCENARIO-discover.json")" \
+	'[.records[] | select(.traddr == $a)]' '[.records[] | select(.traddr == $a1 and .subnqn == $n)] | length'
+referral=${JQ[0]} own=${JQ[1]}
 echo "entries with B's address: $referral"
-assert_eq "referral entries for B" "$(echo "$referral" | jq length)" 1
-assert_eq "referral subtype" "$(echo "$referral" | jq -r '.[0].subtype')" "discovery subsystem referral"
-assert_eq "referral subsystem NQN" "$(echo "$referral" | jq -r '.[0].subnqn')" nqn.2014-08.org.nvmexpress.discovery
-assert_eq "referral service ID" "$(echo "$referral" | jq -r '.[0].trsvcid | tonumber')" "$PORT"
-assert_eq "subsystem entries for A's own port" \
-	"$(jq --arg a "$ADDR" --arg n "$nqn" '[.records[] | select(.traddr == $a and .subnqn == $n)] | length' "$RESULTS/$SCENARIO-discover.json")" 1
+jqs "$referral" length '.[0].subtype' '.[0].subnqn' '.[0].trsvcid | tonumber'
+assert_eq "referral entries for B" "${JQ[0]}" 1
+assert_eq "referral subtype" "${JQ[1]}" "discovery subsystem referral"
+assert_eq "referral subsystem NQN" "${JQ[2]}" nqn.2014-08.org.nvmexpress.discovery
+assert_eq "referral service ID" "${JQ[3]}" "$PORT"
+assert_eq "subsystem entries for A's own port" "$own" 1
 
 if ours; then
 	assert_eq "ctl list: A's referral" \

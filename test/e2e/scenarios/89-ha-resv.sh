@@ -41,10 +41,12 @@ ports: [{id: 2, address: $ADDR2, port: $PORT, ana: {1: optimized}}]
 $(subsys 100 199 /dev/mapper/ha-b 1)
 CFG
 # B starts beside A (start_target2's steps), to save the guest a start-up.
+log_end "$RESULTS/$SCENARIO-target2.log"
+B_FROM=$LOG_END
 "$NVMEOF_TGT" -config /tmp/b.yaml >>"$RESULTS/$SCENARIO-target2.log" 2>&1 &
 TARGET2_PID=$!
 start_target /tmp/a.yaml
-wait_for 30 "daemon B answering discovery on $ADDR2" target_answers "$RESULTS/$SCENARIO-target2.log" "$ADDR2" "$TARGET2_PID"
+wait_for 30 "daemon B answering discovery on $ADDR2" target_answers "$RESULTS/$SCENARIO-target2.log" "$ADDR2" "$TARGET2_PID" "$B_FROM"
 echo "daemon B up (pid $TARGET2_PID)"
 
 host1=nqn.2014-08.org.nvmexpress:uuid:aaaaaaaa-0000-0000-0000-000000000089

@@ -27,7 +27,7 @@ echo "takeover: B owner $((t1 - t0)) ms after SIGSTOP of A"
 blocklisted "$a_addr" || fail "A's client $a_addr is not in the OSD blocklist"
 wait_for 60 "the host seeing B's path optimized" ana_state_is "$cb" 1 optimized
 kill -CONT "$TARGET_PID"
-wait_for 15 "A standing by again, its client rebuilt" gw_state_is a standby
+wait_for 15 "A standing by again, its client rebuilt" gw_rebuilt a
 grep -q "RADOS client is blocklisted" "$RESULTS/$SCENARIO-target.log" || fail "A did not log its refused lease call"
 grep -q "rebuilt the ANA group's RADOS client" "$RESULTS/$SCENARIO-target.log" || fail "A did not log its client's rebuild"
 assert_eq "A's client rebuilds (metric)" "$(metric nvmeof_tgt_gateway_rebuilds_total)" 1
@@ -59,7 +59,7 @@ wait_for 60 "256 I/Os through B" fio_busy_on_b $((b0 + 256))
 ceph_mon "{\"prefix\": \"osd blocklist\", \"blocklistop\": \"add\", \"addr\": \"$b_addr\"}" >/dev/null 2>&1 ||
 	fail "osd blocklist add $b_addr"
 t0=$(now_ms)
-wait_for 30 "B standing by again, its client rebuilt" gw_state_is b standby
+wait_for 30 "B standing by again, its client rebuilt" gw_rebuilt b
 t1=$(now_ms)
 wait_for 40 "A owning group 1" gw_state_is a owner
 t2=$(now_ms)

@@ -62,6 +62,6 @@ b1=$(path_ios "$cb" 1)
 wait_for 60 "200 more writes through B" vblock_busy_on "$cb" $((b1 + 200)) "the check"
 vblock_stop
 vblock_verify "after A's stuck writes reached the OSD"
-wait_for 60 "A standing by again, its client rebuilt" gw_state_is a standby
+wait_for 60 "A standing by again, its client rebuilt" gw_rebuilt a
 assert_eq "A's unsettled writes once rebuilt" "$(unsettled)" 0
 assert_eq "A's fencings" "$(metric nvmeof_tgt_gateway_fencings_total)" 0

@@ -61,21 +61,18 @@ sed -e 's/b\.sock/c.sock/; s/b-state/c-state/; s/:9751/:9752/; s/gw-b/gw-c/; s/c
 grep -q "cntlid_min: 200" /tmp/c.yaml || fail "C's configuration has B's controller IDs"
 
 # owners: each group's owners (the letters of the gateways that own it),
-# as "1:a 2:b 3:c", from one ctl list per gateway.
+# as "1:a 2:b 3:c", from one read of each gateway's metrics.
 owners() {
-	local d sock st=() g
+	local d st=() g
 	for d in a b c; do
-		sock=()
-		[ "$d" = a ] || sock=(-socket "/run/nvmeof-tgt/$d.sock")
-		st+=("$(timeout 5 "$NVMEOF_TGT" ctl "${sock[@]}" list -json 2>/dev/null |
-			jq -r '[.gateway.groups[]? | select(.state == "owner") | .group] | join(" ")')")
+		st+=("$(gw_owned $d 1 2 3)")
 	done
 	local out=()
 	for g in 1 2 3; do
 		local o=""
-		[[ " ${st[0]} " == *" $g "* ]] && o+=a
-		[[ " ${st[1]} " == *" $g "* ]] && o+=b
-		[[ " ${st[2]} " == *" $g "* ]] && o+=c
+		[[ ${st[0]} == *" $g "* ]] && o+=a
+		[[ ${st[1]} == *" $g "* ]] && o+=b
+		[[ ${st[2]} == *" $g "* ]] && o+=c
 		out+=("$g:$o")
 	done
 	echo "${out[*]}"
@@ -91,9 +88,11 @@ one_each() {
 	[ "$(printf '%s\n' "${BASH_REMATCH[@]:1}" | sort | tr -d '\n')" = "$1" ]
 }
 start_c() {
+	log_end "$RESULTS/$SCENARIO-target3.log"
+	C_FROM=$LOG_END
 	"$NVMEOF_TGT" -config /tmp/c.yaml >>"$RESULTS/$SCENARIO-target3.log" 2>&1 &
 	TARGET3_PID=$!
-	wait_for 30 "daemon C answering discovery on $ADDR3" target_answers "$RESULTS/$SCENARIO-target3.log" "$ADDR3" "$TARGET3_PID"
+	wait_for 30 "daemon C answering discovery on $ADDR3" target_answers "$RESULTS/$SCENARIO-target3.log" "$ADDR3" "$TARGET3_PID" "$C_FROM"
 }
 
 # A first: it answers discovery only once it has created the shared
@@ -102,10 +101,12 @@ start_c() {
 start_target /tmp/a.yaml
 grep -q "shared configuration created from this daemon's file, version 1" "$RESULTS/$SCENARIO-target.log" ||
 	fail "A did not create the shared configuration"
+log_end "$RESULTS/$SCENARIO-target3.log"
+C_FROM=$LOG_END
 "$NVMEOF_TGT" -config /tmp/c.yaml >>"$RESULTS/$SCENARIO-target3.log" 2>&1 &
 TARGET3_PID=$!
 start_target2 /tmp/b.yaml
-wait_for 30 "daemon C answering discovery on $ADDR3" target_answers "$RESULTS/$SCENARIO-target3.log" "$ADDR3" "$TARGET3_PID"
+wait_for 30 "daemon C answering discovery on $ADDR3" target_answers "$RESULTS/$SCENARIO-target3.log" "$ADDR3" "$TARGET3_PID" "$C_FROM"
 t0=$(now_ms)
 wait_for 60 "one group owned by each gateway" one_each abc
 echo "balanced: $(owners), $(($(now_ms) - t0)) ms after B and C were up"
