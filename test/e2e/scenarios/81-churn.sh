@@ -67,7 +67,9 @@ echo "churn: $((cycles * hosts)) disconnects under load, $abandons abandoned con
 scrape() { http_get 127.0.0.1:9750 /metrics /tmp/metrics.txt || fail "scraping /metrics"; }
 # m NAME [LABEL-FILTER]: from the last scrape; empty if the series is missing.
 m() {
-	awk -v m="$1" -v f="${2:-}" '$1 ~ "^"m"[{]" || $1 == m { if (f == "" || index($1, f)) { printf "%.0f\n", $2; exit } }' /tmp/metrics.txt
+	local v
+	v=$(metric_in "$1" "${2:-}")
+	[ -z "$v" ] || printf '%.0f\n' "$v"
 }
 reserved_is() { scrape; [ "$(m nvmeof_tgt_queue_pairs_reserved)" = "$1" ]; }
 # figures FILE: one "name value" line per figure; value "missing" for a

@@ -152,8 +152,7 @@ wrong_ctrl_key refused"
 # authlog MSG [JQ-FILTER]: how many of the daemon's log entries say MSG
 # (and match the filter).
 authlog() {
-	jq -R --arg m "$1" "fromjson? | select(.msg == \$m) | select(${2:-true})" "$RESULTS/$SCENARIO-target.log" |
-		jq -s length
+	jq -nR --arg m "$1" "[inputs | fromjson? | select(.msg == \$m) | select(${2:-true})] | length" "$RESULTS/$SCENARIO-target.log"
 }
 # ctrls_of HOSTNQN: the daemon's controllers for that host.
 ctrls_of() { "$NVMEOF_TGT" ctl list -json | jq --arg h "$1" '[.subsystems[].controllers[] | select(.host == $h)] | length'; }
@@ -200,10 +199,10 @@ if ours; then
 		write_config "$hash" "$group"
 		"$NVMEOF_TGT" ctl reload >/dev/null || fail "ctl reload for $combo"
 		match=".host == \"$hb\" and .hash == \"$hash\" and .dhgroup == \"$group\" and .bidirectional"
-		start=$(date +%s.%N)
+		start=$(now_ms)
 		n=$(authed "$hb" "$match" "bidirectionally with $combo" "dhchap_secret=$kb" "dhchap_ctrl_secret=$cb")
-		secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b - a}')
-		assert_eq "queues authenticated with $hash and $group (connect and disconnect took $secs s)" "$n" 2
+		ms=$(($(now_ms) - start))
+		assert_eq "queues authenticated with $hash and $group (connect and disconnect took $((ms / 1000)).$((ms % 1000 / 100)) s)" "$n" 2
 	done
 	write_config
 	"$NVMEOF_TGT" ctl reload >/dev/null || fail "ctl reload back to every hash and group"
