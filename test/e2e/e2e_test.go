@@ -323,7 +323,7 @@ func TestScenarios(t *testing.T) {
 				t.Fatalf("scenario produced no result\n%s", logText)
 			}
 			if secs, err := strconv.ParseFloat(read(res, name+".secs"), 64); err == nil {
-				times = append(times, scenarioTime{name, secs})
+				times = append(times, scenarioTime{name, secs, read(res, name+".busy")})
 			}
 			if rc != "0" {
 				t.Fatalf("exit status %s after %s s\n--- scenario log\n%s\n--- target log\n%s",
@@ -346,10 +346,12 @@ func TestScenarios(t *testing.T) {
 type scenarioTime struct {
 	name string
 	secs float64
+	busy string // the guest's CPUs, per cent busy while it ran
 }
 
-// printTimes prints the scenarios' guest times, longest first, and their
-// sum beside the guest's boot, so a run shows where its time went.
+// printTimes prints the scenarios' guest times, longest first, with how
+// busy they kept the guest's CPUs, and their sum beside the guest's boot,
+// so a run shows where its time went and whether it was work or waiting.
 func printTimes(results string, times []scenarioTime) {
 	if len(times) == 0 {
 		return
@@ -359,7 +361,7 @@ func printTimes(results string, times []scenarioTime) {
 	var b strings.Builder
 	for _, st := range times {
 		sum += st.secs
-		fmt.Fprintf(&b, "  %7.1f s  %s\n", st.secs, st.name)
+		fmt.Fprintf(&b, "  %7.1f s  %-22s CPUs %3s %% busy\n", st.secs, st.name, st.busy)
 	}
 	fmt.Printf("e2e: scenario times in the guest, longest first (%d scenarios, %.0f s, boot %s s):\n%s",
 		len(times), sum, read(results, "guest/boot.secs"), b.String())

@@ -56,6 +56,17 @@ leftovers() {
 	ip -force -batch - >/dev/null 2>&1 <<<$'addr del 10.99.0.2/24 dev eth0\naddr del 10.99.0.3/24 dev eth0' || true
 }
 
+# cpu_ticks: CPU_TOTAL and CPU_BUSY, the guest's CPU time so far in ticks,
+# all of it and what was not idle, from /proc/stat. A scenario that keeps
+# the guest's CPUs busy is made faster only by less work; one that leaves
+# them idle, by shorter waits.
+cpu_ticks() {
+	local cpu user nice system idle iowait irq softirq steal
+	read -r cpu user nice system idle iowait irq softirq steal _ </proc/stat
+	CPU_TOTAL=$((user + nice + system + idle + iowait + irq + softirq + steal))
+	CPU_BUSY=$((CPU_TOTAL - idle - iowait))
+}
+
 # E2E_TRACE_EXEC=1: RESULTS/<name>.exec, the kernel's trace of the
 # scenario's process starts and exits, for test/e2e/exec-costs.sh.
 tracing=/sys/kernel/tracing
@@ -76,6 +87,8 @@ for s in "$E2E_DIR"/scenarios/*.sh ${E2E_EXTRA:+"$E2E_EXTRA"}; do
 	[ -z "${E2E_TRACE_EXEC:-}" ] || : >"$tracing/trace"
 	start=${EPOCHREALTIME/./}
 	read -r pid0 </proc/sys/kernel/ns_last_pid
+	cpu_ticks
+	busy0=$CPU_BUSY total0=$CPU_TOTAL
 	rc=0
 	# A scenario that hangs must not take the others' time: each gets
 	# E2E_SCENARIO_TIMEOUT seconds (most take under 30), or what a first
@@ -104,12 +117,15 @@ for s in "$E2E_DIR"/scenarios/*.sh ${E2E_EXTRA:+"$E2E_EXTRA"}; do
 	# milliseconds, half a second for some tools, so they are what a slow
 	# scenario is checked for first.
 	read -r pid1 </proc/sys/kernel/ns_last_pid
+	cpu_ticks
+	busy=$((100 * (CPU_BUSY - busy0) / (CPU_TOTAL - total0 + 1)))
 	if [ -n "${E2E_TRACE_EXEC:-}" ]; then
 		cat "$tracing/trace" >"$RESULTS/$name.exec"
 	fi
 	echo "$rc" >"$RESULTS/$name.rc"
 	echo "$secs" >"$RESULTS/$name.secs"
-	echo "$name: rc $rc in $secs s, $((pid1 - pid0)) tasks" | tee /dev/console
+	echo "$busy" >"$RESULTS/$name.busy"
+	echo "$name: rc $rc in $secs s, $((pid1 - pid0)) tasks, CPUs $busy % busy" | tee /dev/console
 	# Whatever the scenario left behind must not leak into the next one.
 	# (Each tool runs only when there is something for it to do: a process
 	# start costs the emulated guest.)

@@ -129,10 +129,9 @@ start_target() {
 target_answers() {
 	local addr=${2:-$ADDR} pid=${3:-$TARGET_PID}
 	if [ -n "${4:-}" ]; then
-		local LC_ALL=C text=""
-		# (The daemon's shell may not have made LOG yet.)
-		[ ! -f "$1" ] || IFS= read -r -d '' text <"$1" || true
-		if [[ ${text:$4} != *"nvmeof-tgt serving"* ]]; then
+		local LC_ALL=C
+		log_text "$1"
+		if [[ ${LOG_TEXT:$4} != *"nvmeof-tgt serving"* ]]; then
 			kill -0 "$pid" 2>/dev/null || fail "target at $addr exited at start: $(tail -5 "$1")"
 			return 1
 		fi
@@ -144,12 +143,19 @@ target_answers() {
 	return 1
 }
 
-# log_end FILE: LOG_END is FILE's length in bytes (0 while it is missing),
-# bash alone.
+# log_text FILE: LOG_TEXT is FILE's text, empty while it is missing (the
+# daemon's shell may not have made it yet); bash alone, bytes not
+# characters, so that offsets into it are lengths of the file.
+log_text() {
+	local LC_ALL=C
+	LOG_TEXT=""
+	[ ! -f "$1" ] || IFS= read -r -d '' LOG_TEXT <"$1" || true
+}
+# log_end FILE: LOG_END is FILE's length in bytes (0 while it is missing).
 log_end() {
-	local LC_ALL=C text=""
-	[ ! -f "$1" ] || IFS= read -r -d '' text <"$1" || true
-	LOG_END=${#text}
+	local LC_ALL=C
+	log_text "$1"
+	LOG_END=${#LOG_TEXT}
 }
 
 # addr2_up: give the rxe netdev the second address and wait until rxe has
@@ -906,18 +912,19 @@ gw_state_is() { [ "$(gw_state "$1")" = "$2" ]; }
 # call to the cluster, an instant before it finds itself blocklisted.)
 gw_rebuilt() {
 	gw_addr "$1"
-	gw_state_is "$1" standby && [ "$(metric_at "$GW_ADDR" nvmeof_tgt_gateway_rebuilds_total 'group="1"')" = 1 ]
+	http_get "$GW_ADDR" /metrics 2>/dev/null || return 1
+	[ "$(metric_in nvmeof_tgt_gateway_lease_state 'group="1",state="standby"')" = 1 ] &&
+		[ "$(metric_in nvmeof_tgt_gateway_rebuilds_total 'group="1"')" = 1 ]
 }
 # gw_owned a|b|c GROUP...: those of the GROUPs the daemon owns, as
 # " 1 3 " (" " for none), from one read of its metrics.
 gw_owned() {
-	local owned=" " g re
+	local owned=" " g
 	gw_addr "$1"
 	shift
 	if http_get "$GW_ADDR" /metrics 2>/dev/null; then
 		for g in "$@"; do
-			re="nvmeof_tgt_gateway_lease_state\\{group=\"$g\",state=\"owner\"\\} 1"$'\n'
-			[[ $HTTP_BODY =~ $re ]] && owned+="$g "
+			[ "$(metric_in nvmeof_tgt_gateway_lease_state "group=\"$g\",state=\"owner\"")" != 1 ] || owned+="$g "
 		done
 	fi
 	echo "$owned"

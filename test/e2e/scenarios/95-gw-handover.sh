@@ -87,7 +87,8 @@ writes_through_survivor() {
 # "FENCINGS FAILBACKS", from its metrics.
 group_counts() {
 	gw_addr "$1"
-	echo "$(metric_at "$GW_ADDR" nvmeof_tgt_gateway_fencings_total 'group="1"') $(metric_at "$GW_ADDR" nvmeof_tgt_gateway_failbacks_total 'group="1"')"
+	http_get "$GW_ADDR" /metrics || fail "scraping $GW_ADDR/metrics"
+	echo "$(metric_in nvmeof_tgt_gateway_fencings_total 'group="1"') $(metric_in nvmeof_tgt_gateway_failbacks_total 'group="1"')"
 }
 
 # SIGTERM of the owner.
