@@ -77,12 +77,54 @@ if [ -n "${E2E_TRACE_EXEC:-}" ]; then
 	echo 1 >"$tracing/events/sched/sched_process_exit/enable"
 fi
 
-# E2E_EXTRA: one more scenario, outside the suite (a soak test's).
+# The scenarios to run, in order (E2E_EXTRA: one more, outside the suite,
+# a soak test's), and what each needs of the Ceph cluster: ceph_up
+# (cluster), ceph_apart_up (apart) or nothing.
+selected=() needs=()
 for s in "$E2E_DIR"/scenarios/*.sh ${E2E_EXTRA:+"$E2E_EXTRA"}; do
-	name=$(basename "$s" .sh)
+	name=${s##*/}
+	name=${name%.sh}
 	if [ -n "${E2E_ONLY:-}" ] && ! [[ $name =~ $E2E_ONLY ]]; then
 		continue
 	fi
+	text=""
+	IFS= read -r -d '' text <"$s" || true
+	need=""
+	[[ $text != *ceph_up* ]] || need=cluster
+	[[ $text != *ceph_apart_up* ]] || need=apart
+	selected+=("$s")
+	needs+=("$need")
+done
+# ceph_ahead I: start the Ceph cluster in the background (ceph-start.sh),
+# once, when one of the CEPH_LEAD scenarios from the I-th on needs it: its
+# start, which keeps one of the guest's CPUs busy, then overlaps scenarios
+# that leave one idle. With the second OSD, if any scenario left needs it.
+ceph_lead=${CEPH_LEAD:-3}
+ceph_begun=""
+ceph_ahead() {
+	local i j mode=cluster
+	[ -z "$ceph_begun" ] || return 0
+	for ((j = $1; j < ${#needs[@]} && j < $1 + ceph_lead; j++)); do
+		[ -n "${needs[j]}" ] && break
+	done
+	[ "$j" -lt "${#needs[@]}" ] && [ "$j" -lt $(($1 + ceph_lead)) ] || return 0
+	for ((i = $1; i < ${#needs[@]}; i++)); do
+		[ "${needs[i]}" != apart ] || mode=apart
+	done
+	ceph_begun=1
+	# Marked begun here, before it runs, so that ceph_up waits for it
+	# rather than starting a second one.
+	mkdir -p /run/e2e-ceph
+	: >/run/e2e-ceph/cluster.begun
+	[ "$mode" != apart ] || : >/run/e2e-ceph/apart.begun
+	echo "starting the Ceph cluster ($mode) in the background" >/dev/console
+	"$E2E_DIR/ceph-start.sh" "$mode" </dev/null >/dev/null 2>&1 &
+}
+for ((k = 0; k < ${#selected[@]}; k++)); do
+	s=${selected[k]}
+	name=${s##*/}
+	name=${name%.sh}
+	ceph_ahead "$k"
 	echo "$name" >>"$RESULTS/scenarios.list"
 	[ -z "${E2E_TRACE_EXEC:-}" ] || : >"$tracing/trace"
 	start=${EPOCHREALTIME/./}

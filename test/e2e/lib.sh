@@ -598,11 +598,14 @@ CFG
 # namespace 1 is a file.
 serve_file() { serve "$1" "[{nsid: 1, backend: file, path: $2, size: $3}]"; }
 
-# ceph_up: the guest's Ceph cluster (test/ceph/cluster.sh: one monitor, one
-# BlueStore OSD, pool rbd of size 1, cephx on) on the third disk. The first
-# rbd scenario starts it; it runs on for the rest of the boot, so later
-# ones only read its env file (CEPH_CONF, CEPH_USER, CEPH_KEYRING, ...).
+# ceph_up: the guest's Ceph cluster (ceph-start.sh: one monitor, one
+# BlueStore OSD, pool rbd of size 1, cephx on) on the third disk.
+# guest-run.sh starts it in the background a few scenarios before the
+# first rbd scenario (or the scenario starts it here); it runs on for the
+# rest of the boot, so later ones only read its env file (CEPH_CONF,
+# CEPH_USER, CEPH_KEYRING, ...).
 CEPH_DIR=/ceph/cluster
+CEPH_ST=/run/e2e-ceph
 # osd_alive: the cluster's OSD process runs (a zombie does not count).
 osd_alive() {
 	local _ state
@@ -610,19 +613,20 @@ osd_alive() {
 	read -r _ _ state _ 2>/dev/null <"/proc/$REPLY/stat" || return 1
 	[ "$state" != Z ]
 }
+# ceph_part cluster|apart: wait for that part of ceph-start.sh, begun in
+# the background or, if nothing began it, here; fail if it failed.
+ceph_part() {
+	local t0=$SECONDS
+	[ -e "$CEPH_ST/$1.begun" ] || "$E2E_DIR/ceph-start.sh" "$1" || true
+	wait_for 400 "the Ceph cluster's start ($1)" test -f "$CEPH_ST/$1.rc"
+	val "$CEPH_ST/$1.rc"
+	[ "$REPLY" = 0 ] || fail "starting the Ceph cluster ($1): $(tail -20 "$RESULTS/ceph-start.log")"
+	val "$CEPH_ST/$1.secs"
+	echo "ceph $1 started in $REPLY s (this scenario waited $((SECONDS - t0)) s)"
+}
 ceph_up() {
-	if [ ! -f "$CEPH_DIR/env" ]; then
-		[ -b /dev/vdc ] || fail "no /dev/vdc for the Ceph cluster (test/e2e/e2e_test.go makes it)"
-		# The OSD puts the host name in its CRUSH location; BlueStore
-		# needs O_DIRECT, which the guest's tmpfs lacks.
-		hostname ceph0
-		mkfs.ext4 -q -F /dev/vdc
-		mkdir -p /ceph
-		mount /dev/vdc /ceph
-		local start=$SECONDS
-		CEPH_OSD_SIZE=$((2 << 30)) "$E2E_DIR/../ceph/cluster.sh" start "$CEPH_DIR" >"$RESULTS/ceph-start.log" 2>&1 ||
-			fail "starting the Ceph cluster: $(tail -20 "$RESULTS/ceph-start.log")"
-		echo "ceph cluster started in $((SECONDS - start)) s"
+	if [ ! -f "$CEPH_ST/cluster.rc" ]; then
+		ceph_part cluster
 	elif ! osd_alive; then
 		# A scenario that failed with the OSD stopped must not fail the
 		# next. (Asking the monitor whether a running OSD is up takes the
@@ -636,12 +640,16 @@ ceph_up() {
 }
 
 # ceph_apart_up: ceph_up, and the cluster's second OSD, with pool apart on
-# it alone (test/ceph/cluster.sh add-osd; the rbd pool stays on osd.0).
-# Sets CEPH_POOL_APART.
+# it alone (cluster.sh add-osd; the rbd pool stays on osd.0). Sets
+# CEPH_POOL_APART.
 ceph_apart_up() {
 	ceph_up
-	"$E2E_DIR/../ceph/cluster.sh" add-osd "$CEPH_DIR" >>"$RESULTS/ceph-start.log" 2>&1 ||
-		fail "adding osd.1: $(tail -5 "$RESULTS/ceph-start.log")"
+	if [ ! -f "$CEPH_ST/apart.rc" ]; then
+		ceph_part apart
+	else
+		"$E2E_DIR/../ceph/cluster.sh" add-osd "$CEPH_DIR" >>"$RESULTS/ceph-start.log" 2>&1 ||
+			fail "starting osd.1 again: $(tail -5 "$RESULTS/ceph-start.log")"
+	fi
 	set -a
 	source "$CEPH_DIR/env"
 	set +a

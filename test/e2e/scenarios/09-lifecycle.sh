@@ -39,6 +39,9 @@ six_keep_alives() {
 wait_for 60 "six Keep Alives to $disc" six_keep_alives
 echo 0 >$tr/events/nvme/nvme_setup_cmd/enable
 assert_eq "discovery controller state after $(keep_alives) Keep Alives" "$(cat /sys/class/nvme/$disc/state)" live
+# Gone before the restart: nvme discover (start_target's check) would go
+# through it, and it reconnects only after its reconnect delay (10 s).
+nvme disconnect -d "$disc" >/dev/null || fail "nvme disconnect -d $disc"
 
 # Restart the target under the connected host.
 stop_target
