@@ -72,13 +72,18 @@ for i in $(seq 1 $verified); do
 	jobs+=(--name="v$i" --filename="$(wait_dev "nqn.2026-11.io.example:scale$i")")
 done
 out=$RESULTS/$SCENARIO-verify.json
+# 8 MiB each: 2048 writes at depth 32 per controller, the pool shared by
+# four controllers' 128 commands in flight.
 fio --output-format=json --output="$out" --rw=randwrite --bs=4k --iodepth=32 --ioengine=libaio \
-	--direct=1 --size=16m --verify=crc32c --do_verify=1 --verify_fatal=1 "${jobs[@]}" ||
+	--direct=1 --size=8m --verify=crc32c --do_verify=1 --verify_fatal=1 "${jobs[@]}" ||
 	fail "fio verify exited with $?: $(tail -20 "$out")"
-assert_eq "fio verify jobs" "$(jq '.jobs | length' "$out")" $verified
-assert_eq "fio verify errors" "$(jq '[.jobs[].error] | add' "$out")" 0
-assert_eq "bytes written and verified" "$(jq '[.jobs[] | select(.write.io_bytes == 16777216 and .read.io_bytes == 16777216)] | length' "$out")" $verified
-echo "fio verify: $(jq -r '[.jobs[] | "\(.jobname) \(.write.iops | floor) write IOPS"] | join(", ")' "$out")"
+jqs "$(<"$out")" '.jobs | length' '[.jobs[].error] | add' \
+	'[.jobs[] | select(.write.io_bytes == 8388608 and .read.io_bytes == 8388608)] | length' \
+	'[.jobs[] | "\(.jobname) \(.write.iops | floor) write IOPS"] | join(", ")'
+assert_eq "fio verify jobs" "${JQ[0]}" $verified
+assert_eq "fio verify errors" "${JQ[1]}" 0
+assert_eq "bytes written and verified" "${JQ[2]}" $verified
+echo "fio verify: ${JQ[3]}"
 echo "buffer pool waits: $(metric nvmeof_tgt_rdma_buffer_pool_waits_total), in use after the I/O: $(mib "$(printf '%.0f' "$(metric nvmeof_tgt_rdma_buffer_pool_in_use_bytes)")") MiB"
 assert_eq "registered after the I/O (MiB)" "$(mib "$(registered)")" "$(mib "$idle")"
 echo "RSS after the I/O: $(($(rss_kib) / 1024)) MiB"
