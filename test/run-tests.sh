@@ -75,8 +75,8 @@ host_checks() {
 # keeps one of this machine's two cores busy and the other about half
 # the time, and the host checks take that half without holding the
 # guest up. One after the other, the two took 4 min 44 s more
-# (2026-11-29); side by side, the checks take about 13 min and slow the
-# guest's scenarios meanwhile by a fifth. Their output follows the 6.1
+# (2026-11-29); side by side, the checks take 10 to 12 min and slow the
+# guest's scenarios meanwhile by about a fifth. Their output follows the 6.1
 # guest's.
 host_log=$(mktemp)
 (renice -n 19 -p "$BASHPID" >/dev/null; host_checks) >"$host_log" 2>&1 </dev/null &
