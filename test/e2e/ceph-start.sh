@@ -19,7 +19,6 @@ mkdir -p "$st"
 part() {
 	local name=$1 start=${EPOCHREALTIME/./} rc=0
 	shift
-	: >"$st/$name.begun"
 	"$@" || rc=$?
 	echo $(((${EPOCHREALTIME/./} - start) / 1000000)) >"$st/$name.secs"
 	echo "$rc" >"$st/$name.rc.new" && mv "$st/$name.rc.new" "$st/$name.rc"

@@ -78,9 +78,10 @@ if [ -n "${E2E_TRACE_EXEC:-}" ]; then
 fi
 
 # The scenarios to run, in order (E2E_EXTRA: one more, outside the suite,
-# a soak test's), and what each needs of the Ceph cluster: ceph_up
-# (cluster), ceph_apart_up (apart) or nothing.
-selected=() needs=()
+# a soak test's); the index of the first that needs the Ceph cluster
+# (ceph_up or ceph_apart_up), and whether any needs its second OSD
+# (ceph_apart_up: mode apart).
+selected=() ceph_first="" ceph_mode=cluster
 for s in "$E2E_DIR"/scenarios/*.sh ${E2E_EXTRA:+"$E2E_EXTRA"}; do
 	name=${s##*/}
 	name=${name%.sh}
@@ -89,36 +90,29 @@ for s in "$E2E_DIR"/scenarios/*.sh ${E2E_EXTRA:+"$E2E_EXTRA"}; do
 	fi
 	text=""
 	IFS= read -r -d '' text <"$s" || true
-	need=""
-	[[ $text != *ceph_up* ]] || need=cluster
-	[[ $text != *ceph_apart_up* ]] || need=apart
+	[[ $text != *ceph_apart_up* ]] || ceph_mode=apart
+	[[ $text != *ceph_up* ]] || [ -n "$ceph_first" ] || ceph_first=${#selected[@]}
 	selected+=("$s")
-	needs+=("$need")
 done
-# ceph_ahead I: start the Ceph cluster in the background (ceph-start.sh),
-# once, when one of the CEPH_LEAD scenarios from the I-th on needs it: its
-# start, which keeps one of the guest's CPUs busy, then overlaps scenarios
-# that leave one idle. With the second OSD, if any scenario left needs it.
-ceph_lead=${CEPH_LEAD:-3}
+# ceph_ahead I: start the Ceph cluster in the background (ceph-start.sh)
+# once the I-th scenario is within ceph_lead of the first that needs it:
+# the start keeps one of the guest's CPUs busy for about 45 s and so
+# overlaps scenarios that leave one idle. A guest with one CPU has none
+# idle (a scenario beside the start there ran at a tenth of its speed),
+# so it starts the cluster when the first scenario asks for it.
+ceph_lead=3
+[ "$(nproc)" -gt 1 ] || ceph_lead=0
 ceph_begun=""
 ceph_ahead() {
-	local i j mode=cluster
-	[ -z "$ceph_begun" ] || return 0
-	for ((j = $1; j < ${#needs[@]} && j < $1 + ceph_lead; j++)); do
-		[ -n "${needs[j]}" ] && break
-	done
-	[ "$j" -lt "${#needs[@]}" ] && [ "$j" -lt $(($1 + ceph_lead)) ] || return 0
-	for ((i = $1; i < ${#needs[@]}; i++)); do
-		[ "${needs[i]}" != apart ] || mode=apart
-	done
+	[ -z "$ceph_begun" ] && [ -n "$ceph_first" ] && [ "$1" -ge $((ceph_first - ceph_lead)) ] && [ "$ceph_lead" -gt 0 ] || return 0
 	ceph_begun=1
 	# Marked begun here, before it runs, so that ceph_up waits for it
 	# rather than starting a second one.
 	mkdir -p /run/e2e-ceph
 	: >/run/e2e-ceph/cluster.begun
-	[ "$mode" != apart ] || : >/run/e2e-ceph/apart.begun
-	echo "starting the Ceph cluster ($mode) in the background" >/dev/console
-	"$E2E_DIR/ceph-start.sh" "$mode" </dev/null >/dev/null 2>&1 &
+	[ "$ceph_mode" != apart ] || : >/run/e2e-ceph/apart.begun
+	echo "starting the Ceph cluster ($ceph_mode) in the background" >/dev/console
+	"$E2E_DIR/ceph-start.sh" "$ceph_mode" </dev/null >/dev/null 2>&1 &
 }
 for ((k = 0; k < ${#selected[@]}; k++)); do
 	s=${selected[k]}

@@ -46,14 +46,23 @@ drives=()
 for d in "${disks[@]}"; do
 	drives+=(-drive "file=$d,if=virtio,format=raw,cache=unsafe")
 done
-# KVM guests hang before their first console line on these machines: TCG.
+# KVM guests hang before their first console line on these machines (their
+# KVM is kvm-pvm, which runs only kernels built as PVM guests): TCG.
 # Under TCG the guest kernel finds its CPUs' TSCs unsynchronized and
 # falls back to the emulated HPET, where a clock read is a system call and
 # a device access: 8 to 10 us for Go's time.Now against 0.6 us on the TSC
 # (2026-11-29). The TSC is the host's, the same on every vCPU, so the
 # guest is told to trust it, as a real machine's kernel does.
+#
+# The CPU is x86-64-v2 with AES and carry-less multiply (the kernel's
+# crc32c, rxe's ICRC, TLS), not "max": with max, glibc copies with rep
+# movsb (ERMS, FSRM), which TCG runs a byte at a time, and the guest ran
+# gzip 1.7 times and python3's start 1.2 times slower, scenarios 10 to 30 %
+# (2026-11-29, docs/testing.md). GUEST_SMP: vCPUs, 2 unless set (each is a
+# thread of this machine's).
+cpu=qemu64,+ssse3,+sse4.1,+sse4.2,+popcnt,+cx16,+pclmulqdq,+aes
 timeout --foreground -k 10 "$timeout" qemu-system-x86_64 \
-	-accel tcg,thread=multi -cpu max -m "${GUEST_MEM_MB:-6144}" -smp 2 \
+	-accel tcg,thread=multi -cpu "$cpu" -m "${GUEST_MEM_MB:-6144}" -smp "${GUEST_SMP:-2}" \
 	-kernel "$KERNEL" -initrd "$INITRD" \
 	-append "console=ttyS0 quiet panic=-1 tsc=reliable clocksource=tsc" \
 	-nographic -no-reboot \
