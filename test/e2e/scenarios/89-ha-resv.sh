@@ -154,11 +154,14 @@ read -r -d '' a_writes0 a_path0 < <(a_scrape nvmeof_tgt_writes_completed_total n
 kill -STOP "$TARGET_PID"
 a_stopped=$TARGET_PID
 wait_for 5 "daemon A stopped" stopped "$TARGET_PID"
-# Host 1's writer: pattern A over the region, 128 KiB at a time, 16 in
-# flight from each CPU (both of the controller's I/O queues), over and
-# over until a write fails, as its writes must once A resumes.
+# Host 1's writer: pattern A over the region, 128 KiB at a time, 32 in
+# flight, split over the guest's CPUs (up to two) and so over the
+# controller's I/O queues (one per CPU), over and over until a write
+# fails, as its writes must once A resumes.
+cpus=$(nproc)
+[ "$cpus" -le 2 ] || cpus=2
 fio --name=paused --filename="$d1" --direct=1 --ioengine=libaio --rw=write --bs="$region" --size="$region" \
-	--iodepth=16 --numjobs=2 --cpus_allowed=0-1 --cpus_allowed_policy=split --time_based --runtime=60 \
+	--iodepth=$((32 / cpus)) --numjobs="$cpus" --cpus_allowed=0-$((cpus - 1)) --cpus_allowed_policy=split --time_based --runtime=60 \
 	--buffer_pattern=0x41 --scramble_buffers=0 --output-format=json --output="$RESULTS/$SCENARIO-paused.json" \
 	2>"$RESULTS/$SCENARIO-paused.err" &
 fio_pid=$!
