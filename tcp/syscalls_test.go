@@ -33,11 +33,19 @@ func TestSyscallsPerCommand(t *testing.T) {
 
 // With spinning, a host sending one command after another finds the
 // poller awake: it sleeps in poll(2) for a few of them only, and reads
-// instead; each command still costs one writev.
+// instead; each command still costs one writev. The window is 50 ms here,
+// not the daemon's 1 ms: the test host is a goroutine of this process, and
+// on a machine busy with other work its next command can come
+// milliseconds after the response (139 polls for 200 commands beside two
+// emulated guests with the 1 ms window). How long to spin is the
+// benchmark's question (docs/performance.md); this test asks whether the
+// poller spins at all.
 func TestSpinningSleepsLess(t *testing.T) {
 	if spinWindow == 0 {
 		t.Fatal("NVMEOF_TGT_SPIN_US=0: spinning is off")
 	}
+	defer func(w time.Duration) { spinWindow = w }(spinWindow)
+	spinWindow = 50 * time.Millisecond
 	n, io := commandsOneByOne(t)
 	t.Logf("%d commands: %d reads, %d writevs, %d polls", n, io.reads, io.writevs, io.polls)
 	if io.polls > uint64(n)/2 {
