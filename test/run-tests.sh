@@ -90,8 +90,14 @@ set -m
 	nice -n 19 go vet -tags e2e ./... || rc=1 # the tag adds only test/e2e's suite
 	phase "end-to-end suite, guest kernel 6.12, one vCPU (${also_612[*]} ${only_612[*]})"
 	renice -n 10 -p "$BASHPID" >/dev/null
-	GUEST_SMP=1 e2e 6.12 40m "${also_612[@]}" "${only_612[@]}" || rc=1
-	phase "the 6.12 guest is done"
+	# 97-dhchap first, in a boot of its own, while the 6.1 guest runs its
+	# lighter scenarios: last, beside the gateway scenarios, the host took
+	# over the daemon's 30 s per step to compute ffdhe8192 (2026-11-30).
+	GUEST_SMP=1 e2e 6.12 40m 97-dhchap || rc=1
+	rest=()
+	for n in "${also_612[@]}" "${only_612[@]}"; do [ "$n" = 97-dhchap ] || rest+=("$n"); done
+	GUEST_SMP=1 e2e 6.12 40m "${rest[@]}" || rc=1
+	phase "the 6.12 guests are done"
 	exit "$rc"
 ) >"$lane_612" 2>&1 </dev/null &
 lanes+=($!)
