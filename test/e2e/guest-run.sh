@@ -98,8 +98,8 @@ done
 # once the I-th scenario is within ceph_lead of the first that needs it:
 # the start keeps one of the guest's CPUs busy for about 45 s and so
 # overlaps scenarios that leave one idle. A guest with one CPU has none
-# idle (a scenario beside the start there ran at a tenth of its speed),
-# so it starts the cluster when the first scenario asks for it.
+# idle (19-qos beside the start there measured 10 IOPS, where it needs
+# well over 40), so it starts the cluster when the first scenario asks.
 ceph_lead=3
 [ "$(nproc)" -gt 1 ] || ceph_lead=0
 ceph_begun=""
