@@ -59,8 +59,8 @@ done
 # is not ready when the scenarios start, and getrandom(2) fails nvme-cli's key
 # generation), not "max": with max, glibc copies with rep
 # movsb (ERMS, FSRM), which TCG runs a byte at a time, and the guest ran
-# gzip 1.7 times and python3's start 1.2 times slower, scenarios 10 to 30 %
-# (2026-11-29, docs/testing.md). GUEST_SMP: vCPUs, 2 unless set (each is a
+# gzip 1.7 times and python3's start 1.3 times slower, six scenarios 13 %
+# (2026-11-30, docs/testing.md). GUEST_SMP: vCPUs, 2 unless set (each is a
 # thread of this machine's).
 cpu=qemu64,+ssse3,+sse4.1,+sse4.2,+popcnt,+cx16,+pclmulqdq,+aes,+rdrand
 timeout --foreground -k 10 "$timeout" qemu-system-x86_64 \
