@@ -450,6 +450,29 @@ fio_interrupt() {
 	sed -n '/^{/,$p' "$2" >"$2.tmp" && mv "$2.tmp" "$2"
 }
 
+# fio_start NAME FIO-ARGS...: fio in the background for as long as a
+# scenario's steps take (time based, up to 10 min), its JSON report in
+# NAME's file; FIO_PID. fio_finish NAME: stops it, which must still have
+# been running (it was to cover every step since fio_start), and checks
+# its report: no errors, and bytes moved. A fixed run time would have
+# the scenario wait for its end.
+fio_start() {
+	local name=$1
+	shift
+	fio --name="$name" --output-format=json --output="$RESULTS/$SCENARIO-$name.json" \
+		--time_based --runtime=600 "$@" >"$RESULTS/$SCENARIO-$name.out" 2>&1 &
+	FIO_PID=$!
+}
+fio_finish() {
+	local out=$RESULTS/$SCENARIO-$1.json
+	gone "$FIO_PID" && fail "fio $1 ended before the steps it was to cover: $(tail -5 "$RESULTS/$SCENARIO-$1.out")"
+	fio_interrupt "$FIO_PID" "$out"
+	fio_sums "$out"
+	assert_eq "fio $1 errors" "$FIO_ERRORS" 0
+	[ $((FIO_READ + FIO_WRITTEN)) -gt 0 ] || fail "fio $1 moved no data"
+	echo "fio $1: read $FIO_READ bytes, wrote $FIO_WRITTEN bytes"
+}
+
 # fio_write_verify DEV MIB SEED: fio random writes of 4 KiB to 1 MiB at
 # queue depth 16 over the first MIB MiB of DEV with crc32c verification,
 # then a verify-only read pass, each of at least MIB MiB. FIO_VERIFY is the

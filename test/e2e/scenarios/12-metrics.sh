@@ -8,16 +8,14 @@ dev=$(connect "$nqn")
 base_r=$(metric nvmeof_tgt_read_bytes_total)
 base_w=$(metric nvmeof_tgt_written_bytes_total)
 # Scrape while fio runs: the endpoint answers under load.
-fio --name=load --filename="$dev" --rw=randrw --bs=64k --iodepth=8 --ioengine=libaio --direct=1 --runtime=10 --time_based >/dev/null &
-fio_pid=$!
+fio_start load --filename="$dev" --rw=randrw --bs=64k --iodepth=8 --ioengine=libaio --direct=1
 # written_moved: the write counter grew while fio still runs.
 written_moved() {
-	gone "$fio_pid" && fail "fio ended before a scrape saw its writes"
+	gone "$FIO_PID" && fail "fio ended before a scrape saw its writes"
 	[ "$(printf '%.0f' "$(metric nvmeof_tgt_written_bytes_total)")" -gt "$(printf '%.0f' "$base_w")" ]
 }
 wait_for 10 "written bytes moving during fio" written_moved
-# Not a bare wait: that would wait for the daemon too.
-wait "$fio_pid" || fail "fio under scrape failed"
+fio_finish load
 base_r=$(metric nvmeof_tgt_read_bytes_total)
 base_w=$(metric nvmeof_tgt_written_bytes_total)
 fio_ok w --filename="$dev" --rw=randwrite --bs=16k --iodepth=16 --ioengine=libaio --direct=1 --size=32m

@@ -29,12 +29,11 @@ mdev2=$(wait_dev "$moving" 2)
 echo "steady $sdev, moving $mdev1 $mdev2"
 
 # fio with verification on the steady subsystem for the whole reload.
-(fio_ok steady --filename="$sdev" --rw=randwrite --bs=4k --iodepth=16 --ioengine=libaio --direct=1 \
-	--size=64m --verify=crc32c --verify_backlog=256 --runtime=20 --time_based --loops=1000) >"$RESULTS/$SCENARIO-fio.log" 2>&1 &
-fio_pid=$!
+fio_start steady --filename="$sdev" --rw=randwrite --bs=4k --iodepth=16 --ioengine=libaio --direct=1 \
+	--size=64m --verify=crc32c --verify_backlog=256
 # steady_writing: the target counted writes to the steady subsystem.
 steady_writing() {
-	gone "$fio_pid" && fail "fio on $steady ended early: $(tail -5 "$RESULTS/$SCENARIO-fio.log")"
+	gone "$FIO_PID" && fail "fio on $steady ended early: $(tail -5 "$RESULTS/$SCENARIO-steady.out")"
 	[ "$(printf '%.0f' "$(metric nvmeof_tgt_written_bytes_total "subsystem=\"$steady\"")")" -gt 0 ]
 }
 wait_for 10 "fio writing to $steady" steady_writing
@@ -86,8 +85,7 @@ assert_eq "generation after a rejected reload" "$(metric nvmeof_tgt_config_gener
 [ -b "$mdev3" ] || fail "namespace 3 went away after a rejected reload"
 dd if="$mdev3" of=/dev/null bs=1M count=4 iflag=direct status=none || fail "I/O after a rejected reload"
 
-wait "$fio_pid" || { cat "$RESULTS/$SCENARIO-fio.log"; fail "fio on the steady subsystem failed during the reloads"; }
-cat "$RESULTS/$SCENARIO-fio.log"
+fio_finish steady
 if grep -F "controller removed" "$RESULTS/$SCENARIO-target.log" | grep -qF "$steady"; then
 	fail "the steady subsystem's controller was disturbed"
 fi

@@ -27,17 +27,9 @@ mdev=$(wait_dev "$moving")
 mc=$(ctrl_of "$moving")
 echo "steady $sdev, moving $mdev ($mc)"
 
-# fio in 10 s runs, each verifying what it wrote, until the rounds are over.
-rm -f /tmp/stop21
-(
-	i=0
-	while [ ! -e /tmp/stop21 ]; do
-		i=$((i + 1))
-		fio_ok "steady$i" --filename="$sdev" --rw=randwrite --bs=4k --iodepth=16 --ioengine=libaio --direct=1 \
-			--size=64m --verify=crc32c --verify_backlog=256 --runtime=10 --time_based
-	done
-) >"$RESULTS/$SCENARIO-fio.log" 2>&1 &
-fio_pid=$!
+# fio verifying what it writes, until the rounds are over.
+fio_start steady --filename="$sdev" --rw=randwrite --bs=4k --iodepth=16 --ioengine=libaio --direct=1 \
+	--size=64m --verify=crc32c --verify_backlog=256
 
 # wait_state CTRL PATTERN SECONDS: until the controller's state matches.
 wait_state() {
@@ -54,15 +46,13 @@ for round in $(seq "$rounds"); do
 	gen=$((gen + 1))
 	wait_state "$mc" '^live$' 30
 	kill -0 "$TARGET_PID" 2>/dev/null || fail "daemon died in round $round: $(tail -20 "$log")"
-	kill -0 "$fio_pid" 2>/dev/null || { cat "$RESULTS/$SCENARIO-fio.log"; fail "fio on the steady port ended in round $round"; }
+	gone "$FIO_PID" && fail "fio on the steady port ended in round $round: $(tail -5 "$RESULTS/$SCENARIO-steady.out")"
 	echo "round $round: port 2 removed (host disconnected) and back (host reconnected)"
 done
 assert_eq "configuration generation" "$(metric nvmeof_tgt_config_generation)" "$gen"
 assert_eq "port removals logged" "$(grep -c 'msg="port removed"' "$log")" "$rounds"
 dd if="$mdev" of=/dev/null bs=1M count=8 iflag=direct status=none || fail "I/O on the moving subsystem after the last round"
-touch /tmp/stop21
-wait "$fio_pid" || { cat "$RESULTS/$SCENARIO-fio.log"; fail "fio on the steady port failed during the reloads"; }
-cat "$RESULTS/$SCENARIO-fio.log"
+fio_finish steady
 if grep -F "controller removed" "$log" | grep -qF "$steady"; then
 	fail "the steady subsystem's controller was disturbed"
 fi
