@@ -13,8 +13,9 @@ export PATH=/usr/local/go/bin:$PATH
 phase() { echo "== $* (at $((SECONDS / 60)) min $((SECONDS % 60)) s)"; }
 phase "go.mod and go.sum tidy"
 ./test/check-tidy.sh
-# The end-to-end suite, on two guest kernels, one guest after the other:
-# 6.1 (bookworm's), then 6.12.
+# The end-to-end suite, on two guest kernels: 6.1 (bookworm's) and 6.12,
+# whose scenarios run partly beside the 6.1 guest and partly after it
+# (beside_612 and after_612 below).
 #
 # 6.1 runs every scenario but those below. 6.12 runs the
 # host side that changed much since 6.1 (multipath and ANA: 85 and 86;
@@ -99,7 +100,7 @@ set -m
 (
 	renice -n 19 -p "$BASHPID" >/dev/null
 	rc=0
-	(host_checks) >"$host_log" 2>&1 || rc=1
+	(host_checks) >"$host_log" 2>&1 || rc=1 # not a bare status: set -e would end the lane
 	echo "$rc" >"$host_status"
 	renice -n 10 -p "$BASHPID" >/dev/null
 	phase "end-to-end suite, guest kernel 6.12, one vCPU (${beside_612[*]})"

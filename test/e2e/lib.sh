@@ -407,9 +407,15 @@ fio_ok() {
 	shift
 	local out=$RESULTS/$SCENARIO-$name.json
 	fio --name="$name" --output-format=json --output="$out" "$@" || fail "fio $name exited with $?: $(tail -20 "$out")"
-	fio_sums "$out"
-	assert_eq "fio $name errors" "$FIO_ERRORS" 0
-	echo "fio $name: read $FIO_READ bytes, wrote $FIO_WRITTEN bytes"
+	fio_report "$name"
+}
+
+# fio_report NAME: NAME's fio report summed (fio_sums); fails on any
+# error, prints the bytes moved.
+fio_report() {
+	fio_sums "$RESULTS/$SCENARIO-$1.json"
+	assert_eq "fio $1 errors" "$FIO_ERRORS" 0
+	echo "fio $1: read $FIO_READ bytes, wrote $FIO_WRITTEN bytes"
 }
 
 # fio_sums FILE: FIO_ERRORS, FIO_READ and FIO_WRITTEN, the jobs' error,
@@ -464,13 +470,10 @@ fio_start() {
 	FIO_PID=$!
 }
 fio_finish() {
-	local out=$RESULTS/$SCENARIO-$1.json
 	gone "$FIO_PID" && fail "fio $1 ended before the steps it was to cover: $(tail -5 "$RESULTS/$SCENARIO-$1.out")"
-	fio_interrupt "$FIO_PID" "$out"
-	fio_sums "$out"
-	assert_eq "fio $1 errors" "$FIO_ERRORS" 0
+	fio_interrupt "$FIO_PID" "$RESULTS/$SCENARIO-$1.json"
+	fio_report "$1"
 	[ $((FIO_READ + FIO_WRITTEN)) -gt 0 ] || fail "fio $1 moved no data"
-	echo "fio $1: read $FIO_READ bytes, wrote $FIO_WRITTEN bytes"
 }
 
 # fio_write_verify DEV MIB SEED: fio random writes of 4 KiB to 1 MiB at
