@@ -526,7 +526,10 @@ tls_cost() {
 				if (!n[po] || !n[qo] || !n[pk] || !n[qk]) continue
 				ao = m(busy, qo) - m(busy, po); ak = m(busy, qk) - m(busy, pk)
 				printf "  %-18s IOPS with TLS / without: nvmeof-tgt %.2f, nvmet %.2f\n", j, m(iops, qo) / m(iops, po), m(iops, qk) / m(iops, pk)
-				printf "  %-18s CPU TLS adds per I/O: nvmeof-tgt %.0f, nvmet %.0f: ratio %.2f, TLS costs us %s the kernel target\n", j, ao, ak, ao / ak, (ao <= ak ? "no more than" : "more than")
+				if (ak > 0)
+					printf "  %-18s CPU TLS adds per I/O: nvmeof-tgt %.0f, nvmet %.0f: ratio %.2f, TLS costs us %s the kernel target\n", j, ao, ak, ao / ak, (ao <= ak ? "no more than" : "more than")
+				else # the rounds spread wider than what TLS adds
+					printf "  %-18s CPU TLS adds per I/O: nvmeof-tgt %.0f, nvmet %.0f: no ratio\n", j, ao, ak
 				printf "  %-18s vCPUs busy with TLS: nvmeof-tgt %.2f, nvmet %.2f, of %d\n", j, m(iops, qo) * m(busy, qo) / 1e6, m(iops, qk) * m(busy, qk) / 1e6, vcpus
 			}
 		}' /results/plain-rounds.tsv /results/rounds.tsv | sort -s -k1,3
