@@ -21,7 +21,8 @@
 #           partly in user space and nvmet not at all.
 # Soft-RoCE counters (/sys/class/infiniband/rxe0/ports/1/hw_counters) are
 # read the same way and written per I/O to rxe.tsv; nvmeof-tgt's poller
-# busy/asleep seconds (metrics) to poller.tsv.
+# busy/asleep seconds (metrics) to poller.tsv; the guest's context
+# switches and interrupts between its CPUs to sched.tsv.
 #
 # Idle: with a host connected and no I/O, nvmeof-tgt's utime + stime over
 # BENCH_IDLE seconds (default 30; 0 skips it), as % of one core, with the
@@ -93,6 +94,15 @@ wakeups() { cat /proc/"$1"/task/*/status | awk '/^voluntary_ctxt_switches/ {s +=
 rxe_counters() {
 	[ "$transport" = rdma ] || return 0 # soft-RoCE carries nothing of NVMe/TCP
 	for f in "$hwc"/*; do echo "${f##*/} $(cat "$f")"; done
+}
+# sched_counters: the guest's context switches and the interrupts one CPU
+# sends another (rescheduling, function calls, TLB shootdowns), summed
+# over the CPUs: what a target costs in switching beside its CPU time.
+sched_counters() {
+	awk '$1 == "ctxt" {print "ctxt", $2}' /proc/stat
+	awk '$1 == "RES:" || $1 == "CAL:" || $1 == "TLB:" {
+		s = 0; for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) s += $i
+		print tolower(substr($1, 1, 3)) "_ipi", s }' /proc/interrupts
 }
 poller_secs() { # busy asleep, from the metrics endpoint
 	curl -sf "http://$metrics/metrics" | awk '/^nvmeof_tgt_poller_seconds_total/ {
@@ -170,12 +180,14 @@ run_job() {
 	local label=$1 dev=$2 pid=$3 round=$4 rw=$5 bs=$6 qd=$7 c0 c1 p0=0 p1=0 pl0 pl1 ios tgt
 	local out="/results/$label-$rw-$bs-qd$qd-r$round" j="$rw $bs qd$qd"
 	rxe_counters >/tmp/rxe0
+	sched_counters | sort >/tmp/sched0
 	[ -z "$pid" ] || { pl0=$(poller_secs); p0=$(proc_cpu "$pid"); }
 	c0=$(guest_cpu)
 	fio_job "$pid" "$rw" "$bs" "$qd" "$dev" "$out"
 	c1=$(guest_cpu)
 	[ -z "$pid" ] || { p1=$(proc_cpu "$pid"); pl1=$(poller_secs); }
 	rxe_counters >/tmp/rxe1
+	sched_counters | sort >/tmp/sched1
 	ios=$(jq '.jobs[0] | .read.total_ios + .write.total_ios' "$out.json")
 	# perf stat -x, lines: count,unit,event,...; the ones that moved, per I/O.
 	# Per I/O of the counted window; of the job where the block device
@@ -200,6 +212,8 @@ run_job() {
 	# Soft-RoCE counters that moved, per I/O.
 	join /tmp/rxe0 /tmp/rxe1 | awk -v l="$label" -v j="$j r$round" -v n="$ios" '
 		$3 != $2 {s = s sprintf(" %s=%.2f", $1, ($3 - $2) / n)} END {print l "\t" j "\t" s}' >>/results/rxe.tsv
+	join /tmp/sched0 /tmp/sched1 | awk -v l="$label" -v j="$j r$round" -v n="$ios" '
+		{s = s sprintf(" %s=%.2f", $1, ($3 - $2) / n)} END {print l "\t" j "\t" s}' >>/results/sched.tsv
 	[ -z "$pid" ] || [ "$transport" != rdma ] || awk -v l="$label" -v j="$j r$round" -v n="$ios" -v a="$pl0" -v b="$pl1" 'BEGIN {
 		split(a, x, " "); split(b, y, " ")
 		printf "%s\t%s\tbusy %.1f s/M I/O, asleep %.1f s/M I/O\n", l, j, (y[1] - x[1]) / n * 1e6, (y[2] - x[2]) / n * 1e6}' >>/results/poller.tsv
@@ -395,6 +409,8 @@ report() {
 		echo "soft-RoCE counters per I/O:"
 		column -t -s $'\t' /results/rxe.tsv
 	fi
+	echo "context switches and interrupts between CPUs per I/O, the whole guest:"
+	column -t -s $'\t' /results/sched.tsv
 	[ ! -f /results/poller.tsv ] || { echo "nvmeof-tgt pollers:"; column -t -s $'\t' /results/poller.tsv; }
 	[ ! -f /results/syscalls.tsv ] || { echo "nvmeof-tgt system calls per I/O (sys_enter: all of them):"; column -t -s $'\t' /results/syscalls.tsv; }
 }
@@ -404,6 +420,7 @@ report() {
 bench_pass() {
 	: >/results/rounds.tsv
 	: >/results/rxe.tsv
+	: >/results/sched.tsv
 	: >/results/link.tsv
 	: >/results/p99.tsv
 
@@ -538,7 +555,7 @@ tls_cost() {
 if [ "$tls" = both ]; then
 	tls=""
 	bench_pass
-	for f in rounds p99 rxe link; do mv "/results/$f.tsv" "/results/plain-$f.tsv"; done
+	for f in rounds p99 rxe link sched; do mv "/results/$f.tsv" "/results/plain-$f.tsv"; done
 	echo
 	echo "=== the same jobs in the same boot, TLS 1.3 required on both targets"
 	tls=1 idle_secs=0
