@@ -104,6 +104,12 @@ sched_counters() {
 		s = 0; for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) s += $i
 		print tolower(substr($1, 1, 3)) "_ipi", s }' /proc/interrupts
 }
+# moved_per_io BEFORE AFTER LABEL JOB IOS: the counters ("name value"
+# lines, sorted) that moved between the two files, per I/O, on one line.
+moved_per_io() {
+	join "$1" "$2" | awk -v l="$3" -v j="$4" -v n="$5" '
+		$3 != $2 {s = s sprintf(" %s=%.2f", $1, ($3 - $2) / n)} END {print l "\t" j "\t" s}'
+}
 poller_secs() { # busy asleep, from the metrics endpoint
 	curl -sf "http://$metrics/metrics" | awk '/^nvmeof_tgt_poller_seconds_total/ {
 		if ($0 ~ /busy/) b = $2; else i = $2 } END {print b + 0, i + 0}'
@@ -209,11 +215,8 @@ run_job() {
 	jq -r --arg l "$label" --arg j "$j" --arg r "$round" '.jobs[0] |
 		[$l, $j, $r, (([.read, .write] | map(select(.total_ios > 0) | .clat_ns.percentile["99.000000"]) | max // 0) / 1000 | floor)] | @tsv' \
 		"$out.json" >>/results/p99.tsv
-	# Soft-RoCE counters that moved, per I/O.
-	join /tmp/rxe0 /tmp/rxe1 | awk -v l="$label" -v j="$j r$round" -v n="$ios" '
-		$3 != $2 {s = s sprintf(" %s=%.2f", $1, ($3 - $2) / n)} END {print l "\t" j "\t" s}' >>/results/rxe.tsv
-	join /tmp/sched0 /tmp/sched1 | awk -v l="$label" -v j="$j r$round" -v n="$ios" '
-		{s = s sprintf(" %s=%.2f", $1, ($3 - $2) / n)} END {print l "\t" j "\t" s}' >>/results/sched.tsv
+	moved_per_io /tmp/rxe0 /tmp/rxe1 "$label" "$j r$round" "$ios" >>/results/rxe.tsv
+	moved_per_io /tmp/sched0 /tmp/sched1 "$label" "$j r$round" "$ios" >>/results/sched.tsv
 	[ -z "$pid" ] || [ "$transport" != rdma ] || awk -v l="$label" -v j="$j r$round" -v n="$ios" -v a="$pl0" -v b="$pl1" 'BEGIN {
 		split(a, x, " "); split(b, y, " ")
 		printf "%s\t%s\tbusy %.1f s/M I/O, asleep %.1f s/M I/O\n", l, j, (y[1] - x[1]) / n * 1e6, (y[2] - x[2]) / n * 1e6}' >>/results/poller.tsv
